@@ -1,0 +1,4 @@
+#ifndef LENDER_CLIBPQ_SHIM_H
+#define LENDER_CLIBPQ_SHIM_H
+#include <libpq-fe.h>
+#endif

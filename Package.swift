@@ -1,0 +1,76 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "lender",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "lender", targets: ["lender"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+    ],
+    targets: [
+        // libpq, found through pkg-config (Debian: libpq-dev).
+        .systemLibrary(
+            name: "CLibPQ",
+            path: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        // A small, safe Swift face over libpq. Knows nothing of marketplaces.
+        .target(
+            name: "Postgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // The HTTP gateway.
+        .target(
+            name: "Server",
+            dependencies: [
+                "Postgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "lender",
+            dependencies: [
+                "Postgres",
+                "Server",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Test helpers: a fresh database per test, from the cluster scripts/test starts.
+        .target(
+            name: "TestSupport",
+            dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Support"
+        ),
+        .testTarget(
+            name: "PostgresTests",
+            dependencies: ["Postgres", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: [
+                "Server",
+                "Postgres",
+                "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,70 @@
+import CLibPQ
+
+/// Where and how to connect: a libpq connection string, as a URL
+/// (`postgresql://user:pass@host:port/db?sslmode=disable`, `postgresql:///db?host=/socket/dir`)
+/// or as `key=value` pairs.
+public struct PostgresConfiguration: Sendable, Hashable {
+    public var connectionString: String
+    /// Seconds before giving up on connecting, unless the connection string says otherwise.
+    public var connectTimeoutSeconds: Int
+    public var applicationName: String
+    /// Parsed settings (host, port, dbname, user, ...), for messages and for `database(_:)`.
+    public let settings: [String: String]
+
+    public init(_ connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "lender") throws {
+        self.connectionString = connectionString
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.applicationName = applicationName
+        self.settings = try Self.parse(connectionString)
+    }
+
+    public var host: String { settings["hostaddr"] ?? settings["host"] ?? "localhost" }
+    public var port: String { settings["port"] ?? "5432" }
+    public var database: String { settings["dbname"] ?? settings["user"] ?? "postgres" }
+    public var user: String? { settings["user"] }
+
+    /// A short, password-free description: `host 127.0.0.1 port 5432 database lender`.
+    public var target: String { "host \(host) port \(port) database \(database)" }
+
+    /// The same server and credentials, another database.
+    public func database(_ name: String) -> PostgresConfiguration {
+        var settings = self.settings
+        settings["dbname"] = name
+        let rendered = settings.sorted { $0.key < $1.key }.map { key, value in
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+            return "\(key)='\(escaped)'"
+        }.joined(separator: " ")
+        // Parsing what we rendered from parsed settings cannot fail.
+        return try! PostgresConfiguration(
+            rendered, connectTimeoutSeconds: connectTimeoutSeconds, applicationName: applicationName)
+    }
+
+    static func parse(_ connectionString: String) throws -> [String: String] {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &errorMessage) else {
+            let message = errorMessage.map { String(cString: $0) } ?? "out of memory"
+            if let errorMessage { PQfreemem(errorMessage) }
+            throw PostgresError(
+                .connection, message: "invalid database URL: \(message.trimmingWhitespace())")
+        }
+        defer { PQconninfoFree(options) }
+        var settings = [String: String]()
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val {
+                settings[String(cString: keyword)] = String(cString: value)
+            }
+            option += 1
+        }
+        return settings
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var text = Substring(self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        while let first = text.first, first.isWhitespace { text.removeFirst() }
+        return String(text)
+    }
+}

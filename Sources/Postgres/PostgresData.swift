@@ -1,0 +1,322 @@
+import Foundation
+
+/// A PostgreSQL type OID, as sent with a parameter and read back with a column.
+public struct PostgresType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let unknown = PostgresType(rawValue: 0)
+    public static let bool = PostgresType(rawValue: 16)
+    public static let bytea = PostgresType(rawValue: 17)
+    public static let name = PostgresType(rawValue: 19)
+    public static let int8 = PostgresType(rawValue: 20)
+    public static let int2 = PostgresType(rawValue: 21)
+    public static let int4 = PostgresType(rawValue: 23)
+    public static let text = PostgresType(rawValue: 25)
+    public static let oid = PostgresType(rawValue: 26)
+    public static let json = PostgresType(rawValue: 114)
+    public static let float4 = PostgresType(rawValue: 700)
+    public static let float8 = PostgresType(rawValue: 701)
+    public static let bpchar = PostgresType(rawValue: 1042)
+    public static let varchar = PostgresType(rawValue: 1043)
+    public static let timestamp = PostgresType(rawValue: 1114)
+    public static let timestamptz = PostgresType(rawValue: 1184)
+    public static let numeric = PostgresType(rawValue: 1700)
+    public static let uuid = PostgresType(rawValue: 2950)
+    public static let jsonb = PostgresType(rawValue: 3802)
+    public static let xid8 = PostgresType(rawValue: 5069)
+
+    public var description: String {
+        switch self {
+        case .bool: "boolean"
+        case .bytea: "bytea"
+        case .name: "name"
+        case .int8: "bigint"
+        case .int2: "smallint"
+        case .int4: "integer"
+        case .text: "text"
+        case .oid: "oid"
+        case .json: "json"
+        case .float4: "real"
+        case .float8: "double precision"
+        case .bpchar: "character"
+        case .varchar: "character varying"
+        case .timestamp: "timestamp"
+        case .timestamptz: "timestamptz"
+        case .numeric: "numeric"
+        case .uuid: "uuid"
+        case .jsonb: "jsonb"
+        case .xid8: "xid8"
+        default: "type \(rawValue)"
+        }
+    }
+}
+
+/// A value bound to a query parameter, in PostgreSQL's text format.
+public struct PostgresBinding: Sendable, Hashable {
+    public var type: PostgresType
+    /// nil is SQL NULL.
+    public var text: String?
+
+    public init(type: PostgresType, text: String?) {
+        self.type = type
+        self.text = text
+    }
+
+    public static let null = PostgresBinding(type: .unknown, text: nil)
+}
+
+/// A Swift value that can be sent as a query parameter.
+public protocol PostgresEncodable: Sendable {
+    var postgresBinding: PostgresBinding { get }
+}
+
+/// A Swift value that can be read from a column in PostgreSQL's text format.
+public protocol PostgresDecodable: Sendable {
+    /// The column types this value reads; a column of another type is a decoding error.
+    static var postgresTypes: Set<PostgresType> { get }
+    /// Returns nil when the text is not a valid value of the type.
+    init?(postgresText text: String, type: PostgresType)
+}
+
+public typealias PostgresCodable = PostgresEncodable & PostgresDecodable
+
+extension Bool: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .bool, text: self ? "t" : "f") }
+    public static let postgresTypes: Set<PostgresType> = [.bool]
+    public init?(postgresText text: String, type: PostgresType) {
+        switch text {
+        case "t": self = true
+        case "f": self = false
+        default: return nil
+        }
+    }
+}
+
+private let integerTypes: Set<PostgresType> = [.int2, .int4, .int8, .oid, .xid8]
+
+extension Int: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
+    public static var postgresTypes: Set<PostgresType> { integerTypes }
+    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+}
+
+extension Int64: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
+    public static var postgresTypes: Set<PostgresType> { integerTypes }
+    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+}
+
+extension Int32: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .int4, text: String(self)) }
+    public static var postgresTypes: Set<PostgresType> { [.int2, .int4] }
+    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+}
+
+extension Double: PostgresCodable {
+    public var postgresBinding: PostgresBinding {
+        let text: String =
+            if isNaN { "NaN" } else if self == .infinity { "Infinity" } else if self == -.infinity { "-Infinity" } else {
+                // Swift prints the shortest text that reads back to the same Double.
+                "\(self)"
+            }
+        return PostgresBinding(type: .float8, text: text)
+    }
+    public static let postgresTypes: Set<PostgresType> = [.float4, .float8, .numeric, .int2, .int4, .int8]
+    public init?(postgresText text: String, type: PostgresType) {
+        switch text {
+        case "NaN": self = .nan
+        case "Infinity": self = .infinity
+        case "-Infinity": self = -.infinity
+        default: self.init(text)
+        }
+    }
+}
+
+extension String: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .text, text: self) }
+    public static let postgresTypes: Set<PostgresType> = [.text, .varchar, .bpchar, .name, .json, .jsonb]
+    public init?(postgresText text: String, type: PostgresType) { self = text }
+}
+
+extension UUID: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .uuid, text: uuidString.lowercased()) }
+    public static let postgresTypes: Set<PostgresType> = [.uuid]
+    public init?(postgresText text: String, type: PostgresType) { self.init(uuidString: text) }
+}
+
+extension Data: PostgresCodable {
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .bytea, text: "\\x" + hexString) }
+    public static let postgresTypes: Set<PostgresType> = [.bytea]
+    public init?(postgresText text: String, type: PostgresType) {
+        // bytea_output = hex (the default since 9.0): "\x" then two hex digits per byte.
+        guard text.hasPrefix("\\x") else { return nil }
+        self.init(hex: text.dropFirst(2))
+    }
+
+    /// Lower-case hexadecimal, two digits per byte.
+    public var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public init?(hex: some StringProtocol) {
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        let utf8 = Array(hex.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        self.init(bytes)
+    }
+}
+
+extension Date: PostgresCodable {
+    public var postgresBinding: PostgresBinding {
+        PostgresBinding(type: .timestamptz, text: PostgresTimestamp.format(self))
+    }
+    public static let postgresTypes: Set<PostgresType> = [.timestamptz, .timestamp]
+    public init?(postgresText text: String, type: PostgresType) {
+        guard let date = PostgresTimestamp.parse(text) else { return nil }
+        self = date
+    }
+}
+
+/// A jsonb value, kept as its JSON text. Encode and decode Codable values through it.
+public struct JSONB: PostgresCodable, Hashable, CustomStringConvertible {
+    public var text: String
+
+    public init(text: String) { self.text = text }
+
+    public init(_ value: some Encodable, encoder: JSONEncoder = JSONEncoder()) throws {
+        self.text = String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    public func decode<T: Decodable>(_ type: T.Type, decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        try decoder.decode(type, from: Data(text.utf8))
+    }
+
+    public var description: String { text }
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .jsonb, text: text) }
+    public static let postgresTypes: Set<PostgresType> = [.jsonb, .json]
+    public init?(postgresText text: String, type: PostgresType) { self.text = text }
+}
+
+extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
+    public var postgresBinding: PostgresBinding {
+        switch self {
+        case .some(let value): value.postgresBinding
+        case .none: .null
+        }
+    }
+}
+
+/// timestamptz in the ISO text form the connection asks for (DateStyle ISO, TimeZone UTC),
+/// to the microsecond, which is PostgreSQL's precision.
+enum PostgresTimestamp {
+    static func format(_ date: Date) -> String {
+        let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        var seconds = Int(floor(totalMicros / 1_000_000))
+        var micros = Int(totalMicros - Double(seconds) * 1_000_000)
+        if micros >= 1_000_000 {
+            seconds += 1
+            micros -= 1_000_000
+        }
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))"
+            + " \(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2))"
+            + ".\(pad(micros, 6))+00"
+    }
+
+    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM[:SS]]]`; a missing offset means UTC.
+    static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ count: Int) -> Int? {
+            guard index + count <= bytes.count else { return nil }
+            var value = 0
+            for _ in 0..<count {
+                let c = bytes[index]
+                guard c >= 48, c <= 57 else { return nil }
+                value = value * 10 + Int(c - 48)
+                index += 1
+            }
+            return value
+        }
+        func expect(_ c: Character) -> Bool {
+            guard index < bytes.count, bytes[index] == c.asciiValue else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
+            expect(" ") || expect("T"), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
+            let second = number(2)
+        else { return nil }
+        var micros = 0
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var digits = 0
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+                if digits < 6 { micros = micros * 10 + Int(bytes[index] - 48) }
+                digits += 1
+                index += 1
+            }
+            for _ in digits..<6 where digits < 6 { micros *= 10 }
+        }
+        var offsetSeconds = 0
+        if index < bytes.count {
+            let sign: Int
+            switch bytes[index] {
+            case UInt8(ascii: "+"): sign = 1
+            case UInt8(ascii: "-"): sign = -1
+            default: return nil
+            }
+            index += 1
+            guard let hours = number(2) else { return nil }
+            var offset = hours * 3600
+            if expect(":") {
+                guard let minutes = number(2) else { return nil }
+                offset += minutes * 60
+                if expect(":") {
+                    guard let secs = number(2) else { return nil }
+                    offset += secs
+                }
+            }
+            offsetSeconds = sign * offset
+        }
+        guard index == bytes.count else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(second)
+        let epoch = Int(timegm(&parts)) - offsetSeconds
+        return Date(timeIntervalSince1970: Double(epoch) + Double(micros) / 1_000_000)
+    }
+}

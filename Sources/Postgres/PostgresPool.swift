@@ -1,0 +1,246 @@
+import Logging
+import NIOPosix
+import Synchronization
+
+/// A bounded pool of connections with scoped access.
+///
+/// `withConnection { }` lends a connection for the length of the closure; when all are lent,
+/// callers wait in line up to `acquireTimeout`, then get `.poolExhausted`. An idle connection
+/// that broke (server restart, `pg_terminate_backend`) is replaced before it is lent, and one
+/// that broke while lent is dropped when it comes back, so the pool heals by itself once the
+/// database answers again. The pool owns the thread pool that runs every libpq call, one
+/// thread per connection.
+public final class PostgresPool: Sendable {
+    public struct Options: Sendable {
+        public var size: Int
+        public var acquireTimeout: Duration
+        public init(size: Int = 8, acquireTimeout: Duration = .seconds(5)) {
+            self.size = max(1, size)
+            self.acquireTimeout = acquireTimeout
+        }
+    }
+
+    /// What the pool is doing right now.
+    public struct Usage: Sendable, Equatable {
+        public var open: Int
+        public var idle: Int
+        public var inUse: Int { open - idle }
+        public var waiting: Int
+    }
+
+    public let configuration: PostgresConfiguration
+    public let options: Options
+    let threadPool: NIOThreadPool
+    let logger: Logger
+    private let state = Mutex(State())
+
+    private enum Grant: Sendable {
+        case connection(PostgresConnection)
+        /// A slot under the size limit, for the waiter to open a connection in.
+        case slot
+    }
+
+    private struct Waiter {
+        var id: UInt64
+        var continuation: CheckedContinuation<Grant, any Error>
+    }
+
+    private struct State {
+        var idle: [PostgresConnection] = []
+        /// Connections open or being opened, lent or idle.
+        var open = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var isShutDown = false
+
+        /// An idle connection, else a free slot, else `.wait`.
+        mutating func grantNow(size: Int) -> Immediate {
+            if isShutDown { return .shutDown }
+            if let connection = idle.popLast() { return .granted(.connection(connection)) }
+            if open < size {
+                open += 1
+                return .granted(.slot)
+            }
+            return .wait
+        }
+    }
+
+    public init(configuration: PostgresConfiguration, options: Options = Options(), logger: Logger) {
+        self.configuration = configuration
+        self.options = options
+        self.logger = logger
+        self.threadPool = NIOThreadPool(numberOfThreads: options.size)
+        threadPool.start()
+    }
+
+    public var usage: Usage {
+        state.withLock { Usage(open: $0.open, idle: $0.idle.count, waiting: $0.waiters.count) }
+    }
+
+    /// Lends a connection to `body` and takes it back when `body` ends.
+    @discardableResult
+    public func withConnection<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let connection = try await acquire()
+        let result: Result
+        do {
+            result = try await body(connection)
+        } catch {
+            release(connection)
+            throw error
+        }
+        release(connection)
+        return result
+    }
+
+    /// Runs `body` in a transaction on a pooled connection.
+    @discardableResult
+    public func withTransaction<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection { connection in
+            try await connection.withTransaction { connection in try await body(connection) }
+        }
+    }
+
+    /// Runs one statement on a pooled connection.
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await withConnection { connection in try await connection.query(query) }
+    }
+
+    /// Closes every idle connection and the thread pool; later calls fail with `.shutDown`.
+    public func shutdown() async {
+        let (idle, waiters) = state.withLock { state in
+            state.isShutDown = true
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
+            state.open -= state.idle.count
+            return (state.idle, state.waiters)
+        }
+        for waiter in waiters {
+            waiter.continuation.resume(throwing: PostgresError(.shutDown, message: "the database pool has shut down"))
+        }
+        for connection in idle { connection.close() }
+        try? await threadPool.shutdownGracefully()
+    }
+
+    // MARK: Lending
+
+    private func acquire() async throws -> PostgresConnection {
+        switch try await grant() {
+        case .connection(let connection):
+            guard connection.needsReplacing else { return connection }
+            logger.debug("replacing a broken idle database connection", metadata: ["pid": "\(connection.backendPID)"])
+            connection.close()
+            return try await open()
+        case .slot:
+            return try await open()
+        }
+    }
+
+    private func open() async throws -> PostgresConnection {
+        do {
+            return try await PostgresConnection.connect(configuration, on: threadPool)
+        } catch {
+            giveBackSlot()
+            throw error
+        }
+    }
+
+    private enum Immediate {
+        case granted(Grant)
+        case shutDown
+        case wait
+    }
+
+    private func grant() async throws -> Grant {
+        switch state.withLock({ $0.grantNow(size: options.size) }) {
+        case .granted(let grant): return grant
+        case .shutDown: throw PostgresError(.shutDown, message: "the database pool has shut down")
+        case .wait: break
+        }
+
+        let id = state.withLock { state in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        let timeout = options.acquireTimeout
+        let timer = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.expire(waiter: id)
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
+                // Something may have come back since the first look: look again, under the same lock as the enqueue.
+                let immediate: Immediate = state.withLock { state in
+                    let immediate = state.grantNow(size: options.size)
+                    if case .wait = immediate { state.waiters.append(Waiter(id: id, continuation: continuation)) }
+                    return immediate
+                }
+                switch immediate {
+                case .granted(let grant): continuation.resume(returning: grant)
+                case .shutDown:
+                    continuation.resume(throwing: PostgresError(.shutDown, message: "the database pool has shut down"))
+                case .wait: break
+                }
+            }
+        } onCancel: {
+            self.expire(waiter: id, error: CancellationError())
+        }
+    }
+
+    private func expire(waiter id: UInt64, error: (any Error)? = nil) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(
+            throwing: error
+                ?? PostgresError(
+                    .poolExhausted,
+                    message: "database busy: no connection free within \(options.acquireTimeout) (pool size \(options.size))"))
+    }
+
+    private func release(_ connection: PostgresConnection) {
+        if connection.needsReplacing {
+            connection.close()
+            giveBackSlot()
+            return
+        }
+        let waiter = state.withLock { state -> Waiter? in
+            if state.isShutDown {
+                state.open -= 1
+                return nil
+            }
+            if state.waiters.isEmpty {
+                state.idle.append(connection)
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        if let waiter {
+            waiter.continuation.resume(returning: .connection(connection))
+        } else if state.withLock({ $0.isShutDown }) {
+            connection.close()
+        }
+    }
+
+    /// A connection closed or never opened: its slot goes to the next waiter, or back to the pool.
+    private func giveBackSlot() {
+        let waiter = state.withLock { state -> Waiter? in
+            if state.waiters.isEmpty {
+                state.open -= 1
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        waiter?.continuation.resume(returning: .slot)
+    }
+}

@@ -1,0 +1,99 @@
+/// A column of a result: its name and type.
+public struct PostgresColumn: Sendable, Hashable {
+    public var name: String
+    public var type: PostgresType
+}
+
+/// The rows of a result, copied out of libpq into Swift values.
+public struct PostgresRows: Sendable, RandomAccessCollection {
+    public let columns: [PostgresColumn]
+    /// Row-major cells in text format; nil is NULL.
+    let cells: [String?]
+    let indexByName: [String: Int]
+    /// Rows a command inserted, updated or deleted (PQcmdTuples), when it says.
+    public let affectedRows: Int
+
+    init(columns: [PostgresColumn], cells: [String?], affectedRows: Int) {
+        self.columns = columns
+        self.cells = cells
+        self.affectedRows = affectedRows
+        var indexByName = [String: Int]()
+        for (index, column) in columns.enumerated() where indexByName[column.name] == nil {
+            indexByName[column.name] = index
+        }
+        self.indexByName = indexByName
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { columns.isEmpty ? 0 : cells.count / columns.count }
+    public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
+
+    /// The only row, or an error when there is none or more than one.
+    public func single() throws -> PostgresRow {
+        guard count == 1 else {
+            throw PostgresError(.decoding, message: "expected exactly one row, got \(count)")
+        }
+        return self[0]
+    }
+}
+
+/// One row; decode its cells by column name or index.
+public struct PostgresRow: Sendable {
+    let rows: PostgresRows
+    let index: Int
+
+    public var columns: [PostgresColumn] { rows.columns }
+
+    /// The cell's raw text, nil for NULL.
+    public func text(_ column: Int) -> String? {
+        rows.cells[index * rows.columns.count + column]
+    }
+
+    public func decode<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
+        try decode(columnIndex(column), as: type)
+    }
+
+    public func decode<T: PostgresDecodable>(_ column: Int, as type: T.Type = T.self) throws -> T {
+        guard let value = try decodeIfPresent(column, as: type) else {
+            throw PostgresError(
+                .decoding, message: "column \"\(rows.columns[column].name)\" is NULL, expected \(T.self)",
+                column: rows.columns[column].name)
+        }
+        return value
+    }
+
+    public func decode<T: PostgresDecodable>(_ column: String, as type: T?.Type) throws -> T? {
+        try decodeIfPresent(columnIndex(column), as: T.self)
+    }
+
+    public func decode<T: PostgresDecodable>(_ column: Int, as type: T?.Type) throws -> T? {
+        try decodeIfPresent(column, as: T.self)
+    }
+
+    func decodeIfPresent<T: PostgresDecodable>(_ column: Int, as type: T.Type) throws -> T? {
+        guard column >= 0, column < rows.columns.count else {
+            throw PostgresError(.decoding, message: "no column at index \(column) (\(rows.columns.count) columns)")
+        }
+        let info = rows.columns[column]
+        guard let text = text(column) else { return nil }
+        guard T.postgresTypes.contains(info.type) else {
+            throw PostgresError(
+                .decoding, message: "column \"\(info.name)\" is \(info.type), which does not decode as \(T.self)",
+                column: info.name)
+        }
+        guard let value = T(postgresText: text, type: info.type) else {
+            throw PostgresError(
+                .decoding, message: "column \"\(info.name)\" holds \(text.prefix(64).debugDescription), not a valid \(T.self)",
+                column: info.name)
+        }
+        return value
+    }
+
+    func columnIndex(_ name: String) throws -> Int {
+        guard let index = rows.indexByName[name] else {
+            throw PostgresError(
+                .decoding, message: "no column named \"\(name)\"; the row has \(rows.columns.map(\.name))", column: name)
+        }
+        return index
+    }
+}

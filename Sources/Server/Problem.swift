@@ -1,0 +1,83 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// An error answer in RFC 9457 form (`application/problem+json`), with a stable `code`
+/// that clients can rely on and, for validation, every failing field at once.
+public struct Problem: HTTPResponseError, Sendable, Equatable {
+    public struct FieldError: Codable, Sendable, Equatable {
+        public var field: String
+        public var code: String
+        public var message: String
+
+        public init(field: String, code: String, message: String) {
+            self.field = field
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var title: String
+    public var detail: String
+    public var errors: [FieldError]
+    public var headers: HTTPFields
+
+    public init(
+        _ status: HTTPResponse.Status, code: String, title: String? = nil, detail: String,
+        errors: [FieldError] = [], headers: HTTPFields = [:]
+    ) {
+        self.status = status
+        self.code = code
+        self.title = title ?? status.reasonPhrase
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers
+    }
+
+    /// The body's shape, as clients read it.
+    public struct Body: Codable, Sendable, Equatable {
+        public var type: String
+        public var title: String
+        public var status: Int
+        public var detail: String
+        public var code: String
+        public var errors: [FieldError]?
+    }
+
+    public var body: Body {
+        Body(
+            type: "/problems/\(code)", title: title, status: status.code, detail: detail, code: code,
+            errors: errors.isEmpty ? nil : errors)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var headers = headers
+        headers[.contentType] = "application/problem+json"
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(body))))
+    }
+}
+
+/// Logs every error that is not already an HTTP answer at error level, and answers it with
+/// a 500 problem instead of Hummingbird's bare one, which it would log only at debug.
+struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch {
+            context.logger.error(
+                "unexpected error",
+                metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
+            throw Problem(.internalServerError, code: "internal_error", detail: "The server failed to handle the request.")
+        }
+    }
+}

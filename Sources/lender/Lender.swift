@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct Lender: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lender",
+        abstract: "Lender: a peer-to-peer marketplace server on an append-only event log.",
+        subcommands: [Serve.self, Migrate.self]
+    )
+}

@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Postgres
+
+/// Where the database and the migration files are.
+struct DatabaseOptions: ParsableArguments {
+    @Option(
+        name: .customLong("database-url"),
+        help: "PostgreSQL URL (default: $DATABASE_URL, else the checkout's own cluster from scripts/db).")
+    var databaseURL: String?
+
+    @Option(help: "The migrations folder (default: $LENDER_MIGRATIONS, else migrations/ of the checkout).")
+    var migrations: String?
+
+    func configuration() throws -> PostgresConfiguration {
+        if let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
+            return try PostgresConfiguration(url)
+        }
+        // scripts/db writes the local cluster's URL here.
+        if let file = Checkout.find(".local/database-url"),
+            let url = try? String(contentsOfFile: file, encoding: .utf8)
+        {
+            return try PostgresConfiguration(url.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        throw ValidationError(
+            "No database: set DATABASE_URL, pass --database-url, or start the local cluster with `scripts/db start`.")
+    }
+
+    func migrator(logger: Logger) throws -> Migrator {
+        let directory = migrations ?? ProcessInfo.processInfo.environment["LENDER_MIGRATIONS"]
+            ?? Checkout.find("migrations")
+        guard let directory else {
+            throw ValidationError("Cannot find the migrations folder: pass --migrations or set LENDER_MIGRATIONS.")
+        }
+        return try Migrator(directory: directory, logger: logger)
+    }
+}
+
+/// The checkout that holds Package.swift, found from the working directory or the executable.
+enum Checkout {
+    static func find(_ relativePath: String) -> String? {
+        let starts = [
+            FileManager.default.currentDirectoryPath,
+            URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path,
+        ]
+        for start in starts {
+            var directory = URL(fileURLWithPath: start)
+            while true {
+                let candidate = directory.appendingPathComponent(relativePath).path
+                if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path),
+                    FileManager.default.fileExists(atPath: candidate)
+                {
+                    return candidate
+                }
+                let parent = directory.deletingLastPathComponent()
+                if parent.path == directory.path { break }
+                directory = parent
+            }
+        }
+        return nil
+    }
+}
+
+enum Logs {
+    /// Logs to standard error at `LOG_LEVEL` (default info).
+    static func bootstrap() -> Logger {
+        let level = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level ?? .info
+            return handler
+        }
+        return Logger(label: "lender")
+    }
+}

@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Postgres
+import Server
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, LOG_LEVEL from the environment).")
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Flag(help: "Apply pending migrations before serving, instead of refusing to start.")
+    var migrate = false
+
+    @Option(help: "Connections in the database pool (default: $DATABASE_POOL_SIZE, else 8).")
+    var poolSize: Int?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let logger = Logs.bootstrap()
+        let host = environment["HOST"] ?? "127.0.0.1"
+        guard let port = Int(environment["PORT"] ?? "8080"), (0...65535).contains(port) else {
+            throw ValidationError("PORT must be a number from 0 to 65535.")
+        }
+        let size = poolSize ?? environment["DATABASE_POOL_SIZE"].flatMap(Int.init) ?? 8
+        let migrator = try database.migrator(logger: logger)
+        let pool = PostgresPool(
+            configuration: try database.configuration(), options: .init(size: size), logger: logger)
+
+        do {
+            let status = try await pool.withConnection { try await migrator.status(on: $0) }
+            if let changed = status.changed.first {
+                throw MigrationError.changed(changed.name)
+            }
+            if !status.pending.isEmpty {
+                guard migrate else {
+                    let names = status.pending.map(\.name).joined(separator: ", ")
+                    throw ValidationError(
+                        "The schema is behind (\(names) pending). Run `lender migrate`, or `lender serve --migrate`.")
+                }
+                try await pool.withConnection { _ = try await migrator.migrate(on: $0) }
+            }
+        } catch {
+            await pool.shutdown()
+            throw error
+        }
+
+        let application = buildApplication(
+            configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger)
+        try await application.runService()
+    }
+}

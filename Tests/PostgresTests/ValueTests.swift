@@ -1,0 +1,119 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+
+@Suite("Values round-trip through parameters and back")
+struct ValueTests {
+    /// Sends `value` as a parameter, casts it to `sqlType`, and reads it back.
+    func roundTrip<T: PostgresCodable & Equatable>(_ value: T?, as sqlType: String, on pool: PostgresPool) async throws -> T? {
+        let row = try await pool.query("SELECT \(value)::\(unsafeRaw: sqlType) AS value").single()
+        return try row.decode("value", as: T?.self)
+    }
+
+    @Test func everyTypeRoundTripsWithNull() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                #expect(try await roundTrip(true, as: "boolean", on: pool) == true)
+                #expect(try await roundTrip(false, as: "boolean", on: pool) == false)
+                #expect(try await roundTrip(Int.max, as: "bigint", on: pool) == Int.max)
+                #expect(try await roundTrip(Int.min, as: "bigint", on: pool) == Int.min)
+                #expect(try await roundTrip(Int32.min, as: "integer", on: pool) == Int32.min)
+                #expect(try await roundTrip(Int64(-42), as: "bigint", on: pool) == -42)
+                #expect(try await roundTrip(0.1, as: "double precision", on: pool) == 0.1)
+                #expect(try await roundTrip(-1.5e300, as: "double precision", on: pool) == -1.5e300)
+                #expect(try await roundTrip(Double.infinity, as: "double precision", on: pool) == .infinity)
+                #expect(try await roundTrip("", as: "text", on: pool) == "")
+                let id = UUID()
+                #expect(try await roundTrip(id, as: "uuid", on: pool) == id)
+                let bytes = Data((0...255).map { UInt8($0) })
+                #expect(try await roundTrip(bytes, as: "bytea", on: pool) == bytes)
+                #expect(try await roundTrip(Data(), as: "bytea", on: pool) == Data())
+                // PostgreSQL keeps microseconds.
+                let now = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1_000_000).rounded() / 1_000_000)
+                let back = try #require(try await roundTrip(now, as: "timestamptz", on: pool))
+                #expect(abs(back.timeIntervalSince(now)) < 0.000_001)
+                let old = Date(timeIntervalSince1970: -1_000_000_000.25)
+                #expect(try await roundTrip(old, as: "timestamptz", on: pool) == old)
+
+                #expect(try await roundTrip(Bool?.none, as: "boolean", on: pool) == nil)
+                #expect(try await roundTrip(Int?.none, as: "bigint", on: pool) == nil)
+                #expect(try await roundTrip(Int32?.none, as: "integer", on: pool) == nil)
+                #expect(try await roundTrip(Double?.none, as: "double precision", on: pool) == nil)
+                #expect(try await roundTrip(String?.none, as: "text", on: pool) == nil)
+                #expect(try await roundTrip(UUID?.none, as: "uuid", on: pool) == nil)
+                #expect(try await roundTrip(Date?.none, as: "timestamptz", on: pool) == nil)
+                #expect(try await roundTrip(Data?.none, as: "bytea", on: pool) == nil)
+                #expect(try await roundTrip(JSONB?.none, as: "jsonb", on: pool) == nil)
+            }
+        }
+    }
+
+    @Test func hostileStringsRoundTripUnchanged() async throws {
+        let strings = [
+            "it's", "''; drop table x; --", "'; drop table x; --", #"back\slash \\ \x00 \n"#, "\"double\" quotes",
+            "$1 $2 ?", "emoji 🐘👩🏽‍💻🇳🇵", "Ελληνικά, 日本語, עברית, العربية", "\t\r\n whitespace \u{2028}",
+            String(repeating: "x", count: 100_000),
+        ]
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE x (id serial PRIMARY KEY, body text NOT NULL)")
+                for string in strings {
+                    #expect(try await roundTrip(string, as: "text", on: pool) == string)
+                    let id = try await pool.query("INSERT INTO x (body) VALUES (\(string)) RETURNING id")
+                        .single().decode("id", as: Int.self)
+                    let stored = try await pool.query("SELECT body FROM x WHERE id = \(id)").single()
+                        .decode("body", as: String.self)
+                    #expect(stored == string)
+                }
+                // The table survived every attempt at injection.
+                let count = try await pool.query("SELECT count(*) AS n FROM x").single().decode("n", as: Int.self)
+                #expect(count == strings.count)
+            }
+        }
+    }
+
+    @Test func jsonbRoundTripsItsValue() async throws {
+        struct Payload: Codable, Equatable {
+            var name: String
+            var amounts: [Int]
+            var nested: [String: Bool]
+        }
+        let payload = Payload(name: "O'Brien \"quoted\" 🐘", amounts: [1, -2, 3], nested: ["a": true])
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let row = try await pool.query("SELECT \(try JSONB(payload)) AS value").single()
+                #expect(row.columns[0].type == .jsonb)
+                #expect(try row.decode("value", as: JSONB.self).decode(Payload.self) == payload)
+            }
+        }
+    }
+
+    @Test func nulInAStringIsRefusedNotTruncated() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let error = try await #require(throws: PostgresError.self) {
+                    try await pool.query("SELECT \("before\u{0}after")::text")
+                }
+                #expect(error.kind == .encoding)
+            }
+        }
+    }
+
+    @Test func decodingNamesTheColumnOnMismatchOrNull() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let row = try await pool.query("SELECT 'abc'::text AS word, NULL::bigint AS missing, 7 AS seven").single()
+                let mismatch = try #require(throws: PostgresError.self) { try row.decode("word", as: Int.self) }
+                #expect(mismatch.kind == .decoding)
+                #expect(mismatch.column == "word")
+                let null = try #require(throws: PostgresError.self) { try row.decode("missing", as: Int.self) }
+                #expect(null.kind == .decoding)
+                #expect(null.message.contains("NULL"))
+                #expect(try row.decode("missing", as: Int?.self) == nil)
+                #expect(try row.decode(2, as: Int.self) == 7)
+                #expect(throws: PostgresError.self) { try row.decode("nope", as: Int.self) }
+            }
+        }
+    }
+}

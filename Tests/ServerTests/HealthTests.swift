@@ -1,0 +1,71 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import Server
+import Testing
+import TestSupport
+
+@Suite("Health")
+struct HealthTests {
+    func withApplication(
+        _ configuration: PostgresConfiguration, migrator: Migrator,
+        _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
+        let pool = PostgresPool(configuration: configuration, options: .init(size: 2), logger: TestDatabase.logger)
+        let application = buildApplication(
+            configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
+            logger: TestDatabase.logger)
+        try await application.test(.router, test)
+    }
+
+    @Test func readyWhenTheDatabaseAnswersAndTheSchemaIsCurrent() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            let migrator = try Migrator(directory: TestDatabase.migrationsDirectory, logger: TestDatabase.logger)
+            try await withApplication(configuration, migrator: migrator) { client in
+                try await client.execute(uri: "/health/live", method: .get) { response in
+                    #expect(response.status == .ok)
+                }
+                try await client.execute(uri: "/health/ready", method: .get) { response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body).contains("ready"))
+                }
+            }
+        }
+    }
+
+    @Test func notReadyWithAPendingMigration() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            let applied = try Migration.load(from: TestDatabase.migrationsDirectory)
+            let migrator = Migrator(
+                migrations: applied + [Migration(version: 9999, name: "9999_pending.sql", sql: "SELECT 1;")],
+                logger: TestDatabase.logger)
+            try await withApplication(configuration, migrator: migrator) { client in
+                try await client.execute(uri: "/health/ready", method: .get) { response in
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(response.headers[.contentType] == "application/problem+json")
+                    let problem = try JSONDecoder().decode(Problem.Body.self, from: Data(buffer: response.body))
+                    #expect(problem.code == "migrations_pending")
+                    #expect(problem.status == 503)
+                    #expect(problem.detail.contains("9999_pending.sql"))
+                }
+                // Liveness does not depend on the schema.
+                try await client.execute(uri: "/health/live", method: .get) { response in
+                    #expect(response.status == .ok)
+                }
+            }
+        }
+    }
+
+    @Test func notReadyWhenTheDatabaseIsUnreachable() async throws {
+        let unreachable = try PostgresConfiguration("postgresql://lender@127.0.0.1:1/lender")
+        let migrator = Migrator(migrations: [], logger: TestDatabase.logger)
+        try await withApplication(unreachable, migrator: migrator) { client in
+            try await client.execute(uri: "/health/ready", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                let problem = try JSONDecoder().decode(Problem.Body.self, from: Data(buffer: response.body))
+                #expect(problem.code == "database_unavailable")
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+# Shared by scripts/serve, scripts/test, scripts/db and scripts/bench: what to install,
+# the private PostgreSQL cluster under .local/pg, and the environment the server and tests read.
+# Source it; do not run it.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOCAL="$ROOT/.local"
+PG_DIR="$LOCAL/pg"
+PGDATA="$PG_DIR/data"
+PG_SOCKET="$PG_DIR/socket"
+PG_LOGDIR="$PG_DIR/log"
+DB_NAME=lender
+DB_OWNER=lender
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+
+pg_bindir() {
+    local dir
+    for dir in /usr/lib/postgresql/15/bin $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        [ -x "$dir/initdb" ] && { echo "$dir"; return; }
+    done
+    command -v pg_config >/dev/null && pg_config --bindir
+}
+
+# Installs what is missing with apt-get when root; otherwise says what to install.
+ensure_packages() {
+    if ! command -v swift >/dev/null && [ -x /opt/swift/usr/bin/swift ]; then
+        export PATH="/opt/swift/usr/bin:$PATH"
+    fi
+    command -v swift >/dev/null || die "Swift 6 is not installed (https://www.swift.org/install/linux/); install it and run this again."
+    local need=()
+    [ -n "${DATABASE_URL:-}" ] || [ -x "$(pg_bindir)/initdb" ] || need+=(postgresql postgresql-contrib)
+    command -v psql >/dev/null || need+=(postgresql-client)
+    command -v pkg-config >/dev/null || need+=(pkg-config)
+    pkg-config --exists libpq 2>/dev/null || need+=(libpq-dev)
+    [ ${#need[@]} -eq 0 ] && return
+    if is_root && command -v apt-get >/dev/null; then
+        say "installing ${need[*]}"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    else
+        die "missing packages; install them and run this again: sudo apt-get install ${need[*]}"
+    fi
+}
+
+# initdb and postgres refuse root: as root, the cluster runs as an unprivileged system user.
+pg_user() {
+    if ! is_root; then id -un; return; fi
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+    echo postgres
+}
+
+as_pg() {
+    if is_root; then runuser -u "$(pg_user)" -- "$@"; else "$@"; fi
+}
+
+# The cluster's user must be able to reach .local/pg: grant traversal (not listing) where missing.
+ensure_reachable() {
+    is_root || return 0
+    local user dir
+    user=$(pg_user)
+    dir="$ROOT"
+    while [ "$dir" != "/" ]; do
+        if ! runuser -u "$user" -- test -x "$dir" 2>/dev/null; then
+            say "letting $user pass through $dir (chmod o+x) to reach the cluster"
+            chmod o+x "$dir"
+        fi
+        dir=$(dirname "$dir")
+    done
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_port() {
+    local port=$((20000 + $(printf '%s' "$ROOT" | cksum | cut -d' ' -f1) % 20000))
+    while port_in_use "$port"; do port=$((port + 1)); done
+    echo "$port"
+}
+
+pg_port() { cat "$PG_DIR/port"; }
+
+cluster_running() {
+    [ -f "$PGDATA/PG_VERSION" ] && as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
+}
+
+cluster_init() {
+    [ -f "$PGDATA/PG_VERSION" ] && return
+    local user port
+    user=$(pg_user)
+    mkdir -p "$PGDATA" "$PG_SOCKET" "$PG_LOGDIR"
+    is_root && chown "$user" "$PGDATA" "$PG_SOCKET" "$PG_LOGDIR"
+    chmod 700 "$PGDATA"
+    ensure_reachable
+    say "creating a private PostgreSQL cluster in $PGDATA"
+    as_pg "$(pg_bindir)/initdb" -D "$PGDATA" -U postgres --auth=trust --encoding=UTF8 --no-locale >/dev/null
+    port=$(free_port)
+    echo "$port" >"$PG_DIR/port"
+    cat >>"$PGDATA/postgresql.conf" <<CONF
+
+# Lender's private cluster (scripts/lib.sh).
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$PG_SOCKET'
+max_connections = 300
+shared_buffers = 256MB
+CONF
+}
+
+cluster_start() {
+    cluster_init
+    ensure_reachable
+    cluster_running && return
+    local port
+    port=$(pg_port)
+    if port_in_use "$port"; then
+        port=$(free_port)
+        say "port $(pg_port) is taken; the cluster moves to $port"
+        echo "port = $port" >>"$PGDATA/postgresql.conf"
+        echo "$port" >"$PG_DIR/port"
+    fi
+    say "starting PostgreSQL on 127.0.0.1:$port"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -l "$PG_LOGDIR/postgres.log" -w -t 60 start >/dev/null ||
+        die "PostgreSQL did not start; see $PG_LOGDIR/postgres.log"
+}
+
+cluster_stop() {
+    cluster_running || return 0
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null
+}
+
+pg_admin_psql() {
+    psql -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCKET" -p "$(pg_port)" -U postgres "$@"
+}
+
+# The owner role and database, and the URLs everything else reads.
+database_setup() {
+    local port
+    port=$(pg_port)
+    pg_admin_psql -d postgres -At <<SQL >/dev/null
+SELECT 'CREATE ROLE $DB_OWNER LOGIN CREATEDB'
+WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_OWNER') \gexec
+SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_OWNER'
+WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME') \gexec
+SQL
+    echo "postgresql://$DB_OWNER@127.0.0.1:$port/$DB_NAME" >"$LOCAL/database-url"
+}
+
+# Everything up to a migrated-ready database; exports DATABASE_URL and LENDER_ADMIN_URL.
+setup_database() {
+    ensure_packages
+    if [ -n "${DATABASE_URL:-}" ]; then
+        say "using DATABASE_URL from the environment"
+        export LENDER_ADMIN_URL="${LENDER_ADMIN_URL:-$DATABASE_URL}"
+        return
+    fi
+    cluster_start
+    database_setup
+    DATABASE_URL=$(cat "$LOCAL/database-url")
+    export DATABASE_URL
+    export LENDER_ADMIN_URL="postgresql://postgres@127.0.0.1:$(pg_port)/postgres"
+}
+
+build() {
+    say "building ($*)"
+    (cd "$ROOT" && swift build "$@")
+}
