@@ -33,6 +33,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The append-only log: append with expected versions, read, follow, verify.
+        .target(
+            name: "EventStore",
+            dependencies: [
+                "Postgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The HTTP gateway.
         .target(
             name: "Server",
@@ -62,6 +71,11 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]
+        ),
+        .testTarget(
+            name: "EventStoreTests",
+            dependencies: ["EventStore", "Postgres", "TestSupport"],
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "ServerTests",

@@ -138,8 +138,11 @@ database_setup() {
     local port
     port=$(pg_port)
     pg_admin_psql -d postgres -At <<SQL >/dev/null
-SELECT 'CREATE ROLE $DB_OWNER LOGIN CREATEDB'
+SELECT 'CREATE ROLE $DB_OWNER LOGIN CREATEDB CREATEROLE'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_OWNER') \gexec
+SELECT 'CREATE ROLE lender_app NOLOGIN'
+WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lender_app') \gexec
+GRANT lender_app TO $DB_OWNER;
 SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_OWNER'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME') \gexec
 SQL

@@ -1,0 +1,90 @@
+import Foundation
+import Postgres
+
+/// A typed event body: its stable type name and the schema version it is written at.
+public protocol EventPayload: Codable, Sendable {
+    static var eventType: String { get }
+    /// Raise it when the shape changes, and register an upcaster from the version before.
+    static var schemaVersion: Int { get }
+}
+
+extension EventPayload {
+    public static var schemaVersion: Int { 1 }
+}
+
+/// Rewrites a stored body of schema version `from` into the shape of version `from + 1`.
+public struct Upcaster: Sendable {
+    public var from: Int
+    public var transform: @Sendable (JSONValue) throws -> JSONValue
+
+    public init(from: Int, _ transform: @escaping @Sendable (JSONValue) throws -> JSONValue) {
+        self.from = from
+        self.transform = transform
+    }
+}
+
+/// Maps typed events to (type name, schema version, JSON) and back. Old shapes are upcast
+/// step by step to today's before they are decoded, so stored events stay readable forever.
+public struct EventCodec<Event: Sendable>: Sendable {
+    private struct Entry: Sendable {
+        var schemaVersion: Int
+        var upcasters: [Int: Upcaster]
+        var decode: @Sendable (Data) throws -> Event
+    }
+
+    private var entries: [String: Entry] = [:]
+
+    public init() {}
+
+    /// Registers `payload` under its type name; `wrap` makes the codec's event from it.
+    public mutating func register<Payload: EventPayload>(
+        _ payload: Payload.Type, upcasters: [Upcaster] = [], wrap: @escaping @Sendable (Payload) -> Event
+    ) {
+        precondition(entries[Payload.eventType] == nil, "event type \(Payload.eventType) registered twice")
+        entries[Payload.eventType] = Entry(
+            schemaVersion: Payload.schemaVersion,
+            upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }),
+            decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
+    }
+
+    public func encode<Payload: EventPayload>(_ payload: Payload) throws -> NewEvent {
+        NewEvent(type: Payload.eventType, schemaVersion: Payload.schemaVersion, data: try JSONB(payload))
+    }
+
+    public func decode(_ event: RecordedEvent) throws -> Event {
+        try decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data)
+    }
+
+    public func decode(type: String, schemaVersion: Int, data: JSONB) throws -> Event {
+        guard let entry = entries[type] else { throw EventDecodingError.unknownType(type) }
+        guard schemaVersion <= entry.schemaVersion else {
+            throw EventDecodingError.newerThanKnown(type: type, stored: schemaVersion, known: entry.schemaVersion)
+        }
+        if schemaVersion == entry.schemaVersion {
+            return try entry.decode(Data(data.text.utf8))
+        }
+        var value = try data.decode(JSONValue.self)
+        for version in schemaVersion..<entry.schemaVersion {
+            guard let upcaster = entry.upcasters[version] else {
+                throw EventDecodingError.noUpcaster(type: type, from: version)
+            }
+            value = try upcaster.transform(value)
+        }
+        return try entry.decode(try JSONEncoder().encode(value))
+    }
+}
+
+public enum EventDecodingError: Error, Hashable, CustomStringConvertible {
+    case unknownType(String)
+    case newerThanKnown(type: String, stored: Int, known: Int)
+    case noUpcaster(type: String, from: Int)
+
+    public var description: String {
+        switch self {
+        case .unknownType(let type): "unknown event type \(type)"
+        case .newerThanKnown(let type, let stored, let known):
+            "\(type) was stored at schema version \(stored), newer than this server's \(known)"
+        case .noUpcaster(let type, let from): "no upcaster for \(type) from schema version \(from)"
+        }
+    }
+}

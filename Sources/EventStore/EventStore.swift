@@ -1,0 +1,350 @@
+import Crypto
+import Foundation
+import Logging
+import Postgres
+import Synchronization
+
+/// The append-only log: append with expected versions (one or several streams at once),
+/// read a stream or the global log, follow it live, and verify its hash chains.
+///
+/// Appends are serialized through one locked row (`log_head`), so positions are gapless
+/// and in commit order, and group-committed: every append waiting while a batch is in
+/// flight goes into the next one, written by one call of `append_batch` in one transaction.
+/// Each append in a batch runs in its own subtransaction, so one conflict fails only itself.
+public final class EventStore: Sendable {
+    public let pool: PostgresPool
+    public let logger: Logger
+    /// The NOTIFY channel `append_batch` signals after each batch.
+    public static let channel = "lender_events"
+
+    private let maxBatchSize: Int
+    private let queue = Mutex(Queue())
+
+    private struct Pending: Sendable {
+        var request: String
+        var idempotency: Idempotency?
+        var response: (@Sendable (AppendResult) throws -> JSONB)?
+        var appends: [StreamAppend]
+        var continuation: CheckedContinuation<AppendOutcome, any Error>
+    }
+
+    private struct Queue {
+        var pending: [Pending] = []
+        var isFlushing = false
+    }
+
+    public init(pool: PostgresPool, logger: Logger, maxBatchSize: Int = 256) {
+        self.pool = pool
+        self.logger = logger
+        self.maxBatchSize = maxBatchSize
+    }
+
+    // MARK: Append
+
+    /// Appends events to one or more streams atomically, checking every expected version.
+    ///
+    /// Throws `WrongExpectedVersion` (nothing written to any stream), `IdempotencyKeyReused`,
+    /// or `InvalidAppend`. With an idempotency key, a repeat of the same request writes
+    /// nothing and returns `.replayed` with the response `response` made for the first.
+    public func append(
+        _ appends: [StreamAppend], metadata: EventMetadata = EventMetadata(), idempotency: Idempotency? = nil,
+        response: (@Sendable (AppendResult) throws -> JSONB)? = nil
+    ) async throws -> AppendOutcome {
+        let request = try Self.encodeRequest(appends, metadata: metadata, idempotency: idempotency)
+        return try await withCheckedThrowingContinuation { continuation in
+            let startFlushing = queue.withLock { queue in
+                queue.pending.append(
+                    Pending(
+                        request: request, idempotency: idempotency, response: response, appends: appends,
+                        continuation: continuation))
+                defer { queue.isFlushing = true }
+                return !queue.isFlushing
+            }
+            if startFlushing {
+                Task { await self.flushUntilEmpty() }
+            }
+        }
+    }
+
+    /// Appends to one stream and returns what was written; for callers without idempotency.
+    @discardableResult
+    public func append(
+        to stream: StreamID, expectedVersion: ExpectedVersion, events: [NewEvent],
+        metadata: EventMetadata = EventMetadata()
+    ) async throws -> AppendResult {
+        switch try await append([StreamAppend(stream, expectedVersion: expectedVersion, events: events)], metadata: metadata) {
+        case .appended(let result): return result
+        case .replayed(let positions, _): return AppendResult(positions: positions, streamVersions: [:])
+        }
+    }
+
+    private func flushUntilEmpty() async {
+        while true {
+            let batch: [Pending] = queue.withLock { queue in
+                let batch = Array(queue.pending.prefix(maxBatchSize))
+                queue.pending.removeFirst(batch.count)
+                if batch.isEmpty { queue.isFlushing = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            await flush(batch)
+        }
+    }
+
+    private struct BatchRow: Sendable {
+        var outcome: String
+        var detail: JSONB
+    }
+
+    private struct AppendedDetail: Decodable {
+        var positions: [Int64]
+        var versions: [String: Int]
+    }
+
+    private struct ReplayedDetail: Decodable {
+        var positions: [Int64]
+    }
+
+    private struct ConflictDetail: Decodable {
+        var streamId: String
+        var actual: Int
+    }
+
+    private struct ErrorDetail: Decodable {
+        var sqlState: String
+        var message: String
+    }
+
+    private func flush(_ batch: [Pending]) async {
+        let requests = JSONB(text: "[" + batch.map(\.request).joined(separator: ",") + "]")
+        let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
+        do {
+            let (rows, responses) = try await pool.withConnection { connection in
+                if !needsResponses {
+                    return (try await Self.runBatch(requests, on: connection), [String: JSONB]())
+                }
+                return try await connection.withTransaction { connection in
+                    let rows = try await Self.runBatch(requests, on: connection)
+                    let responses = try await self.recordResponses(batch, rows, on: connection)
+                    return (rows, responses)
+                }
+            }
+            for (pending, row) in zip(batch, rows) {
+                pending.continuation.resume(with: Result { try Self.outcome(of: pending, row, responses: responses) })
+            }
+        } catch let error as PostgresError where batch.count > 1 && !error.isConnectionFailure {
+            // One malformed request fails the whole statement: retry each alone, so only it fails.
+            logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
+            for pending in batch { await flush([pending]) }
+        } catch {
+            logger.error("an append batch failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
+            for pending in batch { pending.continuation.resume(throwing: error) }
+        }
+    }
+
+    private static func runBatch(_ requests: JSONB, on connection: PostgresConnection) async throws -> [BatchRow] {
+        let rows = try await connection.query(
+            "SELECT request_index, outcome, detail FROM append_batch(\(requests)) ORDER BY request_index")
+        return try rows.map { row in
+            BatchRow(outcome: try row.decode("outcome"), detail: try row.decode("detail"))
+        }
+    }
+
+    /// Stores the response of each appended request that has an idempotency key, in the
+    /// batch's transaction; returns them by key so that in-batch repeats get the same.
+    private func recordResponses(_ batch: [Pending], _ rows: [BatchRow], on connection: PostgresConnection)
+        async throws -> [String: JSONB]
+    {
+        var responses = [String: JSONB]()
+        var records = [[String: String]]()
+        for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
+            guard let idempotency = pending.idempotency, let makeResponse = pending.response else { continue }
+            let detail = try row.detail.decode(AppendedDetail.self)
+            let result = AppendResult(
+                positions: detail.positions,
+                streamVersions: Dictionary(uniqueKeysWithValues: detail.versions.map { (StreamID(rawValue: $0.key), $0.value) }))
+            let response = try makeResponse(result)
+            responses[Self.responseKey(idempotency)] = response
+            records.append(["actor": idempotency.actor, "key": idempotency.key, "response": response.text])
+        }
+        if !records.isEmpty {
+            try await connection.query(
+                """
+                UPDATE idempotency_keys AS k SET response = r.response::jsonb
+                FROM jsonb_to_recordset(\(try JSONB(records))) AS r(actor text, key text, response text)
+                WHERE k.actor = r.actor AND k.key = r.key
+                """)
+        }
+        return responses
+    }
+
+    private static func responseKey(_ idempotency: Idempotency) -> String {
+        "\(idempotency.actor)\u{0}\(idempotency.key)"
+    }
+
+    private static func outcome(of pending: Pending, _ row: BatchRow, responses: [String: JSONB]) throws -> AppendOutcome {
+        switch row.outcome {
+        case "appended":
+            let detail = try row.detail.decode(AppendedDetail.self)
+            return .appended(
+                AppendResult(
+                    positions: detail.positions,
+                    streamVersions: Dictionary(
+                        uniqueKeysWithValues: detail.versions.map { (StreamID(rawValue: $0.key), $0.value) })))
+        case "replayed":
+            let positions = try row.detail.decode(ReplayedDetail.self).positions
+            let stored = try row.detail.decode([String: JSONValue].self)["response"]
+            var response: JSONB? = nil
+            if let stored, stored != .null {
+                response = JSONB(text: String(decoding: try JSONEncoder().encode(stored), as: UTF8.self))
+            } else if let idempotency = pending.idempotency {
+                // A repeat within the same batch: the first's response was made just now.
+                response = responses[responseKey(idempotency)]
+            }
+            return .replayed(positions: positions, response: response)
+        case "key_reused":
+            let idempotency = pending.idempotency!
+            throw IdempotencyKeyReused(actor: idempotency.actor, key: idempotency.key)
+        case "wrong_expected_version":
+            let detail = try row.detail.decode(ConflictDetail.self)
+            let stream = StreamID(rawValue: detail.streamId)
+            let expected = pending.appends.first { $0.stream == stream }?.expectedVersion ?? .any
+            throw WrongExpectedVersion(stream: stream, expected: expected, actual: detail.actual)
+        default:
+            let detail = try row.detail.decode(ErrorDetail.self)
+            throw PostgresError(.server, message: detail.message, sqlState: detail.sqlState)
+        }
+    }
+
+    /// One request of `append_batch`, as JSON text; validates the append first.
+    static func encodeRequest(
+        _ appends: [StreamAppend], metadata: EventMetadata, idempotency: Idempotency?
+    ) throws -> String {
+        guard !appends.isEmpty, appends.allSatisfy({ !$0.events.isEmpty }) else {
+            throw InvalidAppend(reason: "every stream of an append needs at least one event")
+        }
+        guard Set(appends.map(\.stream)).count == appends.count else {
+            throw InvalidAppend(reason: "a stream appears twice in one append")
+        }
+        for append in appends {
+            guard append.stream.isValid else { throw InvalidAppend(reason: "bad stream name \(append.stream)") }
+            if case .exact(let version) = append.expectedVersion, version < 0 {
+                throw InvalidAppend(reason: "expected version \(version) is negative")
+            }
+            for event in append.events {
+                guard !event.type.isEmpty, !event.type.contains(where: \.isNewline), event.schemaVersion > 0 else {
+                    throw InvalidAppend(reason: "bad event type \(event.type.debugDescription) or schema version")
+                }
+            }
+        }
+        var json = "{\"streams\":["
+        for (index, append) in appends.enumerated() {
+            if index > 0 { json += "," }
+            let expected: String =
+                switch append.expectedVersion {
+                case .any: "\"any\""
+                case .noStream: "\"none\""
+                case .exact(let version): String(version)
+                }
+            json += "{\"streamId\":\(jsonString(append.stream.rawValue)),\"expected\":\(expected),\"events\":["
+            json += append.events.map { event in
+                "{\"type\":\(jsonString(event.type)),\"schemaVersion\":\(event.schemaVersion),\"data\":\(event.data.text)}"
+            }.joined(separator: ",")
+            json += "]}"
+        }
+        json += "],\"metadata\":" + String(decoding: try JSONEncoder().encode(metadata), as: UTF8.self)
+        if let idempotency {
+            json += ",\"idempotency\":{\"actor\":\(jsonString(idempotency.actor)),\"key\":\(jsonString(idempotency.key))"
+            json += ",\"requestHash\":\(jsonString(idempotency.requestHash))}"
+        }
+        json += "}"
+        if containsEscapedNUL(json) {
+            throw InvalidAppend(reason: "text with a NUL character (\\u0000) cannot be stored")
+        }
+        return json
+    }
+
+    // MARK: Read
+
+    static let columns = """
+        position, stream_id, stream_version, type, schema_version, data, metadata, recorded_at, previous_hash, hash
+        """
+
+    /// A stream's events from `version` on, in order.
+    public func readStream(_ stream: StreamID, from version: Int = 1) async throws -> [RecordedEvent] {
+        try await pool.query(
+            """
+            SELECT \(unsafeRaw: Self.columns) FROM events
+            WHERE stream_id = \(stream.rawValue) AND stream_version >= \(version)
+            ORDER BY stream_version
+            """
+        ).map(Self.recordedEvent)
+    }
+
+    /// Up to `limit` events of the whole log after `position`, in order.
+    public func read(after position: Int64, limit: Int = 1000) async throws -> [RecordedEvent] {
+        try await pool.query(
+            """
+            SELECT \(unsafeRaw: Self.columns) FROM events
+            WHERE position > \(position)
+            ORDER BY position
+            LIMIT \(limit)
+            """
+        ).map(Self.recordedEvent)
+    }
+
+    /// The stream's version: its last event's, 0 when it has none.
+    public func version(of stream: StreamID) async throws -> Int {
+        let rows = try await pool.query("SELECT version FROM streams WHERE stream_id = \(stream.rawValue)")
+        return try rows.first?.decode("version", as: Int.self) ?? 0
+    }
+
+    /// The position of the last event in the log, 0 when it is empty.
+    public func headPosition() async throws -> Int64 {
+        try await pool.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
+    }
+
+    static func recordedEvent(_ row: PostgresRow) throws -> RecordedEvent {
+        RecordedEvent(
+            position: try row.decode(0), streamID: StreamID(rawValue: try row.decode(1)), streamVersion: try row.decode(2),
+            type: try row.decode(3), schemaVersion: try row.decode(4), data: try row.decode(5), metadata: try row.decode(6),
+            recordedAt: try row.decode(7), previousHash: try row.decode(8), hash: try row.decode(9))
+    }
+}
+
+/// A JSON string literal, escaped as RFC 8259 requires.
+func jsonString(_ text: String) -> String {
+    var out = "\""
+    out.reserveCapacity(text.utf8.count + 2)
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20:
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}
+
+/// True when JSON text holds the escape `\u0000`, which jsonb refuses.
+func containsEscapedNUL(_ json: String) -> Bool {
+    let bytes = Array(json.utf8)
+    var index = 0
+    while index + 5 < bytes.count {
+        if bytes[index] == UInt8(ascii: "\\") {
+            if bytes[index + 1] == UInt8(ascii: "u"), bytes[index + 2...index + 5].elementsEqual("0000".utf8) {
+                return true
+            }
+            index += 2  // skip the escaped character, so `\\u0000` is not taken for NUL
+        } else {
+            index += 1
+        }
+    }
+    return false
+}

@@ -1,0 +1,103 @@
+import Logging
+import Postgres
+import Synchronization
+
+extension EventStore {
+    /// The global log after `position`, in order, then each new event as it commits.
+    ///
+    /// Positions are handed out under the log head's lock and become visible in commit
+    /// order, so reading `position > last` never skips an event. The follower reads in
+    /// pages, and when it has caught up waits for the NOTIFY that each batch sends, with a
+    /// poll every `pollInterval` as a safety net (and after every listener reconnection).
+    public func follow(after position: Int64, pageSize: Int = 500, pollInterval: Duration = .seconds(1)) -> LogFollower {
+        LogFollower(store: self, start: position, pageSize: pageSize, pollInterval: pollInterval)
+    }
+}
+
+/// Pull-based: it reads a page only when the consumer has taken the last, so a slow
+/// consumer holds at most one page in memory.
+public struct LogFollower: AsyncSequence, Sendable {
+    public typealias Element = RecordedEvent
+    let store: EventStore
+    let start: Int64
+    let pageSize: Int
+    let pollInterval: Duration
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(follower: self)
+    }
+
+    public final class Iterator: AsyncIteratorProtocol {
+        private let follower: LogFollower
+        private let doorbell = Doorbell()
+        private let listening: Task<Void, Never>
+        private var cursor: Int64
+        private var page: [RecordedEvent] = []
+        private var index = 0
+
+        init(follower: LogFollower) {
+            self.follower = follower
+            self.cursor = follower.start
+            let doorbell = doorbell
+            let listener = PostgresListener(
+                configuration: follower.store.pool.configuration, channels: [EventStore.channel],
+                logger: follower.store.logger)
+            self.listening = Task {
+                for await _ in listener.events() { doorbell.ring() }
+            }
+        }
+
+        deinit { listening.cancel() }
+
+        public func next() async throws -> RecordedEvent? {
+            while !Task.isCancelled {
+                if index < page.count {
+                    defer { index += 1 }
+                    cursor = page[index].position
+                    return page[index]
+                }
+                page = try await follower.store.read(after: cursor, limit: follower.pageSize)
+                index = 0
+                if page.isEmpty { await doorbell.wait(timeout: follower.pollInterval) }
+            }
+            return nil
+        }
+    }
+}
+
+/// A wake-up that is never lost: a ring with nobody waiting is kept for the next wait.
+final class Doorbell: Sendable {
+    private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func ring() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.rung = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at the next ring, at once if one is pending, or after `timeout`.
+    func wait(timeout: Duration) async {
+        let timer = Task { [weak self] in
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            self?.ring()
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state in
+                if state.rung {
+                    state.rung = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}

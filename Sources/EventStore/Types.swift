@@ -1,0 +1,156 @@
+import Foundation
+import Postgres
+
+/// The name of one event stream, `kind-id` (`item-3f2a...`).
+public struct StreamID: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public init(_ kind: String, _ id: some CustomStringConvertible) {
+        self.rawValue = "\(kind)-\(String(describing: id).lowercased())"
+    }
+    public var description: String { rawValue }
+
+    /// Stream names are joined into the hash's canonical text with newlines, so none may hold one.
+    var isValid: Bool {
+        !rawValue.isEmpty && rawValue.utf8.count <= 200 && !rawValue.contains(where: \.isNewline)
+    }
+}
+
+/// What the writer believes a stream's version to be.
+public enum ExpectedVersion: Sendable, Hashable {
+    /// Whatever it is.
+    case any
+    /// The stream has no events yet.
+    case noStream
+    /// The stream's last event has exactly this version.
+    case exact(Int)
+}
+
+/// An event to append: its type name, schema version and JSON body.
+public struct NewEvent: Sendable, Hashable {
+    public var type: String
+    public var schemaVersion: Int
+    public var data: JSONB
+
+    public init(type: String, schemaVersion: Int = 1, data: JSONB) {
+        self.type = type
+        self.schemaVersion = schemaVersion
+        self.data = data
+    }
+}
+
+/// Events for one stream, with the version the writer read.
+public struct StreamAppend: Sendable, Hashable {
+    public var stream: StreamID
+    public var expectedVersion: ExpectedVersion
+    public var events: [NewEvent]
+
+    public init(_ stream: StreamID, expectedVersion: ExpectedVersion, events: [NewEvent]) {
+        self.stream = stream
+        self.expectedVersion = expectedVersion
+        self.events = events
+    }
+}
+
+/// Who and what caused an append; stored with each of its events.
+public struct EventMetadata: Codable, Sendable, Hashable {
+    public var actorID: String?
+    public var correlationID: String?
+    public var causationID: String?
+    public var idempotencyKey: String?
+    public var requestID: String?
+
+    public init(
+        actorID: String? = nil, correlationID: String? = nil, causationID: String? = nil,
+        idempotencyKey: String? = nil, requestID: String? = nil
+    ) {
+        self.actorID = actorID
+        self.correlationID = correlationID
+        self.causationID = causationID
+        self.idempotencyKey = idempotencyKey
+        self.requestID = requestID
+    }
+}
+
+/// An event as stored in the log.
+public struct RecordedEvent: Sendable, Hashable {
+    public var position: Int64
+    public var streamID: StreamID
+    public var streamVersion: Int
+    public var type: String
+    public var schemaVersion: Int
+    public var data: JSONB
+    public var metadata: JSONB
+    public var recordedAt: Date
+    public var previousHash: Data
+    public var hash: Data
+
+    public func decodeMetadata() throws -> EventMetadata { try metadata.decode(EventMetadata.self) }
+}
+
+/// Makes an append safe to retry: the same actor and key with the same request writes once.
+public struct Idempotency: Sendable, Hashable {
+    public var actor: String
+    public var key: String
+    /// A digest of the request, so that a reused key with another body is told apart.
+    public var requestHash: String
+
+    public init(actor: String, key: String, requestHash: String) {
+        self.actor = actor
+        self.key = key
+        self.requestHash = requestHash
+    }
+}
+
+/// What a successful append wrote.
+public struct AppendResult: Sendable, Hashable {
+    /// Every position written, in order.
+    public var positions: [Int64]
+    /// Each stream's version after the append.
+    public var streamVersions: [StreamID: Int]
+
+    /// The global position of the last event written (0 when nothing was).
+    public var lastPosition: Int64 { positions.last ?? 0 }
+}
+
+/// How an append ended.
+public enum AppendOutcome: Sendable, Hashable {
+    case appended(AppendResult)
+    /// An earlier append with the same idempotency key and request: nothing was written;
+    /// these are its positions and the response recorded for it.
+    case replayed(positions: [Int64], response: JSONB?)
+}
+
+/// The stream was not at the version the writer expected; nothing was written.
+public struct WrongExpectedVersion: Error, Sendable, Hashable, CustomStringConvertible {
+    public var stream: StreamID
+    public var expected: ExpectedVersion
+    /// The stream's version when the append was tried; 0 when it has no events.
+    public var actual: Int
+
+    public init(stream: StreamID, expected: ExpectedVersion, actual: Int) {
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+    }
+
+    public var description: String {
+        "stream \(stream) is at version \(actual), not \(expected)"
+    }
+}
+
+/// The idempotency key was used before by the same actor for a different request.
+public struct IdempotencyKeyReused: Error, Sendable, Hashable, CustomStringConvertible {
+    public var actor: String
+    public var key: String
+    public var description: String { "idempotency key \(key) was already used for another request" }
+}
+
+/// An append was refused as malformed (an empty stream name, no events, ...).
+public struct InvalidAppend: Error, Sendable, Hashable, CustomStringConvertible {
+    public var reason: String
+    public var description: String { "invalid append: \(reason)" }
+}

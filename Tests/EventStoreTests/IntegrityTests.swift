@@ -1,0 +1,143 @@
+import EventStore
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+
+@Suite("Append-only and tamper-evident")
+struct IntegrityTests {
+    @Test func theServerRoleCannotRewriteTheLog() async throws {
+        try await withStore { store, _ in
+            try await store.append(to: "item-1", expectedVersion: .noStream, events: [event()])
+            for statement: PostgresQuery in [
+                "UPDATE events SET type = 'Forged'", "DELETE FROM events", "TRUNCATE events",
+            ] {
+                let error = try await #require(throws: PostgresError.self) {
+                    try await store.pool.withTransaction { connection in
+                        try await connection.query("SET LOCAL ROLE lender_app")
+                        try await connection.query(statement)
+                    }
+                }
+                #expect(error.sqlState == SQLState.insufficientPrivilege, "\(statement.sql)")
+            }
+            // It may still read and append.
+            try await store.pool.withTransaction { connection in
+                try await connection.query("SET LOCAL ROLE lender_app")
+                try await connection.query(
+                    "SELECT * FROM append_batch(\(JSONB(text: #"[{"streams":[{"streamId":"item-2","expected":"none","events":[{"type":"T","schemaVersion":1,"data":{}}]}],"metadata":{}}]"#)))")
+            }
+            #expect(try await store.headPosition() == 2)
+        }
+    }
+
+    @Test func triggersRefuseUpdateDeleteAndTruncateEvenToTheOwner() async throws {
+        try await withStore { store, _ in
+            try await store.append(to: "item-1", expectedVersion: .noStream, events: [event()])
+            for statement: PostgresQuery in [
+                "UPDATE events SET type = 'Forged'", "DELETE FROM events WHERE position = 1", "TRUNCATE events",
+            ] {
+                let error = try await #require(throws: PostgresError.self) { try await store.pool.query(statement) }
+                #expect(error.sqlState == "LX100", "\(statement.sql)")
+                #expect(error.message.contains("append-only"))
+            }
+            #expect(try await store.read(after: 0).map(\.type) == ["Something"])
+        }
+    }
+
+    /// Ten events over three streams, as the tamper tests' starting point.
+    func seed(_ store: EventStore) async throws {
+        for index in 0..<10 {
+            try await store.append(
+                to: StreamID("item", index % 3), expectedVersion: .any, events: [event("E\(index)", ["n": index])])
+        }
+        #expect(try await store.verify() == nil)
+    }
+
+    @Test func alteredDataIsReportedAtItsPosition() async throws {
+        try await withStore { store, configuration in
+            try await seed(store)
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.withTransaction { connection in
+                    try await connection.query("SET LOCAL session_replication_role = replica")
+                    try await connection.query("UPDATE events SET data = '{\"n\": 600}' WHERE position = 6")
+                }
+            }
+            let found = try #require(try await store.verify())
+            #expect(found.kind == .altered)
+            #expect(found.position == 6)
+            #expect(try await store.verify(stream: "item-2")?.position == 6)
+            #expect(try await store.verify(stream: "item-1") == nil)
+        }
+    }
+
+    @Test func aDeletedEventIsReportedWhereItStood() async throws {
+        try await withStore { store, configuration in
+            try await seed(store)
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.withTransaction { connection in
+                    try await connection.query("SET LOCAL session_replication_role = replica")
+                    try await connection.query("DELETE FROM events WHERE position = 4")
+                }
+            }
+            let found = try #require(try await store.verify())
+            #expect(found.kind == .missing)
+            #expect(found.position == 4)
+            // Within its stream (item-0: positions 1, 4, 7, 10) the hole shows at the next event.
+            let inStream = try #require(try await store.verify(stream: "item-0"))
+            #expect(inStream.kind == .missing)
+            #expect(inStream.position == 7)
+        }
+    }
+
+    @Test func aDeletedLastEventIsReported() async throws {
+        try await withStore { store, configuration in
+            try await seed(store)
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.withTransaction { connection in
+                    try await connection.query("SET LOCAL session_replication_role = replica")
+                    try await connection.query("DELETE FROM events WHERE position = 10")
+                }
+            }
+            let found = try #require(try await store.verify())
+            #expect(found.kind == .missing)
+            #expect(found.position == 10)
+            #expect(try await store.verify(stream: "item-0")?.kind == .missing)
+        }
+    }
+
+    @Test func twoSwappedEventsAreReportedAtTheFirst() async throws {
+        try await withStore { store, configuration in
+            try await seed(store)
+            // Positions 4 and 7 are versions 2 and 3 of item-0: swap them.
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.withTransaction { connection in
+                    try await connection.query("SET LOCAL session_replication_role = replica")
+                    try await connection.query("UPDATE events SET position = -4 WHERE position = 4")
+                    try await connection.query("UPDATE events SET position = 4 WHERE position = 7")
+                    try await connection.query("UPDATE events SET position = 7 WHERE position = -4")
+                }
+            }
+            let found = try #require(try await store.verify())
+            #expect(found.position == 4)
+            #expect(found.kind == .reordered)
+        }
+    }
+
+    @Test func twoEventsSwappedAcrossStreamsAreReportedAtTheFirst() async throws {
+        try await withStore { store, configuration in
+            try await seed(store)
+            // Positions 5 (item-1) and 6 (item-2) trade their contents, hashes and all.
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.withTransaction { connection in
+                    try await connection.query("SET LOCAL session_replication_role = replica")
+                    try await connection.query("UPDATE events SET position = -5 WHERE position = 5")
+                    try await connection.query("UPDATE events SET position = 5 WHERE position = 6")
+                    try await connection.query("UPDATE events SET position = 6 WHERE position = -5")
+                }
+            }
+            let found = try #require(try await store.verify())
+            #expect(found.position == 5)
+            #expect(found.kind == .altered)
+        }
+    }
+}
