@@ -8,11 +8,17 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// Seconds before giving up on connecting, unless the connection string says otherwise.
     public var connectTimeoutSeconds: Int
     public var applicationName: String
+    /// A role to `SET ROLE` to on every connection: the server runs as one with fewer
+    /// rights than the owner that migrates (no UPDATE or DELETE on the log).
+    public var role: String?
     /// Parsed settings (host, port, dbname, user, ...), for messages and for `database(_:)`.
     public let settings: [String: String]
 
-    public init(_ connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "lender") throws {
+    public init(
+        _ connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "lender", role: String? = nil
+    ) throws {
         self.connectionString = connectionString
+        self.role = role
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.applicationName = applicationName
         self.settings = try Self.parse(connectionString)
@@ -36,7 +42,7 @@ public struct PostgresConfiguration: Sendable, Hashable {
         }.joined(separator: " ")
         // Parsing what we rendered from parsed settings cannot fail.
         return try! PostgresConfiguration(
-            rendered, connectTimeoutSeconds: connectTimeoutSeconds, applicationName: applicationName)
+            rendered, connectTimeoutSeconds: connectTimeoutSeconds, applicationName: applicationName, role: role)
     }
 
     static func parse(_ connectionString: String) throws -> [String: String] {

@@ -60,7 +60,15 @@ public final class PostgresConnection: Sendable {
             // NOTICEs ("relation already exists, skipping") would go to stderr unasked.
             PQsetNoticeProcessor(pg, { _, _ in }, nil)
             do {
-                _ = try executeSimple(pg, "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex'")
+                var setup = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex'"
+                if let role = configuration.role {
+                    guard let quoted = PQescapeIdentifier(pg, role, role.utf8.count) else {
+                        throw PostgresError(.encoding, message: "cannot quote role name \(role)")
+                    }
+                    setup += "; SET ROLE \(String(cString: quoted))"
+                    PQfreemem(quoted)
+                }
+                _ = try executeSimple(pg, setup)
             } catch {
                 PQfinish(pg)
                 throw error

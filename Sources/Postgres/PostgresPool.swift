@@ -73,6 +73,25 @@ public final class PostgresPool: Sendable {
         threadPool.start()
     }
 
+    /// A pool for the length of `body`, shut down however `body` ends.
+    @discardableResult
+    public static func with<Result>(
+        configuration: PostgresConfiguration, options: Options = Options(), logger: Logger,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresPool) async throws -> Result
+    ) async throws -> Result {
+        let pool = PostgresPool(configuration: configuration, options: options, logger: logger)
+        let result: Result
+        do {
+            result = try await body(pool)
+        } catch {
+            await pool.shutdown()
+            throw error
+        }
+        await pool.shutdown()
+        return result
+    }
+
     public var usage: Usage {
         state.withLock { Usage(open: $0.open, idle: $0.idle.count, waiting: $0.waiters.count) }
     }

@@ -14,13 +14,8 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let logger = Logs.bootstrap()
         let migrator = try database.migrator(logger: logger)
-        let pool = PostgresPool(configuration: try database.configuration(), options: .init(size: 1), logger: logger)
-        do {
-            try await run(migrator: migrator, pool: pool)
-            await pool.shutdown()
-        } catch {
-            await pool.shutdown()
-            throw error
+        try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) {
+            pool in try await run(migrator: migrator, pool: pool)
         }
     }
 

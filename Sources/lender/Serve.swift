@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import Logging
 import Postgres
 import Server
 
@@ -25,29 +26,33 @@ struct Serve: AsyncParsableCommand {
         }
         let size = poolSize ?? environment["DATABASE_POOL_SIZE"].flatMap(Int.init) ?? 8
         let migrator = try database.migrator(logger: logger)
-        let pool = PostgresPool(
-            configuration: try database.configuration(), options: .init(size: size), logger: logger)
+        let owner = try database.configuration()
+        try await checkSchema(owner, migrator: migrator, logger: logger)
 
-        do {
+        // The server runs as a role that may read and append to the log, never rewrite it.
+        var configuration = owner
+        let role = environment["DATABASE_ROLE"] ?? "lender_app"
+        configuration.role = role.isEmpty ? nil : role
+        let pool = PostgresPool(configuration: configuration, options: .init(size: size), logger: logger)
+        let application = buildApplication(
+            configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger)
+        try await application.runService()
+    }
+
+    /// Refuses an out-of-date schema, or brings it up to date with `--migrate`, as the owner.
+    private func checkSchema(_ owner: PostgresConfiguration, migrator: Migrator, logger: Logger) async throws {
+        try await PostgresPool.with(configuration: owner, options: .init(size: 1), logger: logger) { pool in
             let status = try await pool.withConnection { try await migrator.status(on: $0) }
             if let changed = status.changed.first {
                 throw MigrationError.changed(changed.name)
             }
-            if !status.pending.isEmpty {
-                guard migrate else {
-                    let names = status.pending.map(\.name).joined(separator: ", ")
-                    throw ValidationError(
-                        "The schema is behind (\(names) pending). Run `lender migrate`, or `lender serve --migrate`.")
-                }
-                try await pool.withConnection { _ = try await migrator.migrate(on: $0) }
+            guard !status.pending.isEmpty else { return }
+            guard migrate else {
+                let names = status.pending.map(\.name).joined(separator: ", ")
+                throw ValidationError(
+                    "The schema is behind (\(names) pending). Run `lender migrate`, or `lender serve --migrate`.")
             }
-        } catch {
-            await pool.shutdown()
-            throw error
+            try await pool.withConnection { _ = try await migrator.migrate(on: $0) }
         }
-
-        let application = buildApplication(
-            configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger)
-        try await application.runService()
     }
 }

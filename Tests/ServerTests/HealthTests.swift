@@ -12,6 +12,9 @@ struct HealthTests {
         _ configuration: PostgresConfiguration, migrator: Migrator,
         _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void
     ) async throws {
+        // As the server runs: as lender_app, which may read the migrations table.
+        var configuration = configuration
+        configuration.role = "lender_app"
         let pool = PostgresPool(configuration: configuration, options: .init(size: 2), logger: TestDatabase.logger)
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
@@ -53,6 +56,21 @@ struct HealthTests {
                 try await client.execute(uri: "/health/live", method: .get) { response in
                     #expect(response.status == .ok)
                 }
+            }
+        }
+    }
+
+    @Test func theServerRoleIsSetOnEveryConnection() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            var configuration = configuration
+            configuration.role = "lender_app"
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let user = try await pool.query("SELECT current_user AS name").single().decode("name", as: String.self)
+                #expect(user == "lender_app")
+                let error = try await #require(throws: PostgresError.self) {
+                    try await pool.query("DELETE FROM events")
+                }
+                #expect(error.sqlState == SQLState.insufficientPrivilege)
             }
         }
     }

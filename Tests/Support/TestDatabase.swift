@@ -50,14 +50,9 @@ public enum TestDatabase {
         _ body: (PostgresConfiguration) async throws -> Result
     ) async throws -> Result {
         try await withEmpty { configuration in
-            let pool = PostgresPool(configuration: configuration, options: .init(size: 1), logger: logger)
-            do {
-                let migrator = try Migrator(directory: migrationsDirectory, logger: logger)
+            let migrator = try Migrator(directory: migrationsDirectory, logger: logger)
+            try await withPool(configuration, size: 1) { pool in
                 try await pool.withConnection { connection in try await migrator.migrate(on: connection) }
-                await pool.shutdown()
-            } catch {
-                await pool.shutdown()
-                throw error
             }
             return try await body(configuration)
         }
@@ -70,16 +65,8 @@ public enum TestDatabase {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresPool) async throws -> Result
     ) async throws -> Result {
-        let pool = PostgresPool(
-            configuration: configuration, options: .init(size: size, acquireTimeout: acquireTimeout), logger: logger)
-        do {
-            let result = try await body(pool)
-            await pool.shutdown()
-            return result
-        } catch {
-            await pool.shutdown()
-            throw error
-        }
+        try await PostgresPool.with(
+            configuration: configuration, options: .init(size: size, acquireTimeout: acquireTimeout), logger: logger, body)
     }
 
     static func drop(_ name: String, owner: PostgresConfiguration) async throws {
