@@ -62,6 +62,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Load generators for scripts/bench.
+        .executableTarget(
+            name: "lender-bench",
+            dependencies: [
+                "EventStore",
+                "Postgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Test helpers: a fresh database per test, from the cluster scripts/test starts.
         .target(
             name: "TestSupport",

@@ -17,6 +17,11 @@ END
 $$;
 GRANT USAGE ON SCHEMA public TO lender_app;
 
+-- Each event's hash is sha256(previous_hash || canonical), where previous_hash is the hash
+-- of the stream's previous event (32 zero bytes for the first) and canonical is the UTF-8
+-- of position, stream_id, stream_version, type, schema_version, data::text,
+-- metadata::text and recorded_at as YYYY-MM-DDTHH:MM:SS.ffffffZ (UTC), joined by
+-- newlines. append_batch computes it; EventStore.verify recomputes it in Swift.
 CREATE TABLE events (
     position        bigint      PRIMARY KEY,
     stream_id       text        NOT NULL,
@@ -70,131 +75,224 @@ CREATE TRIGGER events_no_update_or_delete BEFORE UPDATE OR DELETE ON events
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION refuse_event_change();
 
--- The canonical bytes an event's hash covers, after its stream's previous hash. One
--- definition, used by append; `EventStore.verify` recomputes the same in Swift.
-CREATE FUNCTION event_hash(
-    previous bytea, at_position bigint, stream text, version bigint, event_type text,
-    schema integer, body jsonb, meta jsonb, recorded timestamptz
-) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT sha256(previous || convert_to(
-        at_position::text || E'\n' || stream || E'\n' || version::text || E'\n' || event_type || E'\n'
-        || schema::text || E'\n' || body::text || E'\n' || meta::text || E'\n'
-        || to_char(recorded AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'UTF8'))
-$$;
-
 -- Appends a batch of requests in one call: the group commit. Each request is
 --   {"streams": [{"streamId", "expected": "any" | "none" | n, "events": [{"type", "schemaVersion", "data"}]}],
 --    "metadata": {...}, "idempotency": null | {"actor", "key", "requestHash"}}
--- and gets one row back: outcome 'appended' (detail: positions, versions),
--- 'replayed' (an earlier request with the same key and body: its positions and response),
--- 'key_reused' (same key, other body), 'wrong_expected_version' (streamId, expected,
--- actual), or 'error' (sqlState, message). Each request runs in its own subtransaction,
--- so one failure undoes only its own writes.
+-- and gets one row back, by outcome: 'appended' (positions written; each stream's new
+-- version, in the request's order), 'replayed' (an earlier request with the same key and
+-- body: its positions and response), 'key_reused' (same key, other body), or
+-- 'wrong_expected_version' (conflict_stream and its actual version).
+--
+-- Set-based, because every statement costs an executor start: one query loads the heads
+-- of every stream the batch names, one loads every key it names; the requests are then
+-- decided in order in memory (a request is checked in full before it takes anything, so
+-- a refused one leaves no trace and needs no subtransaction); then one INSERT writes all
+-- events, one the stream heads, one the keys. Any error fails the whole statement, and
+-- the caller retries the requests one by one. The event hash is documented at the top.
 CREATE FUNCTION append_batch(requests jsonb)
-RETURNS TABLE (request_index integer, outcome text, detail jsonb)
+RETURNS TABLE (request_index integer, outcome text, positions bigint[], versions bigint[],
+               conflict_stream text, actual bigint, response jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
-    head            bigint;
-    head_before     bigint;
-    request         jsonb;
-    stream          jsonb;
-    event           jsonb;
-    idem            jsonb;
-    existing        idempotency_keys%ROWTYPE;
-    current_version bigint;
-    current_hash    bytea;
-    expected        jsonb;
-    new_hash        bytea;
-    positions       bigint[];
-    versions        jsonb;
-    now_at          timestamptz := now();
-    genesis         bytea := '\x0000000000000000000000000000000000000000000000000000000000000000';
+    genesis     constant bytea := '\x0000000000000000000000000000000000000000000000000000000000000000';
+    now_at      constant timestamptz := now();
+    now_text    constant text := to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+    head        bigint;
+    first_head  bigint;
+    -- Stream heads, loaded once and kept current as the batch appends.
+    h_ids       text[];
+    h_versions  bigint[];
+    h_hashes    bytea[];
+    h_positions bigint[];
+    h_loaded    bigint[];
+    names       text[];
+    actors      text[];
+    keys        text[];
+    -- Idempotency keys: those stored, then those this batch adds.
+    k_ids       text[];
+    k_hashes    text[];
+    k_positions jsonb[];
+    k_responses jsonb[];
+    n_actors    text[] := '{}';
+    n_keys      text[] := '{}';
+    n_hashes    text[] := '{}';
+    n_positions jsonb[] := '{}';
+    -- The events to write.
+    e_positions bigint[] := '{}';
+    e_streams   text[] := '{}';
+    e_versions  bigint[] := '{}';
+    e_types     text[] := '{}';
+    e_schemas   integer[] := '{}';
+    e_data      jsonb[] := '{}';
+    e_metadata  jsonb[] := '{}';
+    e_previous  bytea[] := '{}';
+    e_hashes    bytea[] := '{}';
+    request     jsonb;
+    stream_list jsonb;
+    stream      jsonb;
+    event_list  jsonb;
+    event       jsonb;
+    idem        jsonb;
+    meta        jsonb;
+    key_id      text;
+    slot        integer;
+    stream_name text;
+    expected    jsonb;
+    v_version   bigint;
+    v_hash      bytea;
 BEGIN
-    SELECT log_head.position INTO head FROM log_head FOR UPDATE;
-    request_index := -1;
-    FOR request IN SELECT value FROM jsonb_array_elements(requests) LOOP
-        request_index := request_index + 1;
-        head_before := head;
-        BEGIN
-            idem := request -> 'idempotency';
-            IF idem IS NOT NULL AND jsonb_typeof(idem) = 'object' THEN
-                SELECT * INTO existing FROM idempotency_keys k
-                    WHERE k.actor = idem ->> 'actor' AND k.key = idem ->> 'key';
-                IF FOUND THEN
-                    IF existing.request_hash = idem ->> 'requestHash' THEN
-                        outcome := 'replayed';
-                        detail := jsonb_build_object('positions', to_jsonb(existing.positions), 'response', existing.response);
-                    ELSE
-                        outcome := 'key_reused';
-                        detail := '{}'::jsonb;
-                    END IF;
-                    RETURN NEXT;
-                    CONTINUE;
-                END IF;
-            END IF;
+    SELECT l.position INTO head FROM log_head l FOR UPDATE;
+    first_head := head;
 
-            positions := '{}';
-            versions := '{}'::jsonb;
-            FOR stream IN SELECT value FROM jsonb_array_elements(request -> 'streams') LOOP
-                SELECT s.version, s.last_hash INTO current_version, current_hash
-                    FROM streams s WHERE s.stream_id = stream ->> 'streamId';
-                IF NOT FOUND THEN
-                    current_version := 0;
-                    current_hash := genesis;
-                END IF;
-                expected := stream -> 'expected';
-                IF (expected = '"none"' AND current_version <> 0)
-                    OR (jsonb_typeof(expected) = 'number' AND (expected #>> '{}')::bigint <> current_version) THEN
-                    RAISE EXCEPTION 'wrong expected version' USING ERRCODE = 'LX001',
-                        DETAIL = jsonb_build_object('streamId', stream ->> 'streamId', 'expected', expected,
-                                                    'actual', current_version)::text;
-                END IF;
-                FOR event IN SELECT value FROM jsonb_array_elements(stream -> 'events') LOOP
-                    head := head + 1;
-                    current_version := current_version + 1;
-                    new_hash := event_hash(current_hash, head, stream ->> 'streamId', current_version,
-                        event ->> 'type', (event ->> 'schemaVersion')::integer, event -> 'data',
-                        request -> 'metadata', now_at);
-                    INSERT INTO events (position, stream_id, stream_version, type, schema_version, data,
-                                        metadata, recorded_at, previous_hash, hash)
-                    VALUES (head, stream ->> 'streamId', current_version, event ->> 'type',
-                            (event ->> 'schemaVersion')::integer, event -> 'data', request -> 'metadata',
-                            now_at, current_hash, new_hash);
-                    current_hash := new_hash;
-                    positions := positions || head;
-                END LOOP;
-                INSERT INTO streams AS s (stream_id, version, last_position, last_hash)
-                VALUES (stream ->> 'streamId', current_version, head, current_hash)
-                ON CONFLICT (stream_id) DO UPDATE
-                    SET version = excluded.version, last_position = excluded.last_position,
-                        last_hash = excluded.last_hash;
-                versions := versions || jsonb_build_object(stream ->> 'streamId', current_version);
-            END LOOP;
+    -- The names first, as arrays: `= ANY(array)` is an index scan whatever the plan, where
+    -- a subquery over the parameter can turn into a scan of the whole table.
+    SELECT coalesce(array_agg(x ->> 'streamId'), '{}') INTO names
+      FROM jsonb_array_elements(requests) r, jsonb_array_elements(r -> 'streams') x;
+    SELECT coalesce(array_agg(s.stream_id), '{}'), coalesce(array_agg(s.version), '{}'),
+           coalesce(array_agg(s.last_hash), '{}'), coalesce(array_agg(s.last_position), '{}')
+      INTO h_ids, h_versions, h_hashes, h_positions
+      FROM streams s
+     WHERE s.stream_id = ANY(names);
+    h_loaded := h_versions;
 
-            IF idem IS NOT NULL AND jsonb_typeof(idem) = 'object' THEN
-                INSERT INTO idempotency_keys (actor, key, request_hash, positions)
-                VALUES (idem ->> 'actor', idem ->> 'key', idem ->> 'requestHash', positions);
+    SELECT coalesce(array_agg(r -> 'idempotency' ->> 'actor'), '{}'), coalesce(array_agg(r -> 'idempotency' ->> 'key'), '{}')
+      INTO actors, keys
+      FROM jsonb_array_elements(requests) r
+     WHERE jsonb_typeof(r -> 'idempotency') = 'object';
+    k_ids := '{}';
+    k_hashes := '{}';
+    k_positions := '{}';
+    k_responses := '{}';
+    IF cardinality(keys) > 0 THEN
+        -- May bring back another actor's key of the same name too; lookups are by (actor, key).
+        SELECT coalesce(array_agg(jsonb_build_array(k.actor, k.key)::text), '{}'), coalesce(array_agg(k.request_hash), '{}'),
+               coalesce(array_agg(to_jsonb(k.positions)), '{}'), coalesce(array_agg(k.response), '{}')
+          INTO k_ids, k_hashes, k_positions, k_responses
+          FROM idempotency_keys k
+         WHERE k.actor = ANY(actors) AND k.key = ANY(keys);
+    END IF;
+
+    FOR i IN 0 .. jsonb_array_length(requests) - 1 LOOP
+        request_index := i;
+        request := requests -> i;
+        positions := NULL;
+        versions := NULL;
+        conflict_stream := NULL;
+        actual := NULL;
+        response := NULL;
+
+        idem := request -> 'idempotency';
+        IF jsonb_typeof(idem) = 'object' THEN
+            key_id := jsonb_build_array(idem ->> 'actor', idem ->> 'key')::text;
+            slot := array_position(k_ids, key_id);
+            IF slot IS NOT NULL THEN
+                outcome := CASE WHEN k_hashes[slot] = idem ->> 'requestHash' THEN 'replayed' ELSE 'key_reused' END;
+                positions := ARRAY(SELECT jsonb_array_elements_text(k_positions[slot])::bigint);
+                response := k_responses[slot];
+                RETURN NEXT;
+                CONTINUE;
             END IF;
-            outcome := 'appended';
-            detail := jsonb_build_object('positions', to_jsonb(positions), 'versions', versions,
-                                         'recordedAt', to_char(now_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+        ELSE
+            idem := NULL;
+        END IF;
+
+        -- Every stream's expected version, before anything is taken.
+        stream_list := request -> 'streams';
+        FOR s IN 0 .. jsonb_array_length(stream_list) - 1 LOOP
+            stream := stream_list -> s;
+            slot := array_position(h_ids, stream ->> 'streamId');
+            v_version := coalesce(h_versions[slot], 0);
+            expected := stream -> 'expected';
+            IF (expected = '"none"' AND v_version <> 0)
+                OR (jsonb_typeof(expected) = 'number' AND (expected #>> '{}')::bigint <> v_version) THEN
+                conflict_stream := stream ->> 'streamId';
+                actual := v_version;
+                EXIT;
+            END IF;
+        END LOOP;
+        IF conflict_stream IS NOT NULL THEN
+            outcome := 'wrong_expected_version';
             RETURN NEXT;
-        EXCEPTION
-            WHEN SQLSTATE 'LX001' THEN
-                head := head_before;
-                GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-                outcome := 'wrong_expected_version';
-                RETURN NEXT;
-            WHEN OTHERS THEN
-                head := head_before;
-                outcome := 'error';
-                detail := jsonb_build_object('sqlState', SQLSTATE, 'message', SQLERRM);
-                RETURN NEXT;
-        END;
+            CONTINUE;
+        END IF;
+
+        meta := request -> 'metadata';
+        positions := '{}';
+        versions := '{}';
+        FOR s IN 0 .. jsonb_array_length(stream_list) - 1 LOOP
+            stream := stream_list -> s;
+            stream_name := stream ->> 'streamId';
+            slot := array_position(h_ids, stream_name);
+            IF slot IS NULL THEN
+                h_ids := h_ids || stream_name;
+                h_versions := h_versions || 0::bigint;
+                h_hashes := h_hashes || genesis;
+                h_positions := h_positions || 0::bigint;
+                h_loaded := h_loaded || 0::bigint;
+                slot := cardinality(h_ids);
+            END IF;
+            v_version := h_versions[slot];
+            v_hash := h_hashes[slot];
+            event_list := stream -> 'events';
+            FOR e IN 0 .. jsonb_array_length(event_list) - 1 LOOP
+                event := event_list -> e;
+                head := head + 1;
+                v_version := v_version + 1;
+                e_previous := e_previous || v_hash;
+                -- The canonical bytes: see the comment on the events table.
+                v_hash := sha256(v_hash || convert_to(
+                    head::text || E'\n' || stream_name || E'\n' || v_version::text || E'\n' || (event ->> 'type')
+                    || E'\n' || ((event ->> 'schemaVersion')::integer)::text || E'\n' || (event -> 'data')::text
+                    || E'\n' || meta::text || E'\n' || now_text, 'UTF8'));
+                e_positions := e_positions || head;
+                e_streams := e_streams || stream_name;
+                e_versions := e_versions || v_version;
+                e_types := e_types || (event ->> 'type');
+                e_schemas := e_schemas || (event ->> 'schemaVersion')::integer;
+                e_data := e_data || (event -> 'data');
+                e_metadata := e_metadata || meta;
+                e_hashes := e_hashes || v_hash;
+                positions := positions || head;
+            END LOOP;
+            h_versions[slot] := v_version;
+            h_hashes[slot] := v_hash;
+            h_positions[slot] := head;
+            versions := versions || v_version;
+        END LOOP;
+
+        IF idem IS NOT NULL THEN
+            k_ids := k_ids || key_id;
+            k_hashes := k_hashes || (idem ->> 'requestHash');
+            k_positions := k_positions || to_jsonb(positions);
+            k_responses := k_responses || NULL::jsonb;
+            n_actors := n_actors || (idem ->> 'actor');
+            n_keys := n_keys || (idem ->> 'key');
+            n_hashes := n_hashes || (idem ->> 'requestHash');
+            n_positions := n_positions || to_jsonb(positions);
+        END IF;
+        outcome := 'appended';
+        RETURN NEXT;
     END LOOP;
-    IF head > (SELECT log_head.position FROM log_head) THEN
+
+    IF head > first_head THEN
+        INSERT INTO events (position, stream_id, stream_version, type, schema_version, data, metadata,
+                            recorded_at, previous_hash, hash)
+        SELECT u.p, u.s, u.v, u.t, u.sv, u.d, u.m, now_at, u.ph, u.h
+          FROM unnest(e_positions, e_streams, e_versions, e_types, e_schemas, e_data, e_metadata, e_previous, e_hashes)
+               AS u(p, s, v, t, sv, d, m, ph, h);
+        INSERT INTO streams AS st (stream_id, version, last_position, last_hash)
+        SELECT u.id, u.v, u.p, u.h
+          FROM unnest(h_ids, h_versions, h_positions, h_hashes, h_loaded) AS u(id, v, p, h, loaded)
+         WHERE u.v > u.loaded
+        ON CONFLICT (stream_id) DO UPDATE
+            SET version = excluded.version, last_position = excluded.last_position, last_hash = excluded.last_hash;
         UPDATE log_head SET position = head;
         PERFORM pg_notify('lender_events', head::text);
+    END IF;
+    IF cardinality(n_keys) > 0 THEN
+        INSERT INTO idempotency_keys (actor, key, request_hash, positions)
+        SELECT u.a, u.k, u.h, ARRAY(SELECT jsonb_array_elements_text(u.p)::bigint)
+          FROM unnest(n_actors, n_keys, n_hashes, n_positions) AS u(a, k, h, p);
     END IF;
 END
 $$;

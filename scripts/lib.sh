@@ -138,6 +138,7 @@ database_setup() {
     local port
     port=$(pg_port)
     pg_admin_psql -d postgres -At <<SQL >/dev/null
+SET client_min_messages = warning;
 SELECT 'CREATE ROLE $DB_OWNER LOGIN CREATEDB CREATEROLE'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_OWNER') \gexec
 SELECT 'CREATE ROLE lender_app NOLOGIN'

@@ -30,13 +30,19 @@ public final class EventStore: Sendable {
 
     private struct Queue {
         var pending: [Pending] = []
-        var isFlushing = false
+        var flushers = 0
     }
 
-    public init(pool: PostgresPool, logger: Logger, maxBatchSize: Int = 256) {
+    /// Batches in flight at once from this process. One is best measured: a second batch
+    /// only waits at the log head's lock, and splitting the waiting appends in two costs a
+    /// commit more for the same appends.
+    private let maxFlushers: Int
+
+    public init(pool: PostgresPool, logger: Logger, maxBatchSize: Int = 256, maxBatchesInFlight: Int = 1) {
         self.pool = pool
         self.logger = logger
         self.maxBatchSize = maxBatchSize
+        self.maxFlushers = max(1, min(maxBatchesInFlight, pool.options.size))
     }
 
     // MARK: Append
@@ -57,8 +63,9 @@ public final class EventStore: Sendable {
                     Pending(
                         request: request, idempotency: idempotency, response: response, appends: appends,
                         continuation: continuation))
-                defer { queue.isFlushing = true }
-                return !queue.isFlushing
+                guard queue.flushers < maxFlushers else { return false }
+                queue.flushers += 1
+                return true
             }
             if startFlushing {
                 Task { await self.flushUntilEmpty() }
@@ -83,7 +90,7 @@ public final class EventStore: Sendable {
             let batch: [Pending] = queue.withLock { queue in
                 let batch = Array(queue.pending.prefix(maxBatchSize))
                 queue.pending.removeFirst(batch.count)
-                if batch.isEmpty { queue.isFlushing = false }
+                if batch.isEmpty { queue.flushers -= 1 }
                 return batch
             }
             if batch.isEmpty { return }
@@ -91,28 +98,14 @@ public final class EventStore: Sendable {
         }
     }
 
+    /// One row of `append_batch`.
     private struct BatchRow: Sendable {
         var outcome: String
-        var detail: JSONB
-    }
-
-    private struct AppendedDetail: Decodable {
         var positions: [Int64]
-        var versions: [String: Int]
-    }
-
-    private struct ReplayedDetail: Decodable {
-        var positions: [Int64]
-    }
-
-    private struct ConflictDetail: Decodable {
-        var streamId: String
-        var actual: Int
-    }
-
-    private struct ErrorDetail: Decodable {
-        var sqlState: String
-        var message: String
+        var versions: [Int]
+        var conflictStream: String?
+        var actual: Int?
+        var response: JSONB?
     }
 
     private func flush(_ batch: [Pending]) async {
@@ -144,10 +137,22 @@ public final class EventStore: Sendable {
 
     private static func runBatch(_ requests: JSONB, on connection: PostgresConnection) async throws -> [BatchRow] {
         let rows = try await connection.query(
-            "SELECT request_index, outcome, detail FROM append_batch(\(requests)) ORDER BY request_index")
+            """
+            SELECT outcome, positions, versions, conflict_stream, actual, response
+            FROM append_batch(\(requests)) ORDER BY request_index
+            """)
         return try rows.map { row in
-            BatchRow(outcome: try row.decode("outcome"), detail: try row.decode("detail"))
+            BatchRow(
+                outcome: try row.decode(0), positions: try row.decode(1, as: [Int64]?.self) ?? [],
+                versions: try row.decode(2, as: [Int]?.self) ?? [], conflictStream: try row.decode(3, as: String?.self),
+                actual: try row.decode(4, as: Int?.self), response: try row.decode(5, as: JSONB?.self))
         }
+    }
+
+    private static func result(of pending: Pending, _ row: BatchRow) -> AppendResult {
+        AppendResult(
+            positions: row.positions,
+            streamVersions: Dictionary(uniqueKeysWithValues: zip(pending.appends.map(\.stream), row.versions)))
     }
 
     /// Stores the response of each appended request that has an idempotency key, in the
@@ -156,22 +161,22 @@ public final class EventStore: Sendable {
         async throws -> [String: JSONB]
     {
         var responses = [String: JSONB]()
-        var records = [[String: String]]()
+        var actors = [String]()
+        var keys = [String]()
+        var bodies = [String]()
         for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
             guard let idempotency = pending.idempotency, let makeResponse = pending.response else { continue }
-            let detail = try row.detail.decode(AppendedDetail.self)
-            let result = AppendResult(
-                positions: detail.positions,
-                streamVersions: Dictionary(uniqueKeysWithValues: detail.versions.map { (StreamID(rawValue: $0.key), $0.value) }))
-            let response = try makeResponse(result)
+            let response = try makeResponse(Self.result(of: pending, row))
             responses[Self.responseKey(idempotency)] = response
-            records.append(["actor": idempotency.actor, "key": idempotency.key, "response": response.text])
+            actors.append(idempotency.actor)
+            keys.append(idempotency.key)
+            bodies.append(response.text)
         }
-        if !records.isEmpty {
+        if !keys.isEmpty {
             try await connection.query(
                 """
                 UPDATE idempotency_keys AS k SET response = r.response::jsonb
-                FROM jsonb_to_recordset(\(try JSONB(records))) AS r(actor text, key text, response text)
+                FROM unnest(\(actors), \(keys), \(bodies)) AS r(actor, key, response)
                 WHERE k.actor = r.actor AND k.key = r.key
                 """)
         }
@@ -185,34 +190,20 @@ public final class EventStore: Sendable {
     private static func outcome(of pending: Pending, _ row: BatchRow, responses: [String: JSONB]) throws -> AppendOutcome {
         switch row.outcome {
         case "appended":
-            let detail = try row.detail.decode(AppendedDetail.self)
-            return .appended(
-                AppendResult(
-                    positions: detail.positions,
-                    streamVersions: Dictionary(
-                        uniqueKeysWithValues: detail.versions.map { (StreamID(rawValue: $0.key), $0.value) })))
+            return .appended(result(of: pending, row))
         case "replayed":
-            let positions = try row.detail.decode(ReplayedDetail.self).positions
-            let stored = try row.detail.decode([String: JSONValue].self)["response"]
-            var response: JSONB? = nil
-            if let stored, stored != .null {
-                response = JSONB(text: String(decoding: try JSONEncoder().encode(stored), as: UTF8.self))
-            } else if let idempotency = pending.idempotency {
-                // A repeat within the same batch: the first's response was made just now.
-                response = responses[responseKey(idempotency)]
-            }
-            return .replayed(positions: positions, response: response)
+            // A repeat within the same batch finds its twin's key before the response is stored.
+            let response = row.response ?? pending.idempotency.flatMap { responses[responseKey($0)] }
+            return .replayed(positions: row.positions, response: response)
         case "key_reused":
             let idempotency = pending.idempotency!
             throw IdempotencyKeyReused(actor: idempotency.actor, key: idempotency.key)
         case "wrong_expected_version":
-            let detail = try row.detail.decode(ConflictDetail.self)
-            let stream = StreamID(rawValue: detail.streamId)
+            let stream = StreamID(rawValue: row.conflictStream ?? "")
             let expected = pending.appends.first { $0.stream == stream }?.expectedVersion ?? .any
-            throw WrongExpectedVersion(stream: stream, expected: expected, actual: detail.actual)
+            throw WrongExpectedVersion(stream: stream, expected: expected, actual: row.actual ?? 0)
         default:
-            let detail = try row.detail.decode(ErrorDetail.self)
-            throw PostgresError(.server, message: detail.message, sqlState: detail.sqlState)
+            throw PostgresError(.server, message: "append_batch answered an unknown outcome \(row.outcome)")
         }
     }
 
@@ -252,7 +243,7 @@ public final class EventStore: Sendable {
             }.joined(separator: ",")
             json += "]}"
         }
-        json += "],\"metadata\":" + String(decoding: try JSONEncoder().encode(metadata), as: UTF8.self)
+        json += "],\"metadata\":" + metadata.json
         if let idempotency {
             json += ",\"idempotency\":{\"actor\":\(jsonString(idempotency.actor)),\"key\":\(jsonString(idempotency.key))"
             json += ",\"requestHash\":\(jsonString(idempotency.requestHash))}"
@@ -347,4 +338,16 @@ func containsEscapedNUL(_ json: String) -> Bool {
         }
     }
     return false
+}
+
+extension EventMetadata {
+    /// The same JSON as `JSONEncoder` gives, written by hand: it is made for every append.
+    var json: String {
+        let fields: [(String, String?)] = [
+            ("actorID", actorID), ("correlationID", correlationID), ("causationID", causationID),
+            ("idempotencyKey", idempotencyKey), ("requestID", requestID),
+        ]
+        return "{" + fields.compactMap { name, value in value.map { "\"\(name)\":\(jsonString($0))" } }
+            .joined(separator: ",") + "}"
+    }
 }

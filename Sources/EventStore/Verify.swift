@@ -131,7 +131,7 @@ extension EventStore {
 
     static let genesisHash = Data(repeating: 0, count: 32)
 
-    /// The columns a hash covers, rendered as `event_hash` in the migration renders them.
+    /// The columns a hash covers, rendered as append_batch renders them (see the comment on the events table).
     static let canonicalColumns = """
         position, stream_id, stream_version, type, schema_version, data::text AS data_text,
         metadata::text AS metadata_text,
@@ -160,7 +160,7 @@ private struct CanonicalEvent {
         let data: String = try row.decode(5)
         let metadata: String = try row.decode(6)
         let recorded: String = try row.decode(7)
-        // The same text as the migration's event_hash: fields joined by newlines, after the previous hash.
+        // The same text as append_batch hashes: fields joined by newlines, after the previous hash.
         let canonical = [
             String(position), streamID.rawValue, String(streamVersion), type, String(schemaVersion), data, metadata,
             recorded,

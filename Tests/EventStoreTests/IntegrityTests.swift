@@ -44,6 +44,16 @@ struct IntegrityTests {
         }
     }
 
+    /// Runs statements as the superuser with the append-only triggers off, as an attacker would.
+    func tamper(_ configuration: PostgresConfiguration, _ statements: PostgresQuery...) async throws {
+        try await withSuperuser(on: configuration) { admin in
+            try await admin.withTransaction { connection in
+                try await connection.query("SET LOCAL session_replication_role = replica")
+                for statement in statements { try await connection.query(statement) }
+            }
+        }
+    }
+
     /// Ten events over three streams, as the tamper tests' starting point.
     func seed(_ store: EventStore) async throws {
         for index in 0..<10 {
@@ -56,12 +66,7 @@ struct IntegrityTests {
     @Test func alteredDataIsReportedAtItsPosition() async throws {
         try await withStore { store, configuration in
             try await seed(store)
-            try await withSuperuser(on: configuration) { admin in
-                try await admin.withTransaction { connection in
-                    try await connection.query("SET LOCAL session_replication_role = replica")
-                    try await connection.query("UPDATE events SET data = '{\"n\": 600}' WHERE position = 6")
-                }
-            }
+            try await tamper(configuration, "UPDATE events SET data = '{\"n\": 600}' WHERE position = 6")
             let found = try #require(try await store.verify())
             #expect(found.kind == .altered)
             #expect(found.position == 6)
@@ -73,12 +78,7 @@ struct IntegrityTests {
     @Test func aDeletedEventIsReportedWhereItStood() async throws {
         try await withStore { store, configuration in
             try await seed(store)
-            try await withSuperuser(on: configuration) { admin in
-                try await admin.withTransaction { connection in
-                    try await connection.query("SET LOCAL session_replication_role = replica")
-                    try await connection.query("DELETE FROM events WHERE position = 4")
-                }
-            }
+            try await tamper(configuration, "DELETE FROM events WHERE position = 4")
             let found = try #require(try await store.verify())
             #expect(found.kind == .missing)
             #expect(found.position == 4)
@@ -92,12 +92,7 @@ struct IntegrityTests {
     @Test func aDeletedLastEventIsReported() async throws {
         try await withStore { store, configuration in
             try await seed(store)
-            try await withSuperuser(on: configuration) { admin in
-                try await admin.withTransaction { connection in
-                    try await connection.query("SET LOCAL session_replication_role = replica")
-                    try await connection.query("DELETE FROM events WHERE position = 10")
-                }
-            }
+            try await tamper(configuration, "DELETE FROM events WHERE position = 10")
             let found = try #require(try await store.verify())
             #expect(found.kind == .missing)
             #expect(found.position == 10)
@@ -109,14 +104,11 @@ struct IntegrityTests {
         try await withStore { store, configuration in
             try await seed(store)
             // Positions 4 and 7 are versions 2 and 3 of item-0: swap them.
-            try await withSuperuser(on: configuration) { admin in
-                try await admin.withTransaction { connection in
-                    try await connection.query("SET LOCAL session_replication_role = replica")
-                    try await connection.query("UPDATE events SET position = -4 WHERE position = 4")
-                    try await connection.query("UPDATE events SET position = 4 WHERE position = 7")
-                    try await connection.query("UPDATE events SET position = 7 WHERE position = -4")
-                }
-            }
+            try await tamper(
+                configuration,
+                "UPDATE events SET position = -4 WHERE position = 4",
+                "UPDATE events SET position = 4 WHERE position = 7",
+                "UPDATE events SET position = 7 WHERE position = -4")
             let found = try #require(try await store.verify())
             #expect(found.position == 4)
             #expect(found.kind == .reordered)
@@ -127,14 +119,11 @@ struct IntegrityTests {
         try await withStore { store, configuration in
             try await seed(store)
             // Positions 5 (item-1) and 6 (item-2) trade their contents, hashes and all.
-            try await withSuperuser(on: configuration) { admin in
-                try await admin.withTransaction { connection in
-                    try await connection.query("SET LOCAL session_replication_role = replica")
-                    try await connection.query("UPDATE events SET position = -5 WHERE position = 5")
-                    try await connection.query("UPDATE events SET position = 5 WHERE position = 6")
-                    try await connection.query("UPDATE events SET position = 6 WHERE position = -5")
-                }
-            }
+            try await tamper(
+                configuration,
+                "UPDATE events SET position = -5 WHERE position = 5",
+                "UPDATE events SET position = 5 WHERE position = 6",
+                "UPDATE events SET position = 6 WHERE position = -5")
             let found = try #require(try await store.verify())
             #expect(found.position == 5)
             #expect(found.kind == .altered)

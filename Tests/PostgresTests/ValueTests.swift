@@ -73,6 +73,25 @@ struct ValueTests {
         }
     }
 
+    @Test func arraysRoundTrip() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let numbers: [Int64] = [1, -2, Int64.max, 0]
+                let row = try await pool.query("SELECT \(numbers) AS numbers, \([Int]()) AS empty").single()
+                #expect(try row.decode("numbers", as: [Int64].self) == numbers)
+                #expect(try row.decode("empty", as: [Int].self) == [])
+                let words = ["plain", "with space", "comma,inside", "quote\"d", "back\\slash", "NULL", "", "{braces}", "🐘"]
+                let back = try await pool.query("SELECT \(words) AS words").single().decode("words", as: [String].self)
+                #expect(back == words)
+                // The server's own rendering, not just our round trip.
+                let server = try await pool.query("SELECT ARRAY['a b', NULL, 'c']::text[] AS a").single()
+                #expect(throws: PostgresError.self) { try server.decode("a", as: [String].self) }
+                let count = try await pool.query("SELECT cardinality(\(words)) AS n").single().decode("n", as: Int.self)
+                #expect(count == words.count)
+            }
+        }
+    }
+
     @Test func jsonbRoundTripsItsValue() async throws {
         struct Payload: Codable, Equatable {
             var name: String

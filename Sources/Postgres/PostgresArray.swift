@@ -1,0 +1,86 @@
+/// An element type of a one-dimensional PostgreSQL array (`bigint[]`, `text[]`, ...).
+public protocol PostgresArrayElement: PostgresCodable {
+    static var postgresArrayType: PostgresType { get }
+}
+
+extension Int64: PostgresArrayElement { public static var postgresArrayType: PostgresType { .int8Array } }
+extension Int: PostgresArrayElement { public static var postgresArrayType: PostgresType { .int8Array } }
+extension String: PostgresArrayElement { public static var postgresArrayType: PostgresType { .textArray } }
+
+extension PostgresType {
+    public static let int4Array = PostgresType(rawValue: 1007)
+    public static let int8Array = PostgresType(rawValue: 1016)
+    public static let textArray = PostgresType(rawValue: 1009)
+}
+
+extension Array: PostgresEncodable where Element: PostgresArrayElement {
+    public var postgresBinding: PostgresBinding {
+        // Every element quoted, with `"` and `\` escaped: the array literal's own rules.
+        let elements = map { element -> String in
+            guard let text = element.postgresBinding.text else { return "NULL" }
+            return "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        return PostgresBinding(type: Element.postgresArrayType, text: "{" + elements.joined(separator: ",") + "}")
+    }
+}
+
+extension Array: PostgresDecodable where Element: PostgresArrayElement {
+    public static var postgresTypes: Set<PostgresType> { [.int4Array, .int8Array, .textArray] }
+
+    public init?(postgresText text: String, type: PostgresType) {
+        guard let items = PostgresArrayLiteral.parse(text) else { return nil }
+        var elements = [Element]()
+        elements.reserveCapacity(items.count)
+        for item in items {
+            guard let item, let element = Element(postgresText: item, type: Self.elementType(of: type)) else { return nil }
+            elements.append(element)
+        }
+        self = elements
+    }
+
+    static func elementType(of arrayType: PostgresType) -> PostgresType {
+        switch arrayType {
+        case .int4Array: .int4
+        case .int8Array: .int8
+        default: .text
+        }
+    }
+}
+
+/// The text form of a one-dimensional array: `{1,2,3}`, `{"a b","c\"d",NULL}`.
+enum PostgresArrayLiteral {
+    static func parse(_ text: String) -> [String?]? {
+        var scalars = Substring(text).unicodeScalars[...]
+        guard scalars.first == "{", scalars.last == "}" else { return nil }
+        scalars = scalars.dropFirst().dropLast()
+        var items = [String?]()
+        if scalars.isEmpty { return items }
+        var index = scalars.startIndex
+        while true {
+            var item = String.UnicodeScalarView()
+            var quoted = false
+            if index < scalars.endIndex, scalars[index] == "\"" {
+                quoted = true
+                index = scalars.index(after: index)
+                while index < scalars.endIndex, scalars[index] != "\"" {
+                    if scalars[index] == "\\" { index = scalars.index(after: index) }
+                    guard index < scalars.endIndex else { return nil }
+                    item.append(scalars[index])
+                    index = scalars.index(after: index)
+                }
+                guard index < scalars.endIndex else { return nil }
+                index = scalars.index(after: index)
+            } else {
+                while index < scalars.endIndex, scalars[index] != "," {
+                    item.append(scalars[index])
+                    index = scalars.index(after: index)
+                }
+            }
+            let value = String(item)
+            items.append(!quoted && value == "NULL" ? nil : value)
+            guard index < scalars.endIndex else { return items }
+            guard scalars[index] == "," else { return nil }
+            index = scalars.index(after: index)
+        }
+    }
+}
