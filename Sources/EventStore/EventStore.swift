@@ -4,6 +4,10 @@ import Logging
 import Postgres
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The append-only log: append with expected versions (one or several streams at once),
 /// read a stream or the global log, follow it live, and verify its hash chains.
 ///
@@ -33,9 +37,9 @@ public final class EventStore: Sendable {
         var flushers = 0
     }
 
-    /// Batches in flight at once from this process. One is best measured: a second batch
-    /// only waits at the log head's lock, and splitting the waiting appends in two costs a
-    /// commit more for the same appends.
+    /// Flushers at once from this process, each on a connection of its own. One is best
+    /// measured: a second batch only waits at the log head's lock, and splitting the waiting
+    /// appends in two costs a commit more for the same appends.
     private let maxFlushers: Int
 
     public init(pool: PostgresPool, logger: Logger, maxBatchSize: Int = 256, maxBatchesInFlight: Int = 1) {
@@ -85,16 +89,94 @@ public final class EventStore: Sendable {
         }
     }
 
+    /// Feeds the queue to the database until it is empty, on one pooled connection whose
+    /// thread it keeps meanwhile: a blocking loop with no thread hop between batches.
     private func flushUntilEmpty() async {
         while true {
-            let batch: [Pending] = queue.withLock { queue in
-                let batch = Array(queue.pending.prefix(maxBatchSize))
-                queue.pending.removeFirst(batch.count)
-                if batch.isEmpty { queue.flushers -= 1 }
-                return batch
+            do {
+                let connectionBroke = try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { [self] session in drain(&session) }
+                }
+                if !connectionBroke { return }
+                // Its connection is dropped by the pool; go on with a fresh one.
+            } catch {
+                // No connection to be had: fail what waits now; the next append tries again.
+                let failed = queue.withLock { queue in
+                    defer {
+                        queue.pending = []
+                        queue.flushers -= 1
+                    }
+                    return queue.pending
+                }
+                logger.error("cannot append: no database connection", metadata: ["error": "\(error)"])
+                for pending in failed { pending.continuation.resume(throwing: error) }
+                return
             }
-            if batch.isEmpty { return }
-            await flush(batch)
+        }
+    }
+
+    /// Writes batches until the queue is empty (true: the connection broke first).
+    private func drain(_ session: inout PostgresSession) -> Bool {
+        var lastBatchSize = 1
+        while true {
+            let batch = takeBatch(expecting: lastBatchSize)
+            if batch.isEmpty { return false }
+            lastBatchSize = batch.count
+            if write(batch, &session) { return true }
+        }
+    }
+
+    /// The next batch: everything queued, once the writers just answered have had a moment
+    /// to queue again (while the queue still grows, at most 300 µs), so that they join this
+    /// batch instead of waiting for the next. Empty when nothing came: the flusher stops.
+    private func takeBatch(expecting expected: Int) -> [Pending] {
+        var waiting = queue.withLock { $0.pending.count }
+        var waited = 0
+        while waiting < expected, waited < 300 {
+            usleep(25)
+            waited += 25
+            let now = queue.withLock { $0.pending.count }
+            if now == waiting, now > 0 { break }
+            waiting = now
+        }
+        return queue.withLock { queue in
+            let batch = Array(queue.pending.prefix(maxBatchSize))
+            queue.pending.removeFirst(batch.count)
+            if batch.isEmpty { queue.flushers -= 1 }
+            return batch
+        }
+    }
+
+    /// Writes one batch and answers its appends (true: the connection broke).
+    private func write(_ batch: [Pending], _ session: inout PostgresSession) -> Bool {
+        let requests = JSONB(text: "[" + batch.map(\.request).joined(separator: ",") + "]")
+        let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
+        do {
+            let rows: [BatchRow]
+            var responses = [String: JSONB]()
+            if needsResponses {
+                (rows, responses) = try session.withTransaction { session in
+                    let rows = try Self.runBatch(requests, &session)
+                    return (rows, try Self.recordResponses(batch, rows, &session))
+                }
+            } else {
+                rows = try Self.runBatch(requests, &session)
+            }
+            for (pending, row) in zip(batch, rows) {
+                pending.continuation.resume(with: Result { try Self.outcome(of: pending, row, responses: responses) })
+            }
+            return false
+        } catch let error as PostgresError where batch.count > 1 && !error.isConnectionFailure {
+            // One malformed request fails the whole statement: retry each alone, so only it fails.
+            logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
+            for pending in batch where write([pending], &session) {
+                return true
+            }
+            return false
+        } catch {
+            logger.error("an append batch failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
+            for pending in batch { pending.continuation.resume(throwing: error) }
+            return (error as? PostgresError)?.isConnectionFailure ?? false
         }
     }
 
@@ -108,44 +190,20 @@ public final class EventStore: Sendable {
         var response: JSONB?
     }
 
-    private func flush(_ batch: [Pending]) async {
-        let requests = JSONB(text: "[" + batch.map(\.request).joined(separator: ",") + "]")
-        let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
-        do {
-            let (rows, responses) = try await pool.withConnection { connection in
-                if !needsResponses {
-                    return (try await Self.runBatch(requests, on: connection), [String: JSONB]())
-                }
-                return try await connection.withTransaction { connection in
-                    let rows = try await Self.runBatch(requests, on: connection)
-                    let responses = try await self.recordResponses(batch, rows, on: connection)
-                    return (rows, responses)
-                }
-            }
-            for (pending, row) in zip(batch, rows) {
-                pending.continuation.resume(with: Result { try Self.outcome(of: pending, row, responses: responses) })
-            }
-        } catch let error as PostgresError where batch.count > 1 && !error.isConnectionFailure {
-            // One malformed request fails the whole statement: retry each alone, so only it fails.
-            logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
-            for pending in batch { await flush([pending]) }
-        } catch {
-            logger.error("an append batch failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
-            for pending in batch { pending.continuation.resume(throwing: error) }
-        }
-    }
-
-    private static func runBatch(_ requests: JSONB, on connection: PostgresConnection) async throws -> [BatchRow] {
-        let rows = try await connection.query(
+    private static func runBatch(_ requests: JSONB, _ session: inout PostgresSession) throws -> [BatchRow] {
+        let rows = try session.query(
             """
-            SELECT outcome, positions, versions, conflict_stream, actual, response
-            FROM append_batch(\(requests)) ORDER BY request_index
-            """)
-        return try rows.map { row in
-            BatchRow(
-                outcome: try row.decode(0), positions: try row.decode(1, as: [Int64]?.self) ?? [],
-                versions: try row.decode(2, as: [Int]?.self) ?? [], conflictStream: try row.decode(3, as: String?.self),
-                actual: try row.decode(4, as: Int?.self), response: try row.decode(5, as: JSONB?.self))
+            SELECT request_index, outcome, positions, versions, conflict_stream, actual, response
+            FROM append_batch(\(requests))
+            """, prepared: true)
+        return try rows.enumerated().map { index, row in
+            guard try row.decode("request_index", as: Int.self) == index else {
+                throw PostgresError(.decoding, message: "append_batch answered out of order at row \(index)")
+            }
+            return BatchRow(
+                outcome: try row.decode(1), positions: try row.decode(2, as: [Int64]?.self) ?? [],
+                versions: try row.decode(3, as: [Int]?.self) ?? [], conflictStream: try row.decode(4, as: String?.self),
+                actual: try row.decode(5, as: Int?.self), response: try row.decode(6, as: JSONB?.self))
         }
     }
 
@@ -157,8 +215,8 @@ public final class EventStore: Sendable {
 
     /// Stores the response of each appended request that has an idempotency key, in the
     /// batch's transaction; returns them by key so that in-batch repeats get the same.
-    private func recordResponses(_ batch: [Pending], _ rows: [BatchRow], on connection: PostgresConnection)
-        async throws -> [String: JSONB]
+    private static func recordResponses(_ batch: [Pending], _ rows: [BatchRow], _ session: inout PostgresSession)
+        throws -> [String: JSONB]
     {
         var responses = [String: JSONB]()
         var actors = [String]()
@@ -166,19 +224,19 @@ public final class EventStore: Sendable {
         var bodies = [String]()
         for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
             guard let idempotency = pending.idempotency, let makeResponse = pending.response else { continue }
-            let response = try makeResponse(Self.result(of: pending, row))
-            responses[Self.responseKey(idempotency)] = response
+            let response = try makeResponse(result(of: pending, row))
+            responses[responseKey(idempotency)] = response
             actors.append(idempotency.actor)
             keys.append(idempotency.key)
             bodies.append(response.text)
         }
         if !keys.isEmpty {
-            try await connection.query(
+            try session.query(
                 """
                 UPDATE idempotency_keys AS k SET response = r.response::jsonb
                 FROM unnest(\(actors), \(keys), \(bodies)) AS r(actor, key, response)
                 WHERE k.actor = r.actor AND k.key = r.key
-                """)
+                """, prepared: true)
         }
         return responses
     }

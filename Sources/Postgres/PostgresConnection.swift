@@ -14,8 +14,15 @@ import Glibc
 /// `PGconn`, so one thread at a time uses it. Results are copied into Swift values and
 /// cleared inside that same call.
 public final class PostgresConnection: Sendable {
+    /// The PGconn and what has been prepared on it.
+    struct Handle {
+        var pg: OpaquePointer?
+        /// Names of the statements prepared on this connection (`PQprepare`).
+        var prepared: Set<String> = []
+    }
+
     // Invariant: the PGconn is reached only inside `withLock`; nil once closed.
-    private let handle: Mutex<OpaquePointer?>
+    private let handle: Mutex<Handle>
     private let threadPool: NIOThreadPool
     /// The server process serving this connection (`pg_backend_pid()`).
     public let backendPID: Int32
@@ -23,16 +30,13 @@ public final class PostgresConnection: Sendable {
 
     private init(handle: sending OpaquePointer, threadPool: NIOThreadPool, configuration: PostgresConfiguration) {
         self.backendPID = PQbackendPID(handle)
-        self.handle = Mutex(handle)
+        self.handle = Mutex(Handle(pg: handle))
         self.threadPool = threadPool
         self.configuration = configuration
     }
 
     deinit {
-        handle.withLock { pg in
-            if let pg { PQfinish(pg) }
-            pg = nil
-        }
+        close()
     }
 
     /// Opens a connection on `threadPool`, in UTC with ISO dates.
@@ -83,6 +87,31 @@ public final class PostgresConnection: Sendable {
         try await withHandle { pg in try Self.execute(pg, query) }
     }
 
+    /// Runs a statement that is prepared on this connection the first time it is used
+    /// (`PQprepare`), then only executed: no parsing or planning on the hot path. For the
+    /// few statements that run constantly; their SQL text must not vary.
+    @discardableResult
+    public func query(_ query: PostgresQuery, prepared: Bool) async throws -> PostgresRows {
+        try await withBlockingSession { session in try session.query(query, prepared: prepared) }
+    }
+
+    /// Gives `body` this connection and a thread of its pool for as long as it runs, to
+    /// make synchronous calls without a thread hop each: for a loop that feeds the database
+    /// as fast as it answers. `body` blocks that thread, so keep it for work that never waits
+    /// on anything but the database and the caller's own queue.
+    public func withBlockingSession<T: Sendable>(
+        _ body: @escaping @Sendable (inout PostgresSession) throws -> T
+    ) async throws -> T {
+        try await Self.run(on: threadPool) { [self] in
+            try handle.withLock { handle in
+                guard let pg = handle.pg else { throw PostgresError(.connection, message: "the connection is closed") }
+                var session = PostgresSession(pg: pg, prepared: handle.prepared)
+                defer { handle.prepared = session.prepared }
+                return try body(&session)
+            }
+        }
+    }
+
     /// Runs SQL text that may hold several statements and no parameters (the simple query
     /// protocol), as migrations need. Never pass it text that came from a user.
     public func execute(unsafeSQL sql: String) async throws {
@@ -124,8 +153,8 @@ public final class PostgresConnection: Sendable {
 
     /// True once the connection is closed or libpq has seen it break.
     public var isBroken: Bool {
-        handle.withLock { pg in
-            guard let pg else { return true }
+        handle.withLock { handle in
+            guard let pg = handle.pg else { return true }
             return PQstatus(pg) != CONNECTION_OK
         }
     }
@@ -134,8 +163,8 @@ public final class PostgresConnection: Sendable {
     /// or the server has sent something unasked (most often a FATAL before hanging up, as on
     /// `pg_terminate_backend` or a restart). Never blocks: a zero-timeout poll of the socket.
     var needsReplacing: Bool {
-        handle.withLock { pg in
-            guard let pg, PQstatus(pg) == CONNECTION_OK, PQtransactionStatus(pg) == PQTRANS_IDLE else { return true }
+        handle.withLock { handle in
+            guard let pg = handle.pg, PQstatus(pg) == CONNECTION_OK, PQtransactionStatus(pg) == PQTRANS_IDLE else { return true }
             var descriptor = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
             return poll(&descriptor, 1, 0) != 0
         }
@@ -143,17 +172,18 @@ public final class PostgresConnection: Sendable {
 
     /// Closes the connection; later calls fail with `.connection`.
     public func close() {
-        handle.withLock { pg in
-            if let pg { PQfinish(pg) }
-            pg = nil
+        handle.withLock { handle in
+            if let pg = handle.pg { PQfinish(pg) }
+            handle.pg = nil
+            handle.prepared = []
         }
     }
 
     /// Runs `body` with the PGconn on the thread pool, holding the lock.
     func withHandle<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {
         try await Self.run(on: threadPool) { [self] in
-            try handle.withLock { pg in
-                guard let pg else { throw PostgresError(.connection, message: "the connection is closed") }
+            try handle.withLock { handle in
+                guard let pg = handle.pg else { throw PostgresError(.connection, message: "the connection is closed") }
                 return try body(pg)
             }
         }
@@ -174,6 +204,20 @@ public final class PostgresConnection: Sendable {
         let types = query.bindings.map { Oid($0.type.rawValue) }
         let result = withParameterValues(query.bindings) { values in
             PQexecParams(pg, query.sql, Int32(query.bindings.count), types, values, nil, nil, 0)
+        }
+        return try consume(result, on: pg)
+    }
+
+    static func prepare(_ pg: OpaquePointer, name: String, _ query: PostgresQuery) throws {
+        try checkEncodable(query)
+        let types = query.bindings.map { Oid($0.type.rawValue) }
+        _ = try consume(PQprepare(pg, name, query.sql, Int32(query.bindings.count), types), on: pg)
+    }
+
+    static func executePrepared(_ pg: OpaquePointer, name: String, _ query: PostgresQuery) throws -> PostgresRows {
+        try checkEncodable(query)
+        let result = withParameterValues(query.bindings) { values in
+            PQexecPrepared(pg, name, Int32(query.bindings.count), values, nil, nil, 0)
         }
         return try consume(result, on: pg)
     }
@@ -271,5 +315,46 @@ private func withParameterValues<R>(_ bindings: [PostgresBinding], _ body: ([Uns
     }
     return buffer.withUnsafeBufferPointer { storage in
         body(offsets.map { offset in offset.map { storage.baseAddress! + $0 } })
+    }
+}
+
+/// Synchronous access to one connection, valid only inside `withBlockingSession`, on its thread.
+public struct PostgresSession: ~Copyable {
+    let pg: OpaquePointer
+    var prepared: Set<String>
+
+    /// Runs one statement; with `prepared`, prepares it on first use and then only executes it.
+    @discardableResult
+    public mutating func query(_ query: PostgresQuery, prepared usePrepared: Bool = false) throws -> PostgresRows {
+        guard usePrepared else { return try PostgresConnection.execute(pg, query) }
+        let name = PostgresQuery.preparedName(query)
+        if !prepared.contains(name) {
+            try PostgresConnection.prepare(pg, name: name, query)
+            prepared.insert(name)
+        }
+        do {
+            return try PostgresConnection.executePrepared(pg, name: name, query)
+        } catch let error as PostgresError where error.sqlState == "26000" {
+            // The server forgot it (DISCARD ALL, say): prepare again, once.
+            try PostgresConnection.prepare(pg, name: name, query)
+            return try PostgresConnection.executePrepared(pg, name: name, query)
+        }
+    }
+
+    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws.
+    public mutating func withTransaction<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
+        _ = try PostgresConnection.executeSimple(pg, "BEGIN")
+        let result: T
+        do {
+            result = try body(&self)
+        } catch {
+            if PQstatus(pg) == CONNECTION_OK { _ = try? PostgresConnection.executeSimple(pg, "ROLLBACK") }
+            throw error
+        }
+        let commit = try PostgresConnection.executeSimple(pg, "COMMIT")
+        guard commit == "COMMIT" else {
+            throw PostgresError(.server, message: "the transaction failed and was rolled back (\(commit))")
+        }
+        return result
     }
 }

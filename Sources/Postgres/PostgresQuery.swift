@@ -56,3 +56,27 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
         }
     }
 }
+
+extension PostgresQuery {
+    /// A statement name that stands for the SQL text and its parameter types.
+    static func preparedName(_ query: PostgresQuery) -> String {
+        var hasher = StableHasher()
+        hasher.combine(query.sql)
+        for binding in query.bindings { hasher.combine(String(binding.type.rawValue)) }
+        return "lender_\(hasher.value)"
+    }
+}
+
+/// FNV-1a, 64 bits: the same name for the same text in every process (Hasher is seeded).
+struct StableHasher {
+    var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    mutating func combine(_ text: String) {
+        for byte in text.utf8 {
+            value ^= UInt64(byte)
+            value &*= 0x0000_0100_0000_01b3
+        }
+        value ^= 0xff
+        value &*= 0x0000_0100_0000_01b3
+    }
+}

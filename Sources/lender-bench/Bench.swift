@@ -22,6 +22,7 @@ struct Append: AsyncParsableCommand {
     @Option var writers = 16
     @Option var seconds = 10.0
     @Option var poolSize = 4
+    @Option(help: "Append batches in flight at once (EventStore's maxBatchesInFlight).") var batchesInFlight = 1
 
     func run() async throws {
         var logger = Logger(label: "lender-bench")
@@ -30,7 +31,7 @@ struct Append: AsyncParsableCommand {
         let figures = try await PostgresPool.with(
             configuration: configuration, options: .init(size: poolSize), logger: logger
         ) { pool in
-            let store = EventStore(pool: pool, logger: logger)
+            let store = EventStore(pool: pool, logger: logger, maxBatchesInFlight: batchesInFlight)
             let run = UUID().uuidString.prefix(8).lowercased()
             // Warm up: open the pool's connections and the function's plan.
             for index in 0..<poolSize {

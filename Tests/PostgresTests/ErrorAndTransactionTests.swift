@@ -73,6 +73,26 @@ struct ErrorAndTransactionTests {
         }
     }
 
+    @Test func preparedStatementsRunWithNewParametersAndSurviveDiscard() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.withConnection { connection in
+                    for value in [1, 2, 3] {
+                        let row = try await connection.query("SELECT \(value) * 10 AS n", prepared: true).single()
+                        #expect(try row.decode("n", as: Int.self) == value * 10)
+                    }
+                    let count = try await connection.query(
+                        "SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'lender_%'"
+                    ).single().decode("n", as: Int.self)
+                    #expect(count == 1)
+                    try await connection.query("DISCARD ALL")
+                    let row = try await connection.query("SELECT \(4) * 10 AS n", prepared: true).single()
+                    #expect(try row.decode("n", as: Int.self) == 40)
+                }
+            }
+        }
+    }
+
     @Test func aFailedConnectionNamesHostPortAndDatabase() async throws {
         let configuration = try PostgresConfiguration("postgresql://nobody@127.0.0.1:1/nowhere_db")
         try await TestDatabase.withPool(configuration, size: 1) { pool in
