@@ -130,14 +130,20 @@ public final class EventStore: Sendable {
     /// to queue again (while the queue still grows, at most 300 µs), so that they join this
     /// batch instead of waiting for the next. Empty when nothing came: the flusher stops.
     private func takeBatch(expecting expected: Int) -> [Pending] {
+        // sched_yield, not a sleep: a sleep's timer slack (50 µs here) outlasts the writers.
+        let clock = ContinuousClock()
+        let deadline = clock.now + .microseconds(300)
         var waiting = queue.withLock { $0.pending.count }
-        var waited = 0
-        while waiting < expected, waited < 300 {
-            usleep(25)
-            waited += 25
+        var lastGrowth = clock.now
+        while waiting < expected, clock.now < deadline {
+            sched_yield()
             let now = queue.withLock { $0.pending.count }
-            if now == waiting, now > 0 { break }
-            waiting = now
+            if now > waiting {
+                waiting = now
+                lastGrowth = clock.now
+            } else if now > 0, clock.now - lastGrowth > .microseconds(50) {
+                break
+            }
         }
         return queue.withLock { queue in
             let batch = Array(queue.pending.prefix(maxBatchSize))
