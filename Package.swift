@@ -33,6 +33,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The domain, pure: typed IDs, commands, events, one decider per aggregate. No I/O.
+        .target(name: "Marketplace"),
         // The append-only log: append with expected versions, read, follow, verify.
         .target(
             name: "EventStore",
@@ -81,6 +83,10 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]
+        ),
+        .testTarget(
+            name: "MarketplaceTests",
+            dependencies: ["Marketplace"]
         ),
         .testTarget(
             name: "EventStoreTests",

@@ -1,0 +1,63 @@
+/// One invalid field of a command, with a stable code.
+public struct FieldError: Hashable, Sendable, Codable {
+    public var field: String
+    public var code: String
+    public var message: String
+
+    public init(field: String, code: String, message: String) {
+        self.field = field
+        self.code = code
+        self.message = message
+    }
+}
+
+/// Why the domain refused a command. Each case is a rule; the gateway maps the kind to an
+/// HTTP status and passes the code on unchanged.
+public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: Hashable, Sendable {
+        /// Fields are missing or malformed (422); every one is listed.
+        case invalid
+        /// The actor may not do this (403).
+        case forbidden
+        /// The thing does not exist (404).
+        case notFound
+        /// The current state does not allow it (409).
+        case conflict
+    }
+
+    public var kind: Kind
+    /// Stable, for clients: `item_not_available`, `bid_not_pending`, ...
+    public var code: String
+    public var message: String
+    public var fields: [FieldError]
+
+    public init(_ kind: Kind, _ code: String, _ message: String, fields: [FieldError] = []) {
+        self.kind = kind
+        self.code = code
+        self.message = message
+        self.fields = fields
+    }
+
+    public static func invalid(_ fields: [FieldError]) -> DomainError {
+        DomainError(.invalid, "validation_failed", "Some fields are invalid.", fields: fields)
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Collects field problems, then throws them all at once.
+struct Validation {
+    private(set) var problems: [FieldError] = []
+
+    mutating func check(_ condition: Bool, _ field: String, _ code: String, _ message: String) {
+        if !condition { problems.append(FieldError(field: field, code: code, message: message)) }
+    }
+
+    mutating func add(_ more: [FieldError]) {
+        problems += more
+    }
+
+    func throwIfInvalid() throws {
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+/// A typed identifier: a UUID that cannot be mistaken for another kind's.
+public struct Identifier<Tag>: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var rawValue: UUID
+
+    public init(_ rawValue: UUID = UUID()) { self.rawValue = rawValue }
+
+    public init?(_ text: String) {
+        guard let uuid = UUID(uuidString: text) else { return nil }
+        self.rawValue = uuid
+    }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(UUID.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    /// Lower-case, as it appears in stream names and URLs.
+    public var description: String { rawValue.uuidString.lowercased() }
+}
+
+public enum UserTag {}
+public enum ItemTag {}
+public enum BidTag {}
+
+public typealias UserID = Identifier<UserTag>
+public typealias ItemID = Identifier<ItemTag>
+public typealias BidID = Identifier<BidTag>

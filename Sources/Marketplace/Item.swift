@@ -1,0 +1,581 @@
+import Foundation
+
+// MARK: Events (stream `item-{itemID}`: the item and all its bids)
+
+public enum ItemKind: String, Hashable, Sendable, Codable {
+    case rental, request
+}
+
+public enum ItemStatus: String, Hashable, Sendable, Codable {
+    case available, reserved, closed, withdrawn
+}
+
+public enum BidStatus: String, Hashable, Sendable, Codable {
+    case pending, approved, rejected, withdrawn
+}
+
+public struct RentalPosted: Codable, Hashable, Sendable {
+    public static let eventType = "RentalPosted"
+    public var itemID: ItemID
+    public var ownerID: UserID
+    public var title: String
+    public var description: String
+    public var category: Category
+    public var dailyPriceCents: Int
+    public var location: Location
+    public var availableFrom: Day?
+    public var availableUntil: Day?
+
+    public init(
+        itemID: ItemID, ownerID: UserID, title: String, description: String, category: Category,
+        dailyPriceCents: Int, location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil
+    ) {
+        self.itemID = itemID
+        self.ownerID = ownerID
+        self.title = title
+        self.description = description
+        self.category = category
+        self.dailyPriceCents = dailyPriceCents
+        self.location = location
+        self.availableFrom = availableFrom
+        self.availableUntil = availableUntil
+    }
+}
+
+public struct RequestPosted: Codable, Hashable, Sendable {
+    public static let eventType = "RequestPosted"
+    public var itemID: ItemID
+    public var ownerID: UserID
+    public var title: String
+    public var description: String
+    public var category: Category
+    public var maxDailyPriceCents: Int?
+    public var neededFrom: Day
+    public var neededUntil: Day
+    public var location: Location
+
+    public init(
+        itemID: ItemID, ownerID: UserID, title: String, description: String, category: Category,
+        maxDailyPriceCents: Int? = nil, neededFrom: Day, neededUntil: Day, location: Location
+    ) {
+        self.itemID = itemID
+        self.ownerID = ownerID
+        self.title = title
+        self.description = description
+        self.category = category
+        self.maxDailyPriceCents = maxDailyPriceCents
+        self.neededFrom = neededFrom
+        self.neededUntil = neededUntil
+        self.location = location
+    }
+}
+
+/// Only the fields that changed. `priceCents` is the daily price of a rental, the maximum of a request.
+public struct ItemRevised: Codable, Hashable, Sendable {
+    public static let eventType = "ItemRevised"
+    public var title: String?
+    public var description: String?
+    public var category: Category?
+    public var priceCents: Int?
+    public var location: Location?
+
+    public init(
+        title: String? = nil, description: String? = nil, category: Category? = nil, priceCents: Int? = nil,
+        location: Location? = nil
+    ) {
+        self.title = title
+        self.description = description
+        self.category = category
+        self.priceCents = priceCents
+        self.location = location
+    }
+}
+
+public struct ItemWithdrawn: Codable, Hashable, Sendable {
+    public static let eventType = "ItemWithdrawn"
+
+    public init() {}
+}
+
+public struct BidPlaced: Codable, Hashable, Sendable {
+    public static let eventType = "BidPlaced"
+    public var bidID: BidID
+    public var bidderID: UserID
+    public var dailyPriceCents: Int
+    public var from: Day
+    public var until: Day
+    public var message: String?
+
+    public init(bidID: BidID, bidderID: UserID, dailyPriceCents: Int, from: Day, until: Day, message: String? = nil) {
+        self.bidID = bidID
+        self.bidderID = bidderID
+        self.dailyPriceCents = dailyPriceCents
+        self.from = from
+        self.until = until
+        self.message = message
+    }
+}
+
+public struct BidWithdrawn: Codable, Hashable, Sendable {
+    public static let eventType = "BidWithdrawn"
+    public var bidID: BidID
+
+    public init(bidID: BidID) {
+        self.bidID = bidID
+    }
+}
+
+public struct BidRejected: Codable, Hashable, Sendable {
+    public static let eventType = "BidRejected"
+    public var bidID: BidID
+    /// `item_withdrawn`, `another_bid_approved`, or the owner's own words.
+    public var reason: String?
+
+    public init(bidID: BidID, reason: String? = nil) {
+        self.bidID = bidID
+        self.reason = reason
+    }
+}
+
+public struct BidApproved: Codable, Hashable, Sendable {
+    public static let eventType = "BidApproved"
+    public var bidID: BidID
+
+    public init(bidID: BidID) {
+        self.bidID = bidID
+    }
+}
+
+public struct ItemReserved: Codable, Hashable, Sendable {
+    public static let eventType = "ItemReserved"
+    public var bidID: BidID
+    public var bidderID: UserID
+
+    public init(bidID: BidID, bidderID: UserID) {
+        self.bidID = bidID
+        self.bidderID = bidderID
+    }
+}
+
+public struct ItemClosed: Codable, Hashable, Sendable {
+    public static let eventType = "ItemClosed"
+
+    public init() {}
+}
+
+public struct ItemRelisted: Codable, Hashable, Sendable {
+    public static let eventType = "ItemRelisted"
+
+    public init() {}
+}
+
+public enum ItemEvent: Hashable, Sendable {
+    case rentalPosted(RentalPosted)
+    case requestPosted(RequestPosted)
+    case revised(ItemRevised)
+    case withdrawn(ItemWithdrawn)
+    case bidPlaced(BidPlaced)
+    case bidWithdrawn(BidWithdrawn)
+    case bidRejected(BidRejected)
+    case bidApproved(BidApproved)
+    case reserved(ItemReserved)
+    case closed(ItemClosed)
+    case relisted(ItemRelisted)
+}
+
+// MARK: Commands
+
+public struct PostRental: Hashable, Sendable {
+    public var itemID: ItemID
+    public var title: String
+    public var description: String
+    public var category: Category
+    public var dailyPriceCents: Int
+    public var location: Location
+    public var availableFrom: Day?
+    public var availableUntil: Day?
+
+    public init(
+        itemID: ItemID = ItemID(), title: String, description: String, category: Category, dailyPriceCents: Int,
+        location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil
+    ) {
+        self.itemID = itemID
+        self.title = title
+        self.description = description
+        self.category = category
+        self.dailyPriceCents = dailyPriceCents
+        self.location = location
+        self.availableFrom = availableFrom
+        self.availableUntil = availableUntil
+    }
+}
+
+public struct PostRequest: Hashable, Sendable {
+    public var itemID: ItemID
+    public var title: String
+    public var description: String
+    public var category: Category
+    public var maxDailyPriceCents: Int?
+    public var neededFrom: Day
+    public var neededUntil: Day
+    public var location: Location
+
+    public init(
+        itemID: ItemID = ItemID(), title: String, description: String, category: Category, maxDailyPriceCents: Int? = nil,
+        neededFrom: Day, neededUntil: Day, location: Location
+    ) {
+        self.itemID = itemID
+        self.title = title
+        self.description = description
+        self.category = category
+        self.maxDailyPriceCents = maxDailyPriceCents
+        self.neededFrom = neededFrom
+        self.neededUntil = neededUntil
+        self.location = location
+    }
+}
+
+public struct ReviseItem: Hashable, Sendable {
+    public var title: String?
+    public var description: String?
+    public var category: Category?
+    public var priceCents: Int?
+    public var location: Location?
+
+    public init(
+        title: String? = nil, description: String? = nil, category: Category? = nil, priceCents: Int? = nil,
+        location: Location? = nil
+    ) {
+        self.title = title
+        self.description = description
+        self.category = category
+        self.priceCents = priceCents
+        self.location = location
+    }
+}
+
+public struct PlaceBid: Hashable, Sendable {
+    public var bidID: BidID
+    public var dailyPriceCents: Int
+    public var from: Day
+    public var until: Day
+    public var message: String?
+    /// Whether the item's owner has blocked the bidder: a fact from the owner's stream.
+    public var isBlockedByOwner: Bool
+
+    public init(
+        bidID: BidID = BidID(), dailyPriceCents: Int, from: Day, until: Day, message: String? = nil,
+        isBlockedByOwner: Bool = false
+    ) {
+        self.bidID = bidID
+        self.dailyPriceCents = dailyPriceCents
+        self.from = from
+        self.until = until
+        self.message = message
+        self.isBlockedByOwner = isBlockedByOwner
+    }
+}
+
+public enum ItemCommand: Hashable, Sendable {
+    case postRental(PostRental)
+    case postRequest(PostRequest)
+    case revise(ReviseItem)
+    case withdraw
+    case placeBid(PlaceBid)
+    case withdrawBid(BidID)
+    case rejectBid(BidID, reason: String?)
+    case approveBid(BidID)
+    case complete
+    case relist
+}
+
+// MARK: Decider
+
+public struct Bid: Hashable, Sendable {
+    public var id: BidID
+    public var bidderID: UserID
+    public var dailyPriceCents: Int
+    public var from: Day
+    public var until: Day
+    public var message: String?
+    public var status: BidStatus
+    public var reason: String?
+}
+
+public struct ItemState: Hashable, Sendable {
+    public var itemID: ItemID?
+    public var kind: ItemKind = .rental
+    public var ownerID: UserID?
+    public var title = ""
+    public var description = ""
+    public var category: Category = .other
+    /// The daily price of a rental; the maximum daily price of a request, if it has one.
+    public var priceCents: Int?
+    public var location = Location(lat: 0, lng: 0, place: "")
+    /// The rental's availability, or the request's need; nil ends mean open.
+    public var windowFrom: Day?
+    public var windowUntil: Day?
+    public var status: ItemStatus = .available
+    /// In the order placed.
+    public var bids: [Bid] = []
+
+    public var exists: Bool { itemID != nil }
+    public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
+    public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
+    public init() {}
+}
+
+public enum ItemDecider {
+    public static let initial = ItemState()
+    public static let priceRange = 1...999_999
+
+    /// `actor` is the authenticated user giving the command.
+    public static func decide(_ command: ItemCommand, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+        switch command {
+        case .postRental(let post):
+            guard !state.exists else { throw DomainError(.conflict, "item_exists", "This item was already posted.") }
+            var validation = Validation()
+            validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
+            validation.check(
+                priceRange.contains(post.dailyPriceCents), "dailyPriceCents", "invalid_price", "1 to 999999 cents")
+            if let from = post.availableFrom, let until = post.availableUntil {
+                validation.check(from <= until, "availableUntil", "invalid_period", "availableUntil is before availableFrom")
+            }
+            try validation.throwIfInvalid()
+            return [
+                .rentalPosted(
+                    RentalPosted(
+                        itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
+                        category: post.category, dailyPriceCents: post.dailyPriceCents, location: post.location,
+                        availableFrom: post.availableFrom, availableUntil: post.availableUntil))
+            ]
+
+        case .postRequest(let post):
+            guard !state.exists else { throw DomainError(.conflict, "item_exists", "This item was already posted.") }
+            var validation = Validation()
+            validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
+            if let max = post.maxDailyPriceCents {
+                validation.check(priceRange.contains(max), "maxDailyPriceCents", "invalid_price", "1 to 999999 cents")
+            }
+            validation.check(post.neededFrom <= post.neededUntil, "neededUntil", "invalid_period", "neededUntil is before neededFrom")
+            try validation.throwIfInvalid()
+            return [
+                .requestPosted(
+                    RequestPosted(
+                        itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
+                        category: post.category, maxDailyPriceCents: post.maxDailyPriceCents, neededFrom: post.neededFrom,
+                        neededUntil: post.neededUntil, location: post.location))
+            ]
+
+        case .revise(let revision):
+            try requireOwner(state, actor)
+            var validation = Validation()
+            if let title = revision.title { validation.add(titleProblems(title)) }
+            if let description = revision.description { validation.add(descriptionProblems(description)) }
+            if let location = revision.location { validation.add(location.problems()) }
+            if let price = revision.priceCents {
+                validation.check(priceRange.contains(price), "priceCents", "invalid_price", "1 to 999999 cents")
+            }
+            validation.check(
+                revision != ReviseItem(), "body", "nothing_to_change",
+                "give at least one of title, description, category, priceCents, location")
+            try validation.throwIfInvalid()
+            try requireAvailable(state)
+            return [
+                .revised(
+                    ItemRevised(
+                        title: revision.title?.trimmed, description: revision.description, category: revision.category,
+                        priceCents: revision.priceCents, location: revision.location))
+            ]
+
+        case .withdraw:
+            try requireOwner(state, actor)
+            try requireAvailable(state)
+            return [.withdrawn(ItemWithdrawn())]
+                + state.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
+
+        case .placeBid(let bid):
+            guard state.exists, let owner = state.ownerID else { throw itemNotFound }
+            guard actor != owner else {
+                throw DomainError(.forbidden, "cannot_bid_on_own_item", "You cannot bid on your own item.")
+            }
+            guard !bid.isBlockedByOwner else {
+                throw DomainError(.forbidden, "blocked_by_owner", "The owner of this item has blocked you.")
+            }
+            var validation = Validation()
+            validation.check(priceRange.contains(bid.dailyPriceCents), "dailyPriceCents", "invalid_price", "1 to 999999 cents")
+            validation.check(bid.from <= bid.until, "until", "invalid_period", "until is before from")
+            if let message = bid.message {
+                validation.check(message.count <= 1000, "message", "too_long", "at most 1000 characters")
+            }
+            try validation.throwIfInvalid()
+            try requireAvailable(state)
+            if let from = state.windowFrom, bid.from < from {
+                throw DomainError(.invalid, "outside_window", "The item is only available from \(from).",
+                    fields: [FieldError(field: "from", code: "outside_window", message: "before \(from)")])
+            }
+            if let until = state.windowUntil, bid.until > until {
+                throw DomainError(.invalid, "outside_window", "The item is only available until \(until).",
+                    fields: [FieldError(field: "until", code: "outside_window", message: "after \(until)")])
+            }
+            guard !state.pendingBids.contains(where: { $0.bidderID == actor }) else {
+                throw DomainError(.conflict, "pending_bid_exists", "You already have a pending bid on this item.")
+            }
+            return [
+                .bidPlaced(
+                    BidPlaced(
+                        bidID: bid.bidID, bidderID: actor, dailyPriceCents: bid.dailyPriceCents, from: bid.from,
+                        until: bid.until, message: bid.message))
+            ]
+
+        case .withdrawBid(let bidID):
+            let bid = try requireBid(state, bidID)
+            guard bid.bidderID == actor else { throw DomainError(.forbidden, "not_your_bid", "Only the bidder can withdraw a bid.") }
+            try requirePending(bid)
+            return [.bidWithdrawn(BidWithdrawn(bidID: bidID))]
+
+        case .rejectBid(let bidID, let reason):
+            try requireOwner(state, actor)
+            let bid = try requireBid(state, bidID)
+            if let reason {
+                guard reason.count <= 500 else {
+                    throw DomainError.invalid([FieldError(field: "reason", code: "too_long", message: "at most 500 characters")])
+                }
+            }
+            try requirePending(bid)
+            return [.bidRejected(BidRejected(bidID: bidID, reason: reason))]
+
+        case .approveBid(let bidID):
+            try requireOwner(state, actor)
+            let bid = try requireBid(state, bidID)
+            try requireAvailable(state)
+            try requirePending(bid)
+            return [.bidApproved(BidApproved(bidID: bidID)), .reserved(ItemReserved(bidID: bidID, bidderID: bid.bidderID))]
+                + state.pendingBids.filter { $0.id != bidID }.map {
+                    .bidRejected(BidRejected(bidID: $0.id, reason: "another_bid_approved"))
+                }
+
+        case .complete:
+            try requireOwner(state, actor)
+            guard state.status == .reserved else {
+                throw DomainError(.conflict, "item_not_reserved", "Only a reserved item can be completed.")
+            }
+            return [.closed(ItemClosed())]
+
+        case .relist:
+            try requireOwner(state, actor)
+            guard state.kind == .rental, state.status == .closed else {
+                throw DomainError(.conflict, "item_not_relistable", "Only a closed rental can be relisted.")
+            }
+            return [.relisted(ItemRelisted())]
+        }
+    }
+
+    public static func evolve(_ state: ItemState, _ event: ItemEvent) -> ItemState {
+        var state = state
+        func setBid(_ id: BidID, _ change: (inout Bid) -> Void) {
+            if let index = state.bids.firstIndex(where: { $0.id == id }) { change(&state.bids[index]) }
+        }
+        switch event {
+        case .rentalPosted(let posted):
+            state.itemID = posted.itemID
+            state.kind = .rental
+            state.ownerID = posted.ownerID
+            state.title = posted.title
+            state.description = posted.description
+            state.category = posted.category
+            state.priceCents = posted.dailyPriceCents
+            state.location = posted.location
+            state.windowFrom = posted.availableFrom
+            state.windowUntil = posted.availableUntil
+            state.status = .available
+        case .requestPosted(let posted):
+            state.itemID = posted.itemID
+            state.kind = .request
+            state.ownerID = posted.ownerID
+            state.title = posted.title
+            state.description = posted.description
+            state.category = posted.category
+            state.priceCents = posted.maxDailyPriceCents
+            state.location = posted.location
+            state.windowFrom = posted.neededFrom
+            state.windowUntil = posted.neededUntil
+            state.status = .available
+        case .revised(let revised):
+            if let title = revised.title { state.title = title }
+            if let description = revised.description { state.description = description }
+            if let category = revised.category { state.category = category }
+            if let price = revised.priceCents { state.priceCents = price }
+            if let location = revised.location { state.location = location }
+        case .withdrawn:
+            state.status = .withdrawn
+        case .bidPlaced(let placed):
+            state.bids.append(
+                Bid(
+                    id: placed.bidID, bidderID: placed.bidderID, dailyPriceCents: placed.dailyPriceCents, from: placed.from,
+                    until: placed.until, message: placed.message, status: .pending, reason: nil))
+        case .bidWithdrawn(let withdrawn):
+            setBid(withdrawn.bidID) { $0.status = .withdrawn }
+        case .bidRejected(let rejected):
+            setBid(rejected.bidID) {
+                $0.status = .rejected
+                $0.reason = rejected.reason
+            }
+        case .bidApproved(let approved):
+            setBid(approved.bidID) { $0.status = .approved }
+        case .reserved:
+            state.status = .reserved
+        case .closed:
+            state.status = .closed
+        case .relisted:
+            state.status = .available
+        }
+        return state
+    }
+
+    /// The state after `events`, from nothing.
+    public static func fold(_ events: [ItemEvent]) -> ItemState {
+        events.reduce(initial, evolve)
+    }
+
+    // MARK: Rules shared by several commands
+
+    static let itemNotFound = DomainError(.notFound, "item_not_found", "No such item.")
+
+    static func requireOwner(_ state: ItemState, _ actor: UserID) throws {
+        guard state.exists else { throw itemNotFound }
+        guard state.ownerID == actor else { throw DomainError(.forbidden, "not_owner", "Only the item's owner can do this.") }
+    }
+
+    static func requireAvailable(_ state: ItemState) throws {
+        guard state.status == .available else {
+            throw DomainError(.conflict, "item_not_available", "The item is \(state.status.rawValue), not available.")
+        }
+    }
+
+    static func requireBid(_ state: ItemState, _ id: BidID) throws -> Bid {
+        guard state.exists else { throw itemNotFound }
+        guard let bid = state.bid(id) else { throw DomainError(.notFound, "bid_not_found", "No such bid.") }
+        return bid
+    }
+
+    static func requirePending(_ bid: Bid) throws {
+        guard bid.status == .pending else {
+            throw DomainError(.conflict, "bid_not_pending", "The bid is \(bid.status.rawValue), not pending.")
+        }
+    }
+
+    static func titleProblems(_ title: String) -> [FieldError] {
+        (1...120).contains(title.trimmed.count) && !title.contains(where: \.isNewline)
+            ? [] : [FieldError(field: "title", code: "invalid_title", message: "1 to 120 characters, one line")]
+    }
+
+    static func descriptionProblems(_ description: String) -> [FieldError] {
+        description.count <= 5000
+            ? [] : [FieldError(field: "description", code: "too_long", message: "at most 5000 characters")]
+    }
+
+    static func postingProblems(title: String, description: String, location: Location) -> [FieldError] {
+        titleProblems(title) + descriptionProblems(description) + location.problems()
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+
+// MARK: Events (stream `user-{userID}`)
+
+public struct UserRegistered: Codable, Hashable, Sendable {
+    public static let eventType = "UserRegistered"
+    public var userID: UserID
+    public var handle: String
+    public var displayName: String
+    public var email: String
+    public var country: String?
+
+    public init(userID: UserID, handle: String, displayName: String, email: String, country: String? = nil) {
+        self.userID = userID
+        self.handle = handle
+        self.displayName = displayName
+        self.email = email
+        self.country = country
+    }
+}
+
+public struct ProfileUpdated: Codable, Hashable, Sendable {
+    public static let eventType = "ProfileUpdated"
+    public var displayName: String?
+    public var country: String?
+    public var defaultShareCents: Int?
+
+    public init(displayName: String? = nil, country: String? = nil, defaultShareCents: Int? = nil) {
+        self.displayName = displayName
+        self.country = country
+        self.defaultShareCents = defaultShareCents
+    }
+}
+
+public struct UserBlocked: Codable, Hashable, Sendable {
+    public static let eventType = "UserBlocked"
+    public var userID: UserID
+
+    public init(userID: UserID) {
+        self.userID = userID
+    }
+}
+
+public struct UserUnblocked: Codable, Hashable, Sendable {
+    public static let eventType = "UserUnblocked"
+    public var userID: UserID
+
+    public init(userID: UserID) {
+        self.userID = userID
+    }
+}
+
+public enum UserEvent: Hashable, Sendable {
+    case registered(UserRegistered)
+    case profileUpdated(ProfileUpdated)
+    case blocked(UserBlocked)
+    case unblocked(UserUnblocked)
+}
+
+// MARK: Commands
+
+public enum UserCommand: Hashable, Sendable {
+    /// The password is checked here and never leaves the command: it is not in any event.
+    case register(userID: UserID, handle: String, displayName: String, email: String, password: String, country: String?)
+    case updateProfile(displayName: String?, country: String?, defaultShareCents: Int?)
+    case block(UserID)
+    case unblock(UserID)
+}
+
+// MARK: Decider
+
+public struct UserState: Hashable, Sendable {
+    public var userID: UserID?
+    public var handle = ""
+    public var displayName = ""
+    public var email = ""
+    public var country: String?
+    public var defaultShareCents: Int?
+    public var blocked: Set<UserID> = []
+
+    public var exists: Bool { userID != nil }
+    public init() {}
+}
+
+public enum UserDecider {
+    public static let initial = UserState()
+
+    public static let shareSizes: Set<Int> = [2500, 5000, 7500, 10000]
+
+    /// Handle uniqueness across users is not this stream's to know: the gateway claims the
+    /// handle in the same append (a `handle-{name}` stream written with `.noStream`).
+    public static func decide(_ command: UserCommand, _ state: UserState) throws -> [UserEvent] {
+        switch command {
+        case .register(let userID, let handle, let displayName, let email, let password, let country):
+            guard !state.exists else { throw DomainError(.conflict, "user_exists", "This user is already registered.") }
+            var validation = Validation()
+            validation.check(isValidHandle(handle), "handle", "invalid_handle", "3 to 32 of a-z, 0-9 and _")
+            validation.add(displayNameProblems(displayName))
+            validation.check(isValidEmail(email), "email", "invalid_email", "not a well-formed e-mail address")
+            validation.check(
+                (10...128).contains(password.count), "password", "invalid_password", "10 to 128 characters")
+            validation.add(countryProblems(country))
+            try validation.throwIfInvalid()
+            return [
+                .registered(
+                    UserRegistered(
+                        userID: userID, handle: handle, displayName: displayName.trimmed, email: email.lowercased(),
+                        country: country))
+            ]
+
+        case .updateProfile(let displayName, let country, let defaultShareCents):
+            guard state.exists else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            var validation = Validation()
+            if let displayName { validation.add(displayNameProblems(displayName)) }
+            validation.add(countryProblems(country))
+            if let defaultShareCents {
+                validation.check(
+                    shareSizes.contains(defaultShareCents), "defaultShareCents", "invalid_share",
+                    "one of 2500, 5000, 7500, 10000")
+            }
+            validation.check(
+                displayName != nil || country != nil || defaultShareCents != nil, "body", "nothing_to_change",
+                "give at least one of displayName, country, defaultShareCents")
+            try validation.throwIfInvalid()
+            return [
+                .profileUpdated(
+                    ProfileUpdated(displayName: displayName?.trimmed, country: country, defaultShareCents: defaultShareCents))
+            ]
+
+        case .block(let other):
+            guard state.exists, let me = state.userID else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot block yourself.") }
+            return state.blocked.contains(other) ? [] : [.blocked(UserBlocked(userID: other))]
+
+        case .unblock(let other):
+            guard state.exists, let me = state.userID else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot unblock yourself.") }
+            return state.blocked.contains(other) ? [.unblocked(UserUnblocked(userID: other))] : []
+        }
+    }
+
+    public static func evolve(_ state: UserState, _ event: UserEvent) -> UserState {
+        var state = state
+        switch event {
+        case .registered(let registered):
+            state.userID = registered.userID
+            state.handle = registered.handle
+            state.displayName = registered.displayName
+            state.email = registered.email
+            state.country = registered.country
+        case .profileUpdated(let updated):
+            if let displayName = updated.displayName { state.displayName = displayName }
+            if let country = updated.country { state.country = country }
+            if let share = updated.defaultShareCents { state.defaultShareCents = share }
+        case .blocked(let blocked):
+            state.blocked.insert(blocked.userID)
+        case .unblocked(let unblocked):
+            state.blocked.remove(unblocked.userID)
+        }
+        return state
+    }
+
+    // MARK: Field rules
+
+    public static func isValidHandle(_ handle: String) -> Bool {
+        (3...32).contains(handle.count)
+            && handle.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+    }
+
+    /// One `@`, a non-empty local part, a dotted domain, no spaces: what a form would accept.
+    public static func isValidEmail(_ email: String) -> Bool {
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard email.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[0].count <= 64 else { return false }
+        let domain = parts[1]
+        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
+        return labels.count >= 2 && labels.allSatisfy { !$0.isEmpty }
+            && !email.contains(where: { $0.isWhitespace || $0.isNewline })
+    }
+
+    static func displayNameProblems(_ name: String) -> [FieldError] {
+        (1...80).contains(name.trimmed.count) && !name.contains(where: \.isNewline)
+            ? [] : [FieldError(field: "displayName", code: "invalid_display_name", message: "1 to 80 characters, one line")]
+    }
+
+    /// ISO 3166-1 alpha-2 in form (two capital letters); the country list itself comes with loans.
+    static func countryProblems(_ country: String?) -> [FieldError] {
+        guard let country else { return [] }
+        return country.count == 2 && country.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) })
+            ? [] : [FieldError(field: "country", code: "invalid_country", message: "an ISO 3166-1 alpha-2 code, like NP")]
+    }
+}
+
+extension String {
+    var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}

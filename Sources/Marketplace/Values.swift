@@ -1,0 +1,111 @@
+import Foundation
+
+/// A calendar day, `YYYY-MM-DD`, as rental periods are counted (`until` included).
+public struct Day: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+    public var year: Int
+    public var month: Int
+    public var day: Int
+
+    /// Only real dates: `2026-02-30` is nil.
+    public init?(year: Int, month: Int, day: Int) {
+        guard (1...9999).contains(year), (1...12).contains(month), day >= 1,
+            day <= Day.daysIn(month: month, year: year)
+        else { return nil }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    public init?(_ text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+        else { return nil }
+        self.init(year: year, month: month, day: day)
+    }
+
+    /// The UTC day of an instant.
+    public init(_ date: Date) {
+        let components = Calendar.utc.dateComponents([.year, .month, .day], from: date)
+        self.year = components.year!
+        self.month = components.month!
+        self.day = components.day!
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let day = Day(text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a YYYY-MM-DD date: \(text)")
+        }
+        self = day
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    public var description: String {
+        func pad(_ value: Int, _ width: Int) -> String {
+            String(repeating: "0", count: max(0, width - String(value).count)) + String(value)
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    public static func < (lhs: Day, rhs: Day) -> Bool {
+        (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
+    }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+}
+
+extension Calendar {
+    static let utc: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+}
+
+/// Where something is: `{ "lat": -90..90, "lng": -180..180, "place": "text" }`.
+public struct Location: Hashable, Sendable, Codable {
+    public var lat: Double
+    public var lng: Double
+    public var place: String
+
+    public init(lat: Double, lng: Double, place: String) {
+        self.lat = lat
+        self.lng = lng
+        self.place = place
+    }
+
+    /// Every way the location is invalid, under `field`.
+    public func problems(field: String = "location") -> [FieldError] {
+        var problems = [FieldError]()
+        if !(lat.isFinite && (-90...90).contains(lat)) {
+            problems.append(FieldError(field: "\(field).lat", code: "out_of_range", message: "lat must be from -90 to 90"))
+        }
+        if !(lng.isFinite && (-180...180).contains(lng)) {
+            problems.append(FieldError(field: "\(field).lng", code: "out_of_range", message: "lng must be from -180 to 180"))
+        }
+        if place.count > 200 {
+            problems.append(FieldError(field: "\(field).place", code: "too_long", message: "place is at most 200 characters"))
+        }
+        return problems
+    }
+}
+
+/// What a posting is about.
+public enum Category: String, Hashable, Sendable, Codable, CaseIterable {
+    case music, electronics, appliances, clothes, furniture, bikes, books
+    case freeStuff = "free_stuff"
+    case jewellery, games, tools, sports, other
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Marketplace
+import Testing
+
+func givenUser(_ history: [UserEvent], when command: UserCommand) -> Result<[UserEvent], DomainError> {
+    Result { try UserDecider.decide(command, history.reduce(UserDecider.initial, UserDecider.evolve)) }
+        .mapError { $0 as! DomainError }
+}
+
+@Suite("User decider")
+struct UserDeciderTests {
+    let me = UserID()
+
+    func register(
+        handle: String = "ada_99", email: String = "Ada@Example.org", password: String = "correct horse", country: String? = "NP"
+    ) -> UserCommand {
+        .register(userID: me, handle: handle, displayName: "Ada", email: email, password: password, country: country)
+    }
+
+    var registered: [UserEvent] {
+        [.registered(UserRegistered(userID: me, handle: "ada_99", displayName: "Ada", email: "ada@example.org", country: "NP"))]
+    }
+
+    @Test func registrationKeepsNoPassword() throws {
+        let events = try givenUser([], when: register()).get()
+        #expect(events == registered)
+        #expect(!String(describing: events).contains("correct horse"))
+    }
+
+    @Test func handleRules() {
+        for bad in ["ab", String(repeating: "a", count: 33), "Ada", "ada-99", "ada 99", "ädä"] {
+            guard case .failure(let error) = givenUser([], when: register(handle: bad)) else {
+                Issue.record("\(bad) should be refused")
+                continue
+            }
+            #expect(error.fields.map(\.code) == ["invalid_handle"])
+        }
+        #expect((try? givenUser([], when: register(handle: "abc")).get()) != nil)
+        #expect((try? givenUser([], when: register(handle: String(repeating: "z", count: 32))).get()) != nil)
+    }
+
+    @Test func everyInvalidFieldAtOnce() {
+        guard case .failure(let error) = givenUser(
+            [], when: register(handle: "x", email: "not-an-email", password: "short", country: "Nepal"))
+        else {
+            Issue.record("expected a validation error")
+            return
+        }
+        #expect(error.kind == .invalid)
+        #expect(error.fields.map(\.code) == ["invalid_handle", "invalid_email", "invalid_password", "invalid_country"])
+    }
+
+    @Test func passwordLengthBounds() {
+        #expect((try? givenUser([], when: register(password: String(repeating: "p", count: 9))).get()) == nil)
+        #expect((try? givenUser([], when: register(password: String(repeating: "p", count: 10))).get()) != nil)
+        #expect((try? givenUser([], when: register(password: String(repeating: "p", count: 128))).get()) != nil)
+        #expect((try? givenUser([], when: register(password: String(repeating: "p", count: 129))).get()) == nil)
+    }
+
+    @Test func emailShapes() {
+        for good in ["a@b.co", "first.last+tag@sub.example.org"] { #expect(UserDecider.isValidEmail(good), "\(good)") }
+        for bad in ["", "a@b", "@b.co", "a@.co", "a b@c.co", "a@b..co", "a@@b.co"] { #expect(!UserDecider.isValidEmail(bad), "\(bad)") }
+    }
+
+    @Test func aUserRegistersOnce() {
+        guard case .failure(let error) = givenUser(registered, when: register()) else {
+            Issue.record("expected user_exists")
+            return
+        }
+        #expect(error.code == "user_exists")
+    }
+
+    @Test func defaultShareIsOneOfFourSizes() throws {
+        guard case .failure(let error) = givenUser(registered, when: .updateProfile(displayName: nil, country: nil, defaultShareCents: 3000)) else {
+            Issue.record("expected invalid_share")
+            return
+        }
+        #expect(error.fields.map(\.code) == ["invalid_share"])
+        let events = try givenUser(registered, when: .updateProfile(displayName: nil, country: nil, defaultShareCents: 5000)).get()
+        #expect((registered + events).reduce(UserDecider.initial, UserDecider.evolve).defaultShareCents == 5000)
+        guard case .failure(let empty) = givenUser(registered, when: .updateProfile(displayName: nil, country: nil, defaultShareCents: nil)) else {
+            Issue.record("expected nothing_to_change")
+            return
+        }
+        #expect(empty.fields.map(\.code) == ["nothing_to_change"])
+    }
+
+    @Test func blockingIsNotForOneselfAndIsIdempotent() throws {
+        let other = UserID()
+        guard case .failure(let error) = givenUser(registered, when: .block(me)) else {
+            Issue.record("expected cannot_block_self")
+            return
+        }
+        #expect(error.code == "cannot_block_self")
+        let blocked = try givenUser(registered, when: .block(other)).get()
+        #expect(blocked == [.blocked(UserBlocked(userID: other))])
+        #expect(try givenUser(registered + blocked, when: .block(other)).get().isEmpty)
+        let state = (registered + blocked).reduce(UserDecider.initial, UserDecider.evolve)
+        #expect(state.blocked == [other])
+        let unblocked = try givenUser(registered + blocked, when: .unblock(other)).get()
+        #expect((registered + blocked + unblocked).reduce(UserDecider.initial, UserDecider.evolve).blocked.isEmpty)
+        #expect(try givenUser(registered, when: .unblock(other)).get().isEmpty)
+    }
+}
+
+@Suite("Values")
+struct ValueTests {
+    @Test func daysAreRealDates() {
+        #expect(Day("2026-02-28") != nil)
+        #expect(Day("2026-02-29") == nil)
+        #expect(Day("2028-02-29") != nil)
+        #expect(Day("2026-13-01") == nil)
+        #expect(Day("2026-1-01") == nil)
+        #expect(Day("26-01-01") == nil)
+        #expect(Day("2026-01-01")!.description == "2026-01-01")
+        #expect(Day("2026-01-31")! < Day("2026-02-01")!)
+    }
+
+    @Test func daysAndIdsEncodeAsPlainStrings() throws {
+        let value = BidPlaced(bidID: BidID(), bidderID: UserID(), dailyPriceCents: 1, from: Day("2026-12-01")!, until: Day("2026-12-02")!, message: nil)
+        let json = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+        #expect(json.contains("\"from\":\"2026-12-01\""))
+        #expect(json.contains("\"bidID\":\"\(value.bidID.rawValue.uuidString)\""))
+        #expect(try JSONDecoder().decode(BidPlaced.self, from: Data(json.utf8)) == value)
+    }
+}
