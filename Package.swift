@@ -49,6 +49,7 @@ let package = Package(
             name: "Server",
             dependencies: [
                 "Postgres",
+                "Marketplace",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

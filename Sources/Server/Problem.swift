@@ -1,21 +1,13 @@
 import Foundation
 import Hummingbird
+import Marketplace
 import NIOCore
 
 /// An error answer in RFC 9457 form (`application/problem+json`), with a stable `code`
 /// that clients can rely on and, for validation, every failing field at once.
 public struct Problem: HTTPResponseError, Sendable, Equatable {
-    public struct FieldError: Codable, Sendable, Equatable {
-        public var field: String
-        public var code: String
-        public var message: String
-
-        public init(field: String, code: String, message: String) {
-            self.field = field
-            self.code = code
-            self.message = message
-        }
-    }
+    /// One invalid field: the domain's own, passed through unchanged.
+    public typealias FieldError = Marketplace.FieldError
 
     public var status: HTTPResponse.Status
     public var code: String
