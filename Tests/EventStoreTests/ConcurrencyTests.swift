@@ -92,18 +92,20 @@ struct ConcurrencyTests {
             }
             try await Task.sleep(for: .milliseconds(200))
             try await TestDatabase.withPool(configuration, size: 1) { slowPool in
+                // The slow writer says when it has taken its position and holds the log head.
+                let (positionTaken, signal) = AsyncStream<Void>.makeStream()
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    // The slow writer takes its position, then sleeps before committing.
                     group.addTask {
                         try await slowPool.withTransaction { connection in
                             try await connection.query(
                                 """
                                 SELECT * FROM append_batch(\(JSONB(text: #"[{"streams":[{"streamId":"slow-1","expected":"none","events":[{"type":"Slow","schemaVersion":1,"data":{}}]}],"metadata":{}}]"#)))
                                 """)
+                            signal.yield()
                             try await connection.query("SELECT pg_sleep(0.5)")
                         }
                     }
-                    try await Task.sleep(for: .milliseconds(100))
+                    for await _ in positionTaken { break }
                     for writer in 0..<8 {
                         group.addTask {
                             for index in 0..<10 {
