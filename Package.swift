@@ -49,6 +49,7 @@ let package = Package(
             name: "Server",
             dependencies: [
                 "Postgres",
+                "EventStore",
                 "Marketplace",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -99,6 +100,8 @@ let package = Package(
             dependencies: [
                 "Server",
                 "Postgres",
+                "EventStore",
+                "Marketplace",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]

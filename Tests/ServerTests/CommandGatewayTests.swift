@@ -1,0 +1,132 @@
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import Server
+import Testing
+import TestSupport
+
+@Suite("Command gateway")
+struct CommandGatewayTests {
+    let owner = UserID()
+    let here = Location(lat: 27.7, lng: 85.3, place: "Kathmandu")
+
+    func withGateway(_ body: (CommandGateway) async throws -> Void) async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 8, acquireTimeout: .seconds(60)) { pool in
+                try await body(CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger))
+            }
+        }
+    }
+
+    func postRental(_ gateway: CommandGateway) async throws -> ItemID {
+        let post = PostRental(
+            title: "Road bike", description: "Fast", category: .bikes, dailyPriceCents: 1500, location: here)
+        _ = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: owner)
+        return post.itemID
+    }
+
+    func placeBid(_ gateway: CommandGateway, on item: ItemID, by bidder: UserID) async throws -> BidID {
+        let bid = PlaceBid(dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!)
+        _ = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: bidder)
+        return bid.bidID
+    }
+
+    @Test func twentyConcurrentBidsAllLand() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let bids = try await withThrowingTaskGroup(of: BidID.self) { group in
+                for _ in 0..<20 {
+                    group.addTask { try await placeBid(gateway, on: item, by: UserID()) }
+                }
+                return try await group.reduce(into: Set<BidID>()) { $0.insert($1) }
+            }
+            #expect(bids.count == 20)
+            let (state, version) = try await gateway.load(StreamID("item", item), .item)
+            #expect(version == 21)
+            #expect(Set(state.pendingBids.map(\.id)) == bids)
+        }
+    }
+
+    @Test func twentyConcurrentApprovalsYieldOneWinner() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            var bids = [BidID]()
+            for _ in 0..<20 { bids.append(try await placeBid(gateway, on: item, by: UserID())) }
+
+            let outcomes = await withTaskGroup(of: Result<BidID, DomainError>.self) { group in
+                for bid in bids {
+                    group.addTask {
+                        do {
+                            _ = try await gateway.handle(.approveBid(bid), on: .item, id: item, actor: owner)
+                            return .success(bid)
+                        } catch {
+                            return .failure(error as! DomainError)
+                        }
+                    }
+                }
+                return await group.reduce(into: [Result<BidID, DomainError>]()) { $0.append($1) }
+            }
+            let winners = outcomes.compactMap { try? $0.get() }
+            #expect(winners.count == 1)
+            let refusals = outcomes.compactMap { outcome -> DomainError? in
+                if case .failure(let error) = outcome { error } else { nil }
+            }
+            #expect(refusals.count == 19)
+            #expect(refusals.allSatisfy { $0.kind == .conflict && $0.code == "item_not_available" })
+
+            let (state, _) = try await gateway.load(StreamID("item", item), .item)
+            #expect(state.status == .reserved)
+            #expect(state.bids.filter { $0.status == .approved }.map(\.id) == winners)
+            #expect(state.bids.filter { $0.status == .rejected }.count == 19)
+            #expect(state.bids.filter { $0.status == .rejected }.allSatisfy { $0.reason == "another_bid_approved" })
+        }
+    }
+
+    @Test func aRefusedCommandWritesNothing() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let head = try await gateway.store.headPosition()
+            let error = try await #require(throws: DomainError.self) {
+                _ = try await gateway.handle(.complete, on: .item, id: item, actor: owner)
+            }
+            #expect(error.code == "item_not_reserved")
+            let notOwner = try await #require(throws: DomainError.self) {
+                _ = try await gateway.handle(.withdraw, on: .item, id: item, actor: UserID())
+            }
+            #expect(notOwner.code == "not_owner")
+            #expect(try await gateway.store.headPosition() == head)
+        }
+    }
+
+    @Test func aNoOpWritesNothing() async throws {
+        try await withGateway { gateway in
+            let me = UserID()
+            let other = UserID()
+            _ = try await gateway.handle(
+                .register(userID: me, handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse", country: nil),
+                on: .user, id: me, actor: me)
+            let first = try await gateway.handle(.block(other), on: .user, id: me, actor: me)
+            #expect(first.append != nil)
+            let again = try await gateway.handle(.block(other), on: .user, id: me, actor: me)
+            #expect(again.append == nil)
+            #expect(again.state.blocked == [other])
+            #expect(try await gateway.store.headPosition() == 2)
+        }
+    }
+
+    @Test func eventsAreStoredUnderTheirNamesAndReadBack() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let bidder = UserID()
+            let bid = try await placeBid(gateway, on: item, by: bidder)
+            let stored = try await gateway.store.readStream(StreamID("item", item))
+            #expect(stored.map(\.type) == ["RentalPosted", "BidPlaced"])
+            #expect(stored.allSatisfy { $0.schemaVersion == 1 })
+            let decoded = try DomainCodec.item.codec.decode(stored[1])
+            #expect(decoded == .bidPlaced(BidPlaced(
+                bidID: bid, bidderID: bidder, dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!)))
+            #expect(try await gateway.store.verify() == nil)
+        }
+    }
+}
