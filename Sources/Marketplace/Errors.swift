@@ -17,6 +17,8 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Kind: Hashable, Sendable {
         /// Fields are missing or malformed (422); every one is listed.
         case invalid
+        /// The actor is not who they claim, or did not say (401).
+        case unauthorized
         /// The actor may not do this (403).
         case forbidden
         /// The thing does not exist (404).

@@ -15,9 +15,10 @@ public struct Identifier<Tag>: Hashable, Sendable, Codable, CustomStringConverti
         rawValue = try decoder.singleValueContainer().decode(UUID.self)
     }
 
+    /// Lower-case, like the stream names and URLs it appears in (Foundation writes upper case).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
+        try container.encode(description)
     }
 
     /// Lower-case, as it appears in stream names and URLs.

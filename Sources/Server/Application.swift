@@ -1,4 +1,6 @@
+import EventStore
 import Hummingbird
+import Marketplace
 import Logging
 import Postgres
 import ServiceLifecycle
@@ -14,9 +16,12 @@ public struct ServerConfiguration: Sendable {
     }
 }
 
-/// The request context of every route: Hummingbird's core, with a 1 MiB body limit.
-public struct AppRequestContext: RequestContext {
+/// The request context of every route: Hummingbird's core, with a 1 MiB body limit, and
+/// who is asking once `AuthenticationMiddleware` has said.
+public struct AppRequestContext: AuthenticatedRequestContext {
     public var coreContext: CoreRequestContextStorage
+    public var identity: UserID?
+    public var bearerToken: String?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
@@ -26,19 +31,23 @@ public struct AppRequestContext: RequestContext {
 }
 
 /// Every route, given what they depend on.
-public func buildRouter(readiness: Readiness) -> Router<AppRequestContext> {
+public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
+    AccountsController(accounts: accounts).addRoutes(to: router)
     return router
 }
 
 /// The server, with the pool as a service that closes after the server has stopped.
 public func buildApplication(
-    configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger
+    configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, bcryptCost: UInt8 = 12
 ) -> some ApplicationProtocol {
+    let gateway = CommandGateway(store: EventStore(pool: pool, logger: logger), logger: logger)
     var application = Application(
-        router: buildRouter(readiness: Readiness(pool: pool, migrator: migrator)),
+        router: buildRouter(
+            readiness: Readiness(pool: pool, migrator: migrator),
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost)),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)

@@ -28,6 +28,19 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         self.headers = headers
     }
 
+    /// A rule the domain refused, with its kind's status and its code unchanged.
+    public init(_ error: DomainError) {
+        let status: HTTPResponse.Status =
+            switch error.kind {
+            case .invalid: .unprocessableContent
+            case .unauthorized: .unauthorized
+            case .forbidden: .forbidden
+            case .notFound: .notFound
+            case .conflict: .conflict
+            }
+        self.init(status, code: error.code, detail: error.message, errors: error.fields)
+    }
+
     /// The body's shape, as clients read it.
     public struct Body: Codable, Sendable, Equatable {
         public var type: String
@@ -63,6 +76,8 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         do {
             return try await next(request, context)
+        } catch let error as DomainError {
+            throw Problem(error)
         } catch let error as any HTTPResponseError {
             throw error
         } catch {

@@ -25,6 +25,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("PORT must be a number from 0 to 65535.")
         }
         let size = poolSize ?? environment["DATABASE_POOL_SIZE"].flatMap(Int.init) ?? 8
+        guard let bcryptCost = UInt8(environment["BCRYPT_COST"] ?? "12"), (4...31).contains(bcryptCost) else {
+            throw ValidationError("BCRYPT_COST must be a number from 4 to 31.")
+        }
         let migrator = try database.migrator(logger: logger)
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
@@ -35,7 +38,8 @@ struct Serve: AsyncParsableCommand {
         configuration.role = role.isEmpty ? nil : role
         let pool = PostgresPool(configuration: configuration, options: .init(size: size), logger: logger)
         let application = buildApplication(
-            configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger)
+            configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
+            bcryptCost: bcryptCost)
         try await application.runService()
     }
 

@@ -120,7 +120,7 @@ struct ValueTests {
         let value = BidPlaced(bidID: BidID(), bidderID: UserID(), dailyPriceCents: 1, from: Day("2026-12-01")!, until: Day("2026-12-02")!, message: nil)
         let json = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
         #expect(json.contains("\"from\":\"2026-12-01\""))
-        #expect(json.contains("\"bidID\":\"\(value.bidID.rawValue.uuidString)\""))
+        #expect(json.contains("\"bidID\":\"\(value.bidID.rawValue.uuidString.lowercased())\""))
         #expect(try JSONDecoder().decode(BidPlaced.self, from: Data(json.utf8)) == value)
     }
 }

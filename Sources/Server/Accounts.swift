@@ -1,0 +1,130 @@
+import Crypto
+import EventStore
+import Foundation
+import HummingbirdBcrypt
+import Marketplace
+import NIOPosix
+import Postgres
+
+/// A bearer token handed out at login. Only its SHA-256 is stored.
+public struct Session: Codable, Sendable, Equatable {
+    public var token: String
+    public var expiresAt: Date
+    public var userId: UserID
+}
+
+/// Registration, login, logout and token checks. Passwords are bcrypt-hashed off the event
+/// loops and off Swift's cooperative pool, and kept in `credentials`, never in the log.
+public struct Accounts: Sendable {
+    public let pool: PostgresPool
+    public let gateway: CommandGateway
+    /// 12 in production; tests use the minimum, 4, because bcrypt is slow on purpose.
+    public var bcryptCost: UInt8
+    public var sessionLifetime: TimeInterval = 30 * 24 * 3600
+
+    /// A valid hash, at the same cost, of nothing anyone types: checked for unknown handles.
+    private let decoyHash: String
+
+    public init(pool: PostgresPool, gateway: CommandGateway, bcryptCost: UInt8 = 12) {
+        self.pool = pool
+        self.gateway = gateway
+        self.bcryptCost = bcryptCost
+        self.decoyHash = Bcrypt.hash(UUID().uuidString, cost: bcryptCost)
+    }
+
+    public struct Registered: Sendable {
+        public var user: UserRegistered
+        public var position: Int64
+    }
+
+    /// Validates through the domain, claims the handle with the credentials row, then appends
+    /// `UserRegistered`; if that append fails, the credentials row is taken back.
+    public func register(
+        handle: String, displayName: String, email: String, password: String, country: String?,
+        metadata: EventMetadata = EventMetadata()
+    ) async throws -> Registered {
+        let userID = UserID()
+        let command = UserCommand.register(
+            userID: userID, handle: handle, displayName: displayName, email: email, password: password, country: country)
+        // The domain's rules first, so a bad password is never hashed and no handle is claimed.
+        _ = try UserDecider.decide(command, UserDecider.initial)
+
+        let cost = bcryptCost
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        do {
+            try await pool.query(
+                """
+                INSERT INTO credentials (user_id, handle, password_hash)
+                VALUES (\(userID.rawValue), \(handle), \(hash))
+                """)
+        } catch let error as PostgresError where error.isUniqueViolation {
+            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+        }
+        do {
+            var metadata = metadata
+            metadata.actorID = metadata.actorID ?? userID.description
+            let handled = try await gateway.handle(command, on: .user, id: userID, actor: userID, metadata: metadata)
+            guard case .registered(let registered) = handled.events.first, let append = handled.append else {
+                throw DomainError(.conflict, "user_exists", "This user is already registered.")
+            }
+            return Registered(user: registered, position: append.lastPosition)
+        } catch {
+            _ = try? await pool.query("DELETE FROM credentials WHERE user_id = \(userID.rawValue)")
+            throw error
+        }
+    }
+
+    /// A new session for the right handle and password; the same error for every wrong pair.
+    public func login(handle: String, password: String) async throws -> Session {
+        let rows = try await pool.query("SELECT user_id, password_hash FROM credentials WHERE handle = \(handle)")
+        let row = rows.first
+        // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.
+        let hash = try row?.decode("password_hash", as: String.self) ?? decoyHash
+        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        guard matches, let row else {
+            throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
+        }
+        let userID = UserID(try row.decode("user_id", as: UUID.self))
+        let token = Self.newToken()
+        let expiresAt = Date().addingTimeInterval(sessionLifetime)
+        try await pool.query(
+            """
+            INSERT INTO sessions (token_hash, user_id, expires_at)
+            VALUES (\(Self.digest(token)), \(userID.rawValue), \(expiresAt))
+            """)
+        return Session(token: token, expiresAt: expiresAt, userId: userID)
+    }
+
+    /// The user a token belongs to, while it is neither expired nor revoked.
+    public func authenticate(token: String) async throws -> UserID? {
+        let rows = try await pool.query(
+            """
+            SELECT user_id FROM sessions
+            WHERE token_hash = \(Self.digest(token)) AND revoked_at IS NULL AND expires_at > now()
+            """)
+        return try rows.first.map { UserID(try $0.decode("user_id", as: UUID.self)) }
+    }
+
+    /// Revokes the session; returns whether there was a live one.
+    public func logout(token: String) async throws -> Bool {
+        try await pool.query(
+            """
+            UPDATE sessions SET revoked_at = now()
+            WHERE token_hash = \(Self.digest(token)) AND revoked_at IS NULL
+            """
+        ).affectedRows == 1
+    }
+
+    /// 256 random bits, base64url without padding.
+    static func newToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func digest(_ token: String) -> Data {
+        Data(SHA256.hash(data: Data(token.utf8)))
+    }
+}

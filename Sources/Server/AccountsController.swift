@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import Marketplace
+
+/// `POST /v1/users`, `POST /v1/sessions`, `DELETE /v1/sessions/current`.
+struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
+    let accounts: Accounts
+
+    struct RegisterBody: Decodable {
+        var handle: String?
+        var displayName: String?
+        var email: String?
+        var password: String?
+        var country: String?
+    }
+
+    struct UserCreated: ResponseEncodable {
+        var id: UserID
+        var handle: String
+        var displayName: String
+        var email: String
+        var country: String?
+        var position: Int64
+    }
+
+    struct LoginBody: Decodable {
+        var handle: String?
+        var password: String?
+    }
+
+    func addRoutes(to router: Router<Context>) {
+        router.post("/v1/users", use: register)
+        router.post("/v1/sessions", use: login)
+        router.group("/v1/sessions")
+            .add(middleware: AuthenticationMiddleware(accounts: accounts))
+            .delete("current", use: logout)
+    }
+
+    @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<UserCreated> {
+        let body = try await request.decodeBody(RegisterBody.self, context: context)
+        try requireFields([
+            ("handle", body.handle), ("displayName", body.displayName), ("email", body.email), ("password", body.password),
+        ])
+        let registered = try await accounts.register(
+            handle: body.handle!, displayName: body.displayName!, email: body.email!, password: body.password!,
+            country: body.country)
+        let user = registered.user
+        return EditedResponse(
+            status: .created,
+            response: UserCreated(
+                id: user.userID, handle: user.handle, displayName: user.displayName, email: user.email,
+                country: user.country, position: registered.position))
+    }
+
+    @Sendable func login(_ request: Request, context: Context) async throws -> EditedResponse<Session> {
+        let body = try await request.decodeBody(LoginBody.self, context: context)
+        try requireFields([("handle", body.handle), ("password", body.password)])
+        return EditedResponse(status: .created, response: try await accounts.login(handle: body.handle!, password: body.password!))
+    }
+
+    @Sendable func logout(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
+        guard let token = context.bearerToken, try await accounts.logout(token: token) else {
+            throw Problem(.unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.")
+        }
+        return .noContent
+    }
+}
+
+extension Session: ResponseEncodable {}
