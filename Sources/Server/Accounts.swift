@@ -5,6 +5,7 @@ import HummingbirdBcrypt
 import Marketplace
 import NIOPosix
 import Postgres
+import Synchronization
 
 /// A bearer token handed out at login. Only its SHA-256 is stored.
 public struct Session: Codable, Sendable, Equatable {
@@ -22,14 +23,13 @@ public struct Accounts: Sendable {
     public var bcryptCost: UInt8
     public var sessionLifetime: TimeInterval = 30 * 24 * 3600
 
-    /// A valid hash, at the same cost, of nothing anyone types: checked for unknown handles.
-    private let decoyHash: String
+    private let decoy: DecoyHash
 
     public init(pool: PostgresPool, gateway: CommandGateway, bcryptCost: UInt8 = 12) {
         self.pool = pool
         self.gateway = gateway
         self.bcryptCost = bcryptCost
-        self.decoyHash = Bcrypt.hash(UUID().uuidString, cost: bcryptCost)
+        self.decoy = DecoyHash(cost: bcryptCost)
     }
 
     public struct Registered: Sendable {
@@ -79,7 +79,8 @@ public struct Accounts: Sendable {
         let rows = try await pool.query("SELECT user_id, password_hash FROM credentials WHERE handle = \(handle)")
         let row = rows.first
         // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.
-        let hash = try row?.decode("password_hash", as: String.self) ?? decoyHash
+        let stored = try row?.decode("password_hash", as: String.self)
+        let hash = if let stored { stored } else { try await decoy.value() }
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
         guard matches, let row else {
             throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
@@ -126,5 +127,22 @@ public struct Accounts: Sendable {
 
     static func digest(_ token: String) -> Data {
         Data(SHA256.hash(data: Data(token.utf8)))
+    }
+}
+
+/// A valid bcrypt hash, at the accounts' cost, of nothing anyone types: checked for unknown
+/// handles. Made once, on first need, on the thread pool (bcrypt blocks on purpose).
+final class DecoyHash: Sendable {
+    private let cost: UInt8
+    private let cached = Mutex<String?>(nil)
+
+    init(cost: UInt8) { self.cost = cost }
+
+    func value() async throws -> String {
+        if let hash = cached.withLock({ $0 }) { return hash }
+        let cost = cost
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(UUID().uuidString, cost: cost) }
+        cached.withLock { $0 = $0 ?? hash }
+        return hash
     }
 }
