@@ -45,6 +45,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The views: how each event changes each view's tables.
+        .target(
+            name: "Projections",
+            dependencies: ["EventStore", "Marketplace", "Postgres"]
+        ),
         // The HTTP gateway.
         .target(
             name: "Server",
@@ -52,6 +57,7 @@ let package = Package(
                 "Postgres",
                 "EventStore",
                 "Marketplace",
+                "Projections",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -106,6 +112,7 @@ let package = Package(
                 "Postgres",
                 "EventStore",
                 "Marketplace",
+                "Projections",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]

@@ -63,6 +63,12 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (actor, key)
 );
 
+-- How far each inline projection has applied the log, moved in the appending transaction.
+CREATE TABLE projection_checkpoints (
+    name            text        PRIMARY KEY,
+    position        bigint      NOT NULL
+);
+
 -- Append-only, enforced by the database itself.
 CREATE FUNCTION refuse_event_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -91,7 +97,7 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
 -- the caller retries the requests one by one. The event hash is documented at the top.
 CREATE FUNCTION append_batch(requests jsonb)
 RETURNS TABLE (request_index integer, outcome text, positions bigint[], versions bigint[],
-               conflict_stream text, actual bigint, response jsonb)
+               conflict_stream text, actual bigint, response jsonb, appended_at timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
     genesis     constant bytea := '\x0000000000000000000000000000000000000000000000000000000000000000';
@@ -143,6 +149,7 @@ DECLARE
 BEGIN
     SELECT l.position INTO head FROM log_head l FOR UPDATE;
     first_head := head;
+    appended_at := now_at;
 
     -- The names first, as arrays: `= ANY(array)` is an index scan whatever the plan, where
     -- a subquery over the parameter can turn into a scan of the whole table.
@@ -302,4 +309,5 @@ REVOKE ALL ON events FROM PUBLIC;
 GRANT SELECT, INSERT ON events TO lender_app;
 GRANT SELECT, INSERT, UPDATE ON streams, log_head TO lender_app;
 GRANT SELECT, INSERT, UPDATE ON idempotency_keys TO lender_app;
+GRANT SELECT, INSERT, UPDATE ON projection_checkpoints TO lender_app;
 GRANT SELECT ON schema_migrations TO lender_app;

@@ -29,6 +29,7 @@ public final class EventStore: Sendable {
         var idempotency: Idempotency?
         var response: (@Sendable (AppendResult) throws -> JSONB)?
         var appends: [StreamAppend]
+        var metadata: EventMetadata
         var continuation: CheckedContinuation<AppendOutcome, any Error>
     }
 
@@ -42,9 +43,16 @@ public final class EventStore: Sendable {
     /// appends in two costs a commit more for the same appends.
     private let maxFlushers: Int
 
-    public init(pool: PostgresPool, logger: Logger, maxBatchSize: Int = 256, maxBatchesInFlight: Int = 1) {
+    /// Views written in the appending transaction (see `InlineProjection`).
+    public let projections: [any InlineProjection]
+
+    public init(
+        pool: PostgresPool, logger: Logger, projections: [any InlineProjection] = [], maxBatchSize: Int = 256,
+        maxBatchesInFlight: Int = 1
+    ) {
         self.pool = pool
         self.logger = logger
+        self.projections = projections
         self.maxBatchSize = maxBatchSize
         self.maxFlushers = max(1, min(maxBatchesInFlight, pool.options.size))
     }
@@ -66,7 +74,7 @@ public final class EventStore: Sendable {
                 queue.pending.append(
                     Pending(
                         request: request, idempotency: idempotency, response: response, appends: appends,
-                        continuation: continuation))
+                        metadata: metadata, continuation: continuation))
                 guard queue.flushers < maxFlushers else { return false }
                 queue.flushers += 1
                 return true
@@ -160,9 +168,11 @@ public final class EventStore: Sendable {
         do {
             let rows: [BatchRow]
             var responses = [String: JSONB]()
-            if needsResponses {
+            if needsResponses || !projections.isEmpty {
+                // One transaction: the events, the views that follow from them, the responses.
                 (rows, responses) = try session.withTransaction { session in
                     let rows = try Self.runBatch(requests, &session)
+                    try project(batch, rows, &session)
                     return (rows, try Self.recordResponses(batch, rows, &session))
                 }
             } else {
@@ -172,18 +182,51 @@ public final class EventStore: Sendable {
                 pending.continuation.resume(with: Result { try Self.outcome(of: pending, row, responses: responses) })
             }
             return false
-        } catch let error as PostgresError where batch.count > 1 && !error.isConnectionFailure {
-            // One malformed request fails the whole statement: retry each alone, so only it fails.
+        } catch where batch.count > 1 && !((error as? PostgresError)?.isConnectionFailure ?? false) {
+            // One malformed request (or an event a projection cannot take) fails the whole
+            // batch: retry each alone, so that only it fails.
             logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
             for pending in batch where write([pending], &session) {
                 return true
             }
             return false
         } catch {
-            logger.error("an append batch failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
+            logger.error("an append failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
             for pending in batch { pending.continuation.resume(throwing: error) }
             return (error as? PostgresError)?.isConnectionFailure ?? false
         }
+    }
+
+    /// Runs every inline projection over the batch's appended events, then moves their checkpoints.
+    private func project(_ batch: [Pending], _ rows: [BatchRow], _ session: inout PostgresSession) throws {
+        guard !projections.isEmpty else { return }
+        var events = [ProjectedEvent]()
+        for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
+            var positions = row.positions.makeIterator()
+            for (append, finalVersion) in zip(pending.appends, row.versions) {
+                let firstVersion = finalVersion - append.events.count + 1
+                for (offset, event) in append.events.enumerated() {
+                    guard let position = positions.next() else {
+                        throw PostgresError(.decoding, message: "append_batch returned fewer positions than events")
+                    }
+                    events.append(
+                        ProjectedEvent(
+                            position: position, streamID: append.stream, streamVersion: firstVersion + offset,
+                            type: event.type, schemaVersion: event.schemaVersion, data: event.data,
+                            metadata: pending.metadata, recordedAt: row.appendedAt ?? Date()))
+                }
+            }
+        }
+        guard let last = events.last?.position else { return }
+        for projection in projections {
+            try projection.apply(events, &session)
+        }
+        try session.query(
+            """
+            INSERT INTO projection_checkpoints AS c (name, position)
+            SELECT name, \(last) FROM unnest(\(projections.map(\.name))) AS name
+            ON CONFLICT (name) DO UPDATE SET position = excluded.position
+            """, prepared: true)
     }
 
     /// One row of `append_batch`.
@@ -194,12 +237,13 @@ public final class EventStore: Sendable {
         var conflictStream: String?
         var actual: Int?
         var response: JSONB?
+        var appendedAt: Date?
     }
 
     private static func runBatch(_ requests: JSONB, _ session: inout PostgresSession) throws -> [BatchRow] {
         let rows = try session.query(
             """
-            SELECT request_index, outcome, positions, versions, conflict_stream, actual, response
+            SELECT request_index, outcome, positions, versions, conflict_stream, actual, response, appended_at
             FROM append_batch(\(requests))
             """, prepared: true)
         return try rows.enumerated().map { index, row in
@@ -209,7 +253,8 @@ public final class EventStore: Sendable {
             return BatchRow(
                 outcome: try row.decode(1), positions: try row.decode(2, as: [Int64]?.self) ?? [],
                 versions: try row.decode(3, as: [Int]?.self) ?? [], conflictStream: try row.decode(4, as: String?.self),
-                actual: try row.decode(5, as: Int?.self), response: try row.decode(6, as: JSONB?.self))
+                actual: try row.decode(5, as: Int?.self), response: try row.decode(6, as: JSONB?.self),
+                appendedAt: try row.decode(7, as: Date?.self))
         }
     }
 

@@ -154,3 +154,38 @@ public struct InvalidAppend: Error, Sendable, Hashable, CustomStringConvertible 
     public var reason: String
     public var description: String { "invalid append: \(reason)" }
 }
+
+/// An event as a projection sees it: in the transaction that appends it, or when rebuilding.
+public struct ProjectedEvent: Sendable, Hashable {
+    public var position: Int64
+    public var streamID: StreamID
+    public var streamVersion: Int
+    public var type: String
+    public var schemaVersion: Int
+    public var data: JSONB
+    public var metadata: EventMetadata
+    public var recordedAt: Date
+
+    public init(
+        position: Int64, streamID: StreamID, streamVersion: Int, type: String, schemaVersion: Int, data: JSONB,
+        metadata: EventMetadata, recordedAt: Date
+    ) {
+        self.position = position
+        self.streamID = streamID
+        self.streamVersion = streamVersion
+        self.type = type
+        self.schemaVersion = schemaVersion
+        self.data = data
+        self.metadata = metadata
+        self.recordedAt = recordedAt
+    }
+}
+
+/// A view kept in step with the log inside the very transaction that appends: a view
+/// never lacks an acknowledged event, and never holds one that was not committed.
+public protocol InlineProjection: Sendable {
+    /// Names the projection's checkpoint.
+    var name: String { get }
+    /// Applies a batch's events, in position order, on the appending transaction's connection.
+    func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
+}

@@ -1,6 +1,7 @@
 import EventStore
 import Hummingbird
 import Marketplace
+import Projections
 import Logging
 import Postgres
 import ServiceLifecycle
@@ -36,6 +37,8 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     AccountsController(accounts: accounts).addRoutes(to: router)
+    ItemsController(gateway: accounts.gateway)
+        .addRoutes(to: router, authentication: AuthenticationMiddleware(accounts: accounts))
     return router
 }
 
@@ -43,7 +46,8 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, bcryptCost: UInt8 = 12
 ) -> some ApplicationProtocol {
-    let gateway = CommandGateway(store: EventStore(pool: pool, logger: logger), logger: logger)
+    let store = EventStore(pool: pool, logger: logger, projections: [UsersProjection(), ItemsProjection()])
+    let gateway = CommandGateway(store: store, logger: logger)
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),

@@ -1,6 +1,7 @@
 import EventStore
 import Logging
 import Marketplace
+import Projections
 
 /// One kind of stream, as the gateway handles it: how to name it, fold it, and decide on it.
 public struct Aggregate<State: Sendable, Command: Sendable, Event: Sendable>: Sendable {

@@ -2,6 +2,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import Projections
 import Server
 import Testing
 import TestSupport

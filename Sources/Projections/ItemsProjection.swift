@@ -1,0 +1,109 @@
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+
+/// `items_view` and `bids_view`: every item and bid as clients read them.
+///
+/// Total, like `evolve`: a valid event never fails here. A handle not (yet) in
+/// `users_view` is written as empty rather than refusing the event.
+public struct ItemsProjection: InlineProjection {
+    public let name = "items"
+    public init() {}
+
+    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        for event in events where event.streamID.rawValue.hasPrefix("item-") {
+            let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
+            let at = event.recordedAt
+            switch try DomainCodec.item.codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data) {
+            case .rentalPosted(let posted):
+                try insertItem(
+                    &session, id: posted.itemID, kind: .rental, owner: posted.ownerID, title: posted.title,
+                    description: posted.description, category: posted.category, price: posted.dailyPriceCents,
+                    location: posted.location, from: posted.availableFrom, until: posted.availableUntil, event: event)
+            case .requestPosted(let posted):
+                try insertItem(
+                    &session, id: posted.itemID, kind: .request, owner: posted.ownerID, title: posted.title,
+                    description: posted.description, category: posted.category, price: posted.maxDailyPriceCents,
+                    location: posted.location, from: posted.neededFrom, until: posted.neededUntil, event: event)
+            case .revised(let revised):
+                try session.query(
+                    """
+                    UPDATE items_view
+                    SET title = coalesce(\(revised.title), title), description = coalesce(\(revised.description), description),
+                        category = coalesce(\(revised.category?.rawValue), category),
+                        price_cents = coalesce(\(revised.priceCents), price_cents),
+                        lat = coalesce(\(revised.location?.lat), lat), lng = coalesce(\(revised.location?.lng), lng),
+                        place = coalesce(\(revised.location?.place), place),
+                        updated_at = \(at), position = \(event.position)
+                    WHERE item_id = \(item)
+                    """, prepared: true)
+            case .withdrawn:
+                try setStatus(&session, item, .withdrawn, event)
+            case .reserved:
+                try setStatus(&session, item, .reserved, event)
+            case .closed:
+                try setStatus(&session, item, .closed, event)
+            case .relisted:
+                try setStatus(&session, item, .available, event)
+            case .bidPlaced(let placed):
+                try session.query(
+                    """
+                    INSERT INTO bids_view (bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day, until_day,
+                                           message, status, created_at, updated_at)
+                    VALUES (\(placed.bidID.rawValue), \(item), \(placed.bidderID.rawValue),
+                            coalesce((SELECT handle FROM users_view WHERE user_id = \(placed.bidderID.rawValue)), ''),
+                            \(placed.dailyPriceCents), \(placed.from.description)::date, \(placed.until.description)::date,
+                            \(placed.message), 'pending', \(at), \(at))
+                    ON CONFLICT (bid_id) DO NOTHING
+                    """, prepared: true)
+                try session.query(
+                    """
+                    UPDATE items_view SET bid_count = bid_count + 1, updated_at = \(at), position = \(event.position)
+                    WHERE item_id = \(item)
+                    """, prepared: true)
+            case .bidWithdrawn(let withdrawn):
+                try setBid(&session, withdrawn.bidID, .withdrawn, reason: nil, event)
+            case .bidRejected(let rejected):
+                try setBid(&session, rejected.bidID, .rejected, reason: rejected.reason, event)
+            case .bidApproved(let approved):
+                try setBid(&session, approved.bidID, .approved, reason: nil, event)
+            }
+        }
+    }
+
+    private func insertItem(
+        _ session: inout PostgresSession, id: ItemID, kind: ItemKind, owner: UserID, title: String, description: String,
+        category: Marketplace.Category, price: Int?, location: Location, from: Day?, until: Day?, event: ProjectedEvent
+    ) throws {
+        try session.query(
+            """
+            INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
+                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position)
+            VALUES (\(id.rawValue), \(kind.rawValue), \(owner.rawValue),
+                    coalesce((SELECT handle FROM users_view WHERE user_id = \(owner.rawValue)), ''),
+                    \(title), \(description), \(category.rawValue), \(price), \(location.lat), \(location.lng),
+                    \(location.place), \(from?.description)::date, \(until?.description)::date, 'available',
+                    \(event.recordedAt), \(event.recordedAt), \(event.position))
+            ON CONFLICT (item_id) DO NOTHING
+            """, prepared: true)
+    }
+
+    private func setStatus(_ session: inout PostgresSession, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent) throws {
+        try session.query(
+            """
+            UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position)
+            WHERE item_id = \(item)
+            """, prepared: true)
+    }
+
+    private func setBid(
+        _ session: inout PostgresSession, _ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent
+    ) throws {
+        try session.query(
+            """
+            UPDATE bids_view SET status = \(status.rawValue), reason = \(reason), updated_at = \(event.recordedAt)
+            WHERE bid_id = \(bid.rawValue)
+            """, prepared: true)
+    }
+}

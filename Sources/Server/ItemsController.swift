@@ -1,0 +1,283 @@
+import EventStore
+import Foundation
+import Hummingbird
+import Marketplace
+import Postgres
+
+/// Rentals, requests, items and bids. Commands go through the gateway; reads come from the
+/// inline views, which the command's own transaction has already brought up to date.
+struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
+    let gateway: CommandGateway
+    var pool: PostgresPool { gateway.store.pool }
+
+    struct PostingBody: Decodable {
+        var title: String?
+        var description: String?
+        var category: String?
+        var dailyPriceCents: Int?
+        var maxDailyPriceCents: Int?
+        var location: LocationBody?
+        var availableFrom: String?
+        var availableUntil: String?
+        var neededFrom: String?
+        var neededUntil: String?
+    }
+
+    struct BidBody: Decodable {
+        var dailyPriceCents: Int?
+        var from: String?
+        var until: String?
+        var message: String?
+    }
+
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
+        let v1 = router.group("/v1").add(middleware: authentication)
+        v1.post("rentals", use: postRental)
+        v1.post("requests", use: postRequest)
+        v1.get("items/:itemID", use: item)
+        v1.post("items/:itemID/bids", use: placeBid)
+        v1.post("bids/:bidID/approve", use: approveBid)
+    }
+
+    // MARK: Commands
+
+    @Sendable func postRental(_ request: Request, context: Context) async throws -> EditedResponse<ItemResource> {
+        let body = try await request.decodeBody(PostingBody.self, context: context)
+        var fields = FieldCheck()
+        let category = fields.category(body.category)
+        let location = fields.location(body.location)
+        let from = fields.day(body.availableFrom, "availableFrom", required: false)
+        let until = fields.day(body.availableUntil, "availableUntil", required: false)
+        fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
+        try fields.throwIfAny()
+        let post = PostRental(
+            title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
+            location: location!, availableFrom: from, availableUntil: until)
+        let handled = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: try context.requireIdentity())
+        return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
+    }
+
+    @Sendable func postRequest(_ request: Request, context: Context) async throws -> EditedResponse<ItemResource> {
+        let body = try await request.decodeBody(PostingBody.self, context: context)
+        var fields = FieldCheck()
+        let category = fields.category(body.category)
+        let location = fields.location(body.location)
+        let from = fields.day(body.neededFrom, "neededFrom", required: true)
+        let until = fields.day(body.neededUntil, "neededUntil", required: true)
+        fields.require(("title", body.title))
+        try fields.throwIfAny()
+        let post = PostRequest(
+            title: body.title!, description: body.description ?? "", category: category!,
+            maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
+        let handled = try await gateway.handle(.postRequest(post), on: .item, id: post.itemID, actor: try context.requireIdentity())
+        return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
+    }
+
+    @Sendable func placeBid(_ request: Request, context: Context) async throws -> EditedResponse<BidResource> {
+        let actor = try context.requireIdentity()
+        let itemID = try context.parameters.requireUUID("itemID")
+        let body = try await request.decodeBody(BidBody.self, context: context)
+        var fields = FieldCheck()
+        let from = fields.day(body.from, "from", required: true)
+        let until = fields.day(body.until, "until", required: true)
+        fields.require(("dailyPriceCents", body.dailyPriceCents))
+        try fields.throwIfAny()
+        // Whether the owner has blocked the bidder is the owner's stream's to say.
+        let (item, _) = try await gateway.load(StreamID("item", ItemID(itemID)), .item)
+        var blocked = false
+        if let owner = item.ownerID {
+            let (ownerState, _) = try await gateway.load(StreamID("user", owner), .user)
+            blocked = ownerState.blocked.contains(actor)
+        }
+        let bid = PlaceBid(
+            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: blocked)
+        let handled = try await gateway.handle(.placeBid(bid), on: .item, id: ItemID(itemID), actor: actor)
+        return EditedResponse(status: .created, response: try await bidResource(bid.bidID.rawValue, position: handled.append?.lastPosition))
+    }
+
+    @Sendable func approveBid(_ request: Request, context: Context) async throws -> BidResource {
+        let actor = try context.requireIdentity()
+        let bidID = try context.parameters.requireUUID("bidID")
+        let rows = try await pool.query("SELECT item_id FROM bids_view WHERE bid_id = \(bidID)")
+        guard let itemID = try rows.first?.decode("item_id", as: UUID.self) else {
+            throw Problem(DomainError(.notFound, "bid_not_found", "No such bid."))
+        }
+        let handled = try await gateway.handle(.approveBid(BidID(bidID)), on: .item, id: ItemID(itemID), actor: actor)
+        return try await bidResource(bidID, position: handled.append?.lastPosition)
+    }
+
+    // MARK: Views
+
+    @Sendable func item(_ request: Request, context: Context) async throws -> ItemResource {
+        try await itemResource(try context.parameters.requireUUID("itemID"), position: nil)
+    }
+
+    func itemResource(_ id: UUID, position: Int64?) async throws -> ItemResource {
+        let rows = try await pool.query(
+            """
+            SELECT item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
+                   window_from::text AS window_from, window_until::text AS window_until, status, bid_count,
+                   created_at, updated_at
+            FROM items_view WHERE item_id = \(id)
+            """)
+        guard let row = rows.first else { throw Problem(DomainError(.notFound, "item_not_found", "No such item.")) }
+        return try ItemResource(row, position: position)
+    }
+
+    func bidResource(_ id: UUID, position: Int64?) async throws -> BidResource {
+        let rows = try await pool.query(
+            """
+            SELECT bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
+                   until_day::text AS until_day, message, status, reason, created_at
+            FROM bids_view WHERE bid_id = \(id)
+            """)
+        guard let row = rows.first else { throw Problem(DomainError(.notFound, "bid_not_found", "No such bid.")) }
+        return try BidResource(row, position: position)
+    }
+}
+
+/// `{ "lat", "lng", "place" }` as sent; the domain checks the ranges.
+struct LocationBody: Decodable {
+    var lat: Double?
+    var lng: Double?
+    var place: String?
+}
+
+/// An item as clients read it (SPEC §6).
+struct ItemResource: ResponseEncodable {
+    var id: UUID
+    var kind: String
+    var title: String
+    var description: String
+    var category: String
+    var dailyPriceCents: Int?
+    var maxDailyPriceCents: Int?
+    var status: String
+    var ownerId: UUID
+    var ownerHandle: String
+    var location: Location
+    var availableFrom: String?
+    var availableUntil: String?
+    var neededFrom: String?
+    var neededUntil: String?
+    var bidCount: Int
+    var createdAt: Date
+    var updatedAt: Date
+    var position: Int64?
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = try row.decode("item_id")
+        kind = try row.decode("kind")
+        title = try row.decode("title")
+        description = try row.decode("description")
+        category = try row.decode("category")
+        let price = try row.decode("price_cents", as: Int?.self)
+        let from = try row.decode("window_from", as: String?.self)
+        let until = try row.decode("window_until", as: String?.self)
+        if kind == ItemKind.rental.rawValue {
+            (dailyPriceCents, availableFrom, availableUntil) = (price, from, until)
+        } else {
+            (maxDailyPriceCents, neededFrom, neededUntil) = (price, from, until)
+        }
+        status = try row.decode("status")
+        ownerId = try row.decode("owner_id")
+        ownerHandle = try row.decode("owner_handle")
+        location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
+        bidCount = try row.decode("bid_count")
+        createdAt = try row.decode("created_at")
+        updatedAt = try row.decode("updated_at")
+        self.position = position
+    }
+}
+
+/// A bid as clients read it (SPEC §6).
+struct BidResource: ResponseEncodable {
+    var id: UUID
+    var itemId: UUID
+    var bidderId: UUID
+    var bidderHandle: String
+    var dailyPriceCents: Int
+    var from: String
+    var until: String
+    var message: String?
+    var status: String
+    var reason: String?
+    var createdAt: Date
+    var position: Int64?
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = try row.decode("bid_id")
+        itemId = try row.decode("item_id")
+        bidderId = try row.decode("bidder_id")
+        bidderHandle = try row.decode("bidder_handle")
+        dailyPriceCents = try row.decode("daily_price_cents")
+        from = try row.decode("from_day")
+        until = try row.decode("until_day")
+        message = try row.decode("message", as: String?.self)
+        status = try row.decode("status")
+        reason = try row.decode("reason", as: String?.self)
+        createdAt = try row.decode("created_at")
+        self.position = position
+    }
+}
+
+/// Field checks at the HTTP edge: presence and shape (dates, categories, locations). The
+/// domain checks the rest; both report every failing field.
+struct FieldCheck {
+    var problems: [FieldError] = []
+
+    mutating func require(_ fields: (String, Any?)...) {
+        for (name, value) in fields where value == nil {
+            problems.append(FieldError(field: name, code: "required", message: "\(name) is required"))
+        }
+    }
+
+    mutating func day(_ text: String?, _ field: String, required: Bool) -> Day? {
+        guard let text else {
+            if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
+            return nil
+        }
+        guard let day = Day(text) else {
+            problems.append(FieldError(field: field, code: "invalid_date", message: "a date as YYYY-MM-DD"))
+            return nil
+        }
+        return day
+    }
+
+    mutating func category(_ text: String?) -> Marketplace.Category? {
+        guard let text else {
+            problems.append(FieldError(field: "category", code: "required", message: "category is required"))
+            return nil
+        }
+        guard let category = Marketplace.Category(rawValue: text) else {
+            problems.append(
+                FieldError(
+                    field: "category", code: "invalid_category",
+                    message: "one of \(Marketplace.Category.allCases.map(\.rawValue).joined(separator: ", "))"))
+            return nil
+        }
+        return category
+    }
+
+    mutating func location(_ body: LocationBody?) -> Location? {
+        guard let body, let lat = body.lat, let lng = body.lng else {
+            problems.append(FieldError(field: "location", code: "required", message: "location with lat and lng is required"))
+            return nil
+        }
+        return Location(lat: lat, lng: lng, place: body.place ?? "")
+    }
+
+    func throwIfAny() throws {
+        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
+    }
+}
+
+extension Parameters {
+    /// A path parameter that must be a UUID; 404 otherwise (no such resource can exist).
+    func requireUUID(_ name: String) throws -> UUID {
+        guard let text = get(name), let id = UUID(uuidString: text) else {
+            throw Problem(.notFound, code: "not_found", detail: "No such \(name.replacingOccurrences(of: "ID", with: "")).")
+        }
+        return id
+    }
+}

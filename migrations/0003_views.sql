@@ -1,0 +1,57 @@
+-- Views (projections), written from events only, in the transaction that appends them.
+-- None holds a fact the log does not; all can be rebuilt from it.
+
+CREATE TABLE users_view (
+    user_id             uuid        PRIMARY KEY,
+    handle              text        NOT NULL UNIQUE,
+    display_name        text        NOT NULL,
+    email               text        NOT NULL,
+    country             text,
+    default_share_cents integer,
+    member_since        timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL
+);
+
+CREATE TABLE items_view (
+    item_id             uuid        PRIMARY KEY,
+    kind                text        NOT NULL CHECK (kind IN ('rental', 'request')),
+    owner_id            uuid        NOT NULL,
+    owner_handle        text        NOT NULL,
+    title               text        NOT NULL,
+    description         text        NOT NULL,
+    category            text        NOT NULL,
+    -- The daily price of a rental; the maximum daily price of a request, if any.
+    price_cents         integer,
+    lat                 double precision NOT NULL,
+    lng                 double precision NOT NULL,
+    place               text        NOT NULL,
+    window_from         date,
+    window_until        date,
+    status              text        NOT NULL,
+    bid_count           integer     NOT NULL DEFAULT 0,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL,
+    -- The log position of the last event applied: keyset paging and `updatedSince`.
+    position            bigint      NOT NULL
+);
+CREATE INDEX items_view_owner ON items_view (owner_id);
+CREATE INDEX items_view_available ON items_view (updated_at DESC, item_id) WHERE status = 'available';
+
+CREATE TABLE bids_view (
+    bid_id              uuid        PRIMARY KEY,
+    item_id             uuid        NOT NULL,
+    bidder_id           uuid        NOT NULL,
+    bidder_handle       text        NOT NULL,
+    daily_price_cents   integer     NOT NULL,
+    from_day            date        NOT NULL,
+    until_day           date        NOT NULL,
+    message             text,
+    status              text        NOT NULL,
+    reason              text,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL
+);
+CREATE INDEX bids_view_item ON bids_view (item_id, created_at);
+CREATE INDEX bids_view_bidder ON bids_view (bidder_id);
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON users_view, items_view, bids_view TO lender_app;
