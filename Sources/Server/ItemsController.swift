@@ -23,6 +23,19 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var neededUntil: String?
     }
 
+    struct RevisionBody: Decodable {
+        var title: String?
+        var description: String?
+        var category: String?
+        var dailyPriceCents: Int?
+        var maxDailyPriceCents: Int?
+        var location: LocationBody?
+    }
+
+    struct RejectionBody: Decodable {
+        var reason: String?
+    }
+
     struct BidBody: Decodable {
         var dailyPriceCents: Int?
         var from: String?
@@ -35,8 +48,21 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         v1.post("rentals", use: postRental)
         v1.post("requests", use: postRequest)
         v1.get("items/:itemID", use: item)
+        v1.patch("items/:itemID", use: revise)
+        v1.post("items/:itemID/withdraw") { request, context in try await itemCommand(.withdraw, request, context) }
+        v1.post("items/:itemID/complete") { request, context in try await itemCommand(.complete, request, context) }
+        v1.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
         v1.post("items/:itemID/bids", use: placeBid)
-        v1.post("bids/:bidID/approve", use: approveBid)
+        v1.post("bids/:bidID/approve") { request, context in
+            try await bidCommand(request, context) { .approveBid($0) }
+        }
+        v1.post("bids/:bidID/withdraw") { request, context in
+            try await bidCommand(request, context) { .withdrawBid($0) }
+        }
+        v1.post("bids/:bidID/reject") { request, context in
+            let body = try await request.decodeBody(RejectionBody.self, context: context, allowEmpty: true)
+            return try await bidCommand(request, context) { .rejectBid($0, reason: body?.reason) }
+        }
     }
 
     // MARK: Commands
@@ -95,14 +121,34 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         return EditedResponse(status: .created, response: try await bidResource(bid.bidID.rawValue, position: handled.append?.lastPosition))
     }
 
-    @Sendable func approveBid(_ request: Request, context: Context) async throws -> BidResource {
+    @Sendable func revise(_ request: Request, context: Context) async throws -> ItemResource {
+        let body = try await request.decodeBody(RevisionBody.self, context: context)
+        var fields = FieldCheck()
+        let category = body.category == nil ? nil : fields.category(body.category)
+        let location = body.location == nil ? nil : fields.location(body.location)
+        try fields.throwIfAny()
+        let revision = ReviseItem(
+            title: body.title, description: body.description, category: category,
+            priceCents: body.dailyPriceCents ?? body.maxDailyPriceCents, location: location)
+        return try await itemCommand(.revise(revision), request, context)
+    }
+
+    /// A command on the item named in the path; answers the item as it now stands.
+    func itemCommand(_ command: ItemCommand, _ request: Request, _ context: Context) async throws -> ItemResource {
+        let itemID = try context.parameters.requireUUID("itemID")
+        let handled = try await gateway.handle(command, on: .item, id: ItemID(itemID), actor: try context.requireIdentity())
+        return try await itemResource(itemID, position: handled.append?.lastPosition)
+    }
+
+    /// A command on the bid named in the path, decided on its item's stream; answers the bid.
+    func bidCommand(_ request: Request, _ context: Context, _ command: (BidID) -> ItemCommand) async throws -> BidResource {
         let actor = try context.requireIdentity()
         let bidID = try context.parameters.requireUUID("bidID")
         let rows = try await pool.query("SELECT item_id FROM bids_view WHERE bid_id = \(bidID)")
         guard let itemID = try rows.first?.decode("item_id", as: UUID.self) else {
             throw Problem(DomainError(.notFound, "bid_not_found", "No such bid."))
         }
-        let handled = try await gateway.handle(.approveBid(BidID(bidID)), on: .item, id: ItemID(itemID), actor: actor)
+        let handled = try await gateway.handle(command(BidID(bidID)), on: .item, id: ItemID(itemID), actor: actor)
         return try await bidResource(bidID, position: handled.append?.lastPosition)
     }
 

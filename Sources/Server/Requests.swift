@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import Marketplace
 
 extension Request {
@@ -9,6 +10,23 @@ extension Request {
             return try await decode(as: type, context: context)
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
+        } catch {
+            throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
+        }
+    }
+
+    /// Like `decodeBody`, for routes whose body is optional: nil when there is none.
+    func decodeBody<T: Decodable>(_ type: T.Type, context: some RequestContext, allowEmpty: Bool) async throws -> T? {
+        var request = self
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: context.maxUploadSize)
+        } catch {
+            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
+        }
+        if allowEmpty, buffer.readableBytes == 0 { return nil }
+        do {
+            return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
         } catch {
             throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
         }

@@ -115,6 +115,62 @@ struct ItemsTests {
         }
     }
 
+    @Test func theWholeLifecycle() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let alice = try await client.user("alice")
+            let bob = try await client.user("bob")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+
+            let revised = try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Gravel bike", "dailyPriceCents": 1200], token: owner.token)
+            #expect(revised.status == .ok)
+            #expect(revised.body["title"] as? String == "Gravel bike")
+            #expect(revised.body["dailyPriceCents"] as? Int == 1200)
+            #expect(try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Mine"], token: alice.token).status == .forbidden)
+
+            let aliceBid = try #require(try await client.bid(itemID, alice.token).body["id"] as? String)
+            let bobBid = try #require(try await client.bid(itemID, bob.token).body["id"] as? String)
+            // Only the bidder withdraws; only the owner rejects.
+            #expect(try await client.send(.post, "/v1/bids/\(bobBid)/withdraw", token: alice.token).status == .forbidden)
+            let withdrawn = try await client.send(.post, "/v1/bids/\(bobBid)/withdraw", token: bob.token)
+            #expect(withdrawn.body["status"] as? String == "withdrawn")
+            #expect(try await client.send(.post, "/v1/bids/\(aliceBid)/reject", token: alice.token).status == .forbidden)
+
+            let approved = try await client.send(.post, "/v1/bids/\(aliceBid)/approve", token: owner.token)
+            #expect(approved.body["status"] as? String == "approved")
+            let completed = try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token)
+            #expect(completed.body["status"] as? String == "closed")
+            let relisted = try await client.send(.post, "/v1/items/\(itemID)/relist", token: owner.token)
+            #expect(relisted.body["status"] as? String == "available")
+
+            // Relisted and bid on again, then withdrawn: the pending bid is rejected with it.
+            let again = try #require(try await client.bid(itemID, bob.token).body["id"] as? String)
+            let gone = try await client.send(.post, "/v1/items/\(itemID)/withdraw", token: owner.token)
+            #expect(gone.body["status"] as? String == "withdrawn")
+            let rejected = try await client.send(.post, "/v1/bids/\(again)/reject", json: ["reason": "too late"], token: owner.token)
+            #expect(rejected.status == .conflict)
+            #expect(rejected.body["code"] as? String == "bid_not_pending")
+            let relistWithdrawn = try await client.send(.post, "/v1/items/\(itemID)/relist", token: owner.token)
+            #expect(relistWithdrawn.body["code"] as? String == "item_not_relistable")
+        }
+    }
+
+    @Test func anOwnerRejectsABidWithOrWithoutAReason() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let first = try #require(try await client.bid(itemID, try await client.user("alice").token).body["id"] as? String)
+            let second = try #require(try await client.bid(itemID, try await client.user("bob").token).body["id"] as? String)
+            let withReason = try await client.send(.post, "/v1/bids/\(first)/reject", json: ["reason": "too cheap"], token: owner.token)
+            #expect(withReason.status == .ok)
+            #expect(withReason.body["reason"] as? String == "too cheap")
+            let bare = try await client.send(.post, "/v1/bids/\(second)/reject", token: owner.token)
+            #expect(bare.status == .ok)
+            #expect(bare.body["status"] as? String == "rejected")
+            #expect(try await client.send(.post, "/v1/bids/\(UUID())/reject", token: owner.token).status == .notFound)
+        }
+    }
+
     @Test func invalidPostingsListEveryField() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
