@@ -37,8 +37,9 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     AccountsController(accounts: accounts).addRoutes(to: router)
-    ItemsController(gateway: accounts.gateway)
-        .addRoutes(to: router, authentication: AuthenticationMiddleware(accounts: accounts))
+    let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
+    ItemsController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
+    MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
     return router
 }
 

@@ -1,0 +1,68 @@
+import Foundation
+import Hummingbird
+import Marketplace
+
+/// The signed-in user's own commands: `PATCH /v1/me`, `POST /v1/me/blocks`,
+/// `DELETE /v1/me/blocks/{userId}`.
+struct MeController<Context: AuthenticatedRequestContext>: Sendable {
+    let gateway: CommandGateway
+
+    struct ProfileBody: Decodable {
+        var displayName: String?
+        var country: String?
+        var defaultShareCents: Int?
+    }
+
+    struct BlockBody: Decodable {
+        var userId: String?
+    }
+
+    struct Profile: ResponseEncodable {
+        var id: UserID
+        var handle: String
+        var displayName: String
+        var email: String
+        var country: String?
+        var defaultShareCents: Int?
+        var blocked: [UserID]
+        var position: Int64?
+    }
+
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
+        let me = router.group("/v1/me").add(middleware: authentication)
+        me.patch(use: updateProfile)
+        me.post("blocks", use: block)
+        me.delete("blocks/:userID", use: unblock)
+    }
+
+    @Sendable func updateProfile(_ request: Request, context: Context) async throws -> Profile {
+        let body = try await request.decodeBody(ProfileBody.self, context: context)
+        return try await handle(
+            .updateProfile(displayName: body.displayName, country: body.country, defaultShareCents: body.defaultShareCents),
+            context)
+    }
+
+    @Sendable func block(_ request: Request, context: Context) async throws -> Profile {
+        let body = try await request.decodeBody(BlockBody.self, context: context)
+        try requireFields([("userId", body.userId)])
+        guard let other = body.userId.flatMap(UserID.init) else {
+            throw Problem(DomainError.invalid([FieldError(field: "userId", code: "invalid_id", message: "a user id")]))
+        }
+        return try await handle(.block(other), context)
+    }
+
+    @Sendable func unblock(_ request: Request, context: Context) async throws -> Profile {
+        try await handle(.unblock(UserID(try context.parameters.requireUUID("userID"))), context)
+    }
+
+    /// A command on the signed-in user's own stream; answers the profile as it now stands.
+    func handle(_ command: UserCommand, _ context: Context) async throws -> Profile {
+        let me = try context.requireIdentity()
+        let handled = try await gateway.handle(command, on: .user, id: me, actor: me)
+        let state = handled.state
+        return Profile(
+            id: me, handle: state.handle, displayName: state.displayName, email: state.email, country: state.country,
+            defaultShareCents: state.defaultShareCents, blocked: state.blocked.sorted { $0.description < $1.description },
+            position: handled.append?.lastPosition)
+    }
+}
