@@ -53,6 +53,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         v1.post("items/:itemID/complete") { request, context in try await itemCommand(.complete, request, context) }
         v1.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
         v1.post("items/:itemID/bids", use: placeBid)
+        v1.get("items/:itemID/bids", use: bids)
         v1.post("bids/:bidID/approve") { request, context in
             try await bidCommand(request, context) { .approveBid($0) }
         }
@@ -155,7 +156,53 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
     // MARK: Views
 
     @Sendable func item(_ request: Request, context: Context) async throws -> ItemResource {
-        try await itemResource(try context.parameters.requireUUID("itemID"), position: nil)
+        let itemID = try context.parameters.requireUUID("itemID")
+        var item = try await itemResource(itemID, position: nil)
+        item.contactEmail = try await contactEmail(item, for: try context.requireIdentity())
+        return item
+    }
+
+    /// After an approval, and only then, the owner and the approved bidder see each other's
+    /// e-mail, while the item is reserved or closed. Nobody else ever does.
+    func contactEmail(_ item: ItemResource, for actor: UserID) async throws -> String? {
+        guard item.status == ItemStatus.reserved.rawValue || item.status == ItemStatus.closed.rawValue else { return nil }
+        let rows = try await pool.query(
+            """
+            SELECT b.bidder_id, bidder.email AS bidder_email, owner.email AS owner_email
+            FROM bids_view b
+            JOIN users_view bidder ON bidder.user_id = b.bidder_id
+            JOIN users_view owner ON owner.user_id = \(item.ownerId)
+            WHERE b.item_id = \(item.id) AND b.status = 'approved'
+            ORDER BY b.updated_at DESC LIMIT 1
+            """)
+        guard let row = rows.first else { return nil }
+        if actor.rawValue == item.ownerId { return try row.decode("bidder_email") }
+        if actor.rawValue == (try row.decode("bidder_id", as: UUID.self)) { return try row.decode("owner_email") }
+        return nil
+    }
+
+    /// The owner sees every bid on the item; anyone else, only their own. Newest first.
+    @Sendable func bids(_ request: Request, context: Context) async throws -> Page<BidResource> {
+        let actor = try context.requireIdentity()
+        let itemID = try context.parameters.requireUUID("itemID")
+        let limit = try request.pageLimit()
+        let after = try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
+        let item = try await itemResource(itemID, position: nil)
+        let onlyBidder: UUID? = actor.rawValue == item.ownerId ? nil : actor.rawValue
+        let rows = try await pool.query(
+            """
+            SELECT bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
+                   until_day::text AS until_day, message, status, reason, created_at
+            FROM bids_view
+            WHERE item_id = \(itemID)
+              AND (\(onlyBidder)::uuid IS NULL OR bidder_id = \(onlyBidder))
+              AND (\(after?.at)::timestamptz IS NULL OR (created_at, bid_id) < (\(after?.at), \(after?.id)))
+            ORDER BY created_at DESC, bid_id DESC
+            LIMIT \(limit + 1)
+            """)
+        let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
+        let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id).encoded } : nil
+        return Page(data: bids, nextCursor: next)
     }
 
     func itemResource(_ id: UUID, position: Int64?) async throws -> ItemResource {
@@ -209,6 +256,8 @@ struct ItemResource: ResponseEncodable {
     var bidCount: Int
     var createdAt: Date
     var updatedAt: Date
+    /// The other party's e-mail, for the owner and the approved bidder only.
+    var contactEmail: String?
     var position: Int64?
 
     init(_ row: PostgresRow, position: Int64?) throws {

@@ -171,6 +171,64 @@ struct ItemsTests {
         }
     }
 
+    @Test func theOwnerSeesEveryBidABidderOnlyTheirOwnPageByPage() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            var bidders = [(id: String, token: String)]()
+            for index in 0..<5 {
+                let bidder = try await client.user("bidder_\(index)")
+                bidders.append(bidder)
+                #expect(try await client.bid(itemID, bidder.token).status == .created)
+            }
+            var seen = [String]()
+            var cursor: String? = nil
+            repeat {
+                let query = "limit=2" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await client.send(.get, "/v1/items/\(itemID)/bids?\(query)", token: owner.token)
+                #expect(page.status == .ok)
+                let data = page.body["data"] as? [[String: Any]] ?? []
+                #expect(data.count <= 2)
+                seen += data.compactMap { $0["id"] as? String }
+                cursor = page.body["nextCursor"] as? String
+            } while cursor != nil
+            #expect(seen.count == 5)
+            #expect(Set(seen).count == 5)
+
+            let mine = try await client.send(.get, "/v1/items/\(itemID)/bids", token: bidders[2].token)
+            let mineData = mine.body["data"] as? [[String: Any]] ?? []
+            #expect(mineData.count == 1)
+            #expect((mineData.first?["bidderId"] as? String)?.lowercased() == bidders[2].id.lowercased())
+            let stranger = try await client.user("stranger")
+            #expect((try await client.send(.get, "/v1/items/\(itemID)/bids", token: stranger.token).body["data"] as? [Any])?.isEmpty == true)
+
+            #expect(try await client.send(.get, "/v1/items/\(itemID)/bids?limit=0", token: owner.token).status == .unprocessableContent)
+            #expect(try await client.send(.get, "/v1/items/\(itemID)/bids?limit=101", token: owner.token).status == .unprocessableContent)
+            #expect(try await client.send(.get, "/v1/items/\(itemID)/bids?cursor=garbage", token: owner.token).status == .unprocessableContent)
+        }
+    }
+
+    @Test func contactEmailsAppearOnlyAfterApprovalAndOnlyToTheTwoParties() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let alice = try await client.user("alice")
+            let bob = try await client.user("bob")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let aliceBid = try #require(try await client.bid(itemID, alice.token).body["id"] as? String)
+            _ = try await client.bid(itemID, bob.token)
+
+            for token in [owner.token, alice.token, bob.token] {
+                #expect(try await client.send(.get, "/v1/items/\(itemID)", token: token).body["contactEmail"] == nil)
+            }
+            #expect(try await client.send(.post, "/v1/bids/\(aliceBid)/approve", token: owner.token).status == .ok)
+            #expect(try await client.send(.get, "/v1/items/\(itemID)", token: owner.token).body["contactEmail"] as? String == "alice@example.org")
+            #expect(try await client.send(.get, "/v1/items/\(itemID)", token: alice.token).body["contactEmail"] as? String == "owner@example.org")
+            #expect(try await client.send(.get, "/v1/items/\(itemID)", token: bob.token).body["contactEmail"] == nil)
+            let stranger = try await client.user("stranger")
+            #expect(try await client.send(.get, "/v1/items/\(itemID)", token: stranger.token).body["contactEmail"] == nil)
+        }
+    }
+
     @Test func invalidPostingsListEveryField() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")

@@ -1,0 +1,72 @@
+import Foundation
+import Hummingbird
+import Marketplace
+
+/// `{ "data": [...], "nextCursor": ... }`, the shape of every list.
+struct Page<Element: Encodable & Sendable>: ResponseEncodable, Sendable {
+    var data: [Element]
+    var nextCursor: String?
+}
+
+/// An opaque keyset position: the sort key and id of the last row a page held. Stable while
+/// rows arrive: the next page starts strictly after it, so none is seen twice or skipped.
+struct Cursor: Codable, Sendable {
+    var at: Date
+    var id: UUID
+
+    var encoded: String {
+        let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
+        return json.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    init(at: Date, id: UUID) {
+        self.at = at
+        self.id = id
+    }
+
+    /// nil for no cursor; a 400 problem for one that is not ours.
+    init?(query text: String?) throws {
+        guard let text, !text.isEmpty else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data)
+        else {
+            throw Problem(DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")]))
+        }
+        self = cursor
+    }
+}
+
+extension JSONEncoder {
+    /// Microsecond dates, as PostgreSQL keeps them, so a cursor compares exactly.
+    static let cursor: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Int64((date.timeIntervalSince1970 * 1_000_000).rounded()))
+        }
+        return encoder
+    }()
+}
+
+extension JSONDecoder {
+    static let cursor: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            Date(timeIntervalSince1970: Double(try decoder.singleValueContainer().decode(Int64.self)) / 1_000_000)
+        }
+        return decoder
+    }()
+}
+
+extension Request {
+    /// `limit`: 1 to 100, 20 by default; anything else is a 422.
+    func pageLimit() throws -> Int {
+        guard let text = uri.queryParameters["limit"].map(String.init) else { return 20 }
+        guard let limit = Int(text), (1...100).contains(limit) else {
+            throw Problem(DomainError.invalid([FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100")]))
+        }
+        return limit
+    }
+}
