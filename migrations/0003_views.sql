@@ -1,6 +1,28 @@
 -- Views (projections), written from events only, in the transaction that appends them.
 -- None holds a fact the log does not; all can be rebuilt from it.
 
+-- Distances on the earth, for the market's `near`: points as 3-D cubes with a GiST index,
+-- the model of the earthdistance module. earthdistance is not a trusted extension (only a
+-- superuser may create it) and migrations run as the owner, so its few functions are
+-- written out here over cube, which is trusted.
+CREATE EXTENSION IF NOT EXISTS cube;
+
+CREATE FUNCTION earth_radius_km() RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT 6371.0088::float8';
+
+CREATE FUNCTION earth_point(lat float8, lng float8) RETURNS cube
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT cube(cube(cube(earth_radius_km() * cos(radians(lat)) * cos(radians(lng))),
+                     earth_radius_km() * cos(radians(lat)) * sin(radians(lng))),
+                earth_radius_km() * sin(radians(lat)))
+$$;
+
+-- Great-circle kilometres between two earth points, from their chord.
+CREATE FUNCTION earth_km(a cube, b cube) RETURNS float8
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT 2 * earth_radius_km() * asin(least(1.0, cube_distance(a, b) / (2 * earth_radius_km())))
+$$;
+
 CREATE TABLE users_view (
     user_id             uuid        PRIMARY KEY,
     handle              text        NOT NULL UNIQUE,
@@ -24,6 +46,7 @@ CREATE TABLE items_view (
     price_cents         integer,
     lat                 double precision NOT NULL,
     lng                 double precision NOT NULL,
+    earth               cube        GENERATED ALWAYS AS (earth_point(lat, lng)) STORED,
     place               text        NOT NULL,
     window_from         date,
     window_until        date,
@@ -35,7 +58,10 @@ CREATE TABLE items_view (
     position            bigint      NOT NULL
 );
 CREATE INDEX items_view_owner ON items_view (owner_id);
-CREATE INDEX items_view_available ON items_view (updated_at DESC, item_id) WHERE status = 'available';
+-- The market: available items, newest first (created_at never changes, so keyset pages
+-- stay stable while items are updated), and near a point.
+CREATE INDEX items_view_market ON items_view (created_at DESC, item_id DESC) WHERE status = 'available';
+CREATE INDEX items_view_market_earth ON items_view USING gist (earth) WHERE status = 'available';
 
 CREATE TABLE bids_view (
     bid_id              uuid        PRIMARY KEY,

@@ -40,6 +40,7 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
     ItemsController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
+    MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
     return router
 }
 

@@ -207,12 +207,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
 
     func itemResource(_ id: UUID, position: Int64?) async throws -> ItemResource {
         let rows = try await pool.query(
-            """
-            SELECT item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
-                   window_from::text AS window_from, window_until::text AS window_until, status, bid_count,
-                   created_at, updated_at
-            FROM items_view WHERE item_id = \(id)
-            """)
+            "SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view WHERE item_id = \(id)")
         guard let row = rows.first else { throw Problem(DomainError(.notFound, "item_not_found", "No such item.")) }
         return try ItemResource(row, position: position)
     }
@@ -258,7 +253,15 @@ struct ItemResource: ResponseEncodable {
     var updatedAt: Date
     /// The other party's e-mail, for the owner and the approved bidder only.
     var contactEmail: String?
+    /// From the point a market query was `near`.
+    var distanceKm: Double?
     var position: Int64?
+
+    /// What `init(_:position:)` reads, besides `distance_km`.
+    static let columns = """
+        item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
+        window_from::text AS window_from, window_until::text AS window_until, status, bid_count, created_at, updated_at
+        """
 
     init(_ row: PostgresRow, position: Int64?) throws {
         id = try row.decode("item_id")
@@ -281,6 +284,7 @@ struct ItemResource: ResponseEncodable {
         bidCount = try row.decode("bid_count")
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
+        distanceKm = try row.decode("distance_km", as: Double?.self)
         self.position = position
     }
 }

@@ -13,6 +13,8 @@ struct Page<Element: Encodable & Sendable>: ResponseEncodable, Sendable {
 struct Cursor: Codable, Sendable {
     var at: Date
     var id: UUID
+    /// The distance of the last row, when the list is sorted by it.
+    var km: Double?
 
     var encoded: String {
         let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
@@ -20,9 +22,10 @@ struct Cursor: Codable, Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    init(at: Date, id: UUID) {
+    init(at: Date, id: UUID, km: Double? = nil) {
         self.at = at
         self.id = id
+        self.km = km
     }
 
     /// nil for no cursor; a 400 problem for one that is not ours.

@@ -1,0 +1,154 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Server
+import Testing
+import TestSupport
+
+/// Great-circle kilometres by the haversine formula: the reference the market is checked against.
+func haversineKm(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
+    let radius = 6371.0088
+    let (lat1, lng1, lat2, lng2) = (a.0 * .pi / 180, a.1 * .pi / 180, b.0 * .pi / 180, b.1 * .pi / 180)
+    let h = pow(sin((lat2 - lat1) / 2), 2) + cos(lat1) * cos(lat2) * pow(sin((lng2 - lng1) / 2), 2)
+    return 2 * radius * asin(min(1, sqrt(h)))
+}
+
+extension TestClientProtocol {
+    func post(
+        _ token: String, title: String, at point: (Double, Double), category: String = "bikes", price: Int = 1000,
+        request: Bool = false
+    ) async throws -> String {
+        var body: [String: Any] = [
+            "title": title, "category": category, "location": ["lat": point.0, "lng": point.1, "place": title],
+        ]
+        if request {
+            body["neededFrom"] = "2026-12-01"
+            body["neededUntil"] = "2026-12-03"
+            body["maxDailyPriceCents"] = price
+        } else {
+            body["dailyPriceCents"] = price
+        }
+        let response = try await send(.post, request ? "/v1/requests" : "/v1/rentals", json: body, token: token)
+        #expect(response.status == .created, "\(response.body)")
+        return try #require(response.body["id"] as? String)
+    }
+
+    func market(_ query: String, _ token: String) async throws -> (status: HTTPResponse.Status, items: [[String: Any]], next: String?, body: [String: Any]) {
+        let response = try await send(.get, "/v1/market?\(query)", token: token)
+        return (response.status, response.body["data"] as? [[String: Any]] ?? [], response.body["nextCursor"] as? String, response.body)
+    }
+}
+
+@Suite("The market")
+struct MarketTests {
+    let kathmandu = (27.7172, 85.3240)
+    let bhaktapur = (27.6710, 85.4298)
+    let pokhara = (28.2096, 83.9856)
+    let delhi = (28.6139, 77.2090)
+
+    @Test func nearestFirstWithDistancesWithinOnePercentOfHaversine() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            for (title, point) in [("Delhi bike", delhi), ("Pokhara bike", pokhara), ("Bhaktapur bike", bhaktapur)] {
+                _ = try await client.post(owner.token, title: title, at: point)
+            }
+            let viewer = try await client.user("viewer")
+            let near = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&sort=distance", viewer.token)
+            #expect(near.status == .ok)
+            #expect(near.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike", "Pokhara bike", "Delhi bike"])
+            for (item, point) in zip(near.items, [bhaktapur, pokhara, delhi]) {
+                let distance = try #require(item["distanceKm"] as? Double)
+                let reference = haversineKm(kathmandu, point)
+                #expect(abs(distance - reference) / reference < 0.01, "\(distance) vs \(reference)")
+            }
+            let within = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=200&sort=distance", viewer.token)
+            #expect(within.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike", "Pokhara bike"])
+            let close = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=20", viewer.token)
+            #expect(close.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike"])
+            // Without `near`, no distance.
+            #expect(try await client.market("", viewer.token).items.allSatisfy { $0["distanceKm"] == nil })
+        }
+    }
+
+    @Test func filtersNarrowTheMarketAndOnlyAvailableItemsAreInIt() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            _ = try await client.post(owner.token, title: "Red road bike", at: kathmandu, price: 1500)
+            _ = try await client.post(owner.token, title: "Blue mountain bike", at: kathmandu, price: 900)
+            _ = try await client.post(owner.token, title: "Cordless drill", at: kathmandu, category: "tools", price: 700)
+            _ = try await client.post(owner.token, title: "Need a road bike", at: kathmandu, price: 800, request: true)
+            let reserved = try await client.post(owner.token, title: "Reserved bike", at: kathmandu)
+            let bidder = try await client.user("bidder")
+            let bid = try #require(try await client.bid(reserved, bidder.token).body["id"] as? String)
+            _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
+
+            func titles(_ query: String) async throws -> Set<String> {
+                Set(try await client.market(query, bidder.token).items.compactMap { $0["title"] as? String })
+            }
+            #expect(try await titles("") == ["Red road bike", "Blue mountain bike", "Cordless drill", "Need a road bike"])
+            #expect(try await titles("kind=request") == ["Need a road bike"])
+            #expect(try await titles("category=tools") == ["Cordless drill"])
+            #expect(try await titles("q=road%20BIKE") == ["Red road bike", "Need a road bike"])
+            #expect(try await titles("q=100%25") == [])
+            #expect(try await titles("minPriceCents=800&maxPriceCents=1000&kind=rental") == ["Blue mountain bike"])
+        }
+    }
+
+    @Test func pagesNeitherRepeatNorSkipWhileItemsArrive() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            var originals = Set<String>()
+            for index in 0..<7 { originals.insert(try await client.post(owner.token, title: "Item \(index)", at: kathmandu)) }
+            var seen = [String]()
+            var cursor: String? = nil
+            var added = 0
+            repeat {
+                let page = try await client.market("limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token)
+                #expect(page.status == .ok)
+                seen += page.items.compactMap { $0["id"] as? String }
+                cursor = page.next
+                // Newer items arrive between pages; they belong before the first page.
+                _ = try await client.post(owner.token, title: "Late \(added)", at: kathmandu)
+                added += 1
+            } while cursor != nil
+            #expect(seen.count == Set(seen).count)
+            #expect(Set(seen) == originals)
+        }
+    }
+
+    @Test func nearestFirstPagesAreStableToo() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            var all = Set<String>()
+            for index in 0..<6 {
+                all.insert(try await client.post(owner.token, title: "Spot \(index)", at: (27.70 + Double(index) * 0.05, 85.32)))
+            }
+            var seen = [Double]()
+            var ids = [String]()
+            var cursor: String? = nil
+            repeat {
+                let page = try await client.market(
+                    "near=27.70,85.32&sort=distance&limit=4" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token)
+                seen += page.items.compactMap { $0["distanceKm"] as? Double }
+                ids += page.items.compactMap { $0["id"] as? String }
+                cursor = page.next
+            } while cursor != nil
+            #expect(Set(ids) == all)
+            #expect(ids.count == all.count)
+            #expect(seen == seen.sorted())
+        }
+    }
+
+    @Test func badParametersAreListedNot500() async throws {
+        try await withServer { client, _ in
+            let viewer = try await client.user("viewer")
+            let bad = try await client.market("kind=boat&near=100,0&radiusKm=-1&sort=cheapest&limit=500&updatedSince=yesterday", viewer.token)
+            #expect(bad.status == .unprocessableContent)
+            let fields = Set((bad.body["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String })
+            #expect(fields == ["kind", "near", "radiusKm", "sort", "limit", "updatedSince"])
+            let lonely = try await client.market("sort=distance&radiusKm=5", viewer.token)
+            #expect(lonely.status == .unprocessableContent)
+            #expect(try await client.market("", "not-a-token").status == .unauthorized)
+        }
+    }
+}
