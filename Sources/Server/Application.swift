@@ -38,9 +38,11 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     AccountsController(accounts: accounts).addRoutes(to: router)
     let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
-    ItemsController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
-    MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
-    MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
+    let idempotency = IdempotencyMiddleware<AppRequestContext>(pool: accounts.pool)
+    ItemsController(gateway: accounts.gateway)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     return router
 }
 

@@ -43,8 +43,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var message: String?
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
-        let v1 = router.group("/v1").add(middleware: authentication)
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+        let v1 = router.group("/v1").add(middleware: authentication).add(middleware: idempotency)
         v1.post("rentals", use: postRental)
         v1.post("requests", use: postRequest)
         v1.get("items/:itemID", use: item)

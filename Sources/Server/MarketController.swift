@@ -7,8 +7,8 @@ import Postgres
 struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
     let pool: PostgresPool
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
-        router.group("/v1/market").add(middleware: authentication).get(use: market)
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+        router.group("/v1/market").add(middleware: authentication).add(middleware: idempotency).get(use: market)
     }
 
     /// The query, checked in full: every bad parameter is listed in one 422.

@@ -28,8 +28,8 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         var position: Int64?
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
-        let me = router.group("/v1/me").add(middleware: authentication)
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+        let me = router.group("/v1/me").add(middleware: authentication).add(middleware: idempotency)
         me.patch(use: updateProfile)
         me.post("blocks", use: block)
         me.delete("blocks/:userID", use: unblock)

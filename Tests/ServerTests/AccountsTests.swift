@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -30,10 +31,12 @@ func withServer(
 extension TestClientProtocol {
     /// Sends JSON (or raw text) and hands back the status and the parsed body.
     func send(
-        _ method: HTTPRequest.Method, _ uri: String, json: [String: Any]? = nil, raw: String? = nil, token: String? = nil
+        _ method: HTTPRequest.Method, _ uri: String, json: [String: Any]? = nil, raw: String? = nil, token: String? = nil,
+        idempotencyKey: String? = nil
     ) async throws -> (status: HTTPResponse.Status, body: [String: Any], headers: HTTPFields) {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let token { headers[.authorization] = "Bearer \(token)" }
+        if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
         let text = try raw ?? json.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }
         return try await execute(uri: uri, method: method, headers: headers, body: text.map { ByteBuffer(string: $0) }) {
             response in
