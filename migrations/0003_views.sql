@@ -30,6 +30,8 @@ CREATE TABLE users_view (
     email               text        NOT NULL,
     country             text,
     default_share_cents integer,
+    -- Items closed with this user as owner or approved bidder.
+    completed_deals     integer     NOT NULL DEFAULT 0,
     member_since        timestamptz NOT NULL,
     updated_at          timestamptz NOT NULL
 );

@@ -44,6 +44,16 @@ public struct ItemsProjection: InlineProjection {
                 try setStatus(&session, item, .reserved, event)
             case .closed:
                 try setStatus(&session, item, .closed, event)
+                // A completed deal for both parties: the owner and the approved bidder.
+                try session.query(
+                    """
+                    UPDATE users_view SET completed_deals = completed_deals + 1
+                    WHERE user_id IN (
+                        SELECT owner_id FROM items_view WHERE item_id = \(item)
+                        UNION
+                        SELECT bidder_id FROM bids_view WHERE item_id = \(item) AND status = 'approved'
+                    )
+                    """, prepared: true)
             case .relisted:
                 try setStatus(&session, item, .available, event)
             case .bidPlaced(let placed):

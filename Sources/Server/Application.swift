@@ -43,6 +43,7 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    ProfilesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
     return router
 }
 

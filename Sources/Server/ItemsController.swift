@@ -191,9 +191,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let onlyBidder: UUID? = actor.rawValue == item.ownerId ? nil : actor.rawValue
         let rows = try await pool.query(
             """
-            SELECT bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
-                   until_day::text AS until_day, message, status, reason, created_at
-            FROM bids_view
+            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
             WHERE item_id = \(itemID)
               AND (\(onlyBidder)::uuid IS NULL OR bidder_id = \(onlyBidder))
               AND (\(after?.at)::timestamptz IS NULL OR (created_at, bid_id) < (\(after?.at), \(after?.id)))
@@ -213,12 +211,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
     }
 
     func bidResource(_ id: UUID, position: Int64?) async throws -> BidResource {
-        let rows = try await pool.query(
-            """
-            SELECT bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
-                   until_day::text AS until_day, message, status, reason, created_at
-            FROM bids_view WHERE bid_id = \(id)
-            """)
+        let rows = try await pool.query("SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bid_id = \(id)")
         guard let row = rows.first else { throw Problem(DomainError(.notFound, "bid_not_found", "No such bid.")) }
         return try BidResource(row, position: position)
     }
@@ -303,6 +296,12 @@ struct BidResource: ResponseEncodable {
     var reason: String?
     var createdAt: Date
     var position: Int64?
+
+    /// What `init(_:position:)` reads.
+    static let columns = """
+        bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
+        until_day::text AS until_day, message, status, reason, created_at
+        """
 
     init(_ row: PostgresRow, position: Int64?) throws {
         id = try row.decode("bid_id")

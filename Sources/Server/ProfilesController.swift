@@ -1,0 +1,90 @@
+import Foundation
+import Hummingbird
+import Marketplace
+import Postgres
+
+/// `GET /v1/me` (the private profile) and `GET /v1/users/{id}` (the public one), from the views.
+struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
+    let pool: PostgresPool
+
+    struct PrivateProfile: ResponseEncodable {
+        var id: UUID
+        var handle: String
+        var displayName: String
+        var email: String
+        var country: String?
+        var memberSince: Date
+        /// Deposits, repayments and refunds come with loans (issue 5); until then, 0.
+        var balanceCents: Int
+        var defaultShareCents: Int?
+        var completedDeals: Int
+        var cards: [String]
+        var posts: [ItemResource]
+        var bids: [BidResource]
+        var bidsReceived: [BidResource]
+        var loans: [String]
+    }
+
+    struct PublicProfile: ResponseEncodable {
+        var id: UUID
+        var handle: String
+        var displayName: String
+        var country: String?
+        var memberSince: Date
+        var postCount: Int
+        var completedDeals: Int
+    }
+
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
+        router.group("/v1/me").add(middleware: authentication).get(use: me)
+        router.group("/v1/users").add(middleware: authentication).get(":userID", use: user)
+    }
+
+    @Sendable func me(_ request: Request, context: Context) async throws -> PrivateProfile {
+        let me = try context.requireIdentity().rawValue
+        let users = try await pool.query(
+            """
+            SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals
+            FROM users_view WHERE user_id = \(me)
+            """)
+        guard let user = users.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
+        let posts = try await pool.query(
+            """
+            SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view
+            WHERE owner_id = \(me) ORDER BY created_at DESC, item_id DESC LIMIT 200
+            """
+        ).map { try ItemResource($0, position: nil) }
+        let bids = try await pool.query(
+            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bidder_id = \(me) ORDER BY created_at DESC LIMIT 200"
+        ).map { try BidResource($0, position: nil) }
+        let received = try await pool.query(
+            """
+            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
+            WHERE item_id IN (SELECT item_id FROM items_view WHERE owner_id = \(me))
+            ORDER BY created_at DESC LIMIT 200
+            """
+        ).map { try BidResource($0, position: nil) }
+        return PrivateProfile(
+            id: me, handle: try user.decode("handle"), displayName: try user.decode("display_name"),
+            email: try user.decode("email"), country: try user.decode("country", as: String?.self),
+            memberSince: try user.decode("member_since"), balanceCents: 0,
+            defaultShareCents: try user.decode("default_share_cents", as: Int?.self),
+            completedDeals: try user.decode("completed_deals"), cards: [], posts: posts, bids: bids,
+            bidsReceived: received, loans: [])
+    }
+
+    @Sendable func user(_ request: Request, context: Context) async throws -> PublicProfile {
+        let id = try context.parameters.requireUUID("userID")
+        let rows = try await pool.query(
+            """
+            SELECT handle, display_name, country, member_since, completed_deals,
+                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
+            FROM users_view u WHERE user_id = \(id)
+            """)
+        guard let row = rows.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
+        return PublicProfile(
+            id: id, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
+            country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
+            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
+    }
+}
