@@ -73,6 +73,9 @@ let package = Package(
             name: "lender",
             dependencies: [
                 "Postgres",
+                "EventStore",
+                "Marketplace",
+                "Projections",
                 "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -54,6 +54,8 @@ public struct CommandGateway: Sendable {
         actor: UserID, metadata: EventMetadata = EventMetadata()
     ) async throws -> Handled<State, Event> {
         let stream = StreamID(aggregate.category, id)
+        var metadata = metadata
+        metadata.actorID = metadata.actorID ?? actor.description
         for attempt in 1...maxAttempts {
             let (state, version) = try await load(stream, aggregate)
             let events = try aggregate.decide(command, state, actor)

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Marketplace
 import Postgres
+import Projections
 
 /// Rentals, requests, items and bids. Commands go through the gateway; reads come from the
 /// inline views, which the command's own transaction has already brought up to date.
@@ -54,6 +55,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         v1.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
         v1.post("items/:itemID/bids", use: placeBid)
         v1.get("items/:itemID/bids", use: bids)
+        v1.get("items/:itemID/bids/history", use: bidHistory)
         v1.post("bids/:bidID/approve") { request, context in
             try await bidCommand(request, context) { .approveBid($0) }
         }
@@ -179,6 +181,22 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         if actor.rawValue == item.ownerId { return try row.decode("bidder_email") }
         if actor.rawValue == (try row.decode("bidder_id", as: UUID.self)) { return try row.decode("owner_email") }
         return nil
+    }
+
+    /// Every bid event of the item, from the log, with hashes: the owner and auditors see all of
+    /// them, a bidder the events of their own bids, anyone else nothing (403).
+    @Sendable func bidHistory(_ request: Request, context: Context) async throws -> Page<BidHistoryEntry> {
+        let actor = try context.requireIdentity()
+        let itemID = try context.parameters.requireUUID("itemID")
+        let item = try await itemResource(itemID, position: nil)
+        let entries = try await BidHistory.entries(of: ItemID(itemID), in: gateway.store)
+        let isAuditor = try await !pool.query("SELECT 1 FROM auditors WHERE user_id = \(actor.rawValue)").isEmpty
+        if actor.rawValue == item.ownerId || isAuditor { return Page(data: entries, nextCursor: nil) }
+        let own = entries.filter { $0.bidderId == actor }
+        guard !own.isEmpty else {
+            throw Problem(DomainError(.forbidden, "not_allowed", "Only the owner, auditors and bidders may read this history."))
+        }
+        return Page(data: own, nextCursor: nil)
     }
 
     /// The owner sees every bid on the item; anyone else, only their own. Newest first.

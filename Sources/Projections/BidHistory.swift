@@ -1,0 +1,51 @@
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+
+/// One bid event of an item, as auditors read it: straight from the log, with its hashes.
+public struct BidHistoryEntry: Codable, Sendable, Equatable {
+    public var position: Int64
+    public var streamVersion: Int
+    public var type: String
+    public var at: Date
+    public var actorId: String?
+    public var bidId: BidID
+    /// Whose bid it is (not always the actor: an owner rejects a bidder's bid).
+    public var bidderId: UserID
+    public var dailyPriceCents: Int?
+    /// The bid's status after this event.
+    public var status: BidStatus
+    public var reason: String?
+    public var hash: String
+    public var previousHash: String
+}
+
+/// Every bid event of an item, in log order: placed, withdrawn, rejected, approved.
+public enum BidHistory {
+    public static func entries(of item: ItemID, in store: EventStore) async throws -> [BidHistoryEntry] {
+        var bidders = [BidID: UserID]()
+        var entries = [BidHistoryEntry]()
+        for recorded in try await store.readStream(StreamID("item", item)) {
+            let event = try DomainCodec.item.codec.decode(recorded)
+            let change: (bid: BidID, status: BidStatus, price: Int?, reason: String?)
+            switch event {
+            case .bidPlaced(let placed):
+                bidders[placed.bidID] = placed.bidderID
+                change = (placed.bidID, .pending, placed.dailyPriceCents, nil)
+            case .bidWithdrawn(let withdrawn): change = (withdrawn.bidID, .withdrawn, nil, nil)
+            case .bidRejected(let rejected): change = (rejected.bidID, .rejected, nil, rejected.reason)
+            case .bidApproved(let approved): change = (approved.bidID, .approved, nil, nil)
+            default: continue
+            }
+            guard let bidder = bidders[change.bid] else { continue }
+            entries.append(
+                BidHistoryEntry(
+                    position: recorded.position, streamVersion: recorded.streamVersion, type: recorded.type,
+                    at: recorded.recordedAt, actorId: try? recorded.decodeMetadata().actorID, bidId: change.bid,
+                    bidderId: bidder, dailyPriceCents: change.price, status: change.status, reason: change.reason,
+                    hash: recorded.hash.hexString, previousHash: recorded.previousHash.hexString))
+        }
+        return entries
+    }
+}

@@ -1,0 +1,92 @@
+import ArgumentParser
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import Projections
+
+struct Audit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Read the tamper-evident history.", subcommands: [Bids.self])
+
+    struct Bids: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print every bid event of an item, from the log.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The item's id.") var item: String
+        @Flag(help: "Print JSON instead of a table.") var json = false
+
+        func run() async throws {
+            guard let itemID = ItemID(item) else { throw ValidationError("--item takes an item id (a UUID).") }
+            let logger = Logs.bootstrap()
+            let entries = try await PostgresPool.with(
+                configuration: try database.configuration(), options: .init(size: 1), logger: logger
+            ) { pool in try await BidHistory.entries(of: itemID, in: EventStore(pool: pool, logger: logger)) }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(entries), as: UTF8.self))
+                return
+            }
+            print("position  version  type          bid                                   status     price  hash")
+            for entry in entries {
+                let columns = [
+                    String(entry.position).padding(toLength: 9, withPad: " ", startingAt: 0),
+                    String(entry.streamVersion).padding(toLength: 8, withPad: " ", startingAt: 0),
+                    entry.type.padding(toLength: 13, withPad: " ", startingAt: 0),
+                    entry.bidId.description.padding(toLength: 37, withPad: " ", startingAt: 0),
+                    entry.status.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
+                    (entry.dailyPriceCents.map(String.init) ?? "").padding(toLength: 6, withPad: " ", startingAt: 0),
+                    String(entry.hash.prefix(16)),
+                ]
+                print(columns.joined(separator: " "))
+            }
+            if entries.isEmpty { print("(no bid events)") }
+        }
+    }
+}
+
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage users' roles.", subcommands: [GrantAuditor.self, RevokeAuditor.self])
+
+    struct GrantAuditor: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let a user read every bid history and the log.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+
+        func run() async throws {
+            try await withUser(handle, database) { pool, userID in
+                try await pool.query("INSERT INTO auditors (user_id) VALUES (\(userID)) ON CONFLICT DO NOTHING")
+                print("\(handle) is an auditor.")
+            }
+        }
+    }
+
+    struct RevokeAuditor: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Take a user's auditor role away.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+
+        func run() async throws {
+            try await withUser(handle, database) { pool, userID in
+                try await pool.query("DELETE FROM auditors WHERE user_id = \(userID)")
+                print("\(handle) is not an auditor.")
+            }
+        }
+    }
+
+    static func withUser(
+        _ handle: String, _ database: DatabaseOptions, _ body: (PostgresPool, UUID) async throws -> Void
+    ) async throws {
+        let logger = Logs.bootstrap()
+        try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) { pool in
+            let rows = try await pool.query("SELECT user_id FROM credentials WHERE handle = \(handle)")
+            guard let userID = try rows.first?.decode("user_id", as: UUID.self) else {
+                throw ValidationError("No user has the handle \(handle).")
+            }
+            try await body(pool, userID)
+        }
+    }
+}
