@@ -84,7 +84,7 @@ struct Users: AsyncParsableCommand {
         try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) { pool in
             let rows = try await pool.query("SELECT user_id FROM credentials WHERE handle = \(handle)")
             guard let userID = try rows.first?.decode("user_id", as: UUID.self) else {
-                throw ValidationError("No user has the handle \(handle).")
+                throw CommandFailure("No user has the handle \(handle).")
             }
             try await body(pool, userID)
         }

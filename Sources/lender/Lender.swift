@@ -8,3 +8,9 @@ struct Lender: AsyncParsableCommand {
         subcommands: [Serve.self, Migrate.self, Audit.self, Users.self]
     )
 }
+
+/// A command that could not do its work (not a misuse of its arguments): a message, exit 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
