@@ -36,6 +36,7 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
+    OpenAPIDocument.addRoute(to: router)
     AccountsController(accounts: accounts).addRoutes(to: router)
     let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
     let idempotency = IdempotencyMiddleware<AppRequestContext>(pool: accounts.pool)

@@ -1,0 +1,48 @@
+import EventStore
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import Server
+import Testing
+import TestSupport
+
+@Suite("OpenAPI document")
+struct OpenAPITests {
+    static var repositoryDocument: [String: Any] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/Server/Resources/openapi.json")
+        let data = (try? Data(contentsOf: url)) ?? Data()
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+    }
+
+    /// Every `METHOD /path` the document describes (the router writes parameters as `{name}` too).
+    var documented: Set<String> {
+        let paths = Self.repositoryDocument["paths"] as? [String: [String: Any]] ?? [:]
+        return Set(paths.flatMap { path, operations in operations.keys.map { "\($0.uppercased()) \(path)" } })
+    }
+
+    @Test func theDocumentDescribesExactlyTheRoutesTheServerHas() async throws {
+        #expect(Self.repositoryDocument["openapi"] as? String == "3.1.0")
+        let pool = PostgresPool(
+            configuration: try PostgresConfiguration("postgresql://nobody@127.0.0.1:1/none"), logger: TestDatabase.logger)
+        let gateway = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
+        let router = buildRouter(
+            readiness: Readiness(pool: pool, migrator: Migrator(migrations: [], logger: TestDatabase.logger)),
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: 4))
+        let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path)" })
+        await pool.shutdown()
+        #expect(served.subtracting(documented).isEmpty, "routes the document lacks: \(served.subtracting(documented).sorted())")
+        #expect(documented.subtracting(served).isEmpty, "documented routes the server lacks: \(documented.subtracting(served).sorted())")
+        #expect(served.count > 20)
+    }
+
+    @Test func theServerServesTheRepositoryDocument() async throws {
+        try await withServer { client, _ in
+            let response = try await client.send(.get, "/openapi.json")
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType] == "application/json")
+            #expect(NSDictionary(dictionary: response.body).isEqual(to: Self.repositoryDocument))
+        }
+    }
+}
