@@ -22,6 +22,10 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
         var posts: [ItemResource]
         var bids: [BidResource]
         var bidsReceived: [BidResource]
+        /// Bids on my items that I approved.
+        var approvalsGiven: [BidResource]
+        /// My bids that owners approved.
+        var approvalsReceived: [BidResource]
         var loans: [String]
     }
 
@@ -70,7 +74,8 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
             memberSince: try user.decode("member_since"), balanceCents: 0,
             defaultShareCents: try user.decode("default_share_cents", as: Int?.self),
             completedDeals: try user.decode("completed_deals"), cards: [], posts: posts, bids: bids,
-            bidsReceived: received, loans: [])
+            bidsReceived: received, approvalsGiven: received.filter { $0.status == BidStatus.approved.rawValue },
+            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: [])
     }
 
     @Sendable func user(_ request: Request, context: Context) async throws -> PublicProfile {

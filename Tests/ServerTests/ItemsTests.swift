@@ -229,6 +229,43 @@ struct ItemsTests {
         }
     }
 
+    @Test func stateRulesAnswer409OverHTTP() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let alice = try await client.user("alice")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let early = try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token)
+            #expect(early.status == .conflict)
+            #expect(early.body["code"] as? String == "item_not_reserved")
+            let bid = try #require(try await client.bid(itemID, alice.token).body["id"] as? String)
+            _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
+            let revise = try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Late"], token: owner.token)
+            #expect(revise.status == .conflict)
+            #expect(revise.body["code"] as? String == "item_not_available")
+            let lateBid = try await client.bid(itemID, try await client.user("bob").token)
+            #expect(lateBid.status == .conflict)
+            #expect(lateBid.body["code"] as? String == "item_not_available")
+            let again = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
+            #expect(again.status == .conflict)
+        }
+    }
+
+    @Test func twentyConcurrentBidsOverHTTPAllLand() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            var tokens = [String]()
+            for index in 0..<20 { tokens.append(try await client.user("bidder_\(index)").token) }
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for token in tokens { group.addTask { try await client.bid(itemID, token).status } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == .created })
+            let view = try await client.send(.get, "/v1/items/\(itemID)", token: owner.token)
+            #expect(view.body["bidCount"] as? Int == 20)
+        }
+    }
+
     @Test func invalidPostingsListEveryField() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")

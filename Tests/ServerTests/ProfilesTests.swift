@@ -47,6 +47,11 @@ struct ProfilesTests {
             let aliceProfile = try await client.send(.get, "/v1/users/\(alice.id)", token: owner.token)
             #expect(aliceProfile.body["completedDeals"] as? Int == 1)
             #expect(aliceProfile.body["postCount"] as? Int == 0)
+            let ownerMe = try await client.send(.get, "/v1/me", token: owner.token)
+            #expect((ownerMe.body["approvalsGiven"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [bid])
+            let aliceMe = try await client.send(.get, "/v1/me", token: alice.token)
+            #expect((aliceMe.body["approvalsReceived"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [bid])
+            #expect((aliceMe.body["approvalsGiven"] as? [Any])?.isEmpty == true)
             #expect(try await client.send(.get, "/v1/users/\(UUID())", token: owner.token).status == .notFound)
         }
     }
