@@ -173,12 +173,12 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
             SELECT b.bidder_id, bidder.email AS bidder_email, owner.email AS owner_email
             FROM bids_view b
             JOIN users_view bidder ON bidder.user_id = b.bidder_id
-            JOIN users_view owner ON owner.user_id = \(item.ownerId)
-            WHERE b.item_id = \(item.id) AND b.status = 'approved'
+            JOIN users_view owner ON owner.user_id = \(item.ownerId.rawValue)
+            WHERE b.item_id = \(item.id.rawValue) AND b.status = 'approved'
             ORDER BY b.updated_at DESC LIMIT 1
             """)
         guard let row = rows.first else { return nil }
-        if actor.rawValue == item.ownerId { return try row.decode("bidder_email") }
+        if actor == item.ownerId { return try row.decode("bidder_email") }
         if actor.rawValue == (try row.decode("bidder_id", as: UUID.self)) { return try row.decode("owner_email") }
         return nil
     }
@@ -191,7 +191,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let item = try await itemResource(itemID, position: nil)
         let entries = try await BidHistory.entries(of: ItemID(itemID), in: gateway.store)
         let isAuditor = try await !pool.query("SELECT 1 FROM auditors WHERE user_id = \(actor.rawValue)").isEmpty
-        if actor.rawValue == item.ownerId || isAuditor { return Page(data: entries, nextCursor: nil) }
+        if actor == item.ownerId || isAuditor { return Page(data: entries, nextCursor: nil) }
         let own = entries.filter { $0.bidderId == actor }
         guard !own.isEmpty else {
             throw Problem(DomainError(.forbidden, "not_allowed", "Only the owner, auditors and bidders may read this history."))
@@ -206,7 +206,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let limit = try request.pageLimit()
         let after = try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
         let item = try await itemResource(itemID, position: nil)
-        let onlyBidder: UUID? = actor.rawValue == item.ownerId ? nil : actor.rawValue
+        let onlyBidder: UUID? = actor == item.ownerId ? nil : actor.rawValue
         let rows = try await pool.query(
             """
             SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
@@ -217,7 +217,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
             LIMIT \(limit + 1)
             """)
         let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
-        let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id).encoded } : nil
+        let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue).encoded } : nil
         return Page(data: bids, nextCursor: next)
     }
 
@@ -244,7 +244,7 @@ struct LocationBody: Decodable {
 
 /// An item as clients read it (SPEC §6).
 struct ItemResource: ResponseEncodable {
-    var id: UUID
+    var id: ItemID
     var kind: String
     var title: String
     var description: String
@@ -252,7 +252,7 @@ struct ItemResource: ResponseEncodable {
     var dailyPriceCents: Int?
     var maxDailyPriceCents: Int?
     var status: String
-    var ownerId: UUID
+    var ownerId: UserID
     var ownerHandle: String
     var location: Location
     var availableFrom: String?
@@ -275,7 +275,7 @@ struct ItemResource: ResponseEncodable {
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
-        id = try row.decode("item_id")
+        id = ItemID(try row.decode("item_id", as: UUID.self))
         kind = try row.decode("kind")
         title = try row.decode("title")
         description = try row.decode("description")
@@ -289,7 +289,7 @@ struct ItemResource: ResponseEncodable {
             (maxDailyPriceCents, neededFrom, neededUntil) = (price, from, until)
         }
         status = try row.decode("status")
-        ownerId = try row.decode("owner_id")
+        ownerId = UserID(try row.decode("owner_id", as: UUID.self))
         ownerHandle = try row.decode("owner_handle")
         location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
         bidCount = try row.decode("bid_count")
@@ -302,9 +302,9 @@ struct ItemResource: ResponseEncodable {
 
 /// A bid as clients read it (SPEC §6).
 struct BidResource: ResponseEncodable {
-    var id: UUID
-    var itemId: UUID
-    var bidderId: UUID
+    var id: BidID
+    var itemId: ItemID
+    var bidderId: UserID
     var bidderHandle: String
     var dailyPriceCents: Int
     var from: String
@@ -322,9 +322,9 @@ struct BidResource: ResponseEncodable {
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
-        id = try row.decode("bid_id")
-        itemId = try row.decode("item_id")
-        bidderId = try row.decode("bidder_id")
+        id = BidID(try row.decode("bid_id", as: UUID.self))
+        itemId = ItemID(try row.decode("item_id", as: UUID.self))
+        bidderId = UserID(try row.decode("bidder_id", as: UUID.self))
         bidderHandle = try row.decode("bidder_handle")
         dailyPriceCents = try row.decode("daily_price_cents")
         from = try row.decode("from_day")

@@ -126,7 +126,7 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
         let items = try rows.prefix(query.limit).map { try ItemResource($0, position: nil) }
         let next: String? =
             rows.count > query.limit
-            ? items.last.map { Cursor(at: $0.createdAt, id: $0.id, km: query.byDistance ? $0.distanceKm : nil).encoded } : nil
+            ? items.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue, km: query.byDistance ? $0.distanceKm : nil).encoded } : nil
         return Page(data: items, nextCursor: next)
     }
 }

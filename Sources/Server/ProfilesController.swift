@@ -8,7 +8,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
     let pool: PostgresPool
 
     struct PrivateProfile: ResponseEncodable {
-        var id: UUID
+        var id: UserID
         var handle: String
         var displayName: String
         var email: String
@@ -30,7 +30,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
     }
 
     struct PublicProfile: ResponseEncodable {
-        var id: UUID
+        var id: UserID
         var handle: String
         var displayName: String
         var country: String?
@@ -69,7 +69,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
             """
         ).map { try BidResource($0, position: nil) }
         return PrivateProfile(
-            id: me, handle: try user.decode("handle"), displayName: try user.decode("display_name"),
+            id: UserID(me), handle: try user.decode("handle"), displayName: try user.decode("display_name"),
             email: try user.decode("email"), country: try user.decode("country", as: String?.self),
             memberSince: try user.decode("member_since"), balanceCents: 0,
             defaultShareCents: try user.decode("default_share_cents", as: Int?.self),
@@ -88,7 +88,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
             """)
         guard let row = rows.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
         return PublicProfile(
-            id: id, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
+            id: UserID(id), handle: try row.decode("handle"), displayName: try row.decode("display_name"),
             country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
             postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
     }
