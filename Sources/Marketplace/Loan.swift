@@ -1,0 +1,264 @@
+import Foundation
+
+public enum LoanTag {}
+public typealias LoanID = Identifier<LoanTag>
+
+public enum LoanStatus: String, Hashable, Sendable, Codable {
+    case fundraising, funded, repaying, repaid, expired
+}
+
+// MARK: Events (stream `loan-{loanID}`)
+
+public struct LoanPosted: Codable, Hashable, Sendable {
+    public static let eventType = "LoanPosted"
+    public var loanID: LoanID
+    public var borrowerID: UserID
+    public var title: String
+    public var description: String
+    public var sector: String
+    public var activity: String
+    public var countryCode: String
+    public var location: Location
+    public var amountCents: Int
+    public var deadline: Day
+
+    public init(
+        loanID: LoanID, borrowerID: UserID, title: String, description: String, sector: String, activity: String,
+        countryCode: String, location: Location, amountCents: Int, deadline: Day
+    ) {
+        self.loanID = loanID
+        self.borrowerID = borrowerID
+        self.title = title
+        self.description = description
+        self.sector = sector
+        self.activity = activity
+        self.countryCode = countryCode
+        self.location = location
+        self.amountCents = amountCents
+        self.deadline = deadline
+    }
+}
+
+public struct LoanSharePurchased: Codable, Hashable, Sendable {
+    public static let eventType = "LoanSharePurchased"
+    public var lenderID: UserID
+    public var amountCents: Int
+
+    public init(lenderID: UserID, amountCents: Int) {
+        self.lenderID = lenderID
+        self.amountCents = amountCents
+    }
+}
+
+public struct LoanFunded: Codable, Hashable, Sendable {
+    public static let eventType = "LoanFunded"
+
+    public init() {}
+}
+
+/// A repayment and how it was split: each lender's credit, adding up to the amount exactly.
+public struct LoanRepaymentRecorded: Codable, Hashable, Sendable {
+    public static let eventType = "LoanRepaymentRecorded"
+    public var amountCents: Int
+    public var credits: [LenderAmount]
+
+    public init(amountCents: Int, credits: [LenderAmount]) {
+        self.amountCents = amountCents
+        self.credits = credits
+    }
+}
+
+public struct LoanRepaid: Codable, Hashable, Sendable {
+    public static let eventType = "LoanRepaid"
+
+    public init() {}
+}
+
+public struct LoanExpired: Codable, Hashable, Sendable {
+    public static let eventType = "LoanExpired"
+    public var refunds: [LenderAmount]
+
+    public init(refunds: [LenderAmount]) {
+        self.refunds = refunds
+    }
+}
+
+public struct LenderAmount: Codable, Hashable, Sendable {
+    public var lenderID: UserID
+    public var amountCents: Int
+
+    public init(lenderID: UserID, amountCents: Int) {
+        self.lenderID = lenderID
+        self.amountCents = amountCents
+    }
+}
+
+public enum LoanEvent: Hashable, Sendable {
+    case posted(LoanPosted)
+    case sharePurchased(LoanSharePurchased)
+    case funded(LoanFunded)
+    case repaymentRecorded(LoanRepaymentRecorded)
+    case repaid(LoanRepaid)
+    case expired(LoanExpired)
+}
+
+public enum LoanCommand: Hashable, Sendable {
+    case post(LoanPosted, today: Day)
+    /// Only checkout buys shares (SPEC §3.4): this is its part on the loan's stream.
+    case purchaseShare(lender: UserID, amountCents: Int)
+    case recordRepayment(amountCents: Int)
+    case expire(today: Day)
+}
+
+// MARK: Decider
+
+public struct LoanState: Hashable, Sendable {
+    public var loanID: LoanID?
+    public var borrowerID: UserID?
+    public var title = ""
+    public var amountCents = 0
+    public var deadline: Day?
+    public var status: LoanStatus = .fundraising
+    /// Each lender's shares, in the order they first bought.
+    public var shares: [LenderAmount] = []
+    public var repaidCents = 0
+
+    public var exists: Bool { loanID != nil }
+    public var fundedCents: Int { shares.reduce(0) { $0 + $1.amountCents } }
+    public var stillNeededCents: Int { max(0, amountCents - fundedCents) }
+    public var outstandingCents: Int { fundedCents - repaidCents }
+    public init() {}
+}
+
+public enum LoanDecider {
+    public static let initial = LoanState()
+    public static let share = 2500
+
+    public static func decide(_ command: LoanCommand, _ state: LoanState, actor: UserID) throws -> [LoanEvent] {
+        switch command {
+        case .post(var posted, let today):
+            guard !state.exists else { throw DomainError(.conflict, "loan_exists", "This loan was already posted.") }
+            var validation = Validation()
+            validation.check((1...120).contains(posted.title.trimmed.count), "title", "invalid_title", "1 to 120 characters")
+            validation.check(posted.description.count <= 5000, "description", "too_long", "at most 5000 characters")
+            validation.check(!posted.sector.trimmed.isEmpty, "sector", "required", "sector is required")
+            validation.check(!posted.activity.trimmed.isEmpty, "activity", "required", "activity is required")
+            validation.check(
+                posted.countryCode.count == 2 && posted.countryCode.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) },
+                "countryCode", "invalid_country", "an ISO 3166-1 alpha-2 code, like NP")
+            validation.add(posted.location.problems())
+            validation.check(
+                (2500...1_000_000).contains(posted.amountCents) && posted.amountCents % share == 0, "amountCents",
+                "invalid_amount", "2500 to 1000000 cents, in multiples of 2500")
+            let days = today.days(until: posted.deadline)
+            validation.check((1...90).contains(days), "deadline", "invalid_deadline", "1 to 90 days ahead")
+            try validation.throwIfInvalid()
+            posted.borrowerID = actor
+            return [.posted(posted)]
+
+        case .purchaseShare(let lender, let amount):
+            guard state.exists else { throw loanNotFound }
+            guard lender != state.borrowerID else {
+                throw DomainError(.forbidden, "own_loan", "You cannot lend to your own loan.")
+            }
+            guard state.status == .fundraising else {
+                throw DomainError(.conflict, "loan_not_fundraising", "The loan is \(state.status.rawValue), not fundraising.")
+            }
+            guard amount >= share, amount % share == 0 else {
+                throw DomainError.invalid([FieldError(field: "amountCents", code: "invalid_amount", message: "a multiple of 2500")])
+            }
+            guard amount <= state.stillNeededCents else {
+                throw DomainError(.conflict, "exceeds_need", "The loan needs only \(state.stillNeededCents) cents more.")
+            }
+            let purchase = LoanEvent.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: amount))
+            return amount == state.stillNeededCents ? [purchase, .funded(LoanFunded())] : [purchase]
+
+        case .recordRepayment(let amount):
+            guard state.exists else { throw loanNotFound }
+            guard actor == state.borrowerID else {
+                throw DomainError(.forbidden, "not_borrower", "Only the borrower records repayments.")
+            }
+            guard state.status == .funded || state.status == .repaying else {
+                throw DomainError(.conflict, "loan_not_repayable", "The loan is \(state.status.rawValue).")
+            }
+            guard amount >= 1 else {
+                throw DomainError.invalid([FieldError(field: "amountCents", code: "invalid_amount", message: "at least 1 cent")])
+            }
+            guard amount <= state.outstandingCents else {
+                throw DomainError(.conflict, "exceeds_outstanding", "Only \(state.outstandingCents) cents are outstanding.")
+            }
+            let recorded = LoanEvent.repaymentRecorded(
+                LoanRepaymentRecorded(amountCents: amount, credits: split(amount, over: state.shares)))
+            return amount == state.outstandingCents ? [recorded, .repaid(LoanRepaid())] : [recorded]
+
+        case .expire(let today):
+            guard state.exists, let deadline = state.deadline else { throw loanNotFound }
+            guard state.status == .fundraising else {
+                throw DomainError(.conflict, "loan_not_fundraising", "The loan is \(state.status.rawValue), not fundraising.")
+            }
+            guard today > deadline else {
+                throw DomainError(.conflict, "deadline_not_passed", "The loan's deadline is \(deadline).")
+            }
+            return [.expired(LoanExpired(refunds: state.shares))]
+        }
+    }
+
+    public static func evolve(_ state: LoanState, _ event: LoanEvent) -> LoanState {
+        var state = state
+        switch event {
+        case .posted(let posted):
+            state.loanID = posted.loanID
+            state.borrowerID = posted.borrowerID
+            state.title = posted.title
+            state.amountCents = posted.amountCents
+            state.deadline = posted.deadline
+            state.status = .fundraising
+        case .sharePurchased(let purchase):
+            if let index = state.shares.firstIndex(where: { $0.lenderID == purchase.lenderID }) {
+                state.shares[index].amountCents += purchase.amountCents
+            } else {
+                state.shares.append(LenderAmount(lenderID: purchase.lenderID, amountCents: purchase.amountCents))
+            }
+        case .funded:
+            state.status = .funded
+        case .repaymentRecorded(let recorded):
+            state.repaidCents += recorded.amountCents
+            state.status = .repaying
+        case .repaid:
+            state.status = .repaid
+        case .expired:
+            state.status = .expired
+        }
+        return state
+    }
+
+    /// Splits `amount` between the lenders pro rata to their shares, in whole cents: each gets
+    /// the floor of their exact part, and the cents left over go one each to the largest
+    /// fractional parts (ties to the earlier lender), so the credits add up exactly.
+    public static func split(_ amount: Int, over shares: [LenderAmount]) -> [LenderAmount] {
+        let total = shares.reduce(0) { $0 + $1.amountCents }
+        guard total > 0 else { return [] }
+        var credits = shares.map { LenderAmount(lenderID: $0.lenderID, amountCents: amount * $0.amountCents / total) }
+        let remainders = shares.enumerated().map { (index: $0.offset, remainder: amount * $0.element.amountCents % total) }
+        let left = amount - credits.reduce(0) { $0 + $1.amountCents }
+        for entry in remainders.sorted(by: { ($0.remainder, -$0.index) > ($1.remainder, -$1.index) }).prefix(left) {
+            credits[entry.index].amountCents += 1
+        }
+        return credits
+    }
+
+    static let loanNotFound = DomainError(.notFound, "loan_not_found", "No such loan.")
+}
+
+extension Day {
+    /// Whole days from this day to `other` (negative when `other` is earlier).
+    public func days(until other: Day) -> Int {
+        func ordinal(_ day: Day) -> Int {
+            // Days since 0000-03-01 (proleptic Gregorian), so leap days fall at the end of a year.
+            let year = day.month <= 2 ? day.year - 1 : day.year
+            let month = day.month <= 2 ? day.month + 9 : day.month - 3
+            return 365 * year + year / 4 - year / 100 + year / 400 + (153 * month + 2) / 5 + day.day - 1
+        }
+        return ordinal(other) - ordinal(self)
+    }
+}
