@@ -7,7 +7,30 @@ import Projections
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Read the tamper-evident history.", subcommands: [Bids.self])
+        abstract: "Read the tamper-evident history.", subcommands: [Bids.self, Verify.self])
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Recompute the hash chains; name the first altered, removed or reordered event (exit 1).")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Check one stream only, like item-<id>.") var stream: String?
+
+        func run() async throws {
+            let logger = Logs.bootstrap()
+            let found = try await PostgresPool.with(
+                configuration: try database.configuration(), options: .init(size: 1), logger: logger
+            ) { pool in try await EventStore(pool: pool, logger: logger).verify(stream: stream.map(StreamID.init(rawValue:))) }
+            guard let found else {
+                print(stream.map { "The stream \($0) is intact." } ?? "The log is intact: every chain and position checks out.")
+                return
+            }
+            print("BROKEN: \(found.kind.rawValue) at position \(found.position)"
+                + (found.streamID.map { " (stream \($0), version \(found.streamVersion ?? 0))" } ?? ""))
+            print(found.message)
+            throw ExitCode(1)
+        }
+    }
 
     struct Bids: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print every bid event of an item, from the log.")

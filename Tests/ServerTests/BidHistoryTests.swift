@@ -74,8 +74,38 @@ struct BidHistoryTests {
     }
 }
 
+@Suite("lender audit verify")
+struct AuditVerifyTests {
+    @Test func anIntactLogPassesAndATamperedOneNamesThePosition() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger)
+                for index in 0..<5 {
+                    try await store.append(
+                        to: StreamID("item", index % 2), expectedVersion: .any,
+                        events: [NewEvent(type: "T", data: try JSONB(["n": index]))])
+                }
+                let intact = try runLender(["audit", "verify"], database: configuration)
+                #expect(intact.contains("intact"))
+
+                let admin = try TestDatabase.adminConfiguration().database(configuration.database)
+                try await TestDatabase.withPool(admin, size: 1) { adminPool in
+                    try await adminPool.withTransaction { connection in
+                        try await connection.query("SET LOCAL session_replication_role = replica")
+                        try await connection.query("UPDATE events SET data = '{\"n\": 99}' WHERE position = 3")
+                    }
+                }
+                let broken = try runLender(["audit", "verify"], database: configuration, expectedStatus: 1)
+                #expect(broken.contains("BROKEN: altered at position 3"))
+                let stream = try runLender(["audit", "verify", "--stream", "item-1"], database: configuration)
+                #expect(stream.contains("intact"))
+            }
+        }
+    }
+}
+
 /// Runs the built `lender` executable against `database` and returns what it printed.
-func runLender(_ arguments: [String], database: PostgresConfiguration) throws -> String {
+func runLender(_ arguments: [String], database: PostgresConfiguration, expectedStatus: Int32 = 0) throws -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let process = Process()
     process.executableURL = root.appendingPathComponent(".build/debug/lender")
@@ -86,6 +116,6 @@ func runLender(_ arguments: [String], database: PostgresConfiguration) throws ->
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
+    #expect(process.terminationStatus == expectedStatus)
     return String(decoding: data, as: UTF8.self)
 }
