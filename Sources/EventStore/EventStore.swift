@@ -30,6 +30,7 @@ public final class EventStore: Sendable {
         var response: (@Sendable (AppendResult) throws -> JSONB)?
         var appends: [StreamAppend]
         var metadata: EventMetadata
+        var alongside: (@Sendable (inout PostgresSession) throws -> Void)?
         var continuation: CheckedContinuation<AppendOutcome, any Error>
     }
 
@@ -64,9 +65,14 @@ public final class EventStore: Sendable {
     /// Throws `WrongExpectedVersion` (nothing written to any stream), `IdempotencyKeyReused`,
     /// or `InvalidAppend`. With an idempotency key, a repeat of the same request writes
     /// nothing and returns `.replayed` with the response `response` made for the first.
+    ///
+    /// `alongside` runs in the same transaction as the events, after them, so that a write the
+    /// log must not be without (or exist without) commits with it or not at all. If it throws,
+    /// nothing of this append is written.
     public func append(
         _ appends: [StreamAppend], metadata: EventMetadata = EventMetadata(), idempotency: Idempotency? = nil,
-        response: (@Sendable (AppendResult) throws -> JSONB)? = nil
+        response: (@Sendable (AppendResult) throws -> JSONB)? = nil,
+        alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendOutcome {
         let request = try Self.encodeRequest(appends, metadata: metadata, idempotency: idempotency)
         return try await withCheckedThrowingContinuation { continuation in
@@ -74,7 +80,7 @@ public final class EventStore: Sendable {
                 queue.pending.append(
                     Pending(
                         request: request, idempotency: idempotency, response: response, appends: appends,
-                        metadata: metadata, continuation: continuation))
+                        metadata: metadata, alongside: alongside, continuation: continuation))
                 guard queue.flushers < maxFlushers else { return false }
                 queue.flushers += 1
                 return true
@@ -89,9 +95,11 @@ public final class EventStore: Sendable {
     @discardableResult
     public func append(
         to stream: StreamID, expectedVersion: ExpectedVersion, events: [NewEvent],
-        metadata: EventMetadata = EventMetadata()
+        metadata: EventMetadata = EventMetadata(), alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendResult {
-        switch try await append([StreamAppend(stream, expectedVersion: expectedVersion, events: events)], metadata: metadata) {
+        switch try await append(
+            [StreamAppend(stream, expectedVersion: expectedVersion, events: events)], metadata: metadata, alongside: alongside)
+        {
         case .appended(let result): return result
         case .replayed(let positions, _): return AppendResult(positions: positions, streamVersions: [:])
         }
@@ -165,13 +173,20 @@ public final class EventStore: Sendable {
     private func write(_ batch: [Pending], _ session: inout PostgresSession) -> Bool {
         let requests = JSONB(text: "[" + batch.map(\.request).joined(separator: ",") + "]")
         let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
+        let hasAlongside = batch.contains { $0.alongside != nil }
         do {
             let rows: [BatchRow]
             var responses = [String: JSONB]()
-            if needsResponses || !projections.isEmpty {
-                // One transaction: the events, the views that follow from them, the responses.
+            if needsResponses || hasAlongside || !projections.isEmpty {
+                // One transaction: the events, the views that follow from them, what must go
+                // with them, the responses.
                 (rows, responses) = try session.withTransaction { session in
                     let rows = try Self.runBatch(requests, &session)
+                    // What must go with the events comes before the views that follow from them:
+                    // a claim refused here (a taken handle) is the append's answer.
+                    for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
+                        try pending.alongside?(&session)
+                    }
                     try project(batch, rows, &session)
                     return (rows, try Self.recordResponses(batch, rows, &session))
                 }

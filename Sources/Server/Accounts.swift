@@ -37,8 +37,9 @@ public struct Accounts: Sendable {
         public var position: Int64
     }
 
-    /// Validates through the domain, claims the handle with the credentials row, then appends
-    /// `UserRegistered`; if that append fails, the credentials row is taken back.
+    /// Validates through the domain, hashes the password, then appends `UserRegistered` with
+    /// the credentials row written in the same transaction: both or neither. The row's unique
+    /// handle is the claim on the handle; a second claim fails the whole append.
     public func register(
         handle: String, displayName: String, email: String, password: String, country: String?,
         metadata: EventMetadata = EventMetadata()
@@ -46,31 +47,26 @@ public struct Accounts: Sendable {
         let userID = UserID()
         let command = UserCommand.register(
             userID: userID, handle: handle, displayName: displayName, email: email, password: password, country: country)
-        // The domain's rules first, so a bad password is never hashed and no handle is claimed.
+        // The domain's rules first, so a bad password is never hashed.
         _ = try UserDecider.decide(command, UserDecider.initial)
 
         let cost = bcryptCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         do {
-            try await pool.query(
-                """
-                INSERT INTO credentials (user_id, handle, password_hash)
-                VALUES (\(userID.rawValue), \(handle), \(hash))
-                """)
-        } catch let error as PostgresError where error.isUniqueViolation {
-            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
-        }
-        do {
-            var metadata = metadata
-            metadata.actorID = metadata.actorID ?? userID.description
-            let handled = try await gateway.handle(command, on: .user, id: userID, actor: userID, metadata: metadata)
+            let handled = try await gateway.handle(command, on: .user, id: userID, actor: userID, metadata: metadata) {
+                session in
+                try session.query(
+                    """
+                    INSERT INTO credentials (user_id, handle, password_hash)
+                    VALUES (\(userID.rawValue), \(handle), \(hash))
+                    """)
+            }
             guard case .registered(let registered) = handled.events.first, let append = handled.append else {
                 throw DomainError(.conflict, "user_exists", "This user is already registered.")
             }
             return Registered(user: registered, position: append.lastPosition)
-        } catch {
-            _ = try? await pool.query("DELETE FROM credentials WHERE user_id = \(userID.rawValue)")
-            throw error
+        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "credentials_handle_key" {
+            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
         }
     }
 

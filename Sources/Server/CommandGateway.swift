@@ -1,6 +1,7 @@
 import EventStore
 import Logging
 import Marketplace
+import Postgres
 import Projections
 
 /// One kind of stream, as the gateway handles it: how to name it, fold it, and decide on it.
@@ -49,9 +50,11 @@ public struct CommandGateway: Sendable {
         self.logger = logger
     }
 
+    /// `alongside` runs in the transaction that appends the command's events (see `EventStore.append`).
     public func handle<State, Command, Event>(
         _ command: Command, on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
-        actor: UserID, metadata: EventMetadata = EventMetadata()
+        actor: UserID, metadata: EventMetadata = EventMetadata(),
+        alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
         let stream = StreamID(aggregate.category, id)
         var metadata = metadata
@@ -63,7 +66,7 @@ public struct CommandGateway: Sendable {
             do {
                 let result = try await store.append(
                     to: stream, expectedVersion: version == 0 ? .noStream : .exact(version),
-                    events: try events.map(aggregate.codec.encode), metadata: metadata)
+                    events: try events.map(aggregate.codec.encode), metadata: metadata, alongside: alongside)
                 return Handled(state: events.reduce(state, aggregate.evolve), events: events, append: result)
             } catch is WrongExpectedVersion {
                 logger.debug("stream moved on; deciding again", metadata: ["stream": "\(stream)", "attempt": "\(attempt)"])

@@ -119,6 +119,34 @@ struct AppendTests {
         }
     }
 
+    @Test func whatGoesAlongsideCommitsWithTheEventsOrNeither() async throws {
+        try await withStore { store, _ in
+            try await store.pool.query("CREATE TABLE claims (name text PRIMARY KEY)")
+            try await store.append(to: "user-1", expectedVersion: .noStream, events: [event()]) { session in
+                try session.query("INSERT INTO claims VALUES ('ada')")
+            }
+            // The second claim of the same name fails, and takes its events with it; the
+            // others in the same batch still land.
+            let results = await withTaskGroup(of: Bool.self) { group in
+                for index in 2...6 {
+                    group.addTask {
+                        let name = index == 4 ? "ada" : "user-\(index)"
+                        return (try? await store.append(
+                            to: StreamID("user", index), expectedVersion: .noStream, events: [event()]
+                        ) { session in try session.query("INSERT INTO claims VALUES (\(name))") }) != nil
+                    }
+                }
+                return await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(results.filter { $0 }.count == 4)
+            #expect(try await store.readStream("user-4").isEmpty)
+            let claims = try await store.pool.query("SELECT count(*) AS n FROM claims").single().decode("n", as: Int.self)
+            #expect(claims == 5)
+            #expect(try await store.headPosition() == 5)
+            #expect(try await store.verify() == nil)
+        }
+    }
+
     @Test func aPoisonedAppendInABatchFailsAloneAndTheOthersLand() async throws {
         try await withStore { store, _ in
             // Invalid JSON slips past the typed API only through JSONB(text:); it must not sink its batch.

@@ -122,6 +122,30 @@ struct AccountsTests {
         }
     }
 
+    @Test func tenConcurrentRegistrationsOfOneHandleMakeOneUser() async throws {
+        try await withServer { client, admin in
+            let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+                for index in 0..<10 {
+                    group.addTask {
+                        let response = try await client.send(
+                            .post, "/v1/users",
+                            json: ["handle": "ada", "displayName": "Ada \(index)", "email": "ada\(index)@example.org",
+                                   "password": "correct horse battery"])
+                        return (response.status, response.body["code"] as? String)
+                    }
+                }
+                return try await group.reduce(into: [(HTTPResponse.Status, String?)]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.0 == .created }.count == 1)
+            #expect(statuses.filter { $0.0 == .conflict && $0.1 == "handle_taken" }.count == 9)
+            let users = try await admin.query("SELECT count(*) AS n FROM events WHERE type = 'UserRegistered'")
+                .single().decode("n", as: Int.self)
+            let credentials = try await admin.query("SELECT count(*) AS n FROM credentials").single().decode("n", as: Int.self)
+            #expect(users == 1)
+            #expect(credentials == 1)
+        }
+    }
+
     @Test func everyInvalidOrMissingFieldIsListed() async throws {
         try await withServer { client, admin in
             let invalid = try await client.send(
