@@ -38,9 +38,10 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
 
     @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<UserCreated> {
         let body = try await request.decodeBody(RegisterBody.self, context: context)
-        try requireFields([
-            ("handle", body.handle), ("displayName", body.displayName), ("email", body.email), ("password", body.password),
-        ])
+        var fields = FieldCheck()
+        fields.require(
+            ("handle", body.handle), ("displayName", body.displayName), ("email", body.email), ("password", body.password))
+        try fields.throwIfAny()
         let registered = try await accounts.register(
             handle: body.handle!, displayName: body.displayName!, email: body.email!, password: body.password!,
             country: body.country)
@@ -54,7 +55,9 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
 
     @Sendable func login(_ request: Request, context: Context) async throws -> EditedResponse<Session> {
         let body = try await request.decodeBody(LoginBody.self, context: context)
-        try requireFields([("handle", body.handle), ("password", body.password)])
+        var fields = FieldCheck()
+        fields.require(("handle", body.handle), ("password", body.password))
+        try fields.throwIfAny()
         return EditedResponse(status: .created, response: try await accounts.login(handle: body.handle!, password: body.password!))
     }
 

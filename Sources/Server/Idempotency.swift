@@ -35,12 +35,7 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
             throw Problem(.badRequest, code: "invalid_idempotency_key", detail: "An Idempotency-Key is 1 to 200 visible ASCII characters.")
         }
         var request = request
-        let body: ByteBuffer
-        do {
-            body = try await request.collectBody(upTo: context.maxUploadSize)
-        } catch {
-            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
-        }
+        let body = try await request.collectBodyWithinLimit(context: context)
         var digest = SHA256()
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         digest.update(data: Self.canonical(Data(body.readableBytesView)))

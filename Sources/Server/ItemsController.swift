@@ -24,15 +24,6 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var neededUntil: String?
     }
 
-    struct RevisionBody: Decodable {
-        var title: String?
-        var description: String?
-        var category: String?
-        var dailyPriceCents: Int?
-        var maxDailyPriceCents: Int?
-        var location: LocationBody?
-    }
-
     struct RejectionBody: Decodable {
         var reason: String?
     }
@@ -111,11 +102,12 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let until = fields.day(body.until, "until", required: true)
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
-        // Whether the owner has blocked the bidder is the owner's stream's to say.
-        let (item, _) = try await gateway.load(StreamID("item", ItemID(itemID)), .item)
+        // Whether the owner has blocked the bidder is the owner's stream's to say. The owner
+        // comes from the view: the gateway folds the item's stream itself, once.
+        let owners = try await pool.query("SELECT owner_id FROM items_view WHERE item_id = \(itemID)")
         var blocked = false
-        if let owner = item.ownerID {
-            let (ownerState, _) = try await gateway.load(StreamID("user", owner), .user)
+        if let owner = try owners.first?.decode("owner_id", as: UUID.self) {
+            let (ownerState, _) = try await gateway.load(StreamID("user", UserID(owner)), .user)
             blocked = ownerState.blocked.contains(actor)
         }
         let bid = PlaceBid(
@@ -125,7 +117,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
     }
 
     @Sendable func revise(_ request: Request, context: Context) async throws -> ItemResource {
-        let body = try await request.decodeBody(RevisionBody.self, context: context)
+        // A revision is a posting's fields, all optional; the window ones are not revisable and ignored.
+        let body = try await request.decodeBody(PostingBody.self, context: context)
         var fields = FieldCheck()
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
@@ -334,57 +327,6 @@ struct BidResource: ResponseEncodable {
         reason = try row.decode("reason", as: String?.self)
         createdAt = try row.decode("created_at")
         self.position = position
-    }
-}
-
-/// Field checks at the HTTP edge: presence and shape (dates, categories, locations). The
-/// domain checks the rest; both report every failing field.
-struct FieldCheck {
-    var problems: [FieldError] = []
-
-    mutating func require(_ fields: (String, Any?)...) {
-        for (name, value) in fields where value == nil {
-            problems.append(FieldError(field: name, code: "required", message: "\(name) is required"))
-        }
-    }
-
-    mutating func day(_ text: String?, _ field: String, required: Bool) -> Day? {
-        guard let text else {
-            if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
-            return nil
-        }
-        guard let day = Day(text) else {
-            problems.append(FieldError(field: field, code: "invalid_date", message: "a date as YYYY-MM-DD"))
-            return nil
-        }
-        return day
-    }
-
-    mutating func category(_ text: String?) -> Marketplace.Category? {
-        guard let text else {
-            problems.append(FieldError(field: "category", code: "required", message: "category is required"))
-            return nil
-        }
-        guard let category = Marketplace.Category(rawValue: text) else {
-            problems.append(
-                FieldError(
-                    field: "category", code: "invalid_category",
-                    message: "one of \(Marketplace.Category.allCases.map(\.rawValue).joined(separator: ", "))"))
-            return nil
-        }
-        return category
-    }
-
-    mutating func location(_ body: LocationBody?) -> Location? {
-        guard let body, let lat = body.lat, let lng = body.lng else {
-            problems.append(FieldError(field: "location", code: "required", message: "location with lat and lng is required"))
-            return nil
-        }
-        return Location(lat: lat, lng: lng, place: body.place ?? "")
-    }
-
-    func throwIfAny() throws {
-        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
     }
 }
 

@@ -44,7 +44,9 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
 
     @Sendable func block(_ request: Request, context: Context) async throws -> Profile {
         let body = try await request.decodeBody(BlockBody.self, context: context)
-        try requireFields([("userId", body.userId)])
+        var fields = FieldCheck()
+        fields.require(("userId", body.userId))
+        try fields.throwIfAny()
         guard let other = body.userId.flatMap(UserID.init) else {
             throw Problem(DomainError.invalid([FieldError(field: "userId", code: "invalid_id", message: "a user id")]))
         }

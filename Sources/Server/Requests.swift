@@ -6,29 +6,28 @@ import Marketplace
 extension Request {
     /// The JSON body as `T`, or a problem: 413 when too large, 400 when not JSON of that shape.
     func decodeBody<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> T {
-        do {
-            return try await decode(as: type, context: context)
-        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
-        } catch {
-            throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
-        }
+        // Not allowing an empty body, nil never comes back: an empty body is malformed JSON.
+        try await decodeBody(type, context: context, allowEmpty: false)!
     }
 
-    /// Like `decodeBody`, for routes whose body is optional: nil when there is none.
+    /// Like `decodeBody`; with `allowEmpty`, nil when there is no body.
     func decodeBody<T: Decodable>(_ type: T.Type, context: some RequestContext, allowEmpty: Bool) async throws -> T? {
         var request = self
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.collectBody(upTo: context.maxUploadSize)
-        } catch {
-            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
-        }
+        let buffer = try await request.collectBodyWithinLimit(context: context)
         if allowEmpty, buffer.readableBytes == 0 { return nil }
         do {
             return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
         } catch {
             throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
+        }
+    }
+
+    /// Collects the body (keeping it readable for later decoding), or a 413 problem past the limit.
+    mutating func collectBodyWithinLimit(context: some RequestContext) async throws -> ByteBuffer {
+        do {
+            return try await collectBody(upTo: context.maxUploadSize)
+        } catch {
+            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
         }
     }
 
@@ -41,12 +40,55 @@ extension Request {
     }
 }
 
-/// Names the body fields a request left out, all at once (422 `required`).
-func requireFields(_ fields: [(String, Any?)]) throws {
-    let missing = fields.filter { $0.1 == nil }.map {
-        FieldError(field: $0.0, code: "required", message: "\($0.0) is required")
+/// Field checks at the HTTP edge: presence and shape (dates, categories, locations). The
+/// domain checks the rest; both report every failing field.
+struct FieldCheck {
+    var problems: [FieldError] = []
+
+    mutating func require(_ fields: (String, Any?)...) {
+        for (name, value) in fields where value == nil {
+            problems.append(FieldError(field: name, code: "required", message: "\(name) is required"))
+        }
     }
-    if !missing.isEmpty { throw Problem(DomainError.invalid(missing)) }
+
+    mutating func day(_ text: String?, _ field: String, required: Bool) -> Day? {
+        guard let text else {
+            if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
+            return nil
+        }
+        guard let day = Day(text) else {
+            problems.append(FieldError(field: field, code: "invalid_date", message: "a date as YYYY-MM-DD"))
+            return nil
+        }
+        return day
+    }
+
+    mutating func category(_ text: String?) -> Marketplace.Category? {
+        guard let text else {
+            problems.append(FieldError(field: "category", code: "required", message: "category is required"))
+            return nil
+        }
+        guard let category = Marketplace.Category(rawValue: text) else {
+            problems.append(
+                FieldError(
+                    field: "category", code: "invalid_category",
+                    message: "one of \(Marketplace.Category.allCases.map(\.rawValue).joined(separator: ", "))"))
+            return nil
+        }
+        return category
+    }
+
+    mutating func location(_ body: LocationBody?) -> Location? {
+        guard let body, let lat = body.lat, let lng = body.lng else {
+            problems.append(FieldError(field: "location", code: "required", message: "location with lat and lng is required"))
+            return nil
+        }
+        return Location(lat: lat, lng: lng, place: body.place ?? "")
+    }
+
+    func throwIfAny() throws {
+        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
+    }
 }
 
 /// Lets a request through only with a live bearer token, and says whose it is.
