@@ -69,8 +69,11 @@ public enum TestDatabase {
             configuration: configuration, options: .init(size: size, acquireTimeout: acquireTimeout), logger: logger, body)
     }
 
+    /// As the superuser when there is one: FORCE must end every backend still in the database,
+    /// and a superuser test pool's backend may still be exiting after its connection closed,
+    /// which only a superuser may end.
     static func drop(_ name: String, owner: PostgresConfiguration) async throws {
-        try await withAdminConnection(owner) { connection in
+        try await withAdminConnection((try? adminConfiguration()) ?? owner) { connection in
             try await connection.query("DROP DATABASE IF EXISTS \(unsafeRaw: name) WITH (FORCE)")
         }
     }
