@@ -51,6 +51,11 @@ let package = Package(
             name: "Projections",
             dependencies: ["EventStore", "Marketplace", "Postgres"]
         ),
+        // Card fingerprints and the payment processor port, with its sandbox.
+        .target(
+            name: "Payments",
+            dependencies: ["Marketplace", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // The HTTP gateway.
         .target(
             name: "Server",
@@ -58,6 +63,7 @@ let package = Package(
                 "Postgres",
                 "EventStore",
                 "Marketplace",
+                "Payments",
                 "Projections",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
@@ -76,6 +82,7 @@ let package = Package(
                 "Postgres",
                 "EventStore",
                 "Marketplace",
+                "Payments",
                 "Projections",
                 "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -118,6 +125,7 @@ let package = Package(
                 "Postgres",
                 "EventStore",
                 "Marketplace",
+                "Payments",
                 "Projections",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -129,8 +129,13 @@ public enum CartDecider {
     /// Why a line no longer fits its loan, or nil: the cart view's per-line `problem`.
     public static func problem(of line: LoanAmount, _ loan: LoanState?) -> String? {
         guard let loan, loan.exists else { return "loan_not_found" }
-        guard loan.status == .fundraising else { return "loan_not_fundraising" }
-        guard line.amountCents <= loan.stillNeededCents else { return "exceeds_need" }
+        return problem(amountCents: line.amountCents, status: loan.status, stillNeededCents: loan.stillNeededCents)
+    }
+
+    /// The same rule, for a line read with its loan from the views.
+    public static func problem(amountCents: Int, status: LoanStatus, stillNeededCents: Int) -> String? {
+        guard status == .fundraising else { return "loan_not_fundraising" }
+        guard amountCents <= stillNeededCents else { return "exceeds_need" }
         return nil
     }
 

@@ -25,6 +25,8 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
         case notFound
         /// The current state does not allow it (409).
         case conflict
+        /// The payment processor refused the charge (402).
+        case paymentDeclined
     }
 
     public var kind: Kind

@@ -28,7 +28,9 @@ public struct Identifier<Tag>: Hashable, Sendable, Codable, CustomStringConverti
 public enum UserTag {}
 public enum ItemTag {}
 public enum BidTag {}
+public enum CardTag {}
 
 public typealias UserID = Identifier<UserTag>
 public typealias ItemID = Identifier<ItemTag>
 public typealias BidID = Identifier<BidTag>
+public typealias CardID = Identifier<CardTag>

@@ -143,9 +143,7 @@ public enum LoanDecider {
             validation.check(posted.description.count <= 5000, "description", "too_long", "at most 5000 characters")
             validation.check(!posted.sector.trimmed.isEmpty, "sector", "required", "sector is required")
             validation.check(!posted.activity.trimmed.isEmpty, "activity", "required", "activity is required")
-            validation.check(
-                posted.countryCode.count == 2 && posted.countryCode.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) },
-                "countryCode", "invalid_country", "an ISO 3166-1 alpha-2 code, like NP")
+            validation.add(UserDecider.countryProblems(posted.countryCode, field: "countryCode"))
             validation.add(posted.location.problems())
             validation.check(
                 (2500...1_000_000).contains(posted.amountCents) && posted.amountCents % share == 0, "amountCents",
@@ -247,7 +245,7 @@ public enum LoanDecider {
         return credits
     }
 
-    static let loanNotFound = DomainError(.notFound, "loan_not_found", "No such loan.")
+    public static let loanNotFound = DomainError(.notFound, "loan_not_found", "No such loan.")
 }
 
 extension Day {

@@ -55,6 +55,13 @@ public enum UserEvent: Hashable, Sendable {
     case profileUpdated(ProfileUpdated)
     case blocked(UserBlocked)
     case unblocked(UserUnblocked)
+    case cardAdded(PaymentCardAdded)
+    case cardExpiryUpdated(PaymentCardExpiryUpdated)
+    case cardRemoved(PaymentCardRemoved)
+    case fundsDeposited(FundsDeposited)
+    case balanceDebited(BalanceDebited)
+    case cardCharged(CardCharged)
+    case balanceCredited(BalanceCredited)
 }
 
 // MARK: Commands
@@ -65,6 +72,12 @@ public enum UserCommand: Hashable, Sendable {
     case updateProfile(displayName: String?, country: String?, defaultShareCents: Int?)
     case block(UserID)
     case unblock(UserID)
+    /// A card that passed `CardRules`, as it may be kept. The same fingerprint again is the
+    /// same card: no second one, its expiry updated.
+    case addCard(CardOnFile)
+    case removeCard(CardID)
+    /// Recorded after the processor approved `chargeID`; the rules are checked before charging too.
+    case deposit(amountCents: Int, cardID: CardID, chargeID: String, today: Day)
 }
 
 // MARK: Decider
@@ -77,6 +90,9 @@ public struct UserState: Hashable, Sendable {
     public var country: String?
     public var defaultShareCents: Int?
     public var blocked: Set<UserID> = []
+    /// In the order added.
+    public var cards: [CardOnFile] = []
+    public var balanceCents = 0
 
     public var exists: Bool { userID != nil }
     public init() {}
@@ -136,6 +152,25 @@ public enum UserDecider {
             guard state.exists, let me = state.userID else { throw DomainError(.notFound, "user_not_found", "No such user.") }
             guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot unblock yourself.") }
             return state.blocked.contains(other) ? [.unblocked(UserUnblocked(userID: other))] : []
+
+        case .addCard(let card):
+            guard state.exists else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard let known = state.cards.first(where: { $0.fingerprint == card.fingerprint }) else {
+                return [.cardAdded(card)]
+            }
+            return (known.expMonth, known.expYear) == (card.expMonth, card.expYear)
+                ? []
+                : [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: known.cardID, expMonth: card.expMonth, expYear: card.expYear))]
+
+        case .removeCard(let cardID):
+            guard state.cards.contains(where: { $0.cardID == cardID }) else {
+                throw DomainError(.notFound, "card_not_found", "No such card on file.")
+            }
+            return [.cardRemoved(PaymentCardRemoved(cardID: cardID))]
+
+        case .deposit(let amount, let cardID, let chargeID, let today):
+            _ = try checkDeposit(amountCents: amount, cardID: cardID, state, today: today)
+            return [.fundsDeposited(FundsDeposited(amountCents: amount, cardID: cardID, chargeID: chargeID))]
         }
     }
 
@@ -156,6 +191,23 @@ public enum UserDecider {
             state.blocked.insert(blocked.userID)
         case .unblocked(let unblocked):
             state.blocked.remove(unblocked.userID)
+        case .cardAdded(let card):
+            state.cards.append(card)
+        case .cardExpiryUpdated(let updated):
+            if let index = state.cards.firstIndex(where: { $0.cardID == updated.cardID }) {
+                state.cards[index].expMonth = updated.expMonth
+                state.cards[index].expYear = updated.expYear
+            }
+        case .cardRemoved(let removed):
+            state.cards.removeAll { $0.cardID == removed.cardID }
+        case .fundsDeposited(let deposit):
+            state.balanceCents += deposit.amountCents
+        case .balanceDebited(let debit):
+            state.balanceCents -= debit.amountCents
+        case .cardCharged:
+            break
+        case .balanceCredited(let credit):
+            state.balanceCents += credit.amountCents
         }
         return state
     }
@@ -182,11 +234,11 @@ public enum UserDecider {
             ? [] : [FieldError(field: "displayName", code: "invalid_display_name", message: "1 to 80 characters, one line")]
     }
 
-    /// ISO 3166-1 alpha-2 in form (two capital letters); the country list itself comes with loans.
-    static func countryProblems(_ country: String?) -> [FieldError] {
+    /// An ISO 3166-1 alpha-2 code of the list in `Countries`.
+    static func countryProblems(_ country: String?, field: String = "country") -> [FieldError] {
         guard let country else { return [] }
-        return country.count == 2 && country.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) })
-            ? [] : [FieldError(field: "country", code: "invalid_country", message: "an ISO 3166-1 alpha-2 code, like NP")]
+        return Countries.alpha2.contains(country)
+            ? [] : [FieldError(field: field, code: "invalid_country", message: "an ISO 3166-1 alpha-2 code, like NP")]
     }
 }
 

@@ -17,6 +17,24 @@ extension BidApproved: EventPayload {}
 extension ItemReserved: EventPayload {}
 extension ItemClosed: EventPayload {}
 extension ItemRelisted: EventPayload {}
+extension PaymentCardAdded: EventPayload {}
+extension PaymentCardExpiryUpdated: EventPayload {}
+extension PaymentCardRemoved: EventPayload {}
+extension FundsDeposited: EventPayload {}
+extension BalanceDebited: EventPayload {}
+extension CardCharged: EventPayload {}
+extension BalanceCredited: EventPayload {}
+extension LoanPosted: EventPayload {}
+extension LoanSharePurchased: EventPayload {}
+extension LoanFunded: EventPayload {}
+extension LoanRepaymentRecorded: EventPayload {}
+extension LoanRepaid: EventPayload {}
+extension LoanExpired: EventPayload {}
+extension CartItemAdded: EventPayload {}
+extension CartItemAmountChanged: EventPayload {}
+extension CartItemRemoved: EventPayload {}
+extension CartCleared: EventPayload {}
+extension CartCheckedOut: EventPayload {}
 
 /// Maps an aggregate's events to the log and back.
 public struct DomainCodec<Event: Sendable>: Sendable {
@@ -31,12 +49,26 @@ extension DomainCodec where Event == UserEvent {
         codec.register(ProfileUpdated.self, wrap: UserEvent.profileUpdated)
         codec.register(UserBlocked.self, wrap: UserEvent.blocked)
         codec.register(UserUnblocked.self, wrap: UserEvent.unblocked)
+        codec.register(PaymentCardAdded.self, wrap: UserEvent.cardAdded)
+        codec.register(PaymentCardExpiryUpdated.self, wrap: UserEvent.cardExpiryUpdated)
+        codec.register(PaymentCardRemoved.self, wrap: UserEvent.cardRemoved)
+        codec.register(FundsDeposited.self, wrap: UserEvent.fundsDeposited)
+        codec.register(BalanceDebited.self, wrap: UserEvent.balanceDebited)
+        codec.register(CardCharged.self, wrap: UserEvent.cardCharged)
+        codec.register(BalanceCredited.self, wrap: UserEvent.balanceCredited)
         return DomainCodec(codec: codec) { [codec] event in
             switch event {
             case .registered(let payload): try codec.encode(payload)
             case .profileUpdated(let payload): try codec.encode(payload)
             case .blocked(let payload): try codec.encode(payload)
             case .unblocked(let payload): try codec.encode(payload)
+            case .cardAdded(let payload): try codec.encode(payload)
+            case .cardExpiryUpdated(let payload): try codec.encode(payload)
+            case .cardRemoved(let payload): try codec.encode(payload)
+            case .fundsDeposited(let payload): try codec.encode(payload)
+            case .balanceDebited(let payload): try codec.encode(payload)
+            case .cardCharged(let payload): try codec.encode(payload)
+            case .balanceCredited(let payload): try codec.encode(payload)
             }
         }
     }()
@@ -69,6 +101,48 @@ extension DomainCodec where Event == ItemEvent {
             case .reserved(let payload): try codec.encode(payload)
             case .closed(let payload): try codec.encode(payload)
             case .relisted(let payload): try codec.encode(payload)
+            }
+        }
+    }()
+}
+
+extension DomainCodec where Event == LoanEvent {
+    public static let loan: DomainCodec = {
+        var codec = EventCodec<LoanEvent>()
+        codec.register(LoanPosted.self, wrap: LoanEvent.posted)
+        codec.register(LoanSharePurchased.self, wrap: LoanEvent.sharePurchased)
+        codec.register(LoanFunded.self, wrap: LoanEvent.funded)
+        codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
+        codec.register(LoanRepaid.self, wrap: LoanEvent.repaid)
+        codec.register(LoanExpired.self, wrap: LoanEvent.expired)
+        return DomainCodec(codec: codec) { [codec] event in
+            switch event {
+            case .posted(let payload): try codec.encode(payload)
+            case .sharePurchased(let payload): try codec.encode(payload)
+            case .funded(let payload): try codec.encode(payload)
+            case .repaymentRecorded(let payload): try codec.encode(payload)
+            case .repaid(let payload): try codec.encode(payload)
+            case .expired(let payload): try codec.encode(payload)
+            }
+        }
+    }()
+}
+
+extension DomainCodec where Event == CartEvent {
+    public static let cart: DomainCodec = {
+        var codec = EventCodec<CartEvent>()
+        codec.register(CartItemAdded.self, wrap: CartEvent.itemAdded)
+        codec.register(CartItemAmountChanged.self, wrap: CartEvent.amountChanged)
+        codec.register(CartItemRemoved.self, wrap: CartEvent.itemRemoved)
+        codec.register(CartCleared.self, wrap: CartEvent.cleared)
+        codec.register(CartCheckedOut.self, wrap: CartEvent.checkedOut)
+        return DomainCodec(codec: codec) { [codec] event in
+            switch event {
+            case .itemAdded(let payload): try codec.encode(payload)
+            case .amountChanged(let payload): try codec.encode(payload)
+            case .itemRemoved(let payload): try codec.encode(payload)
+            case .cleared(let payload): try codec.encode(payload)
+            case .checkedOut(let payload): try codec.encode(payload)
             }
         }
     }()

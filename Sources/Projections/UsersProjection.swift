@@ -29,10 +29,40 @@ public struct UsersProjection: InlineProjection {
                         updated_at = \(event.recordedAt)
                     WHERE user_id = \(userID(of: event))
                     """, prepared: true)
-            case .blocked, .unblocked:
+            case .blocked, .unblocked, .cardCharged:
                 break
+            case .cardAdded(let card):
+                try session.query(
+                    """
+                    INSERT INTO cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)
+                    VALUES (\(card.cardID.rawValue), \(userID(of: event)), \(card.network.rawValue), \(card.last4),
+                            \(card.expMonth), \(card.expYear), \(event.recordedAt))
+                    ON CONFLICT (card_id) DO NOTHING
+                    """, prepared: true)
+            case .cardExpiryUpdated(let updated):
+                try session.query(
+                    """
+                    UPDATE cards_view SET exp_month = \(updated.expMonth), exp_year = \(updated.expYear)
+                    WHERE card_id = \(updated.cardID.rawValue)
+                    """, prepared: true)
+            case .cardRemoved(let removed):
+                try session.query("DELETE FROM cards_view WHERE card_id = \(removed.cardID.rawValue)", prepared: true)
+            case .fundsDeposited(let deposit):
+                try addToBalance(&session, deposit.amountCents, event)
+            case .balanceCredited(let credit):
+                try addToBalance(&session, credit.amountCents, event)
+            case .balanceDebited(let debit):
+                try addToBalance(&session, -debit.amountCents, event)
             }
         }
+    }
+
+    func addToBalance(_ session: inout PostgresSession, _ cents: Int, _ event: ProjectedEvent) throws {
+        try session.query(
+            """
+            UPDATE users_view SET balance_cents = balance_cents + \(cents), updated_at = \(event.recordedAt)
+            WHERE user_id = \(userID(of: event))
+            """, prepared: true)
     }
 
     func userID(of event: ProjectedEvent) -> UUID? {

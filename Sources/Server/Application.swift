@@ -32,7 +32,7 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 }
 
 /// Every route, given what they depend on.
-public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppRequestContext> {
+public func buildRouter(readiness: Readiness, accounts: Accounts, payments: PaymentsSetup) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
@@ -45,25 +45,37 @@ public func buildRouter(readiness: Readiness, accounts: Accounts) -> Router<AppR
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     ProfilesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
+    WalletController(gateway: accounts.gateway, payments: payments)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    LoansController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    CartController(gateway: accounts.gateway, payments: payments)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    CountriesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
     return router
 }
 
 /// The server, with the pool as a service that closes after the server has stopped.
 public func buildApplication(
-    configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, bcryptCost: UInt8 = 12
+    configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
+    bcryptCost: UInt8 = 12
 ) -> some ApplicationProtocol {
-    let store = EventStore(pool: pool, logger: logger, projections: [UsersProjection(), ItemsProjection()])
+    let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
-            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost)),
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)
     application.addServices(PoolService(pool: pool))
     return application
 }
+
+/// Every inline view, in the order they are applied.
+public let lenderProjections: [any InlineProjection] = [
+    UsersProjection(), ItemsProjection(), LoansProjection(), CartsProjection(),
+]
 
 /// Keeps the pool open while the service group runs; closes it on shutdown.
 /// Hummingbird shuts its HTTP server down first, so in-flight requests still have it.

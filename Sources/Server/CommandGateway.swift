@@ -26,6 +26,19 @@ extension Aggregate where State == ItemState, Command == ItemCommand, Event == I
         decide: { command, state, actor in try ItemDecider.decide(command, state, actor: actor) }, codec: .item)
 }
 
+extension Aggregate where State == LoanState, Command == LoanCommand, Event == LoanEvent {
+    public static let loan = Aggregate(
+        category: "loan", initial: LoanDecider.initial, evolve: LoanDecider.evolve,
+        decide: { command, state, actor in try LoanDecider.decide(command, state, actor: actor) }, codec: .loan)
+}
+
+extension Aggregate where State == CartState, Command == CartCommand, Event == CartEvent {
+    /// A cart's stream is named by its owner's id, so the actor is the owner.
+    public static let cart = Aggregate(
+        category: "cart", initial: CartDecider.initial, evolve: CartDecider.evolve,
+        decide: { command, state, actor in try CartDecider.decide(command, state, actor: actor) }, codec: .cart)
+}
+
 /// What a handled command wrote, and the stream's state after it.
 public struct Handled<State: Sendable, Event: Sendable>: Sendable {
     public var state: State
@@ -77,6 +90,39 @@ public struct CommandGateway: Sendable {
         throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
     }
 
+    /// A command over several streams (checkout, repayments, expiry). `decide` loads what it
+    /// needs through `reads`, which notes each stream's version, and says what to write; the
+    /// writes are appended at once, expecting exactly the versions read (a stream written
+    /// `checked: false` expects any). If any stream moved on, it all is decided again.
+    public func handleAcross<Outcome: Sendable>(
+        actor: UserID, metadata: EventMetadata = EventMetadata(),
+        _ decide: (inout StreamReads) async throws -> (writes: [StreamWrite], outcome: Outcome)
+    ) async throws -> (outcome: Outcome, append: AppendResult?) {
+        var metadata = metadata
+        metadata.actorID = metadata.actorID ?? actor.description
+        for attempt in 1...maxAttempts {
+            var reads = StreamReads(gateway: self)
+            let (writes, outcome) = try await decide(&reads)
+            let appends = writes.filter { !$0.events.isEmpty }.map { write in
+                StreamAppend(
+                    write.stream,
+                    expectedVersion: !write.checked ? .any : (reads.versions[write.stream] ?? 0) == 0 ? .noStream : .exact(reads.versions[write.stream]!),
+                    events: write.events)
+            }
+            if appends.isEmpty { return (outcome, nil) }
+            do {
+                switch try await store.append(appends, metadata: metadata) {
+                case .appended(let result): return (outcome, result)
+                case .replayed: return (outcome, nil)  // only with an idempotency key, which this passes none of
+                }
+            } catch is WrongExpectedVersion {
+                logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(attempt)"])
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
+            }
+        }
+        throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
+    }
+
     /// The stream's state and version, folded from its events.
     public func load<State, Command, Event>(
         _ stream: StreamID, _ aggregate: Aggregate<State, Command, Event>
@@ -88,5 +134,38 @@ public struct CommandGateway: Sendable {
             version = recorded.streamVersion
         }
         return (state, version)
+    }
+}
+
+/// The streams a multi-stream command read, and the version of each.
+public struct StreamReads: Sendable {
+    let gateway: CommandGateway
+    public private(set) var versions: [StreamID: Int] = [:]
+
+    public mutating func load<State, Command, Event>(
+        _ aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
+    ) async throws -> State {
+        let stream = StreamID(aggregate.category, id)
+        let (state, version) = try await gateway.load(stream, aggregate)
+        versions[stream] = version
+        return state
+    }
+}
+
+/// Events for one stream of a multi-stream command.
+public struct StreamWrite: Sendable {
+    public var stream: StreamID
+    public var events: [NewEvent]
+    /// Whether the append expects the version read; false for writes that cannot break a rule
+    /// of their stream (a credit to a lender's balance), so they need not have been read.
+    public var checked: Bool
+
+    public init<State, Command, Event>(
+        _ events: [Event], to aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
+        checked: Bool = true
+    ) throws {
+        self.stream = StreamID(aggregate.category, id)
+        self.events = try events.map(aggregate.codec.encode)
+        self.checked = checked
     }
 }

@@ -11,86 +11,37 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
         router.group("/v1/market").add(middleware: authentication).add(middleware: idempotency).get(use: market)
     }
 
-    /// The query, checked in full: every bad parameter is listed in one 422.
+    /// The market's own filters, on top of the shared ones; every bad parameter in one 422.
     struct Query {
+        var list: ListQuery
         var kind: ItemKind?
         var category: Marketplace.Category?
-        var words: [String] = []
         var minPrice: Int?
         var maxPrice: Int?
-        var near: (lat: Double, lng: Double)?
-        var radiusKm: Double?
-        var byDistance = false
-        var updatedSince: Date?
-        var limit = 20
-        var cursor: Cursor?
 
         init(_ request: Request) throws {
-            let parameters = request.uri.queryParameters
-            func text(_ name: String) -> String? { parameters[name[...]].map { String($0) } }
-            var problems = [FieldError]()
-            func bad(_ field: String, _ code: String, _ message: String) {
-                problems.append(FieldError(field: field, code: code, message: message))
-            }
-            if let value = text("kind") {
+            list = ListQuery(request)
+            if let value = list.text("kind") {
                 kind = ItemKind(rawValue: value)
-                if kind == nil { bad("kind", "invalid_kind", "rental or request") }
+                if kind == nil { list.bad("kind", "invalid_kind", "rental or request") }
             }
-            if let value = text("category") {
+            if let value = list.text("category") {
                 category = Marketplace.Category(rawValue: value)
-                if category == nil { bad("category", "invalid_category", "one of the categories") }
+                if category == nil { list.bad("category", "invalid_category", "one of the categories") }
             }
-            words = (text("q") ?? "").split(whereSeparator: \.isWhitespace).prefix(10).map(String.init)
             for (name, keyPath) in [("minPriceCents", \Query.minPrice), ("maxPriceCents", \Query.maxPrice)] {
-                guard let value = text(name) else { continue }
+                guard let value = list.text(name) else { continue }
                 if let price = Int(value), price >= 0 { self[keyPath: keyPath] = price } else {
-                    bad(name, "invalid_price", "a whole number of cents, 0 or more")
+                    list.bad(name, "invalid_price", "a whole number of cents, 0 or more")
                 }
             }
-            if let value = text("near") {
-                let parts = value.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-                if parts.count == 2, let lat = parts[0], let lng = parts[1], (-90...90).contains(lat), (-180...180).contains(lng) {
-                    near = (lat, lng)
-                } else {
-                    bad("near", "invalid_point", "lat,lng with lat -90..90 and lng -180..180")
-                }
-            }
-            if let value = text("radiusKm") {
-                if let radius = Double(value), radius > 0, radius <= 20_000 { radiusKm = radius } else {
-                    bad("radiusKm", "invalid_radius", "kilometres, more than 0 and at most 20000")
-                }
-                if text("near") == nil { bad("radiusKm", "needs_near", "radiusKm needs near") }
-            }
-            switch text("sort") {
-            case nil, "newest": byDistance = false
-            case "distance":
-                byDistance = true
-                if text("near") == nil { bad("sort", "needs_near", "sort=distance needs near") }
-            default: bad("sort", "invalid_sort", "newest or distance")
-            }
-            if let value = text("updatedSince") {
-                updatedSince = ISO8601DateFormatter().date(from: value)
-                if updatedSince == nil { bad("updatedSince", "invalid_time", "an RFC 3339 time") }
-            }
-            do { limit = try request.pageLimit() } catch { bad("limit", "out_of_range", "a number from 1 to 100") }
-            do { cursor = try Cursor(query: text("cursor")) } catch {
-                bad("cursor", "invalid_cursor", "not a cursor this server gave")
-            }
-            if byDistance, cursor != nil, cursor?.km == nil { bad("cursor", "invalid_cursor", "a cursor of another sort") }
-            if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
-        }
-
-        /// `%word%` for ILIKE, with the pattern characters of the word escaped.
-        var titlePatterns: [String] {
-            words.map { word in
-                "%" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-                    .replacingOccurrences(of: "_", with: "\\_") + "%"
-            }
+            try list.throwIfAny()
         }
     }
 
     @Sendable func market(_ request: Request, context: Context) async throws -> Page<ItemResource> {
-        let query = try Query(request)
+        let filters = try Query(request)
+        let query = filters.list
         let lat = query.near?.lat
         let lng = query.near?.lng
         let after = query.cursor
@@ -103,10 +54,10 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
                             ELSE earth_km(earth, earth_point(\(lat), \(lng))) END AS distance_km
                 FROM items_view
                 WHERE status = 'available'
-                  AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
-                  AND (\(query.category?.rawValue)::text IS NULL OR category = \(query.category?.rawValue))
-                  AND (\(query.minPrice)::int IS NULL OR price_cents >= \(query.minPrice))
-                  AND (\(query.maxPrice)::int IS NULL OR price_cents <= \(query.maxPrice))
+                  AND (\(filters.kind?.rawValue)::text IS NULL OR kind = \(filters.kind?.rawValue))
+                  AND (\(filters.category?.rawValue)::text IS NULL OR category = \(filters.category?.rawValue))
+                  AND (\(filters.minPrice)::int IS NULL OR price_cents >= \(filters.minPrice))
+                  AND (\(filters.maxPrice)::int IS NULL OR price_cents <= \(filters.maxPrice))
                   AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
                   AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
                   AND (\(query.radiusKm)::float8 IS NULL
@@ -124,9 +75,8 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
             LIMIT \(query.limit + 1)
             """)
         let items = try rows.prefix(query.limit).map { try ItemResource($0, position: nil) }
-        let next: String? =
-            rows.count > query.limit
-            ? items.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue, km: query.byDistance ? $0.distanceKm : nil).encoded } : nil
-        return Page(data: items, nextCursor: next)
+        return Page(
+            data: items,
+            nextCursor: query.nextCursor(items, fetched: rows.count, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm))
     }
 }

@@ -15,6 +15,8 @@ struct Cursor: Codable, Sendable {
     var id: UUID
     /// The distance of the last row, when the list is sorted by it.
     var km: Double?
+    /// The sort key of a list ordered by text (countries by name).
+    var key: String?
 
     var encoded: String {
         let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
@@ -22,10 +24,11 @@ struct Cursor: Codable, Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    init(at: Date, id: UUID, km: Double? = nil) {
+    init(at: Date, id: UUID, km: Double? = nil, key: String? = nil) {
         self.at = at
         self.id = id
         self.km = km
+        self.key = key
     }
 
     /// nil for no cursor; a 400 problem for one that is not ours.

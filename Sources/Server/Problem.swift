@@ -37,6 +37,7 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
             case .forbidden: .forbidden
             case .notFound: .notFound
             case .conflict: .conflict
+            case .paymentDeclined: HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
             }
         self.init(status, code: error.code, detail: error.message, errors: error.fields)
     }

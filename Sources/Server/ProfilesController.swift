@@ -14,11 +14,11 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
         var email: String
         var country: String?
         var memberSince: Date
-        /// Deposits, repayments and refunds come with loans (issue 5); until then, 0.
+        /// Folded from the user's stream: deposits, credits and refunds, less checkouts paid from it.
         var balanceCents: Int
         var defaultShareCents: Int?
         var completedDeals: Int
-        var cards: [String]
+        var cards: [CardResource]
         var posts: [ItemResource]
         var bids: [BidResource]
         var bidsReceived: [BidResource]
@@ -26,7 +26,16 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
         var approvalsGiven: [BidResource]
         /// My bids that owners approved.
         var approvalsReceived: [BidResource]
-        var loans: [String]
+        /// The loans I lent to: my shares, what was repaid to me, the loan's status.
+        var loans: [MyLoan]
+    }
+
+    struct MyLoan: Codable {
+        var loanId: LoanID
+        var title: String
+        var amountCents: Int
+        var repaidCents: Int
+        var status: String
     }
 
     struct PublicProfile: ResponseEncodable {
@@ -48,7 +57,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
         let me = try context.requireIdentity().rawValue
         let users = try await pool.query(
             """
-            SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals
+            SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
             FROM users_view WHERE user_id = \(me)
             """)
         guard let user = users.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
@@ -68,14 +77,29 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
             ORDER BY created_at DESC LIMIT 200
             """
         ).map { try BidResource($0, position: nil) }
+        let cards = try await pool.query(
+            "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(me) ORDER BY added_at"
+        ).map { try CardResource(row: $0) }
+        let loans = try await pool.query(
+            """
+            SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status
+            FROM loan_shares_view s JOIN loans_view l USING (loan_id)
+            WHERE s.lender_id = \(me) ORDER BY s.first_bought_at DESC LIMIT 200
+            """
+        ).map { row in
+            MyLoan(
+                loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title"),
+                amountCents: try row.decode("amount_cents"), repaidCents: try row.decode("repaid_cents"),
+                status: try row.decode("status"))
+        }
         return PrivateProfile(
             id: UserID(me), handle: try user.decode("handle"), displayName: try user.decode("display_name"),
             email: try user.decode("email"), country: try user.decode("country", as: String?.self),
-            memberSince: try user.decode("member_since"), balanceCents: 0,
+            memberSince: try user.decode("member_since"), balanceCents: try user.decode("balance_cents"),
             defaultShareCents: try user.decode("default_share_cents", as: Int?.self),
-            completedDeals: try user.decode("completed_deals"), cards: [], posts: posts, bids: bids,
+            completedDeals: try user.decode("completed_deals"), cards: cards, posts: posts, bids: bids,
             bidsReceived: received, approvalsGiven: received.filter { $0.status == BidStatus.approved.rawValue },
-            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: [])
+            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: loans)
     }
 
     @Sendable func user(_ request: Request, context: Context) async throws -> PublicProfile {

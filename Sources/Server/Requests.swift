@@ -86,6 +86,16 @@ struct FieldCheck {
         return Location(lat: lat, lng: lng, place: body.place ?? "")
     }
 
+    /// A typed id, when the text is one; nil (and no problem) when absent: `require` says that.
+    mutating func id<Tag>(_ text: String?, _ field: String, as: Identifier<Tag>.Type) -> Identifier<Tag>? {
+        guard let text else { return nil }
+        guard let id = Identifier<Tag>(text) else {
+            problems.append(FieldError(field: field, code: "invalid_id", message: "\(field) is not an id"))
+            return nil
+        }
+        return id
+    }
+
     func throwIfAny() throws {
         if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import Payments
 import Postgres
 import Server
 
@@ -28,6 +29,7 @@ struct Serve: AsyncParsableCommand {
         guard let bcryptCost = UInt8(environment["BCRYPT_COST"] ?? "12"), (4...31).contains(bcryptCost) else {
             throw ValidationError("BCRYPT_COST must be a number from 4 to 31.")
         }
+        let payments = try paymentsSetup(environment)
         let migrator = try database.migrator(logger: logger)
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
@@ -39,8 +41,33 @@ struct Serve: AsyncParsableCommand {
         let pool = PostgresPool(configuration: configuration, options: .init(size: size), logger: logger)
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
-            bcryptCost: bcryptCost)
+            payments: payments, bcryptCost: bcryptCost)
         try await application.runService()
+    }
+
+    /// The processor (`PAYMENT_PROCESSOR`, `sandbox` by default) and the card fingerprint key:
+    /// `CARD_FINGERPRINT_SECRET`, or the file `CARD_FINGERPRINT_SECRET_FILE` names (which
+    /// `scripts/serve` generates). The key must stay the same for the life of the data, or
+    /// cards added again are no longer recognised.
+    private func paymentsSetup(_ environment: [String: String]) throws -> PaymentsSetup {
+        var secret = environment["CARD_FINGERPRINT_SECRET"].map { Data($0.utf8) }
+        if secret == nil, let path = environment["CARD_FINGERPRINT_SECRET_FILE"] {
+            guard let contents = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("CARD_FINGERPRINT_SECRET_FILE: cannot read \(path).")
+            }
+            secret = Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        }
+        guard let secret, secret.count >= 16 else {
+            throw ValidationError(
+                "A card fingerprint secret of at least 16 bytes is required: set CARD_FINGERPRINT_SECRET or CARD_FINGERPRINT_SECRET_FILE.")
+        }
+        do {
+            return PaymentsSetup(
+                processor: try PaymentProcessors.named(environment["PAYMENT_PROCESSOR"] ?? "sandbox"),
+                fingerprinter: try CardFingerprinter(secret: secret))
+        } catch {
+            throw ValidationError("\(error)")
+        }
     }
 
     /// Refuses an out-of-date schema, or brings it up to date with `--migrate`, as the owner.

@@ -29,7 +29,7 @@ struct OpenAPITests {
         let gateway = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
         let router = buildRouter(
             readiness: Readiness(pool: pool, migrator: Migrator(migrations: [], logger: TestDatabase.logger)),
-            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: 4))
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: 4), payments: try .sandbox(secret: testCardSecret))
         let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path)" })
         await pool.shutdown()
         #expect(served.subtracting(documented).isEmpty, "routes the document lacks: \(served.subtracting(documented).sorted())")

@@ -1,0 +1,215 @@
+import EventStore
+import Foundation
+import Hummingbird
+import Marketplace
+import Postgres
+
+/// Loans: `POST /v1/loans`, `GET /v1/loans`, `GET /v1/loans/{loanId}`, and
+/// `POST /v1/loans/{loanId}/repayments`. Shares are bought only by checkout (`CartController`).
+struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
+    let gateway: CommandGateway
+    var pool: PostgresPool { gateway.store.pool }
+
+    struct LoanBody: Decodable {
+        var title: String?
+        var description: String?
+        var sector: String?
+        var activity: String?
+        var countryCode: String?
+        var location: LocationBody?
+        var amountCents: Int?
+        var deadline: String?
+    }
+
+    struct RepaymentBody: Decodable {
+        var amountCents: Int?
+    }
+
+    struct Repayment: ResponseEncodable {
+        var amountCents: Int
+        var credits: [Credit]
+        var loan: LoanResource
+        var position: Int64?
+    }
+
+    struct Credit: Codable {
+        var lenderId: UserID
+        var amountCents: Int
+    }
+
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+        let loans = router.group("/v1/loans").add(middleware: authentication).add(middleware: idempotency)
+        loans.post(use: postLoan)
+        loans.get(use: list)
+        loans.get(":loanID", use: loan)
+        loans.post(":loanID/repayments", use: recordRepayment)
+    }
+
+    @Sendable func postLoan(_ request: Request, context: Context) async throws -> EditedResponse<LoanResource> {
+        let me = try context.requireIdentity()
+        let body = try await request.decodeBody(LoanBody.self, context: context)
+        var fields = FieldCheck()
+        let location = fields.location(body.location)
+        let deadline = fields.day(body.deadline, "deadline", required: true)
+        fields.require(
+            ("title", body.title), ("sector", body.sector), ("activity", body.activity), ("countryCode", body.countryCode),
+            ("amountCents", body.amountCents))
+        try fields.throwIfAny()
+        let posted = LoanPosted(
+            loanID: LoanID(), borrowerID: me, title: body.title!, description: body.description ?? "", sector: body.sector!,
+            activity: body.activity!, countryCode: body.countryCode!, location: location!, amountCents: body.amountCents!,
+            deadline: deadline!)
+        let handled = try await gateway.handle(.post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: me)
+        return EditedResponse(
+            status: .created, response: try await loanResource(posted.loanID.rawValue, position: handled.append?.lastPosition))
+    }
+
+    /// A repayment, and each lender's credit on their own stream, in one append.
+    @Sendable func recordRepayment(_ request: Request, context: Context) async throws -> EditedResponse<Repayment> {
+        let me = try context.requireIdentity()
+        let loanID = LoanID(try context.parameters.requireUUID("loanID"))
+        let body = try await request.decodeBody(RepaymentBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("amountCents", body.amountCents))
+        try fields.throwIfAny()
+        let amount = body.amountCents!
+        let (credits, append) = try await gateway.handleAcross(actor: me) { reads in
+            let loan = try await reads.load(.loan, id: loanID)
+            let events = try LoanDecider.decide(.recordRepayment(amountCents: amount), loan, actor: me)
+            let credits = LoanDecider.credits(for: events, loanID: loanID)
+            let writes =
+                try [StreamWrite(events, to: .loan, id: loanID)]
+                + credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
+            return (writes, credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) })
+        }
+        return EditedResponse(
+            status: .created,
+            response: Repayment(
+                amountCents: amount, credits: credits,
+                loan: try await loanResource(loanID.rawValue, position: append?.lastPosition),
+                position: append?.lastPosition))
+    }
+
+    @Sendable func loan(_ request: Request, context: Context) async throws -> LoanResource {
+        try await loanResource(try context.parameters.requireUUID("loanID"), position: nil)
+    }
+
+    func loanResource(_ id: UUID, position: Int64?) async throws -> LoanResource {
+        let rows = try await pool.query(
+            "SELECT \(unsafeRaw: LoanResource.columns), NULL::float8 AS distance_km FROM loans_view WHERE loan_id = \(id)")
+        guard let row = rows.first else { throw Problem(LoanDecider.loanNotFound) }
+        return try LoanResource(row, position: position)
+    }
+
+    /// The loans' own filters, on top of the shared ones.
+    struct Query {
+        var list: ListQuery
+        var country: String?
+        var sector: String?
+        var status: LoanStatus?
+
+        init(_ request: Request) throws {
+            list = ListQuery(request)
+            if let value = list.text("country") {
+                country = value.uppercased()
+                if !Countries.alpha2.contains(value.uppercased()) {
+                    list.bad("country", "invalid_country", "an ISO 3166-1 alpha-2 code, like NP")
+                }
+            }
+            sector = list.text("sector")
+            if let value = list.text("status") {
+                status = LoanStatus(rawValue: value)
+                if status == nil { list.bad("status", "invalid_status", "fundraising, funded, repaying, repaid or expired") }
+            }
+            try list.throwIfAny()
+        }
+    }
+
+    @Sendable func list(_ request: Request, context: Context) async throws -> Page<LoanResource> {
+        let filters = try Query(request)
+        let query = filters.list
+        let lat = query.near?.lat
+        let lng = query.near?.lng
+        let after = query.cursor
+        let rows = try await pool.query(
+            """
+            WITH candidates AS (
+                SELECT \(unsafeRaw: LoanResource.columns),
+                       CASE WHEN \(lat)::float8 IS NULL THEN NULL
+                            ELSE earth_km(earth, earth_point(\(lat), \(lng))) END AS distance_km
+                FROM loans_view
+                WHERE (\(filters.country)::text IS NULL OR country_code = \(filters.country))
+                  AND (\(filters.sector)::text IS NULL OR sector = \(filters.sector))
+                  AND (\(filters.status?.rawValue)::text IS NULL OR status = \(filters.status?.rawValue))
+                  AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
+                  AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
+                  AND (\(query.radiusKm)::float8 IS NULL
+                       OR earth <@ cube_enlarge(earth_point(\(lat), \(lng)), \(query.radiusKm), 3))
+            )
+            SELECT * FROM candidates
+            WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))
+              AND (\(after?.id)::uuid IS NULL
+                   OR (\(query.byDistance) AND (distance_km, loan_id) > (\(after?.km), \(after?.id)))
+                   OR (NOT \(query.byDistance) AND (created_at, loan_id) < (\(after?.at), \(after?.id))))
+            ORDER BY
+                CASE WHEN \(query.byDistance) THEN distance_km END ASC,
+                CASE WHEN \(query.byDistance) THEN loan_id END ASC,
+                created_at DESC, loan_id DESC
+            LIMIT \(query.limit + 1)
+            """)
+        let loans = try rows.prefix(query.limit).map { try LoanResource($0, position: nil) }
+        return Page(
+            data: loans,
+            nextCursor: query.nextCursor(loans, fetched: rows.count, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm))
+    }
+}
+
+/// A loan as clients read it (SPEC §6).
+struct LoanResource: ResponseEncodable {
+    var id: LoanID
+    var borrowerId: UserID
+    var title: String
+    var description: String
+    var sector: String
+    var activity: String
+    var countryCode: String
+    var location: Location
+    var amountCents: Int
+    var fundedCents: Int
+    var repaidCents: Int
+    var stillNeededCents: Int
+    var lenderCount: Int
+    var status: String
+    var deadline: String
+    var createdAt: Date
+    var updatedAt: Date
+    var distanceKm: Double?
+    var position: Int64?
+
+    static let columns = """
+        loan_id, borrower_id, title, description, sector, activity, country_code, lat, lng, place, amount_cents,
+        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, created_at, updated_at
+        """
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = LoanID(try row.decode("loan_id", as: UUID.self))
+        borrowerId = UserID(try row.decode("borrower_id", as: UUID.self))
+        title = try row.decode("title")
+        description = try row.decode("description")
+        sector = try row.decode("sector")
+        activity = try row.decode("activity")
+        countryCode = try row.decode("country_code")
+        location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
+        amountCents = try row.decode("amount_cents")
+        fundedCents = try row.decode("funded_cents")
+        repaidCents = try row.decode("repaid_cents")
+        stillNeededCents = max(0, amountCents - fundedCents)
+        lenderCount = try row.decode("lender_count")
+        status = try row.decode("status")
+        deadline = try row.decode("deadline")
+        createdAt = try row.decode("created_at")
+        updatedAt = try row.decode("updated_at")
+        distanceKm = try row.decode("distance_km", as: Double?.self)
+        self.position = position
+    }
+}
