@@ -122,6 +122,8 @@ public struct LoanState: Hashable, Sendable {
     /// Each lender's shares, in the order they first bought.
     public var shares: [LenderAmount] = []
     public var repaidCents = 0
+    /// What the repayments credited each lender so far.
+    public var repaidTo: [UserID: Int] = [:]
 
     public var exists: Bool { loanID != nil }
     public var fundedCents: Int { shares.reduce(0) { $0 + $1.amountCents } }
@@ -185,8 +187,13 @@ public enum LoanDecider {
             guard amount <= state.outstandingCents else {
                 throw DomainError(.conflict, "exceeds_outstanding", "Only \(state.outstandingCents) cents are outstanding.")
             }
+            // Pro rata to what each lender is still owed: their shares at first, and at the last
+            // repayment exactly what is left, so that every lender ends repaid to the cent.
+            let owed = state.shares.map {
+                LenderAmount(lenderID: $0.lenderID, amountCents: $0.amountCents - state.repaidTo[$0.lenderID, default: 0])
+            }
             let recorded = LoanEvent.repaymentRecorded(
-                LoanRepaymentRecorded(amountCents: amount, credits: split(amount, over: state.shares)))
+                LoanRepaymentRecorded(amountCents: amount, credits: split(amount, over: owed)))
             return amount == state.outstandingCents ? [recorded, .repaid(LoanRepaid())] : [recorded]
 
         case .expire(let today):
@@ -221,6 +228,7 @@ public enum LoanDecider {
             state.status = .funded
         case .repaymentRecorded(let recorded):
             state.repaidCents += recorded.amountCents
+            for credit in recorded.credits { state.repaidTo[credit.lenderID, default: 0] += credit.amountCents }
             state.status = .repaying
         case .repaid:
             state.status = .repaid

@@ -77,6 +77,25 @@ struct LoanDeciderTests {
         #expect(fold(history + events + rest).status == .repaid)
     }
 
+    @Test func repaymentsInAnyInstalmentsRepayEveryLenderExactlyTheirShare() throws {
+        let lenders = (0..<3).map { _ in UserID() }
+        let shares = [2500, 5000, 7500]
+        var history: [LoanEvent] =
+            [.posted(posted(amount: 15_000))]
+            + zip(lenders, shares).map { .sharePurchased(LoanSharePurchased(lenderID: $0, amountCents: $1)) }
+            + [.funded(LoanFunded())]
+        for _ in 0..<200 {
+            let state = fold(history)
+            if state.status == .repaid { break }
+            let amount = min(state.outstandingCents, Int.random(in: 1...997))
+            history += try LoanDecider.decide(.recordRepayment(amountCents: amount), state, actor: borrower)
+        }
+        let state = fold(history)
+        #expect(state.status == .repaid)
+        // Each lender credited exactly their share in the end, never a cent more or less.
+        #expect(lenders.map { state.repaidTo[$0] } == shares)
+    }
+
     @Test func splitsAlwaysAddUpAndStayWithinACentOfExact() {
         for _ in 0..<500 {
             let shares = (0..<Int.random(in: 1...12)).map { _ in
