@@ -165,6 +165,21 @@ setup_database() {
     export LENDER_ADMIN_URL="postgresql://postgres@127.0.0.1:$(pg_port)/postgres"
 }
 
+# The key of card fingerprints (SPEC §4): generated once into .local, kept for the life of
+# the data (a new key no longer recognises cards added before). CARD_FINGERPRINT_SECRET or
+# CARD_FINGERPRINT_SECRET_FILE from the environment win.
+setup_card_secret() {
+    [ -n "${CARD_FINGERPRINT_SECRET:-}" ] && return
+    if [ -z "${CARD_FINGERPRINT_SECRET_FILE:-}" ]; then
+        export CARD_FINGERPRINT_SECRET_FILE="$LOCAL/card-fingerprint-secret"
+    fi
+    if [ ! -s "$CARD_FINGERPRINT_SECRET_FILE" ]; then
+        mkdir -p "$(dirname "$CARD_FINGERPRINT_SECRET_FILE")"
+        (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$CARD_FINGERPRINT_SECRET_FILE")
+        say "generated the card fingerprint secret in $CARD_FINGERPRINT_SECRET_FILE"
+    fi
+}
+
 build() {
     say "building ($*)"
     (cd "$ROOT" && swift build "$@")

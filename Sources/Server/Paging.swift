@@ -6,6 +6,15 @@ import Marketplace
 struct Page<Element: Encodable & Sendable>: ResponseEncodable, Sendable {
     var data: [Element]
     var nextCursor: String?
+
+    // `nextCursor` is always there: null on the last page.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(data, forKey: .data)
+        try container.encode(nextCursor, forKey: .nextCursor)
+    }
+
+    enum CodingKeys: String, CodingKey { case data, nextCursor }
 }
 
 /// An opaque keyset position: the sort key and id of the last row a page held. Stable while

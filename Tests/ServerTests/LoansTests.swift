@@ -528,3 +528,26 @@ struct LoansTests {
         }
     }
 }
+
+@Suite("Countries")
+struct CountriesTests {
+    /// The decider's codes and the migration's table come from the same iso-codes file.
+    @Test func theDecidersCodesAreTheTablesCodes() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let codes = try await pool.query("SELECT code FROM countries").map { try $0.decode("code", as: String.self) }
+                #expect(codes.count == 249)
+                #expect(Set(codes) == Countries.alpha2)
+            }
+        }
+    }
+
+    @Test func listsEndWithANullCursor() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.send(.get, "/v1/countries?q=ken", token: ada.token)
+            #expect((response.body["data"] as? [[String: Any]])?.map { $0["code"] as? String } == ["KE"])
+            #expect(response.body["nextCursor"] is NSNull)
+        }
+    }
+}
