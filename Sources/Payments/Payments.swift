@@ -13,6 +13,11 @@ public struct CardFingerprinter: Sendable {
         self.key = SymmetricKey(data: secret)
     }
 
+    /// Another key from the same secret, for another purpose (HMAC of the purpose's name).
+    public func derivedKey(for purpose: String) -> SymmetricKey {
+        SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(purpose.utf8), using: key)))
+    }
+
     public func fingerprint(_ card: ValidatedCard) -> String {
         HMAC<SHA256>.authenticationCode(for: Data(card.digits.utf8), using: key)
             .map { String(format: "%02x", $0) }.joined()

@@ -39,7 +39,8 @@ public func buildRouter(readiness: Readiness, accounts: Accounts, payments: Paym
     OpenAPIDocument.addRoute(to: router)
     AccountsController(accounts: accounts).addRoutes(to: router)
     let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
-    let idempotency = IdempotencyMiddleware<AppRequestContext>(pool: accounts.pool)
+    let idempotency = IdempotencyMiddleware<AppRequestContext>(
+        pool: accounts.pool, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency"))
     ItemsController(gateway: accounts.gateway)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)

@@ -20,6 +20,9 @@ extension HTTPField.Name {
 /// ended in a 5xx or never finished (a crash) is released, so the request can run again.
 struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
     let pool: PostgresPool
+    /// Keys the request digest: a body may hold a card's number and CVV, and a plain hash of
+    /// so few possible values could be reversed by trying them all.
+    let digestKey: SymmetricKey
     /// How long a repeat waits for the first request's response.
     var wait: Duration = .seconds(10)
     /// After how long an unanswered claim is taken to be abandoned.
@@ -36,7 +39,7 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         }
         var request = request
         let body = try await request.collectBodyWithinLimit(context: context)
-        var digest = SHA256()
+        var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         digest.update(data: Self.canonical(Data(body.readableBytesView)))
         let requestHash = Data(digest.finalize()).hexString
