@@ -381,7 +381,7 @@ public final class EventStore: Sendable {
 
     // MARK: Read
 
-    static let columns = """
+    public static let columns = """
         position, stream_id, stream_version, type, schema_version, data, metadata, recorded_at, previous_hash, hash
         """
 
@@ -419,7 +419,7 @@ public final class EventStore: Sendable {
         try await pool.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
     }
 
-    static func recordedEvent(_ row: PostgresRow) throws -> RecordedEvent {
+    public static func recordedEvent(_ row: PostgresRow) throws -> RecordedEvent {
         RecordedEvent(
             position: try row.decode(0), streamID: StreamID(rawValue: try row.decode(1)), streamVersion: try row.decode(2),
             type: try row.decode(3), schemaVersion: try row.decode(4), data: try row.decode(5), metadata: try row.decode(6),

@@ -189,3 +189,13 @@ public protocol InlineProjection: Sendable {
     /// Applies a batch's events, in position order, on the appending transaction's connection.
     func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
 }
+
+extension ProjectedEvent {
+    /// A stored event as projections see it, for rebuilding views from the log.
+    public init(_ recorded: RecordedEvent) throws {
+        self.init(
+            position: recorded.position, streamID: recorded.streamID, streamVersion: recorded.streamVersion,
+            type: recorded.type, schemaVersion: recorded.schemaVersion, data: recorded.data,
+            metadata: try recorded.decodeMetadata(), recordedAt: recorded.recordedAt)
+    }
+}

@@ -52,6 +52,7 @@ public func buildRouter(readiness: Readiness, accounts: Accounts, payments: Paym
     CartController(gateway: accounts.gateway, payments: payments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     CountriesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
+    EventsController(store: accounts.gateway.store).addRoutes(to: router, authentication: authentication)
     return router
 }
 

@@ -155,7 +155,7 @@ final class BodyCollector: Sendable {
 
         mutating func write(_ part: ByteBuffer) async throws {
             var part = part
-            collector.buffer.withLock { $0.writeBuffer(&part) }
+            _ = collector.buffer.withLock { $0.writeBuffer(&part) }
         }
 
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}

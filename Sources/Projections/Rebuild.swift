@@ -1,0 +1,239 @@
+import EventStore
+import Foundation
+import Logging
+import Postgres
+
+/// Views that are rebuilt together, and the tables they write.
+public struct ViewGroup: Sendable {
+    public var name: String
+    public var projections: [any InlineProjection]
+    public var tables: [String]
+
+    /// Every view. Users and items are one group: the items projection reads users' handles
+    /// and counts their completed deals in `users_view`.
+    public static let all: [ViewGroup] = [
+        ViewGroup(
+            name: "users", projections: [UsersProjection(), ItemsProjection()],
+            tables: ["users_view", "cards_view", "items_view", "bids_view"]),
+        ViewGroup(
+            name: "loans", projections: [LoansProjection()],
+            tables: ["loans_view", "loan_shares_view", "country_loans_view"]),
+        ViewGroup(name: "carts", projections: [CartsProjection()], tables: ["cart_lines_view"]),
+    ]
+
+    /// The groups holding the named projection (`users`, `items`, `loans`, `carts`), or all.
+    public static func named(_ name: String?) throws -> [ViewGroup] {
+        guard let name else { return all }
+        let groups = all.filter { group in group.projections.contains { $0.name == name } }
+        guard !groups.isEmpty else {
+            throw RebuildError.unknownProjection(name, known: all.flatMap { $0.projections.map(\.name) })
+        }
+        return groups
+    }
+}
+
+public enum RebuildError: Error, CustomStringConvertible {
+    case unknownProjection(String, known: [String])
+    case schemaExists(String)
+    case invalidSchemaName(String)
+
+    public var description: String {
+        switch self {
+        case .unknownProjection(let name, let known): "no projection \(name) (known: \(known.joined(separator: ", ")))"
+        case .schemaExists(let name): "schema \(name) exists already; choose another or drop it"
+        case .invalidSchemaName(let name): "\(name) is not a schema name (a-z, 0-9 and _, starting with a letter)"
+        }
+    }
+}
+
+/// One row that differs between a live view and its rebuild from the log.
+public struct ViewDifference: Sendable, Hashable, CustomStringConvertible {
+    public var table: String
+    public var key: String
+    /// nil when the row is missing on that side.
+    public var live: String?
+    public var rebuilt: String?
+
+    public var description: String {
+        "\(table) \(key)\n  live:    \(live ?? "(missing)")\n  rebuilt: \(rebuilt ?? "(missing)")"
+    }
+}
+
+/// Rebuilds views from the log alone into a schema of their own, in batches of events, each
+/// batch one transaction on one connection with the projections' prepared statements. Then
+/// it can swap them in for the live views, compare them with the live views, or leave them
+/// for investigation. Run as the owner of the views (it creates and moves tables).
+public struct ViewRebuilder: Sendable {
+    public let pool: PostgresPool
+    public let groups: [ViewGroup]
+    public let logger: Logger
+    public var batchSize = 5000
+
+    public init(pool: PostgresPool, groups: [ViewGroup], logger: Logger) {
+        self.pool = pool
+        self.groups = groups
+        self.logger = logger
+    }
+
+    var tables: [String] { groups.flatMap(\.tables) }
+    var projections: [any InlineProjection] { groups.flatMap(\.projections) }
+
+    /// A fresh schema name for a rebuild: `rebuild_<time>_<random>`.
+    public static func temporarySchema() -> String {
+        "rebuild_\(Int(Date().timeIntervalSince1970))_\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    /// Creates `schema` with an empty copy of each table: columns, defaults, generated
+    /// columns, constraints and indexes; and the server's grants.
+    public func createSchema(_ schema: String) async throws {
+        guard schema.range(of: "^[a-z][a-z0-9_]{0,62}$", options: .regularExpression) != nil else {
+            throw RebuildError.invalidSchemaName(schema)
+        }
+        let exists = try await pool.query("SELECT 1 FROM pg_namespace WHERE nspname = \(schema)")
+        guard exists.isEmpty else { throw RebuildError.schemaExists(schema) }
+        try await pool.withConnection { connection in
+            try await connection.withBlockingSession { session in
+                try session.withTransaction { session in
+                    _ = try session.query("CREATE SCHEMA \(unsafeRaw: schema)")
+                    for table in tables {
+                        _ = try session.query(
+                            "CREATE TABLE \(unsafeRaw: schema).\(unsafeRaw: table) (LIKE public.\(unsafeRaw: table) INCLUDING ALL)")
+                        _ = try session.query(
+                            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(unsafeRaw: schema).\(unsafeRaw: table) TO lender_app")
+                    }
+                    _ = try session.query("GRANT USAGE ON SCHEMA \(unsafeRaw: schema) TO lender_app")
+                }
+            }
+        }
+    }
+
+    /// Applies the events after `position` up to `until` (the head when nil) to the tables
+    /// in `schema`; returns the last position applied. `progress(done, target)` after each batch.
+    public func build(
+        _ schema: String, after position: Int64, until: Int64? = nil,
+        progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
+    ) async throws -> Int64 {
+        let head = try await pool.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
+        let target = min(until ?? head, head)
+        let projections = projections
+        let batchSize = batchSize
+        return try await pool.withConnection { connection in
+            try await connection.withBlockingSession { session in
+                var done = position
+                while done < target {
+                    done = try session.withTransaction { session in
+                        try Self.applyBatch(&session, schema, projections, after: done, until: target, limit: batchSize)
+                    }
+                    progress(done, target)
+                }
+                return done
+            }
+        }
+    }
+
+    /// One batch, in the caller's transaction: the events after `position` (at most `limit`,
+    /// none past `until`) applied to the tables of `schema`.
+    static func applyBatch(
+        _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection], after position: Int64,
+        until: Int64, limit: Int
+    ) throws -> Int64 {
+        _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
+        let events = try session.query(
+            """
+            SELECT \(unsafeRaw: EventStore.columns) FROM events
+            WHERE position > \(position) AND position <= \(until) ORDER BY position LIMIT \(limit)
+            """, prepared: true
+        ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
+        guard let last = events.last?.position else { return until }
+        for projection in projections { try projection.apply(events, &session) }
+        _ = try session.query("SELECT set_config('search_path', 'public', true)")
+        return last
+    }
+
+    /// Catches `schema` up under the log head's lock, so no append can slip in, then moves
+    /// the live tables out and the rebuilt ones in, in one transaction. Readers wait for the
+    /// moment of the swap and never see a half-built view; appends wait and then write to
+    /// the new tables. Returns the position the views stand at.
+    public func swapIn(_ schema: String, builtTo position: Int64) async throws -> Int64 {
+        let tables = tables
+        let projections = projections
+        let retired = "\(schema)_retired"
+        let head = try await pool.withConnection { connection in
+            try await connection.withBlockingSession { session in
+                try session.withTransaction { session -> Int64 in
+                    let head = try session.query("SELECT position FROM log_head FOR UPDATE").single()
+                        .decode("position", as: Int64.self)
+                    var done = position
+                    while done < head {
+                        done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+                    }
+                    _ = try session.query("CREATE SCHEMA \(unsafeRaw: retired)")
+                    for table in tables {
+                        _ = try session.query("ALTER TABLE public.\(unsafeRaw: table) SET SCHEMA \(unsafeRaw: retired)")
+                        _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET SCHEMA public")
+                    }
+                    _ = try session.query(
+                        """
+                        INSERT INTO projection_checkpoints AS c (name, position)
+                        SELECT name, \(head) FROM unnest(\(projections.map(\.name))) AS name
+                        ON CONFLICT (name) DO UPDATE SET position = excluded.position
+                        """)
+                    return head
+                }
+            }
+        }
+        _ = try await pool.query("DROP SCHEMA \(unsafeRaw: retired) CASCADE")
+        _ = try await pool.query("DROP SCHEMA \(unsafeRaw: schema) CASCADE")
+        return head
+    }
+
+    /// Catches `schema` up under the log head's lock and compares it, row by row, with the
+    /// live views at that same position. Nothing live is changed.
+    public func compare(_ schema: String, builtTo position: Int64) async throws -> (position: Int64, differences: [ViewDifference]) {
+        let tables = tables
+        let projections = projections
+        return try await pool.withConnection { connection in
+            try await connection.withBlockingSession { session in
+                try session.withTransaction { session -> (Int64, [ViewDifference]) in
+                    let head = try session.query("SELECT position FROM log_head FOR SHARE").single()
+                        .decode("position", as: Int64.self)
+                    var done = position
+                    while done < head {
+                        done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+                    }
+                    var differences = [ViewDifference]()
+                    for table in tables {
+                        let keys = try session.query(
+                            """
+                            SELECT a.attname AS name FROM pg_index i
+                            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                            WHERE i.indrelid = \("public.\(table)")::regclass AND i.indisprimary ORDER BY a.attnum
+                            """
+                        ).map { try $0.decode("name", as: String.self) }
+                        let key = "jsonb_build_object(" + keys.map { "'\($0)', t.\($0)" }.joined(separator: ", ") + ")"
+                        let rows = try session.query(
+                            """
+                            SELECT coalesce(l.k, r.k)::text AS key, l.v::text AS live, r.v::text AS rebuilt
+                            FROM (SELECT \(unsafeRaw: key) AS k, to_jsonb(t) AS v FROM public.\(unsafeRaw: table) t) l
+                            FULL JOIN (SELECT \(unsafeRaw: key) AS k, to_jsonb(t) AS v FROM \(unsafeRaw: schema).\(unsafeRaw: table) t) r
+                                ON l.k = r.k
+                            WHERE l.v IS DISTINCT FROM r.v
+                            ORDER BY 1
+                            """)
+                        for row in rows {
+                            differences.append(
+                                ViewDifference(
+                                    table: table, key: try row.decode("key"), live: try row.decode("live", as: String?.self),
+                                    rebuilt: try row.decode("rebuilt", as: String?.self)))
+                        }
+                    }
+                    return (head, differences)
+                }
+            }
+        }
+    }
+
+    public func dropSchema(_ schema: String) async throws {
+        _ = try await pool.query("DROP SCHEMA IF EXISTS \(unsafeRaw: schema) CASCADE")
+    }
+}

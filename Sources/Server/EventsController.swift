@@ -1,0 +1,105 @@
+import EventStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Marketplace
+import NIOCore
+import Postgres
+
+/// The global log, for auditors (SPEC §8): `GET /v1/events?after=&limit=` in pages, and
+/// `GET /v1/events/stream?after=` live, as server-sent events woken by LISTEN/NOTIFY.
+/// Everyone else gets 403.
+struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
+    let store: EventStore
+
+    /// An event as auditors read it, hashes included, so that they can check the chains.
+    struct EventResource: ResponseEncodable {
+        var position: Int64
+        var streamId: String
+        var streamVersion: Int
+        var type: String
+        var schemaVersion: Int
+        var data: JSONValue
+        var metadata: JSONValue
+        var recordedAt: Date
+        var hash: String
+        var previousHash: String
+
+        init(_ event: RecordedEvent) throws {
+            position = event.position
+            streamId = event.streamID.rawValue
+            streamVersion = event.streamVersion
+            type = event.type
+            schemaVersion = event.schemaVersion
+            data = try event.data.decode(JSONValue.self)
+            metadata = try event.metadata.decode(JSONValue.self)
+            recordedAt = event.recordedAt
+            hash = event.hash.hexString
+            previousHash = event.previousHash.hexString
+        }
+    }
+
+    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
+        let events = router.group("/v1/events").add(middleware: authentication)
+        events.get(use: page)
+        events.get("stream", use: stream)
+    }
+
+    @Sendable func page(_ request: Request, context: Context) async throws -> Page<EventResource> {
+        try await requireAuditor(context)
+        let (after, problems) = Self.after(request)
+        var fields = problems
+        var limit = 100
+        if let text = request.uri.queryParameters["limit"] {
+            if let value = Int(text), (1...1000).contains(value) { limit = value } else {
+                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
+            }
+        }
+        if !fields.isEmpty { throw Problem(DomainError.invalid(fields)) }
+        let events = try await store.read(after: after, limit: limit).map(EventResource.init)
+        return Page(data: events, nextCursor: events.count == limit ? events.last.map { String($0.position) } : nil)
+    }
+
+    /// Every event after `after`, then each new one as it commits, until the client leaves.
+    @Sendable func stream(_ request: Request, context: Context) async throws -> Response {
+        try await requireAuditor(context)
+        let (after, problems) = Self.after(request)
+        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
+        let store = store
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+            body: ResponseBody { writer in
+                try await writer.write(ByteBuffer(string: ": following the log after \(after)\n\n"))
+                for try await event in store.follow(after: after) {
+                    let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)
+                    try await writer.write(ByteBuffer(string: "id: \(event.position)\nevent: event\ndata: \(json)\n\n"))
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// `after` (a log position, 0 by default), or the `Last-Event-ID` a reconnecting client sends.
+    static func after(_ request: Request) -> (Int64, [FieldError]) {
+        guard let text = request.uri.queryParameters["after"].map(String.init) ?? request.headers[.lastEventID] else {
+            return (0, [])
+        }
+        guard let after = Int64(text), after >= 0 else {
+            return (0, [FieldError(field: "after", code: "invalid_position", message: "a log position, 0 or more")])
+        }
+        return (after, [])
+    }
+
+    func requireAuditor(_ context: Context) async throws {
+        let actor = try context.requireIdentity()
+        guard try await !store.pool.query("SELECT 1 FROM auditors WHERE user_id = \(actor.rawValue)").isEmpty else {
+            throw Problem(DomainError(.forbidden, "not_auditor", "Only auditors may read the log."))
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+}
