@@ -5,6 +5,7 @@ import Hummingbird
 import Marketplace
 import NIOCore
 import Postgres
+import ServiceLifecycle
 
 /// The global log, for auditors (SPEC §8): `GET /v1/events?after=&limit=` in pages, and
 /// `GET /v1/events/stream?after=` live, as server-sent events woken by LISTEN/NOTIFY.
@@ -73,7 +74,9 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: ResponseBody { writer in
                 try await writer.write(ByteBuffer(string: ": following the log after \(after)\n\n"))
-                for try await event in store.follow(after: after) {
+                // A stream never ends by itself: it ends when the server shuts down (the client
+                // reconnects elsewhere with Last-Event-ID), or when a write finds the client gone.
+                for try await event in store.follow(after: after).cancelOnGracefulShutdown() {
                     let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)
                     try await writer.write(ByteBuffer(string: "id: \(event.position)\nevent: event\ndata: \(json)\n\n"))
                 }

@@ -15,7 +15,7 @@ let testCardSecret = Data("lender-tests-card-fingerprint-secret".utf8)
 /// The application on a migrated database of its own, as the server runs (role lender_app,
 /// bcrypt at its cheapest), with a superuser pool on the side for looking behind it.
 func withServer(
-    logger: Logger = TestDatabase.logger,
+    logger: Logger = TestDatabase.logger, testing: TestingSetup = .router,
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -28,7 +28,7 @@ func withServer(
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
-            try await application.test(.router) { client in try await test(client, adminPool) }
+            try await application.test(testing) { client in try await test(client, adminPool) }
         }
     }
 }

@@ -75,6 +75,28 @@ extension TestClientProtocol {
     }
 }
 
+extension TestClientProtocol {
+    /// Each token's user posts `each` rentals, all users at once; `done` as each finishes.
+    func postRentalsAtOnce(_ tokens: [String], each: Int, done: @escaping @Sendable () -> Void = {}) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for token in tokens {
+                group.addTask {
+                    defer { done() }
+                    for round in 0..<each {
+                        _ = try await send(
+                            .post, "/v1/rentals",
+                            json: [
+                                "title": "Thing \(round)", "category": "tools", "dailyPriceCents": 500,
+                                "location": ["lat": 27.7, "lng": 85.3],
+                            ], token: token)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}
+
 @Suite("Replay and the auditors' log")
 struct ReplayTests {
     @Test func verifyFindsNoDifferenceAfterEveryCommandAndExactlyOneAfterAManualChange() async throws {
@@ -208,22 +230,7 @@ struct ReplayTests {
                     if events.isEmpty && done { return positions }
                 }
             }()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for token in tokens {
-                    group.addTask {
-                        defer { writing.add(-1) }
-                        for round in 0..<10 {
-                            _ = try await client.send(
-                                .post, "/v1/rentals",
-                                json: [
-                                    "title": "Thing \(round)", "category": "tools", "dailyPriceCents": 500,
-                                    "location": ["lat": 27.7, "lng": 85.3],
-                                ], token: token)
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
+            try await client.postRentalsAtOnce(tokens, each: 10) { writing.add(-1) }
             let positions = try await seen
             let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
             #expect(positions == Array(1...head), "every position once, in order")
@@ -239,4 +246,72 @@ final class Counter: Sendable {
     init(_ value: Int) { state = Mutex(value) }
     var value: Int { state.withLock { $0 } }
     func add(_ delta: Int) { state.withLock { $0 += delta } }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("The auditors' live stream")
+struct EventStreamTests {
+    /// A plain socket reading a server-sent event stream: HTTP clients for tests wait for the
+    /// whole body, and this one never ends.
+    final class StreamReader: @unchecked Sendable {
+        let socket: Int32
+
+        init(port: Int, path: String, token: String) throws {
+            socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try #require(connected == 0)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
+            _ = request.withCString { send(socket, $0, strlen($0), 0) }
+        }
+
+        func close() { _ = Glibc.close(socket) }
+
+        /// The `id:` of every event, until `until` is seen or nothing comes for 10 s.
+        func ids(until last: Int) -> [Int] {
+            var text = ""
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var ids = [Int]()
+            while ids.last != last {
+                let count = recv(socket, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                text += String(decoding: buffer[0..<count], as: UTF8.self)
+                // By scalar: "\r\n" of the chunked framing is one Character, not a "\n".
+                ids = text.split(whereSeparator: \.isNewline).compactMap { line in
+                    line.hasPrefix("id: ") ? Int(line.dropFirst(4).trimmingCharacters(in: .whitespaces)) : nil
+                }
+            }
+            return ids
+        }
+    }
+
+    @Test func theStreamDeliversEveryEventInOrderWhileEightWritersPost() async throws {
+        try await withServer(testing: .live) { client, admin in
+            let auditor = try await client.user("auditor")
+            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            var tokens = [String]()
+            for index in 0..<8 { tokens.append(try await client.user("writer\(index)").token) }
+            let port = try #require(client.port)
+            // Half the log before the stream opens, half while it is open.
+            let reader = try StreamReader(port: port, path: "/v1/events/stream?after=3", token: auditor.token)
+            try await client.postRentalsAtOnce(tokens, each: 5)
+            let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
+            // On a thread of its own: a blocking read must not hold one of the few threads tasks run on.
+            let ids = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: reader.ids(until: head)) }
+            }
+            reader.close()
+            #expect(ids == Array(4...head), "every event after 3, once, in order")
+        }
+    }
 }
