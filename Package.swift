@@ -94,7 +94,9 @@ let package = Package(
             name: "lender-bench",
             dependencies: [
                 "EventStore",
+                "Marketplace",
                 "Postgres",
+                "Projections",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

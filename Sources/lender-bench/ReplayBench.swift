@@ -1,0 +1,157 @@
+import ArgumentParser
+import EventStore
+import Foundation
+import Logging
+import Marketplace
+import Postgres
+import Projections
+
+/// Loads a generated marketplace history, then rebuilds every view from it and times that.
+struct ReplayBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Load N events of a generated marketplace history (if the log is empty), then time a full rebuild of the views.")
+
+    @Option(name: .customLong("database-url"), help: "A fresh, migrated database, as its owner.") var databaseURL: String
+    @Option var events = 1_000_000
+
+    func run() async throws {
+        var logger = Logger(label: "lender-bench")
+        logger.logLevel = .warning
+        let configuration = try PostgresConfiguration(databaseURL)
+        let figures = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+            let store = EventStore(pool: pool, logger: logger)
+            let clock = ContinuousClock()
+            if try await store.headPosition() == 0 {
+                let loading = clock.now
+                var history = History()
+                while history.count < events {
+                    let appends = history.nextRound()
+                    _ = try await store.append(appends)
+                }
+                FileHandle.standardError.write(
+                    Data("loaded \(history.count) events in \((clock.now - loading).milliseconds / 1000) s\n".utf8))
+            }
+            let head = try await store.headPosition()
+            let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: logger)
+            let schema = "bench_replay"
+            try await rebuilder.dropSchema(schema)
+            try await rebuilder.createSchema(schema)
+            let started = clock.now
+            let built = try await rebuilder.build(schema, after: 0)
+            let seconds = (clock.now - started).milliseconds / 1000
+            try await rebuilder.dropSchema(schema)
+            return ReplayFigures(events: built, seconds: seconds, throughput: Double(built) / seconds, head: head)
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+    }
+}
+
+struct ReplayFigures: Codable {
+    var events: Int64
+    var seconds: Double
+    var throughput: Double
+    var head: Int64
+}
+
+/// A plausible marketplace, round by round: new users with cards and deposits, rentals and
+/// requests with bids, approvals, completions and relistings, loans filled by carts and
+/// checkouts, and repayments. Each round is one append of many streams.
+struct History {
+    var count = 0
+    var round = 0
+    var users: [UserID] = []
+
+    static let places = [
+        Location(lat: 27.7172, lng: 85.3240, place: "Kathmandu"), Location(lat: 28.2096, lng: 83.9856, place: "Pokhara"),
+        Location(lat: -1.2921, lng: 36.8219, place: "Nairobi"), Location(lat: 51.5072, lng: -0.1276, place: "London"),
+    ]
+
+    mutating func nextRound() -> [StreamAppend] {
+        round += 1
+        var appends = [StreamAppend]()
+        var index = [StreamID: Int]()
+        // One entry per stream: a stream may appear once in an append.
+        func add(_ stream: StreamID, _ events: [NewEvent]) {
+            if let at = index[stream] { appends[at].events += events } else {
+                index[stream] = appends.count
+                appends.append(StreamAppend(stream, expectedVersion: .any, events: events))
+            }
+            count += events.count
+        }
+        // 20 users a round: registered, a profile, a card and a deposit.
+        var fresh = [UserID]()
+        for index in 0..<20 {
+            let user = UserID()
+            fresh.append(user)
+            let handle = "u\(round)_\(index)"
+            let card = CardOnFile(
+                cardID: CardID(), network: .visa, last4: "4242", expMonth: 12, expYear: 2030,
+                fingerprint: String(repeating: "ab", count: 32), processorToken: "tok_sandbox_\(handle)")
+            add(
+                StreamID("user", user),
+                try! [
+                    .registered(UserRegistered(userID: user, handle: handle, displayName: "User \(handle)", email: "\(handle)@example.org", country: "NP")),
+                    .profileUpdated(ProfileUpdated(defaultShareCents: 5000)),
+                    .cardAdded(card),
+                    .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: card.cardID, chargeID: "ch_\(handle)")),
+                ].map(DomainCodec.user.encode))
+        }
+        users += fresh
+        let from = Day(year: 2026, month: 12, day: 1)!
+        let until = Day(year: 2026, month: 12, day: 20)!
+        // 20 rentals a round, each with 4 bids, one approved and the others rejected; closed, relisted.
+        for index in 0..<20 {
+            let owner = fresh[index]
+            let item = ItemID()
+            var events: [ItemEvent] = [
+                .rentalPosted(
+                    RentalPosted(
+                        itemID: item, ownerID: owner, title: "Road bike \(round)-\(index)", description: "Serviced, with lights",
+                        category: .bikes, dailyPriceCents: 1500, location: Self.places[index % 4], availableFrom: from,
+                        availableUntil: until))
+            ]
+            let bids = (1...4).map { offset in (BidID(), fresh[(index + offset) % fresh.count]) }
+            for (bid, bidder) in bids {
+                events.append(
+                    .bidPlaced(BidPlaced(bidID: bid, bidderID: bidder, dailyPriceCents: 1400, from: from, until: until, message: "Please")))
+            }
+            events.append(.bidApproved(BidApproved(bidID: bids[0].0)))
+            events.append(.reserved(ItemReserved(bidID: bids[0].0, bidderID: bids[0].1)))
+            for (bid, _) in bids.dropFirst() { events.append(.bidRejected(BidRejected(bidID: bid, reason: "another_bid_approved"))) }
+            events.append(.closed(ItemClosed()))
+            events.append(.relisted(ItemRelisted()))
+            add(StreamID("item", item), try! events.map(DomainCodec.item.encode))
+        }
+        // 5 loans a round, each funded by four lenders through their carts, then a repayment.
+        for index in 0..<5 {
+            let borrower = fresh[index]
+            let loan = LoanID()
+            let lenders = (1...4).map { fresh[(index * 4 + $0) % fresh.count] }
+            var loanEvents: [LoanEvent] = [
+                .posted(
+                    LoanPosted(
+                        loanID: loan, borrowerID: borrower, title: "Sewing machine \(round)-\(index)", description: "For the workshop",
+                        sector: "Manufacturing", activity: "Tailoring", countryCode: "NP", location: Self.places[index % 4],
+                        amountCents: 20_000, deadline: until))
+            ]
+            for lender in lenders {
+                add(
+                    StreamID("cart", lender),
+                    try! [
+                        .itemAdded(CartItemAdded(loanID: loan, amountCents: 5000)),
+                        .checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: loan, amountCents: 5000)], totalCents: 5000, paidWith: "balance")),
+                    ].map(DomainCodec.cart.encode))
+                add(StreamID("user", lender), try! [UserEvent.balanceDebited(BalanceDebited(amountCents: 5000))].map(DomainCodec.user.encode))
+                loanEvents.append(.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 5000)))
+            }
+            loanEvents.append(.funded(LoanFunded()))
+            let credits = LoanDecider.split(1000, over: lenders.map { LenderAmount(lenderID: $0, amountCents: 5000) })
+            loanEvents.append(.repaymentRecorded(LoanRepaymentRecorded(amountCents: 1000, credits: credits)))
+            add(StreamID("loan", loan), try! loanEvents.map(DomainCodec.loan.encode))
+        }
+        return appends
+    }
+}
