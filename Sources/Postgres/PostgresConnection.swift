@@ -322,10 +322,14 @@ private func withParameterValues<R>(_ bindings: [PostgresBinding], _ body: ([Uns
 public struct PostgresSession: ~Copyable {
     let pg: OpaquePointer
     var prepared: Set<String>
+    /// Statements sent in pipeline mode since the last sync; nil when not pipelining.
+    var unsynced: Int?
 
     /// Runs one statement; with `prepared`, prepares it on first use and then only executes it.
+    /// In `pipelined`, it is only sent, and answers no rows.
     @discardableResult
     public mutating func query(_ query: PostgresQuery, prepared usePrepared: Bool = false) throws -> PostgresRows {
+        if unsynced != nil { return try send(query, prepared: usePrepared) }
         guard usePrepared else { return try PostgresConnection.execute(pg, query) }
         let name = PostgresQuery.preparedName(query)
         if !prepared.contains(name) {
@@ -338,6 +342,91 @@ public struct PostgresSession: ~Copyable {
             // The server forgot it (DISCARD ALL, say): prepare again, once.
             try PostgresConnection.prepare(pg, name: name, query)
             return try PostgresConnection.executePrepared(pg, name: name, query)
+        }
+    }
+
+    /// Runs `body` with its statements pipelined (libpq's pipeline mode): sent one after another
+    /// without waiting for each answer, so a thousand small writes cost about one round trip.
+    /// Statements answer no rows inside; the first error is thrown at the end (or at an
+    /// intermediate sync), and the statements after it in the pipeline are not run. For
+    /// writes whose results are not needed, such as a projection's, inside a transaction.
+    public mutating func pipelined<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
+        guard unsynced == nil else { return try body(&self) }
+        guard PQenterPipelineMode(pg) == 1 else {
+            throw PostgresError(.connection, message: String(cString: PQerrorMessage(pg)).trimmingWhitespace())
+        }
+        unsynced = 0
+        defer {
+            unsynced = nil
+            PQexitPipelineMode(pg)
+        }
+        let result: T
+        do {
+            result = try body(&self)
+        } catch {
+            try? sync()
+            throw error
+        }
+        try sync()
+        return result
+    }
+
+    /// Statements between syncs: their answers (about 20 bytes each) must fit the socket's
+    /// buffers, since nothing reads them until the sync; else both sides would wait.
+    static let pipelineDepth = 500
+
+    private mutating func send(_ query: PostgresQuery, prepared usePrepared: Bool) throws -> PostgresRows {
+        try PostgresConnection.checkEncodable(query)
+        let types = query.bindings.map { Oid($0.type.rawValue) }
+        let count = Int32(query.bindings.count)
+        var sent: Int32
+        if usePrepared {
+            let name = PostgresQuery.preparedName(query)
+            if !prepared.contains(name) {
+                guard PQsendPrepare(pg, name, query.sql, count, types) == 1 else { throw sendError() }
+                prepared.insert(name)
+                unsynced! += 1
+            }
+            sent = withParameterValues(query.bindings) { values in PQsendQueryPrepared(pg, name, count, values, nil, nil, 0) }
+        } else {
+            sent = withParameterValues(query.bindings) { values in
+                PQsendQueryParams(pg, query.sql, count, types, values, nil, nil, 0)
+            }
+        }
+        guard sent == 1 else { throw sendError() }
+        unsynced! += 1
+        if unsynced! >= Self.pipelineDepth { try sync() }
+        return PostgresRows(columns: [], cells: [], affectedRows: 0)
+    }
+
+    private func sendError() -> PostgresError {
+        PostgresError(.connection, message: String(cString: PQerrorMessage(pg)).trimmingWhitespace())
+    }
+
+    /// Sends a sync and reads every answer up to it; throws the first error among them.
+    private mutating func sync() throws {
+        guard PQpipelineSync(pg) == 1 else { throw sendError() }
+        unsynced = 0
+        var first: PostgresError?
+        var nulls = 0
+        while true {
+            guard let result = PQgetResult(pg) else {
+                // One NULL ends each statement's answers; two in a row: nothing more is coming.
+                nulls += 1
+                if nulls > 1 { throw first ?? sendError() }
+                continue
+            }
+            nulls = 0
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_PIPELINE_SYNC:
+                if let first { throw first }
+                return
+            case PGRES_FATAL_ERROR:
+                if first == nil { first = PostgresConnection.error(from: result, on: pg) }
+            default:
+                break
+            }
         }
     }
 

@@ -145,7 +145,10 @@ public struct ViewRebuilder: Sendable {
             """, prepared: true
         ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
         guard let last = events.last?.position else { return until }
-        for projection in projections { try projection.apply(events, &session) }
+        // Pipelined: the projections' writes are sent back to back, not one round trip each.
+        try session.pipelined { session in
+            for projection in projections { try projection.apply(events, &session) }
+        }
         _ = try session.query("SELECT set_config('search_path', 'public', true)")
         return last
     }
