@@ -54,8 +54,23 @@ public struct ViewDifference: Sendable, Hashable, CustomStringConvertible {
     public var live: String?
     public var rebuilt: String?
 
+    /// The row's key, then each column that differs with both values; a whole row when one
+    /// side lacks it.
     public var description: String {
-        "\(table) \(key)\n  live:    \(live ?? "(missing)")\n  rebuilt: \(rebuilt ?? "(missing)")"
+        guard let live, let rebuilt,
+            let left = (try? JSONSerialization.jsonObject(with: Data(live.utf8))) as? [String: Any],
+            let right = (try? JSONSerialization.jsonObject(with: Data(rebuilt.utf8))) as? [String: Any]
+        else {
+            return "\(table) \(key)\n  live:    \(live ?? "(missing)")\n  rebuilt: \(rebuilt ?? "(missing)")"
+        }
+        func text(_ value: Any?) -> String {
+            guard let value, !(value is NSNull) else { return "null" }
+            return (try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys]))
+                .map { String(decoding: $0, as: UTF8.self) } ?? "\(value)"
+        }
+        let columns = Set(left.keys).union(right.keys).sorted().filter { text(left[$0]) != text(right[$0]) }
+        return "\(table) \(key)\n" + columns.map { "  \($0): live \(text(left[$0])), rebuilt \(text(right[$0]))" }
+            .joined(separator: "\n")
     }
 }
 
