@@ -34,6 +34,7 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 /// Every route, given what they depend on.
 public func buildRouter(readiness: Readiness, accounts: Accounts, payments: PaymentsSetup) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
+    router.add(middleware: RequestLogMiddleware())
     router.add(middleware: UnexpectedErrorMiddleware())
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     OpenAPIDocument.addRoute(to: router)
