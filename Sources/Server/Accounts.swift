@@ -71,7 +71,53 @@ public struct Accounts: Sendable {
     }
 
     /// A new session for the right handle and password; the same error for every wrong pair.
-    public func login(handle: String, password: String) async throws -> Session {
+    /// Failed logins that lock a handle, and a client address, for `loginWindow` seconds.
+    public var maxFailuresPerHandle = 5
+    public var maxFailuresPerAddress = 20
+    public var loginWindow = 15 * 60
+
+    /// Checks the password, after the rate limits: a handle or a client address with too many
+    /// recent failures gets 429 with `Retry-After`, before any bcrypt work is spent. The limits
+    /// live in the database, so several servers share them.
+    public func login(handle: String, password: String, address: String = "unknown") async throws -> Session {
+        try await checkLoginRate(handle: handle, address: address)
+        do {
+            let session = try await verifiedLogin(handle: handle, password: password)
+            try await pool.query("DELETE FROM login_failures WHERE handle = \(handle)")
+            return session
+        } catch let error as DomainError where error.code == "invalid_credentials" {
+            try await pool.query(
+                """
+                WITH expired AS (DELETE FROM login_failures WHERE at < now() - make_interval(secs => \(loginWindow)))
+                INSERT INTO login_failures (handle, address) VALUES (\(handle), \(address))
+                """)
+            throw error
+        }
+    }
+
+    private func checkLoginRate(handle: String, address: String) async throws {
+        let row = try await pool.query(
+            """
+            WITH recent AS (SELECT handle, address, at FROM login_failures
+                            WHERE at > now() - make_interval(secs => \(loginWindow))
+                              AND (handle = \(handle) OR address = \(address)))
+            SELECT (SELECT count(*) FROM recent WHERE handle = \(handle)) AS by_handle,
+                   (SELECT count(*) FROM recent WHERE address = \(address)) AS by_address,
+                   ceil(extract(epoch FROM (SELECT min(at) FROM recent) + make_interval(secs => \(loginWindow)) - now()))::int8 AS wait
+            """
+        ).single()
+        let byHandle: Int = try row.decode("by_handle")
+        let byAddress: Int = try row.decode("by_address")
+        guard byHandle < maxFailuresPerHandle, byAddress < maxFailuresPerAddress else {
+            let wait = max(1, try row.decode("wait", as: Int?.self) ?? loginWindow)
+            let what = byHandle >= maxFailuresPerHandle ? "for this handle" : "from this address"
+            throw Problem(
+                .tooManyRequests, code: "too_many_attempts",
+                detail: "Too many failed logins \(what); try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+        }
+    }
+
+    private func verifiedLogin(handle: String, password: String) async throws -> Session {
         let rows = try await pool.query("SELECT user_id, password_hash FROM credentials WHERE handle = \(handle)")
         let row = rows.first
         // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.

@@ -58,7 +58,9 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
         var fields = FieldCheck()
         fields.require(("handle", body.handle), ("password", body.password))
         try fields.throwIfAny()
-        return EditedResponse(status: .created, response: try await accounts.login(handle: body.handle!, password: body.password!))
+        let session = try await accounts.login(
+            handle: body.handle!, password: body.password!, address: context.clientAddress ?? "unknown")
+        return EditedResponse(status: .created, response: session)
     }
 
     @Sendable func logout(_ request: Request, context: Context) async throws -> HTTPResponse.Status {

@@ -23,9 +23,11 @@ public struct AppRequestContext: AuthenticatedRequestContext {
     public var coreContext: CoreRequestContextStorage
     public var identity: UserID?
     public var bearerToken: String?
+    public let clientAddress: String?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
+        self.clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
     public var maxUploadSize: Int { 1024 * 1024 }

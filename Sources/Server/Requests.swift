@@ -124,6 +124,8 @@ struct AuthenticationMiddleware<Context: AuthenticatedRequestContext>: RouterMid
 public protocol AuthenticatedRequestContext: RequestContext {
     var identity: UserID? { get set }
     var bearerToken: String? { get set }
+    /// The client's IP address, for rate limits; nil when unknown.
+    var clientAddress: String? { get }
 }
 
 extension AuthenticatedRequestContext {
