@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Logging
+import Metrics
 import Postgres
 import Synchronization
 
@@ -75,7 +76,7 @@ public final class EventStore: Sendable {
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendOutcome {
         let request = try Self.encodeRequest(appends, metadata: metadata, idempotency: idempotency)
-        return try await withCheckedThrowingContinuation { continuation in
+        let outcome = try await withCheckedThrowingContinuation { continuation in
             let startFlushing = queue.withLock { queue in
                 queue.pending.append(
                     Pending(
@@ -89,7 +90,12 @@ public final class EventStore: Sendable {
                 Task { await self.flushUntilEmpty() }
             }
         }
+        if case .appended(let result) = outcome { Self.eventsAppended.increment(by: Int64(result.positions.count)) }
+        return outcome
     }
+
+    /// `lender_events_appended_total`: events acknowledged as appended, by this process.
+    static let eventsAppended = Counter(label: "lender_events_appended_total")
 
     /// Appends to one stream and returns what was written; for callers without idempotency.
     @discardableResult

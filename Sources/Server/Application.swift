@@ -36,8 +36,11 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 /// Every route, given what they depend on.
 public func buildRouter(readiness: Readiness, accounts: Accounts, payments: PaymentsSetup) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
+    _ = LenderMetrics.registry
     router.add(middleware: RequestLogMiddleware())
+    router.add(middleware: MetricsMiddleware())
     router.add(middleware: UnexpectedErrorMiddleware())
+    MetricsController(pool: accounts.pool).addRoutes(to: router)
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     OpenAPIDocument.addRoute(to: router)
     AccountsController(accounts: accounts).addRoutes(to: router)

@@ -74,14 +74,23 @@ public struct CommandGateway: Sendable {
         metadata.actorID = metadata.actorID ?? actor.description
         for attempt in 1...maxAttempts {
             let (state, version) = try await load(stream, aggregate)
-            let events = try aggregate.decide(command, state, actor)
-            if events.isEmpty { return Handled(state: state, events: [], append: nil) }
+            let events: [Event]
+            do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
+                LenderMetrics.command(command, outcome: error.code)
+                throw error
+            }
+            if events.isEmpty {
+                LenderMetrics.command(command, outcome: "unchanged")
+                return Handled(state: state, events: [], append: nil)
+            }
             do {
                 let result = try await store.append(
                     to: stream, expectedVersion: version == 0 ? .noStream : .exact(version),
                     events: try events.map(aggregate.codec.encode), metadata: metadata, alongside: alongside)
+                LenderMetrics.command(command, outcome: "ok")
                 return Handled(state: events.reduce(state, aggregate.evolve), events: events, append: result)
             } catch is WrongExpectedVersion {
+                LenderMetrics.retries.increment()
                 logger.debug("stream moved on; deciding again", metadata: ["stream": "\(stream)", "attempt": "\(attempt)"])
                 // Random, growing: contenders who collided should not collide again.
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
@@ -116,6 +125,7 @@ public struct CommandGateway: Sendable {
                 case .replayed: return (outcome, nil)  // only with an idempotency key, which this passes none of
                 }
             } catch is WrongExpectedVersion {
+                LenderMetrics.retries.increment()
                 logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(attempt)"])
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
             }

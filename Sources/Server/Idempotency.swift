@@ -47,6 +47,7 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         if try await claim(user, key, requestHash) {
             return try await answerFirst(request, context, user, key, next)
         }
+        LenderMetrics.idempotentReplays.increment()
         return try await replay(user, key, requestHash)
     }
 
