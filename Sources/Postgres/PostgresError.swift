@@ -57,6 +57,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public var isConnectionFailure: Bool {
         kind == .connection || (sqlState.map { $0.hasPrefix("08") || $0.hasPrefix("57P") } ?? false)
     }
+
+    /// The database cannot serve now: unreachable, going away, refusing connections (53300:
+    /// too many), or every pooled connection busy past the wait. A retry later may succeed;
+    /// the request itself was not at fault.
+    public var isUnavailable: Bool {
+        isConnectionFailure || kind == .poolExhausted || kind == .shutDown
+            || sqlState == "53300"
+    }
 }
 
 /// The SQLSTATE codes this project tells apart.

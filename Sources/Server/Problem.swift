@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Postgres
 import Marketplace
 import NIOCore
 
@@ -81,6 +82,12 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw Problem(error)
         } catch let error as any HTTPResponseError {
             throw error
+        } catch let error as PostgresError where error.isUnavailable {
+            // The database is down, unreachable or saturated: say so at once, and when to retry.
+            context.logger.error("database unavailable", metadata: ["error": "\(error)"])
+            throw Problem(
+                .serviceUnavailable, code: "database_unavailable",
+                detail: "The database is unavailable; try again shortly.", headers: [.retryAfter: "2"])
         } catch {
             context.logger.error(
                 "unexpected error",
