@@ -116,7 +116,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
         }
         let payment: Payment = charge.map { .card(cardID!, chargeID: $0.id) } ?? .balance
         do {
-            let (result, append) = try await gateway.handleAcross(actor: me) { reads in
+            let (result, append) = try await gateway.handleAcross("checkout", actor: me) { reads in
                 let (decision, user) = try await decide(&reads, me, payment, today)
                 if let charge, charge.amountCents != decision.totalCents {
                     throw DomainError(.conflict, "cart_changed", "The cart changed while it was being paid; nothing was bought.")

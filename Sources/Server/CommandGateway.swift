@@ -104,24 +104,34 @@ public struct CommandGateway: Sendable {
     /// writes are appended at once, expecting exactly the versions read (a stream written
     /// `checked: false` expects any). If any stream moved on, it all is decided again.
     public func handleAcross<Outcome: Sendable>(
-        actor: UserID, metadata: EventMetadata = EventMetadata(),
+        _ command: String, actor: UserID, metadata: EventMetadata = EventMetadata(),
         _ decide: (inout StreamReads) async throws -> (writes: [StreamWrite], outcome: Outcome)
     ) async throws -> (outcome: Outcome, append: AppendResult?) {
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
         for attempt in 1...maxAttempts {
             var reads = StreamReads(gateway: self)
-            let (writes, outcome) = try await decide(&reads)
+            let writes: [StreamWrite]
+            let outcome: Outcome
+            do { (writes, outcome) = try await decide(&reads) } catch let error as DomainError {
+                LenderMetrics.command(named: command, outcome: error.code)
+                throw error
+            }
             let appends = writes.filter { !$0.events.isEmpty }.map { write in
                 StreamAppend(
                     write.stream,
                     expectedVersion: !write.checked ? .any : (reads.versions[write.stream] ?? 0) == 0 ? .noStream : .exact(reads.versions[write.stream]!),
                     events: write.events)
             }
-            if appends.isEmpty { return (outcome, nil) }
+            if appends.isEmpty {
+                LenderMetrics.command(named: command, outcome: "unchanged")
+                return (outcome, nil)
+            }
             do {
                 switch try await store.append(appends, metadata: metadata) {
-                case .appended(let result): return (outcome, result)
+                case .appended(let result):
+                    LenderMetrics.command(named: command, outcome: "ok")
+                    return (outcome, result)
                 case .replayed: return (outcome, nil)  // only with an idempotency key, which this passes none of
                 }
             } catch is WrongExpectedVersion {

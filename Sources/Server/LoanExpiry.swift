@@ -31,7 +31,7 @@ extension CommandGateway {
         for loanID in candidates {
             do {
                 let (refunds, append) = try await handleAcross(
-                    actor: .system, metadata: EventMetadata(actorID: "operator:lender loans expire")
+                    "expireLoan", actor: .system, metadata: EventMetadata(actorID: "operator:lender loans expire")
                 ) { reads in
                     let loan = try await reads.load(.loan, id: loanID)
                     let events = try LoanDecider.decide(.expire(today: today), loan, actor: .system)

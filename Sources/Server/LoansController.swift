@@ -73,7 +73,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         fields.require(("amountCents", body.amountCents))
         try fields.throwIfAny()
         let amount = body.amountCents!
-        let (credits, append) = try await gateway.handleAcross(actor: me) { reads in
+        let (credits, append) = try await gateway.handleAcross("recordRepayment", actor: me) { reads in
             let loan = try await reads.load(.loan, id: loanID)
             let events = try LoanDecider.decide(.recordRepayment(amountCents: amount), loan, actor: me)
             let credits = LoanDecider.credits(for: events, loanID: loanID)

@@ -21,8 +21,12 @@ public enum LenderMetrics {
         return registry
     }()
 
+    /// A command by its case name (`postRental`, never its fields).
     static func command(_ command: Any, outcome: String) {
-        let name = Mirror(reflecting: command).children.first?.label ?? String(describing: command)
+        self.command(named: Mirror(reflecting: command).children.first?.label ?? String(describing: command), outcome: outcome)
+    }
+
+    static func command(named name: String, outcome: String) {
         Counter(label: "lender_commands_total", dimensions: [("command", name), ("outcome", outcome)]).increment()
     }
 

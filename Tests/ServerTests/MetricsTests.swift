@@ -25,11 +25,15 @@ struct MetricsTests {
             _ = try await client.postRental(ada.token)
             let bad = try await client.send(.post, "/v1/rentals", json: ["title": ""], token: ada.token)
             #expect(bad.status == .unprocessableContent)
+            let empty = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            #expect(empty.body["code"] as? String == "cart_empty")
             let after = try await scrape()
 
             let posted = #"lender_commands_total{command="postRental",outcome="ok"}"#
             // At least: other tests in this process post rentals too.
             #expect(Self.sample(after, posted) - Self.sample(before, posted) >= 2, "\(after)")
+            let refused = #"lender_commands_total{command="checkout",outcome="cart_empty"}"#
+            #expect(Self.sample(after, refused) - Self.sample(before, refused) >= 1, "commands across streams too")
             #expect(Self.sample(after, "lender_events_appended_total") - Self.sample(before, "lender_events_appended_total") >= 2)
             #expect(after.contains("hb_requests"), "requests by route and status")
             #expect(after.contains("/v1/rentals"))
