@@ -1,0 +1,175 @@
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Posts rentals from `writers` users until `stop` says so; the ids acknowledged (201) and
+/// every other status seen (0 for no answer at all).
+func postUntilStopped(_ server: ServerProcess, tokens: [String], stop: Counter) async -> (acknowledged: [String], others: [Int]) {
+    await withTaskGroup(of: ([String], [Int]).self) { group in
+        for (writer, token) in tokens.enumerated() {
+            group.addTask {
+                var acknowledged = [String]()
+                var others = [Int]()
+                var round = 0
+                while stop.value == 0 {
+                    round += 1
+                    let json: [String: Any] = [
+                        "title": "Item \(writer)-\(round)", "category": "tools", "dailyPriceCents": 100,
+                        "location": ["lat": 27.7, "lng": 85.3],
+                    ]
+                    do {
+                        let (status, body) = try await server.request(.post, "/v1/rentals", json: json, token: token)
+                        if status == 201, let id = body["id"] as? String { acknowledged.append(id.lowercased()) } else {
+                            others.append(status)
+                        }
+                    } catch {
+                        others.append(0)
+                        try? await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+                return (acknowledged, others)
+            }
+        }
+        return await group.reduce(into: ([String](), [Int]())) { $0.0 += $1.0; $0.1 += $1.1 }
+    }
+}
+
+/// A server process with eight registered writers.
+func serverWithWriters(_ database: PostgresConfiguration) async throws -> (ServerProcess, [String]) {
+    let server = try await ServerProcess(database: database)
+    var tokens = [String]()
+    for index in 0..<8 { tokens.append(try await server.user("writer\(index)").token) }
+    return (server, tokens)
+}
+
+@Suite("Crashes, shutdown and several servers", .serialized)
+struct ProcessTests {
+    @Test func killNineMidLoadLosesNothingAcknowledgedAndLeavesNoHalfCommand() async throws {
+        try await withServerDatabase { database, admin in
+            let (server, tokens) = try await serverWithWriters(database)
+            let stop = Counter(0)
+            async let load = postUntilStopped(server, tokens: tokens, stop: stop)
+            try await Task.sleep(for: .milliseconds(1500))
+            server.kill(SIGKILL)
+            _ = await server.waitForExit()
+            try await Task.sleep(for: .milliseconds(300))
+            stop.add(1)
+            let (acknowledged, _) = await load
+            #expect(acknowledged.count >= 20, "the load ran: \(acknowledged.count) acknowledged")
+
+            let stored = Set(
+                try await admin.query("SELECT item_id::text AS id FROM items_view").map { try $0.decode("id", as: String.self) })
+            let logged = Set(
+                try await admin.query("SELECT data->>'itemID' AS id FROM events WHERE type = 'RentalPosted'")
+                    .map { try $0.decode("id", as: String.self).lowercased() })
+            let lost = Set(acknowledged).subtracting(stored)
+            #expect(lost.isEmpty, "acknowledged \(acknowledged.count), lost \(lost.count)")
+            #expect(Set(acknowledged).isSubset(of: logged))
+            #expect(stored == logged, "every logged rental is in the view and no other")
+            print("crash test: \(acknowledged.count) acknowledged, \(lost.count) lost, \(logged.count) in the log")
+            // No half-applied command: the views are what a replay of the log gives.
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+            #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
+        }
+    }
+
+    @Test func sigtermFinishesInFlightRequestsAndRefusesNewOnes() async throws {
+        try await withServerDatabase { database, admin in
+            let (server, tokens) = try await serverWithWriters(database)
+            let stop = Counter(0)
+            async let load = postUntilStopped(server, tokens: tokens, stop: stop)
+            try await Task.sleep(for: .milliseconds(800))
+            server.kill(SIGTERM)
+            let status = await server.waitForExit()
+            stop.add(1)
+            let (acknowledged, others) = await load
+            #expect(status == 0, "a graceful exit")
+            // Every request was answered in full or never got in: no 5xx, no half answer.
+            #expect(others.allSatisfy { $0 == 0 }, "statuses besides 201: \(Set(others))")
+            let stored = Set(
+                try await admin.query("SELECT item_id::text AS id FROM items_view").map { try $0.decode("id", as: String.self) })
+            #expect(Set(acknowledged).isSubset(of: stored))
+            await #expect(throws: (any Error).self) { try await server.request(.get, "/health/live") }
+        }
+    }
+
+    @Test func threeServersOnOneDatabaseBehaveAsOne() async throws {
+        try await withServerDatabase { database, _ in
+            var started = [ServerProcess]()
+            for _ in 0..<3 { started.append(try await ServerProcess(database: database)) }
+            let servers = started
+            let owner = try await servers[0].user("owner")
+            let ownerToken = owner.token
+            var bidders = [(server: ServerProcess, token: String)]()
+            for index in 0..<9 { bidders.append((servers[index % 3], try await servers[index % 3].user("bidder\(index)").token)) }
+
+            // The approval race: nine bids, all approved at once through three servers; one wins.
+            let (_, item) = try await servers[1].request(
+                .post, "/v1/rentals",
+                json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+                token: owner.token)
+            let itemID = try #require(item["id"] as? String)
+            var bids = [String]()
+            for bidder in bidders {
+                let (status, bid) = try await bidder.server.request(
+                    .post, "/v1/items/\(itemID)/bids", json: ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"],
+                    token: bidder.token)
+                #expect(status == 201, "\(bid)")
+                bids.append(try #require(bid["id"] as? String))
+            }
+            let approvals = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, bid) in bids.enumerated() {
+                    group.addTask { try await servers[index % 3].request(.post, "/v1/bids/\(bid)/approve", token: ownerToken).0 }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(approvals.filter { $0 == 200 }.count == 1, "\(approvals)")
+            #expect(approvals.filter { $0 == 409 }.count == 8, "\(approvals)")
+
+            // The checkout race: ten lenders, 2,500 each, a loan needing 10,000, through three servers.
+            let borrower = try await servers[2].user("borrower")
+            let deadline = dayFromToday(30)
+            let (_, loan) = try await servers[2].request(
+                .post, "/v1/loans",
+                json: [
+                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "countryCode": "NP",
+                    "location": ["lat": 28.2, "lng": 83.99], "amountCents": 10_000, "deadline": deadline,
+                ], token: borrower.token)
+            let loanID = try #require(loan["id"] as? String)
+            var tokens = [String]()
+            for index in 0..<10 {
+                let server = servers[index % 3]
+                let lender = try await server.user("lender\(index)")
+                let (_, card) = try await server.request(
+                    .post, "/v1/me/cards",
+                    json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2030, "cvv": "123", "holderName": "L"],
+                    token: lender.token)
+                let cardID = try #require(card["id"] as? String)
+                #expect(try await server.request(.post, "/v1/me/deposits", json: ["amountCents": 2500, "cardId": cardID], token: lender.token).0 == 201)
+                #expect(try await server.request(.post, "/v1/cart/items", json: ["loanId": loanID, "amountCents": 2500], token: lender.token).0 == 201)
+                tokens.append(lender.token)
+            }
+            let lenders = tokens
+            let checkouts = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, token) in lenders.enumerated() {
+                    group.addTask {
+                        try await servers[(index + 1) % 3].request(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: token).0
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(checkouts.filter { $0 == 200 }.count == 4, "\(checkouts)")
+            #expect(checkouts.filter { $0 == 409 }.count == 6, "\(checkouts)")
+            let (_, funded) = try await servers[0].request(.get, "/v1/loans/\(loanID)", token: borrower.token)
+            #expect(funded["fundedCents"] as? Int == 10_000)
+            #expect(funded["status"] as? String == "funded")
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
+}
