@@ -34,7 +34,14 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 }
 
 /// Every route, given what they depend on.
-public func buildRouter(readiness: Readiness, accounts: Accounts, payments: PaymentsSetup) -> Router<AppRequestContext> {
+///
+/// `reads`, when given, serves the lists and profiles that may lag a moment behind the
+/// primary (a streaming replica): the market, loans, profiles and countries. Everything a
+/// command answers, and every read a command decides on, comes from the primary.
+public func buildRouter(
+    readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil
+) -> Router<AppRequestContext> {
+    let reads = reads ?? accounts.pool
     let router = Router(context: AppRequestContext.self)
     _ = LenderMetrics.registry
     router.add(middleware: RequestLogMiddleware())
@@ -50,14 +57,14 @@ public func buildRouter(readiness: Readiness, accounts: Accounts, payments: Paym
     ItemsController(gateway: accounts.gateway)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    MarketController(pool: accounts.pool).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    ProfilesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
+    MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    ProfilesController(pool: reads).addRoutes(to: router, authentication: authentication)
     WalletController(gateway: accounts.gateway, payments: payments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    LoansController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    LoansController(gateway: accounts.gateway, reads: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     CartController(gateway: accounts.gateway, payments: payments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    CountriesController(pool: accounts.pool).addRoutes(to: router, authentication: authentication)
+    CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
     EventsController(store: accounts.gateway.store).addRoutes(to: router, authentication: authentication)
     return router
 }
@@ -65,18 +72,20 @@ public func buildRouter(readiness: Readiness, accounts: Accounts, payments: Paym
 /// The server, with the pool as a service that closes after the server has stopped.
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
-    bcryptCost: UInt8 = 12
+    bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
-            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments),
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
+            reads: readPool),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)
     application.addServices(PoolService(pool: pool))
+    if let readPool { application.addServices(PoolService(pool: readPool)) }
     return application
 }
 

@@ -8,6 +8,8 @@ import Postgres
 /// `POST /v1/loans/{loanId}/repayments`. Shares are bought only by checkout (`CartController`).
 struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
     let gateway: CommandGateway
+    /// Lists may come from a replica; a loan answered after a command comes from the primary.
+    let reads: PostgresPool
     var pool: PostgresPool { gateway.store.pool }
 
     struct LoanBody: Decodable {
@@ -131,7 +133,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         let lat = query.near?.lat
         let lng = query.near?.lng
         let after = query.cursor
-        let rows = try await pool.query(
+        let rows = try await reads.query(
             """
             WITH candidates AS (
                 SELECT \(unsafeRaw: LoanResource.columns),

@@ -8,7 +8,7 @@ import Server
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, LOG_LEVEL from the environment).")
+        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, READ_DATABASE_URL, LOG_LEVEL from the environment).")
 
     @OptionGroup var database: DatabaseOptions
 
@@ -39,9 +39,16 @@ struct Serve: AsyncParsableCommand {
         let role = environment["DATABASE_ROLE"] ?? "lender_app"
         configuration.role = role.isEmpty ? nil : role
         let pool = PostgresPool(configuration: configuration, options: .init(size: size), logger: logger)
+        // Lists and profiles from a replica, when there is one (see docs/SCALING.md).
+        var readPool: PostgresPool?
+        if let url = environment["READ_DATABASE_URL"], !url.isEmpty {
+            var replica = try PostgresConfiguration(url)
+            replica.role = configuration.role
+            readPool = PostgresPool(configuration: replica, options: .init(size: size), logger: logger)
+        }
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
-            payments: payments, bcryptCost: bcryptCost)
+            payments: payments, bcryptCost: bcryptCost, readPool: readPool)
         try await application.runService()
     }
 

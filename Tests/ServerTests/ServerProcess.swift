@@ -19,7 +19,7 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Starts the server as the owner of `database` (it runs its pool as lender_app) and waits
     /// until it is ready.
-    init(database: PostgresConfiguration) async throws {
+    init(database: PostgresConfiguration, environment: [String: String] = [:]) async throws {
         port = try Self.freePort()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         process.executableURL = root.appendingPathComponent(".build/debug/lender")
@@ -28,7 +28,7 @@ final class ServerProcess: @unchecked Sendable {
             "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
             "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self),
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
-        ]
+        ].merging(environment) { $1 }
         process.standardOutput = output
         process.standardError = output
         try process.run()
