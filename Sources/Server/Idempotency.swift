@@ -39,6 +39,8 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         }
         var request = request
         let body = try await request.collectBodyWithinLimit(context: context)
+        // Bounded before it is parsed to be made canonical.
+        try JSONShape.check(body.readableBytesView)
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         digest.update(data: Self.canonical(Data(body.readableBytesView)))

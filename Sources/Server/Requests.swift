@@ -15,6 +15,7 @@ extension Request {
         var request = self
         let buffer = try await request.collectBodyWithinLimit(context: context)
         if allowEmpty, buffer.readableBytes == 0 { return nil }
+        try JSONShape.check(buffer.readableBytesView)
         do {
             return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
         } catch {
@@ -37,6 +38,47 @@ extension Request {
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else { return nil }
         return String(parts[1])
+    }
+}
+
+/// Bounds on a body's shape, checked before any decoding: no command nests deeper than a few
+/// levels or needs a string longer than a description, so deeper or longer is refused at
+/// once (400), whatever the route, rather than handed to the decoder.
+enum JSONShape {
+    static let maxDepth = 32
+    static let maxStringBytes = 20_000
+
+    static func check(_ bytes: some Sequence<UInt8>) throws {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        var stringBytes = 0
+        for byte in bytes {
+            if inString {
+                stringBytes += 1
+                if stringBytes > maxStringBytes {
+                    throw Problem(.badRequest, code: "string_too_long", detail: "A string in the body is longer than \(maxStringBytes) bytes.")
+                }
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+                stringBytes = 0
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > maxDepth {
+                    throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
+                }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                depth -= 1
+            default:
+                break
+            }
+        }
     }
 }
 

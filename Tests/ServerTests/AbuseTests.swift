@@ -1,0 +1,53 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("Bodies and parameters out of bounds")
+struct AbuseTests {
+    @Test func deepNestingAndLongStringsAreRefusedAndNothingBreaks() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let before = try await eventCount(admin)
+            let deep = String(repeating: "[", count: 200_000) + String(repeating: "]", count: 200_000)
+            for key in [nil, "deep-1"] {
+                let response = try await client.send(.post, "/v1/rentals", raw: deep, token: ada.token, idempotencyKey: key)
+                #expect(response.status == .badRequest)
+                #expect(response.body["code"] as? String == "too_deeply_nested")
+            }
+            let nested = #"{"title": "Bike", "location": "# + String(repeating: #"{"a": "#, count: 40) + "1" + String(repeating: "}", count: 41)
+            #expect(try await client.send(.post, "/v1/rentals", raw: nested, token: ada.token).body["code"] as? String == "too_deeply_nested")
+            let long = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": String(repeating: "x", count: 30_000), "category": "tools", "dailyPriceCents": 1, "location": ["lat": 1, "lng": 2]],
+                token: ada.token)
+            #expect(long.status == .badRequest)
+            #expect(long.body["code"] as? String == "string_too_long")
+            // An escaped quote does not end a string early, and a plain body still works.
+            let quoted = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": #"The "best" bike [really] {yes}"#, "category": "bikes", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                token: ada.token)
+            #expect(quoted.status == .created, "\(quoted.body)")
+            #expect(try await eventCount(admin) == before + 1)
+        }
+    }
+
+    @Test func badQueryParametersAreRefusedNeverAServerError() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let queries = [
+                "/v1/market?near=abc&radiusKm=-1&limit=0&cursor=%%%", "/v1/market?sort=upside&updatedSince=yesterday",
+                "/v1/market?minPriceCents=-5&kind=boat&category=ships", "/v1/loans?near=91,0&status=x&country=12",
+                "/v1/countries?limit=1000&cursor=nope", "/v1/events?after=x", "/v1/items/not-a-uuid", "/v1/loans/not-a-uuid",
+                "/v1/items/\(UUID())/bids?limit=-3&cursor=zz", "/v1/users/123",
+            ]
+            for query in queries {
+                let response = try await client.send(.get, query, token: ada.token)
+                #expect((400..<500).contains(Int(response.status.code)), "\(query): \(response.status)")
+                #expect(response.headers[.contentType] == "application/problem+json", "\(query)")
+            }
+        }
+    }
+}
