@@ -33,8 +33,8 @@ struct ListQuery {
             }
         }
         if let value = text("radiusKm") {
-            if let radius = Double(value), radius > 0, radius <= 20_000 { radiusKm = radius } else {
-                bad("radiusKm", "invalid_radius", "kilometres, more than 0 and at most 20000")
+            if let radius = Double(value), radius >= 0.001, radius <= 20_000 { radiusKm = radius } else {
+                bad("radiusKm", "invalid_radius", "kilometres, from 0.001 to 20000")
             }
             if text("near") == nil { bad("radiusKm", "needs_near", "radiusKm needs near") }
         }

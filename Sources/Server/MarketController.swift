@@ -31,8 +31,8 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
             }
             for (name, keyPath) in [("minPriceCents", \Query.minPrice), ("maxPriceCents", \Query.maxPrice)] {
                 guard let value = list.text(name) else { continue }
-                if let price = Int(value), price >= 0 { self[keyPath: keyPath] = price } else {
-                    list.bad(name, "invalid_price", "a whole number of cents, 0 or more")
+                if let price = Int(value), (0...Int(Int32.max)).contains(price) { self[keyPath: keyPath] = price } else {
+                    list.bad(name, "invalid_price", "a whole number of cents, 0 to 2147483647")
                 }
             }
             try list.throwIfAny()

@@ -125,7 +125,10 @@ struct FieldCheck {
             problems.append(FieldError(field: "location", code: "required", message: "location with lat and lng is required"))
             return nil
         }
-        return Location(lat: lat, lng: lng, place: body.place ?? "")
+        // To the centimetre (1e-7 degrees): finer means nothing on a map, and a subnormal number
+        // is one PostgreSQL refuses to read.
+        func centimetre(_ degrees: Double) -> Double { (degrees * 1e7).rounded() / 1e7 }
+        return Location(lat: centimetre(lat), lng: centimetre(lng), place: body.place ?? "")
     }
 
     /// A typed id, when the text is one; nil (and no problem) when absent: `require` says that.
