@@ -40,6 +40,8 @@ struct MetricsTests {
             #expect(after.contains("http_server_request_duration"), "latency histograms")
             #expect(after.contains("lender_pool_connections_in_use"))
             #expect(after.contains("lender_pool_waiting"))
+            #expect(after.contains(#"lender_projection_lag_events{projection="items"} 0"#), "inline views are never behind")
+            #expect(Self.sample(after, "lender_log_head_position") >= 3)
         }
     }
 }
