@@ -102,6 +102,7 @@ let package = Package(
                 "Marketplace",
                 "Postgres",
                 "Projections",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+
+/// HTTP load against a running `lender serve`: keep-alive connections, each a closed loop of
+/// requests, bounded in time. Prints one JSON object of figures.
+struct HTTPBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http",
+        abstract: "Load a running server: post_rentals, or place_bids spread over --items items.")
+
+    @Argument(help: "post_rentals or place_bids") var scenario: String
+    @Option var port: Int
+    @Option var connections = 64
+    @Option var seconds = 10.0
+    @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
+
+    func run() async throws {
+        guard ["post_rentals", "place_bids"].contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
+        let run = UUID().uuidString.prefix(6).lowercased()
+        let setup = TestClient(host: "127.0.0.1", port: port)
+        setup.connect()
+        // One user per connection, and for bids an owner with the items.
+        var tokens = [String]()
+        for index in 0..<connections { tokens.append(try await Self.user("b\(run)_\(index)", setup)) }
+        var itemIDs = [String]()
+        if scenario == "place_bids" {
+            let owner = try await Self.user("o\(run)", setup)
+            for index in 0..<items {
+                let body = try await Self.send(setup, .post, "/v1/rentals", Self.rental("Item \(index)"), owner).1
+                itemIDs.append(try Self.field("id", body))
+            }
+        }
+        try await setup.shutdown()
+        let items = itemIDs
+        let scenario = scenario
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(seconds)
+        let started = clock.now
+        let (latencies, failures) = try await withThrowingTaskGroup(of: ([Double], Int).self) { group in
+            for (connection, token) in tokens.enumerated() {
+                group.addTask {
+                    let client = TestClient(host: "127.0.0.1", port: port)
+                    client.connect()
+                    defer { Task { try? await client.shutdown() } }
+                    var latencies = [Double]()
+                    var failures = 0
+                    var index = 0
+                    while clock.now < deadline {
+                        index += 1
+                        let begin = clock.now
+                        let status: Int
+                        if scenario == "post_rentals" {
+                            status = try await Self.send(client, .post, "/v1/rentals", Self.rental("Bench \(connection)-\(index)"), token).0
+                        } else {
+                            // Each user bids on the items in turn: one pending bid per item and bidder.
+                            let item = items[(connection * 7 + index) % items.count]
+                            let bid: [String: Any] = ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"]
+                            status = try await Self.send(client, .post, "/v1/items/\(item)/bids", bid, token).0
+                        }
+                        latencies.append((clock.now - begin).milliseconds)
+                        if status != 201 { failures += 1 }
+                    }
+                    return (latencies, failures)
+                }
+            }
+            return try await group.reduce(into: ([Double](), 0)) { $0.0 += $1.0; $0.1 += $1.1 }
+        }
+        let elapsed = (clock.now - started).milliseconds / 1000
+        let sorted = latencies.sorted()
+        let figures = HTTPFigures(
+            scenario: scenario, connections: connections, requests: sorted.count, failures: failures, seconds: elapsed,
+            throughput: Double(sorted.count - failures) / elapsed, p50Ms: sorted.percentile(0.50),
+            p90Ms: sorted.percentile(0.90), p99Ms: sorted.percentile(0.99))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+    }
+
+    static func rental(_ title: String) -> [String: Any] {
+        ["title": title, "category": "tools", "dailyPriceCents": 500, "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"]]
+    }
+
+    static func user(_ handle: String, _ client: TestClient) async throws -> String {
+        let registration: [String: Any] = [
+            "handle": handle, "displayName": handle, "email": "\(handle)@example.org", "password": "benchmark-password",
+        ]
+        _ = try await send(client, .post, "/v1/users", registration, nil)
+        let session = try await send(client, .post, "/v1/sessions", ["handle": handle, "password": "benchmark-password"], nil).1
+        return try field("token", session)
+    }
+
+    static func send(
+        _ client: TestClient, _ method: HTTPRequest.Method, _ uri: String, _ json: [String: Any], _ token: String?
+    ) async throws -> (Int, [String: Any]) {
+        var headers: HTTPFields = [.contentType: "application/json", .connection: "keep-alive"]
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        let body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+        let response = try await client.execute(.init(uri, method: method, authority: "localhost", headers: headers, body: body))
+        let parsed = response.body.flatMap { try? JSONSerialization.jsonObject(with: Data(buffer: $0)) } as? [String: Any]
+        return (response.head.status.code, parsed ?? [:])
+    }
+
+    static func field(_ name: String, _ body: [String: Any]) throws -> String {
+        guard let value = body[name] as? String else { throw ValidationError("no \(name) in \(body)") }
+        return value
+    }
+}
+
+struct HTTPFigures: Codable {
+    var scenario: String
+    var connections: Int
+    var requests: Int
+    var failures: Int
+    var seconds: Double
+    var throughput: Double
+    var p50Ms: Double
+    var p90Ms: Double
+    var p99Ms: Double
+}
