@@ -73,7 +73,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let post = PostRental(
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
             location: location!, availableFrom: from, availableUntil: until)
-        let handled = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: try context.requireIdentity())
+        let handled = try await gateway.handle(
+            .postRental(post), on: .item, id: post.itemID, actor: try context.requireIdentity(), newStream: true)
         return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
     }
 
@@ -89,7 +90,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let post = PostRequest(
             title: body.title!, description: body.description ?? "", category: category!,
             maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
-        let handled = try await gateway.handle(.postRequest(post), on: .item, id: post.itemID, actor: try context.requireIdentity())
+        let handled = try await gateway.handle(
+            .postRequest(post), on: .item, id: post.itemID, actor: try context.requireIdentity(), newStream: true)
         return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
     }
 

@@ -61,7 +61,8 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
             loanID: LoanID(), borrowerID: me, title: body.title!, description: body.description ?? "", sector: body.sector!,
             activity: body.activity!, countryCode: body.countryCode!, location: location!, amountCents: body.amountCents!,
             deadline: deadline!)
-        let handled = try await gateway.handle(.post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: me)
+        let handled = try await gateway.handle(
+            .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: me, newStream: true)
         return EditedResponse(
             status: .created, response: try await loanResource(posted.loanID.rawValue, position: handled.append?.lastPosition))
     }

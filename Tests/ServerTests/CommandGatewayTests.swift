@@ -33,6 +33,19 @@ struct CommandGatewayTests {
         return bid.bidID
     }
 
+    @Test func aStreamTakenToBeNewButNotIsDecidedAgainOnWhatIsThere() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let again = PostRental(
+                itemID: item, title: "Same id", description: "", category: .tools, dailyPriceCents: 100, location: here)
+            let error = try await #require(throws: DomainError.self) {
+                try await gateway.handle(.postRental(again), on: .item, id: item, actor: owner, newStream: true)
+            }
+            #expect(error.code == "item_exists")
+            #expect(try await gateway.store.readStream(StreamID("item", item)).count == 1)
+        }
+    }
+
     @Test func twentyConcurrentBidsAllLand() async throws {
         try await withGateway { gateway in
             let item = try await postRental(gateway)
