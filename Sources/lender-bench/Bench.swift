@@ -10,7 +10,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lender-bench",
         abstract: "Measures Lender's pieces for scripts/bench (which also measures the raw baselines).",
-        subcommands: [Append.self, ReplayBench.self, HTTPBench.self]
+        subcommands: [Append.self, ReplayBench.self, HTTPBench.self, ItemsLoad.self]
     )
 }
 

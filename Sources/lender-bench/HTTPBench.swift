@@ -9,16 +9,16 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, or place_bids spread over --items items.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, or market_near.")
 
-    @Argument(help: "post_rentals or place_bids") var scenario: String
+    @Argument(help: "post_rentals, place_bids or market_near") var scenario: String
     @Option var port: Int
     @Option var connections = 64
     @Option var seconds = 10.0
     @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
 
     func run() async throws {
-        guard ["post_rentals", "place_bids"].contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
+        guard ["post_rentals", "place_bids", "market_near"].contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
         let run = UUID().uuidString.prefix(6).lowercased()
         let setup = TestClient(host: "127.0.0.1", port: port)
         setup.connect()
@@ -52,7 +52,9 @@ struct HTTPBench: AsyncParsableCommand {
                         index += 1
                         let begin = clock.now
                         let status: Int
-                        if scenario == "post_rentals" {
+                        if scenario == "market_near" {
+                            status = try await Self.get(client, Self.marketQuery, token) == 200 ? 201 : 0
+                        } else if scenario == "post_rentals" {
                             status = try await Self.send(client, .post, "/v1/rentals", Self.rental("Bench \(connection)-\(index)"), token).0
                         } else {
                             // Each user bids on the items in turn: one pending bid per item and bidder.
@@ -77,6 +79,14 @@ struct HTTPBench: AsyncParsableCommand {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+    }
+
+    /// The market near a point, nearest first: what `queries` also runs through pgbench.
+    static let marketQuery = "/v1/market?near=27.7172,85.3240&radiusKm=25&sort=distance&limit=20"
+
+    static func get(_ client: TestClient, _ uri: String, _ token: String) async throws -> Int {
+        let headers: HTTPFields = [.authorization: "Bearer \(token)", .connection: "keep-alive"]
+        return try await client.execute(.init(uri, method: .get, authority: "localhost", headers: headers)).head.status.code
     }
 
     static func rental(_ title: String) -> [String: Any] {

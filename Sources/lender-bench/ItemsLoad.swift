@@ -1,0 +1,59 @@
+import ArgumentParser
+import EventStore
+import Foundation
+import Logging
+import Marketplace
+import Postgres
+import Projections
+
+/// Loads N rentals scattered over a region (the log, then the views rebuilt from it), and
+/// prints an owner's handle and password so that the load can sign in.
+struct ItemsLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load-items", abstract: "Load N available rentals around Kathmandu into a fresh, migrated database.")
+
+    @Option(name: .customLong("database-url"), help: "The database, as its owner.") var databaseURL: String
+    @Option var items = 100_000
+
+    func run() async throws {
+        var logger = Logger(label: "lender-bench")
+        logger.logLevel = .warning
+        let configuration = try PostgresConfiguration(databaseURL)
+        try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+            let store = EventStore(pool: pool, logger: logger)
+            let owner = UserID()
+            _ = try await store.append(
+                to: StreamID("user", owner), expectedVersion: .noStream,
+                events: [try DomainCodec.user.encode(.registered(UserRegistered(userID: owner, handle: "bench_owner", displayName: "Owner", email: "owner@example.org")))])
+            var generator = SystemRandomNumberGenerator()
+            var loaded = 0
+            let categories = Marketplace.Category.allCases
+            while loaded < items {
+                var appends = [StreamAppend]()
+                for _ in 0..<min(1000, items - loaded) {
+                    let item = ItemID()
+                    // Within about 300 km of Kathmandu: a market dense near the centre.
+                    let location = Location(
+                        lat: 27.7172 + Double.random(in: -2.7...2.7, using: &generator),
+                        lng: 85.3240 + Double.random(in: -3...3, using: &generator), place: "Nepal")
+                    let posted = RentalPosted(
+                        itemID: item, ownerID: owner, title: "Item \(loaded)", description: "For the market benchmark",
+                        category: categories[loaded % categories.count], dailyPriceCents: 100 + loaded % 5000, location: location)
+                    appends.append(
+                        StreamAppend(StreamID("item", item), expectedVersion: .noStream, events: [try DomainCodec.item.encode(.rentalPosted(posted))]))
+                    loaded += 1
+                }
+                _ = try await store.append(appends)
+            }
+            // The views, from the log, as `lender replay` builds them.
+            let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: logger)
+            let schema = ViewRebuilder.temporarySchema()
+            try await rebuilder.createSchema(schema)
+            let built = try await rebuilder.build(schema, after: 0)
+            _ = try await rebuilder.swapIn(schema, builtTo: built)
+            _ = try await pool.query("ANALYZE items_view")
+            // The owner signs in through the server; credentials are the server's to write.
+            FileHandle.standardError.write(Data("loaded \(loaded) items\n".utf8))
+        }
+    }
+}
