@@ -37,10 +37,13 @@ public struct ValidatedCard: Hashable, Sendable {
     public var digits: String
 
     /// `•••• 4242`.
-    public var redacted: String { "•••• \(last4)" }
+    public var redacted: String { CardRules.redacted(last4: last4) }
 }
 
 public enum CardRules {
+    /// How a card is shown: `•••• 4242`.
+    public static func redacted(last4: String) -> String { "•••• \(last4)" }
+
     /// Checks every field and reports every failure at once (SPEC §4). `today` decides expiry.
     public static func validate(
         number: String, expMonth: Int, expYear: Int, cvv: String, holderName: String, today: Day

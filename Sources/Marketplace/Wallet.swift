@@ -27,7 +27,7 @@ public struct CardOnFile: Codable, Hashable, Sendable {
     }
 
     /// `•••• 4242`.
-    public var redacted: String { "•••• \(last4)" }
+    public var redacted: String { CardRules.redacted(last4: last4) }
 
     /// Valid through the last day of its expiry month.
     public func isExpired(on today: Day) -> Bool { (expYear, expMonth) < (today.year, today.month) }

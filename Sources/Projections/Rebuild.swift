@@ -152,7 +152,6 @@ public struct ViewRebuilder: Sendable {
         _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection], after position: Int64,
         until: Int64, limit: Int
     ) throws -> Int64 {
-        _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
         let events = try session.query(
             """
             SELECT \(unsafeRaw: EventStore.columns) FROM events
@@ -160,11 +159,13 @@ public struct ViewRebuilder: Sendable {
             """, prepared: true
         ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
         guard let last = events.last?.position else { return until }
-        // Pipelined: the projections' writes are sent back to back, not one round trip each.
+        // The projections' unqualified tables are the schema's while they write; pipelined,
+        // their writes go back to back, not one round trip each.
+        _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
+        defer { _ = try? session.query("SELECT set_config('search_path', 'public', true)") }
         try session.pipelined { session in
             for projection in projections { try projection.apply(events, &session) }
         }
-        _ = try session.query("SELECT set_config('search_path', 'public', true)")
         return last
     }
 

@@ -111,7 +111,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
             let card = try UserDecider.chargeableCard(cardID, in: user, today: today)
             let id = try await payments.processor.charge(
                 token: card.processorToken, amountCents: decision.totalCents,
-                idempotencyKey: chargeKey(request, context, me, purpose: "checkout"))
+                idempotencyKey: chargeKey(request, me, purpose: "checkout"))
             charge = (id, decision.totalCents)
         }
         let payment: Payment = charge.map { .card(cardID!, chargeID: $0.id) } ?? .balance

@@ -89,7 +89,7 @@ public struct CommandGateway: Sendable {
             }
             do {
                 let result = try await store.append(
-                    to: stream, expectedVersion: version == 0 ? .noStream : .exact(version),
+                    to: stream, expectedVersion: .after(read: version),
                     events: try events.map(aggregate.codec.encode), metadata: metadata, alongside: alongside)
                 LenderMetrics.command(command, outcome: "ok")
                 return Handled(state: events.reduce(state, aggregate.evolve), events: events, append: result)
@@ -124,7 +124,7 @@ public struct CommandGateway: Sendable {
             let appends = writes.filter { !$0.events.isEmpty }.map { write in
                 StreamAppend(
                     write.stream,
-                    expectedVersion: !write.checked ? .any : (reads.versions[write.stream] ?? 0) == 0 ? .noStream : .exact(reads.versions[write.stream]!),
+                    expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,
                     events: write.events)
             }
             if appends.isEmpty {
@@ -191,5 +191,22 @@ public struct StreamWrite: Sendable {
         self.stream = StreamID(aggregate.category, id)
         self.events = try events.map(aggregate.codec.encode)
         self.checked = checked
+    }
+}
+
+extension ExpectedVersion {
+    /// What an append expects of a stream read at `version` (0: it had no events).
+    static func after(read version: Int) -> ExpectedVersion { version == 0 ? .noStream : .exact(version) }
+}
+
+extension StreamWrite {
+    /// A loan's events, and each lender's credit of them (a repayment's part, an expiry's
+    /// refund) on the lender's own stream, unchecked: a credit breaks no rule there.
+    static func settlement(_ events: [LoanEvent], loanID: LoanID) throws -> (writes: [StreamWrite], credits: [(lender: UserID, credit: BalanceCredited)]) {
+        let credits = LoanDecider.credits(for: events, loanID: loanID)
+        let writes =
+            try [StreamWrite(events, to: .loan, id: loanID)]
+            + credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
+        return (writes, credits)
     }
 }

@@ -15,6 +15,9 @@ struct CountriesController<Context: AuthenticatedRequestContext>: Sendable {
         var fundraisingLoans: Int
     }
 
+    /// Countries page by name alone; the cursor's id goes unused.
+    static var noID: UUID { UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) }
+
     func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
         router.group("/v1/countries").add(middleware: authentication).get(use: list)
     }
@@ -43,10 +46,8 @@ struct CountriesController<Context: AuthenticatedRequestContext>: Sendable {
         }
         let next =
             rows.count > query.limit
-            ? countries.last.map { Cursor(at: Date(timeIntervalSince1970: 0), id: UUID(uuid: UUID_NULL), key: $0.name).encoded }
+            ? countries.last.map { Cursor(at: Date(timeIntervalSince1970: 0), id: Self.noID, key: $0.name).encoded }
             : nil
         return Page(data: countries, nextCursor: next)
     }
 }
-
-private let UUID_NULL: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

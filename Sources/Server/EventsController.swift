@@ -97,10 +97,15 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
 
     func requireAuditor(_ context: Context) async throws {
         let actor = try context.requireIdentity()
-        guard try await !store.pool.query("SELECT 1 FROM auditors WHERE user_id = \(actor.rawValue)").isEmpty else {
+        guard try await isAuditor(actor, store.pool) else {
             throw Problem(DomainError(.forbidden, "not_auditor", "Only auditors may read the log."))
         }
     }
+}
+
+/// Whether an operator made the user an auditor (`lender users grant-auditor`).
+func isAuditor(_ user: UserID, _ pool: PostgresPool) async throws -> Bool {
+    try await !pool.query("SELECT 1 FROM auditors WHERE user_id = \(user.rawValue)").isEmpty
 }
 
 extension HTTPField.Name {

@@ -185,8 +185,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let itemID = try context.parameters.requireUUID("itemID")
         let item = try await itemResource(itemID, position: nil)
         let entries = try await BidHistory.entries(of: ItemID(itemID), in: gateway.store)
-        let isAuditor = try await !pool.query("SELECT 1 FROM auditors WHERE user_id = \(actor.rawValue)").isEmpty
-        if actor == item.ownerId || isAuditor { return Page(data: entries, nextCursor: nil) }
+        if actor == item.ownerId { return Page(data: entries, nextCursor: nil) }
+        if try await isAuditor(actor, pool) { return Page(data: entries, nextCursor: nil) }
         let own = entries.filter { $0.bidderId == actor }
         guard !own.isEmpty else {
             throw Problem(DomainError(.forbidden, "not_allowed", "Only the owner, auditors and bidders may read this history."))

@@ -35,11 +35,7 @@ extension CommandGateway {
                 ) { reads in
                     let loan = try await reads.load(.loan, id: loanID)
                     let events = try LoanDecider.decide(.expire(today: today), loan, actor: .system)
-                    let credits = LoanDecider.credits(for: events, loanID: loanID)
-                    let writes =
-                        try [StreamWrite(events, to: .loan, id: loanID)]
-                        + credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
-                    return (writes, loan.shares)
+                    return (try StreamWrite.settlement(events, loanID: loanID).writes, loan.shares)
                 }
                 expired.append(ExpiredLoan(loanID: loanID, refunds: refunds, position: append?.lastPosition ?? 0))
             } catch let error as DomainError where error.kind == .conflict {

@@ -79,10 +79,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         let (credits, append) = try await gateway.handleAcross("recordRepayment", actor: me) { reads in
             let loan = try await reads.load(.loan, id: loanID)
             let events = try LoanDecider.decide(.recordRepayment(amountCents: amount), loan, actor: me)
-            let credits = LoanDecider.credits(for: events, loanID: loanID)
-            let writes =
-                try [StreamWrite(events, to: .loan, id: loanID)]
-                + credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
+            let (writes, credits) = try StreamWrite.settlement(events, loanID: loanID)
             return (writes, credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) })
         }
         return EditedResponse(

@@ -32,7 +32,7 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
             metadata: [
                 "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "unmatched")",
                 "status": "\(response.status.code)",
-                "duration_ms": "\(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000))",
+                "duration_ms": "\(String(format: "%.2f", duration / .milliseconds(1)))",
             ])
         return response
     }

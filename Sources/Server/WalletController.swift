@@ -107,7 +107,7 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
         let card = try UserDecider.checkDeposit(amountCents: amount, cardID: cardID!, state, today: today)
         let chargeID = try await payments.processor.charge(
             token: card.processorToken, amountCents: amount,
-            idempotencyKey: chargeKey(request, context, me, purpose: "deposit"))
+            idempotencyKey: chargeKey(request, me, purpose: "deposit"))
         do {
             let handled = try await gateway.handle(
                 .deposit(amountCents: amount, cardID: cardID!, chargeID: chargeID, today: today), on: .user, id: me, actor: me)
@@ -126,7 +126,7 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
 
 /// The idempotency key of a charge: the request's own `Idempotency-Key` when it has one, so a
 /// retried request charges once; else fresh.
-func chargeKey(_ request: Request, _ context: some AuthenticatedRequestContext, _ user: UserID, purpose: String) -> String {
+func chargeKey(_ request: Request, _ user: UserID, purpose: String) -> String {
     if let key = request.headers[.idempotencyKey] { return "\(user):\(purpose):\(key)" }
     return "\(user):\(purpose):\(UUID().uuidString.lowercased())"
 }
@@ -157,7 +157,7 @@ struct CardResource: ResponseEncodable {
         last4 = try row.decode("last4")
         expMonth = try row.decode("exp_month")
         expYear = try row.decode("exp_year")
-        redacted = "•••• \(last4)"
+        redacted = CardRules.redacted(last4: last4)
     }
 }
 

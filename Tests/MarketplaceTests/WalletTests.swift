@@ -1,0 +1,79 @@
+import Foundation
+import Marketplace
+import Testing
+
+@Suite("Cards, deposits and checkout payment (§3.1, §3.4)")
+struct WalletTests {
+    let me = UserID()
+    let today = Day(year: 2026, month: 11, day: 22)!
+
+    func card(expMonth: Int = 12, expYear: Int = 2030, fingerprint: String = "f1") -> CardOnFile {
+        CardOnFile(
+            cardID: CardID(), network: .visa, last4: "4242", expMonth: expMonth, expYear: expYear, fingerprint: fingerprint,
+            processorToken: "tok")
+    }
+
+    func user(_ more: [UserEvent]) -> UserState {
+        ([.registered(UserRegistered(userID: me, handle: "ada", displayName: "Ada", email: "ada@example.org"))] + more)
+            .reduce(UserDecider.initial, UserDecider.evolve)
+    }
+
+    func code(_ body: () throws -> Any) -> String? {
+        do { _ = try body(); return nil } catch let error as DomainError { return error.code } catch { return "\(error)" }
+    }
+
+    @Test func theSameCardAgainUpdatesTheOneOnFileAndAddsNone() throws {
+        let first = card()
+        let state = user([.cardAdded(first)])
+        #expect(try UserDecider.decide(.addCard(card()), state).isEmpty, "same fingerprint, same expiry: nothing")
+        let renewed = try UserDecider.decide(.addCard(card(expMonth: 6, expYear: 2032)), state)
+        #expect(renewed == [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: first.cardID, expMonth: 6, expYear: 2032))])
+        #expect(try UserDecider.decide(.addCard(card(fingerprint: "f2")), state).count == 1, "another card is added")
+        #expect(code { try UserDecider.decide(.removeCard(CardID()), state) } == "card_not_found")
+    }
+
+    @Test func aDepositNeedsAnUnexpiredCardOnFileAndAnAmountInRange() throws {
+        let valid = card()
+        // Valid through the last day of its month: October 2026 has passed on 22 November.
+        let expired = card(expMonth: 10, expYear: 2026, fingerprint: "f2")
+        let thisMonth = card(expMonth: 11, expYear: 2026, fingerprint: "f3")
+        let state = user([.cardAdded(valid), .cardAdded(expired), .cardAdded(thisMonth)])
+        func deposit(_ amount: Int, _ card: CardID) throws -> [UserEvent] {
+            try UserDecider.decide(.deposit(amountCents: amount, cardID: card, chargeID: "ch", today: today), state)
+        }
+        #expect(code { try deposit(5000, expired.cardID) } == "card_expired")
+        #expect(code { try deposit(5000, CardID()) } == "card_not_found")
+        #expect(code { try deposit(499, valid.cardID) } == "validation_failed")
+        #expect(code { try deposit(500_001, valid.cardID) } == "validation_failed")
+        #expect(try deposit(500, thisMonth.cardID).count == 1)
+        let events = try deposit(500_000, valid.cardID)
+        #expect(events.reduce(state, UserDecider.evolve).balanceCents == 500_000)
+    }
+
+    @Test func checkoutPaysFromTheBalanceOnlyWhenItCoversTheTotalOrByAChargeableCard() throws {
+        let lender = me
+        let borrower = UserID()
+        let loanID = LoanID()
+        let loan = [
+            LoanEvent.posted(
+                LoanPosted(
+                    loanID: loanID, borrowerID: borrower, title: "Loom", description: "", sector: "Arts", activity: "Weaving",
+                    countryCode: "NP", location: Location(lat: 28.2, lng: 83.99, place: ""), amountCents: 10_000,
+                    deadline: Day(year: 2026, month: 12, day: 20)!))
+        ].reduce(LoanDecider.initial, LoanDecider.evolve)
+        let cart = [CartEvent.itemAdded(CartItemAdded(loanID: loanID, amountCents: 5000))]
+            .reduce(CartDecider.initial, CartDecider.evolve)
+        let expired = card(expMonth: 10, expYear: 2026)
+        let poor = user([.cardAdded(expired), .fundsDeposited(FundsDeposited(amountCents: 4999, cardID: expired.cardID, chargeID: "c"))])
+        func checkout(_ user: UserState, _ payment: Payment) throws -> CheckoutDecision {
+            try CheckoutDecider.decide(cart: cart, loans: [loanID: loan], user: user, payment: payment, actor: lender, today: today)
+        }
+        #expect(code { try checkout(poor, .balance) } == "insufficient_funds")
+        #expect(code { try checkout(poor, .card(expired.cardID, chargeID: "ch")) } == "card_expired")
+        let rich = user([.fundsDeposited(FundsDeposited(amountCents: 5000, cardID: CardID(), chargeID: "c"))])
+        let decision = try checkout(rich, .balance)
+        #expect(decision.user == [.balanceDebited(BalanceDebited(amountCents: 5000))])
+        #expect(decision.loans.map(\.events) == [[.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 5000))]])
+        #expect(decision.user.reduce(rich, UserDecider.evolve).balanceCents == 0)
+    }
+}
