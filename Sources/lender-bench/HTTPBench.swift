@@ -9,32 +9,62 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, or market_near.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts or market_near.")
 
-    @Argument(help: "post_rentals, place_bids or market_near") var scenario: String
+    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "market_near"]
+
+    @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
     @Option var port: Int
     @Option var connections = 64
     @Option var seconds = 10.0
     @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
 
     func run() async throws {
-        guard ["post_rentals", "place_bids", "market_near"].contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
+        guard Self.scenarios.contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
         let run = UUID().uuidString.prefix(6).lowercased()
         let setup = TestClient(host: "127.0.0.1", port: port)
         setup.connect()
         // One user per connection, and for bids an owner with the items.
         var tokens = [String]()
         for index in 0..<connections { tokens.append(try await Self.user("b\(run)_\(index)", setup)) }
-        var itemIDs = [String]()
-        if scenario == "place_bids" {
+        var targets = [String]()
+        switch scenario {
+        case "place_bids":
             let owner = try await Self.user("o\(run)", setup)
             for index in 0..<items {
                 let body = try await Self.send(setup, .post, "/v1/rentals", Self.rental("Item \(index)"), owner).1
-                itemIDs.append(try Self.field("id", body))
+                targets.append(try Self.field("id", body))
             }
+        case "cart_checkout":
+            // Loans of 1,000,000 cents (400 shares each), enough that none fills during the run;
+            // each lender holds 1,000,000 cents (400 checkouts of one share).
+            let borrower = try await Self.user("l\(run)", setup)
+            for index in 0..<100 {
+                let body = try await Self.send(setup, .post, "/v1/loans", Self.loan("Loan \(index)"), borrower).1
+                targets.append(try Self.field("id", body))
+            }
+            for token in tokens {
+                let card = try await Self.send(setup, .post, "/v1/me/cards", Self.card, token).1
+                for _ in 0..<2 {
+                    let deposit = ["amountCents": 500_000, "cardId": try Self.field("id", card)] as [String: Any]
+                    guard try await Self.send(setup, .post, "/v1/me/deposits", deposit, token).0 == 201 else {
+                        throw ValidationError("a deposit failed")
+                    }
+                }
+            }
+        case "me_200_posts":
+            // Every connection reads the profile of one user with 200 posts.
+            let owner = try await Self.user("m\(run)", setup)
+            for index in 0..<200 {
+                guard try await Self.send(setup, .post, "/v1/rentals", Self.rental("Post \(index)"), owner).0 == 201 else {
+                    throw ValidationError("a post failed")
+                }
+            }
+            tokens = Array(repeating: owner, count: connections)
+        default: break
         }
         try await setup.shutdown()
-        let items = itemIDs
+        let targetIDs = targets
         let scenario = scenario
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(seconds)
@@ -51,19 +81,27 @@ struct HTTPBench: AsyncParsableCommand {
                     while clock.now < deadline {
                         index += 1
                         let begin = clock.now
-                        let status: Int
-                        if scenario == "market_near" {
-                            status = try await Self.get(client, Self.marketQuery, token) == 200 ? 201 : 0
-                        } else if scenario == "post_rentals" {
-                            status = try await Self.send(client, .post, "/v1/rentals", Self.rental("Bench \(connection)-\(index)"), token).0
-                        } else {
+                        let succeeded: Bool
+                        switch scenario {
+                        case "market_near":
+                            succeeded = try await Self.get(client, Self.marketQuery, token) == 200
+                        case "me_200_posts":
+                            succeeded = try await Self.get(client, "/v1/me", token) == 200
+                        case "post_rentals":
+                            succeeded = try await Self.send(client, .post, "/v1/rentals", Self.rental("Bench \(connection)-\(index)"), token).0 == 201
+                        case "cart_checkout":
+                            // One pair: a share of a loan into the cart, then the checkout from the balance.
+                            let line: [String: Any] = ["loanId": targetIDs[(connection * 7 + index) % targetIDs.count], "amountCents": 2500]
+                            let added = try await Self.send(client, .post, "/v1/cart/items", line, token).0 == 201
+                            succeeded = try await Self.send(client, .post, "/v1/cart/checkout", ["payWith": "balance"], token).0 == 200 && added
+                        default:
                             // Each user bids on the items in turn: one pending bid per item and bidder.
-                            let item = items[(connection * 7 + index) % items.count]
+                            let item = targetIDs[(connection * 7 + index) % targetIDs.count]
                             let bid: [String: Any] = ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"]
-                            status = try await Self.send(client, .post, "/v1/items/\(item)/bids", bid, token).0
+                            succeeded = try await Self.send(client, .post, "/v1/items/\(item)/bids", bid, token).0 == 201
                         }
                         latencies.append((clock.now - begin).milliseconds)
-                        if status != 201 { failures += 1 }
+                        if !succeeded { failures += 1 }
                     }
                     return (latencies, failures)
                 }
@@ -91,6 +129,18 @@ struct HTTPBench: AsyncParsableCommand {
 
     static func rental(_ title: String) -> [String: Any] {
         ["title": title, "category": "tools", "dailyPriceCents": 500, "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"]]
+    }
+
+    static func loan(_ title: String) -> [String: Any] {
+        let deadline = Date().addingTimeInterval(60 * 86_400).formatted(.iso8601.year().month().day())
+        return [
+            "title": title, "sector": "Retail", "activity": "Shop", "countryCode": "NP", "amountCents": 1_000_000,
+            "deadline": deadline, "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"],
+        ]
+    }
+
+    static var card: [String: Any] {
+        ["number": "4242424242424242", "expMonth": 12, "expYear": 2030, "cvv": "123", "holderName": "Bench Lender"]
     }
 
     static func user(_ handle: String, _ client: TestClient) async throws -> String {
