@@ -128,23 +128,23 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
     @Sendable func list(_ request: Request, context: Context) async throws -> Page<LoanResource> {
         let filters = try Query(request)
         let query = filters.list
-        let lat = query.near?.lat
-        let lng = query.near?.lng
+        let point = query.nearPoint
         let after = query.cursor
         let rows = try await reads.query(
             """
             WITH candidates AS (
                 SELECT \(unsafeRaw: LoanResource.columns),
-                       CASE WHEN \(lat)::float8 IS NULL THEN NULL
-                            ELSE earth_km(earth, earth_point(\(lat), \(lng))) END AS distance_km
+                       CASE WHEN \(point)::cube IS NULL THEN NULL
+                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
+                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
+                       END AS distance_km
                 FROM loans_view
                 WHERE (\(filters.country)::text IS NULL OR country_code = \(filters.country))
                   AND (\(filters.sector)::text IS NULL OR sector = \(filters.sector))
                   AND (\(filters.status?.rawValue)::text IS NULL OR status = \(filters.status?.rawValue))
                   AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
                   AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
-                  AND (\(query.radiusKm)::float8 IS NULL
-                       OR earth <@ cube_enlarge(earth_point(\(lat), \(lng)), \(query.radiusKm), 3))
+                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
             )
             SELECT * FROM candidates
             WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))

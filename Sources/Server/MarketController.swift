@@ -42,16 +42,17 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
     @Sendable func market(_ request: Request, context: Context) async throws -> Page<ItemResource> {
         let filters = try Query(request)
         let query = filters.list
-        let lat = query.near?.lat
-        let lng = query.near?.lng
+        let point = query.nearPoint
         let after = query.cursor
         // One statement for both orders: the filters are shared, the keyset differs.
         let rows = try await pool.query(
             """
             WITH candidates AS (
                 SELECT \(unsafeRaw: ItemResource.columns),
-                       CASE WHEN \(lat)::float8 IS NULL THEN NULL
-                            ELSE earth_km(earth, earth_point(\(lat), \(lng))) END AS distance_km
+                       CASE WHEN \(point)::cube IS NULL THEN NULL
+                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
+                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
+                       END AS distance_km
                 FROM items_view
                 WHERE status = 'available'
                   AND (\(filters.kind?.rawValue)::text IS NULL OR kind = \(filters.kind?.rawValue))
@@ -60,8 +61,7 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
                   AND (\(filters.maxPrice)::int IS NULL OR price_cents <= \(filters.maxPrice))
                   AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
                   AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
-                  AND (\(query.radiusKm)::float8 IS NULL
-                       OR earth <@ cube_enlarge(earth_point(\(lat), \(lng)), \(query.radiusKm), 3))
+                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
             )
             SELECT * FROM candidates
             WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))

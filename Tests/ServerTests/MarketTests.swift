@@ -152,3 +152,29 @@ struct MarketTests {
         }
     }
 }
+
+@Suite("Earth")
+struct EarthTests {
+    /// The market's point, box and radius, written in Swift, are the views' SQL functions.
+    @Test func theQueryGeometryIsTheViewsGeometry() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let radius = try await pool.query("SELECT earth_radius_km() AS r")[0].decode("r", as: Double.self)
+                #expect(radius == Earth.radiusKm)
+                for (lat, lng) in [(27.7172, 85.324), (-33.8688, 151.2093), (0.0, 0.0), (89.99, -179.99), (-90.0, 180.0), (51.5, -0.1275)] {
+                    for km in [0.001, 25.0, 20_000.0] {
+                        let point = Earth.point(lat: lat, lng: lng), box = Earth.box(lat: lat, lng: lng, km: km)
+                        let row = try await pool.query(
+                            """
+                            SELECT cube_distance(earth_point(\(lat), \(lng)), \(point)::cube) AS apart,
+                                   cube_enlarge(earth_point(\(lat), \(lng)), \(km), 3) <@ cube_enlarge(\(box)::cube, 1e-9, 3)
+                                   AND \(box)::cube <@ cube_enlarge(cube_enlarge(earth_point(\(lat), \(lng)), \(km), 3), 1e-9, 3) AS same_box
+                            """)[0]
+                        #expect(try row.decode("apart", as: Double.self) < 1e-9, "\(lat), \(lng)")
+                        #expect(try row.decode("same_box", as: Bool.self), "\(lat), \(lng), \(km) km")
+                    }
+                }
+            }
+        }
+    }
+}
