@@ -371,6 +371,59 @@ public struct PostgresSession: ~Copyable {
         return result
     }
 
+    /// Runs read statements pipelined in one REPEATABLE READ, READ ONLY transaction: one
+    /// round trip and one snapshot for all of them. Their rows come back in order; the first
+    /// error is thrown, and the transaction is rolled back.
+    public mutating func snapshot(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+        guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
+        let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
+        for statement in statements { try PostgresConnection.checkEncodable(statement) }
+        guard PQenterPipelineMode(pg) == 1 else { throw sendError() }
+        var answers = [PostgresRows]()
+        var first: PostgresError?
+        do {
+            defer { PQexitPipelineMode(pg) }
+            for statement in statements {
+                let types = statement.bindings.map { Oid($0.type.rawValue) }
+                let sent = withParameterValues(statement.bindings) { values in
+                    PQsendQueryParams(pg, statement.sql, Int32(statement.bindings.count), types, values, nil, nil, 0)
+                }
+                guard sent == 1 else { throw sendError() }
+            }
+            guard PQpipelineSync(pg) == 1 else { throw sendError() }
+            var nulls = 0
+            reading: while true {
+                guard let result = PQgetResult(pg) else {
+                    // One NULL ends each statement's answers; two in a row: nothing more is coming.
+                    nulls += 1
+                    if nulls > 1 { throw first ?? sendError() }
+                    continue
+                }
+                nulls = 0
+                switch PQresultStatus(result) {
+                case PGRES_PIPELINE_SYNC:
+                    PQclear(result)
+                    break reading
+                case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                    answers.append(try PostgresConnection.consume(result, on: pg))
+                case PGRES_FATAL_ERROR:
+                    if first == nil { first = PostgresConnection.error(from: result, on: pg) }
+                    PQclear(result)
+                default:
+                    PQclear(result)
+                }
+            }
+        }
+        if let first {
+            if PQstatus(pg) == CONNECTION_OK, PQtransactionStatus(pg) != PQTRANS_IDLE {
+                _ = try? PostgresConnection.executeSimple(pg, "ROLLBACK")
+            }
+            throw first
+        }
+        // BEGIN's and COMMIT's answers are not the caller's.
+        return Array(answers.dropFirst().dropLast())
+    }
+
     /// Statements between syncs: their answers (about 20 bytes each) must fit the socket's
     /// buffers, since nothing reads them until the sync; else both sides would wait.
     static let pipelineDepth = 500

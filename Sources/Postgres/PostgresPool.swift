@@ -131,6 +131,22 @@ public final class PostgresPool: Sendable {
         try await withConnection { connection in try await connection.query(query) }
     }
 
+    /// Runs one statement on a pooled connection, prepared there on first use and then only
+    /// executed: for the few lookups every request makes. Their SQL text must not vary.
+    @discardableResult
+    public func query(_ query: PostgresQuery, prepared: Bool) async throws -> PostgresRows {
+        try await withConnection { connection in try await connection.query(query, prepared: prepared) }
+    }
+
+    /// Runs read statements in one round trip (pipelined) and one snapshot (a REPEATABLE
+    /// READ, READ ONLY transaction), so that what they read belongs together: a page made of
+    /// several views. Their rows come back in order.
+    public func snapshot(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+        try await withConnection { connection in
+            try await connection.withBlockingSession { session in try session.snapshot(queries) }
+        }
+    }
+
     /// Closes every idle connection and the thread pool; later calls fail with `.shutDown`.
     public func shutdown() async {
         let (idle, waiters) = state.withLock { state in

@@ -144,7 +144,7 @@ public struct Accounts: Sendable {
             """
             SELECT user_id FROM sessions
             WHERE token_hash = \(Self.digest(token)) AND revoked_at IS NULL AND expires_at > now()
-            """)
+            """, prepared: true)
         return try rows.first.map { UserID(try $0.decode("user_id", as: UUID.self)) }
     }
 

@@ -106,7 +106,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         try fields.throwIfAny()
         // Whether the owner has blocked the bidder is the owner's stream's to say. The owner
         // comes from the view: the gateway folds the item's stream itself, once.
-        let owners = try await pool.query("SELECT owner_id FROM items_view WHERE item_id = \(itemID)")
+        let owners = try await pool.query("SELECT owner_id FROM items_view WHERE item_id = \(itemID)", prepared: true)
         var blocked = false
         if let owner = try owners.first?.decode("owner_id", as: UUID.self) {
             let (ownerState, _) = try await gateway.load(StreamID("user", UserID(owner)), .user)
@@ -218,13 +218,15 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
 
     func itemResource(_ id: UUID, position: Int64?) async throws -> ItemResource {
         let rows = try await pool.query(
-            "SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view WHERE item_id = \(id)")
+            "SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view WHERE item_id = \(id)",
+            prepared: true)
         guard let row = rows.first else { throw Problem(DomainError(.notFound, "item_not_found", "No such item.")) }
         return try ItemResource(row, position: position)
     }
 
     func bidResource(_ id: UUID, position: Int64?) async throws -> BidResource {
-        let rows = try await pool.query("SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bid_id = \(id)")
+        let rows = try await pool.query(
+            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bid_id = \(id)", prepared: true)
         guard let row = rows.first else { throw Problem(DomainError(.notFound, "bid_not_found", "No such bid.")) }
         return try BidResource(row, position: position)
     }

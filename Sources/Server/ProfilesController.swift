@@ -55,38 +55,35 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
 
     @Sendable func me(_ request: Request, context: Context) async throws -> PrivateProfile {
         let me = try context.requireIdentity().rawValue
-        let users = try await pool.query(
+        // Six views, one round trip, one snapshot: the balance and the loans it paid for agree.
+        let answers = try await pool.snapshot([
             """
             SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
             FROM users_view WHERE user_id = \(me)
-            """)
-        guard let user = users.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
-        let posts = try await pool.query(
+            """,
             """
             SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view
             WHERE owner_id = \(me) ORDER BY created_at DESC, item_id DESC LIMIT 200
-            """
-        ).map { try ItemResource($0, position: nil) }
-        let bids = try await pool.query(
-            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bidder_id = \(me) ORDER BY created_at DESC LIMIT 200"
-        ).map { try BidResource($0, position: nil) }
-        let received = try await pool.query(
+            """,
+            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bidder_id = \(me) ORDER BY created_at DESC LIMIT 200",
             """
             SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
             WHERE item_id IN (SELECT item_id FROM items_view WHERE owner_id = \(me))
             ORDER BY created_at DESC LIMIT 200
-            """
-        ).map { try BidResource($0, position: nil) }
-        let cards = try await pool.query(
-            "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(me) ORDER BY added_at"
-        ).map { try CardResource(row: $0) }
-        let loans = try await pool.query(
+            """,
+            "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(me) ORDER BY added_at",
             """
             SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status
             FROM loan_shares_view s JOIN loans_view l USING (loan_id)
             WHERE s.lender_id = \(me) ORDER BY s.first_bought_at DESC LIMIT 200
-            """
-        ).map { row in
+            """,
+        ])
+        guard let user = answers[0].first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
+        let posts = try answers[1].map { try ItemResource($0, position: nil) }
+        let bids = try answers[2].map { try BidResource($0, position: nil) }
+        let received = try answers[3].map { try BidResource($0, position: nil) }
+        let cards = try answers[4].map { try CardResource(row: $0) }
+        let loans = try answers[5].map { row in
             MyLoan(
                 loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title"),
                 amountCents: try row.decode("amount_cents"), repaidCents: try row.decode("repaid_cents"),

@@ -58,3 +58,45 @@ struct PipelineTests {
         }
     }
 }
+
+@Suite("Snapshots: several reads, one round trip")
+struct SnapshotTests {
+    @Test func readsAnswerInOrderInOneReadOnlyRepeatableReadTransaction() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE t (n integer PRIMARY KEY)")
+                try await pool.query("INSERT INTO t SELECT generate_series(1, 5)")
+                let answers = try await pool.snapshot([
+                    "SELECT n FROM t WHERE n <= \(2) ORDER BY n",
+                    "SELECT current_setting('transaction_isolation') AS isolation, current_setting('transaction_read_only') AS ro",
+                    "SELECT count(*) AS c FROM t WHERE n > \(3)",
+                ])
+                #expect(answers.count == 3)
+                #expect(try answers[0].map { try $0.decode("n", as: Int.self) } == [1, 2])
+                #expect(try answers[1].single().decode("isolation", as: String.self) == "repeatable read")
+                #expect(try answers[1].single().decode("ro", as: String.self) == "on")
+                #expect(try answers[2].single().decode("c", as: Int.self) == 2)
+            }
+        }
+    }
+
+    @Test func anErrorIsThrownAndTheConnectionIsIdleAfter() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let error = try await #require(throws: PostgresError.self) {
+                    try await pool.snapshot(["SELECT 1 AS one", "SELECT 1 / 0 AS boom", "SELECT 3 AS three"])
+                }
+                #expect(error.sqlState == "22012")
+                // A write inside is refused: the transaction is read-only.
+                let readOnly = try await #require(throws: PostgresError.self) {
+                    try await pool.snapshot(["CREATE TABLE t (n integer)"])
+                }
+                #expect(readOnly.sqlState == "25006")
+                // The same (only) connection, out of the failed transaction and out of pipeline mode.
+                #expect(try await pool.query("SELECT 41 + 1 AS x").single().decode("x", as: Int.self) == 42)
+                let answers = try await pool.snapshot(["SELECT 7 AS seven"])
+                #expect(try answers[0].single().decode("seven", as: Int.self) == 7)
+            }
+        }
+    }
+}
