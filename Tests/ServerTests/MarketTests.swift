@@ -177,4 +177,19 @@ struct EarthTests {
             }
         }
     }
+
+    /// Projections write `earth_point(lat, lng)` per row: it must be inlined into C calls, not
+    /// run as a SQL function (parsed and planned again each time), and NULL must stay NULL.
+    @Test func earthPointIsInlinedAndKeepsNull() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let plan = try await pool.query("EXPLAIN (VERBOSE, COSTS OFF) SELECT earth_point(lat, lng) FROM items_view")
+                    .map { try $0.decode("QUERY PLAN", as: String.self) }.joined(separator: "\n")
+                #expect(plan.contains("cube(cube(cube("), "\(plan)")
+                #expect(!plan.contains("earth_point"), "\(plan)")
+                let null = try await pool.query("SELECT earth_point(NULL, 1) IS NULL AND earth_point(1, NULL) IS NULL AS n")
+                #expect(try null.single().decode("n", as: Bool.self))
+            }
+        }
+    }
 }
