@@ -31,6 +31,9 @@ public struct AppRequestContext: AuthenticatedRequestContext {
     }
 
     public var maxUploadSize: Int { 1024 * 1024 }
+
+    /// Writes JSON as it goes, without Foundation's intermediate tree (see the type).
+    public var responseEncoder: StreamingJSONEncoder { StreamingJSONEncoder() }
 }
 
 /// Every route, given what they depend on.

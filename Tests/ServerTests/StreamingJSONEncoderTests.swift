@@ -1,0 +1,107 @@
+import Foundation
+import Server
+import Testing
+
+/// The responses' encoder against Foundation's JSONEncoder (`.iso8601` dates), which it replaces.
+@Suite("Streaming JSON encoder")
+struct StreamingJSONEncoderTests {
+    struct Place: Codable, Equatable {
+        var lat: Double
+        var lng: Double
+        var place: String?
+    }
+
+    struct Everything: Codable {
+        var id = UUID()
+        var title = "Drill \"pro\" \\ 10/10\n\ttab\u{01}\u{1F} é ✓ 🇳🇵"
+        var empty = ""
+        var flag = true
+        var int = Int.min
+        var int8 = Int8.min
+        var int16 = Int16.max
+        var int32 = Int32.min
+        var int64 = Int64.max
+        var uint = UInt.max
+        var uint8 = UInt8.max
+        var uint16 = UInt16.max
+        var uint32 = UInt32.max
+        var uint64 = UInt64.max
+        var doubles = [0.0, -0.0, 25.0, 27.7172, -33.8688, 0.1, 1e-5, 123_456_789.125, 1e20, 5e-324]
+        var float: Float = 1.5
+        var absent: String? = nil
+        var present: Int? = 7
+        var dates = [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_354_327.999),
+            Date(timeIntervalSince1970: -1.5), Date(timeIntervalSince1970: 951_782_400),  // 2000-02-29
+            Date(timeIntervalSince1970: 4_102_444_799),
+        ]
+        var place = Place(lat: 27.7, lng: 85.3, place: nil)
+        var places = [Place(lat: 1, lng: 2, place: "a"), Place(lat: -1, lng: -2, place: nil)]
+        var nested = [[1, 2], [], [3]]
+        var map = ["b": 2, "a": 1]
+        var data = Data([0, 1, 2, 254, 255])
+        var url = URL(string: "https://example.org/a?b=c")!
+    }
+
+    /// Written field by field, with a nested container left open before a sibling is written.
+    struct Hand: Encodable {
+        enum Keys: String, CodingKey { case first, inner, after, list, none }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode("one", forKey: .first)
+            var inner = container.nestedContainer(keyedBy: Keys.self, forKey: .inner)
+            try inner.encode(1, forKey: .first)
+            var list = inner.nestedUnkeyedContainer(forKey: .list)
+            try list.encode(2)
+            try list.encodeNil()
+            try container.encode(true, forKey: .after)
+            try container.encodeNil(forKey: .none)
+        }
+    }
+
+    struct Nothing: Encodable {
+        func encode(to encoder: any Encoder) throws {}
+    }
+
+    func both(_ value: some Encodable) throws -> (ours: Any, foundation: Any, text: String) {
+        let ours = try StreamingJSONEncoder.encode(value)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        let theirs = try encoder.encode(value)
+        return (
+            try JSONSerialization.jsonObject(with: Data(ours), options: .fragmentsAllowed),
+            try JSONSerialization.jsonObject(with: theirs, options: .fragmentsAllowed),
+            String(decoding: ours, as: UTF8.self)
+        )
+    }
+
+    @Test func writesWhatJSONEncoderWrites() throws {
+        for value in [Everything(), Everything(id: UUID(), title: "", absent: "here", present: nil)] {
+            let (ours, theirs, text) = try both(value)
+            #expect((ours as? NSDictionary) == (theirs as? NSDictionary), "\(text)")
+        }
+        let (ours, theirs, text) = try both(Hand())
+        #expect((ours as? NSDictionary) == (theirs as? NSDictionary), "\(text)")
+        #expect(text == #"{"first":"one","inner":{"first":1,"list":[2,null]},"after":true,"none":null}"#)
+        #expect(try both([Nothing()]).text == "[{}]")
+        #expect(try both([Place]()).text == "[]")
+        #expect(try both("top").text == #""top""#)
+    }
+
+    @Test func datesAreFoundationsISO8601ToTheCharacter() throws {
+        let formatter = ISO8601DateFormatter()
+        for seconds in [0, 1_795_354_327.999, -1.5, -86_400, 951_782_400, 4_102_444_799, 253_402_300_799, 1_700_000_000.5] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let ours = String(decoding: try StreamingJSONEncoder.encode(date), as: UTF8.self)
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            #expect(ours == String(decoding: try encoder.encode(date), as: UTF8.self), "\(seconds)")
+            #expect(ours == "\"\(formatter.string(from: date))\"", "\(seconds)")
+        }
+    }
+
+    @Test func aNonFiniteNumberIsAnErrorAsInJSONEncoder() {
+        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encode([Double.nan]) }
+        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encode(Place(lat: .infinity, lng: 0)) }
+    }
+}
