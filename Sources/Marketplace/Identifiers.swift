@@ -22,7 +22,30 @@ public struct Identifier<Tag>: Hashable, Sendable, Codable, CustomStringConverti
     }
 
     /// Lower-case, as it appears in stream names and URLs.
-    public var description: String { rawValue.uuidString.lowercased() }
+    public var description: String { rawValue.lowercaseText }
+}
+
+extension UUID {
+    /// The canonical lower-case text, written from the bytes: `uuidString` goes through
+    /// sprintf and `lowercased()` copies it again, for every id a response carries.
+    public var lowercaseText: String {
+        withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { text in
+                let hex: StaticString = "0123456789abcdef"
+                var index = 0
+                for (offset, byte) in bytes.enumerated() {
+                    if offset == 4 || offset == 6 || offset == 8 || offset == 10 {
+                        text[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    text[index] = hex.utf8Start[Int(byte >> 4)]
+                    text[index + 1] = hex.utf8Start[Int(byte & 0x0F)]
+                    index += 2
+                }
+                return index
+            }
+        }
+    }
 }
 
 public enum UserTag {}

@@ -53,11 +53,16 @@ final class JSONSink {
 
     /// Starts a member of the container at `level`: a comma after the first, and the key.
     func member(of level: Int, key: String?) {
-        close(downTo: level)
-        if open[level - 1].members > 0 { bytes.append(UInt8(ascii: ",")) }
+        if open.count > level { close(downTo: level) }
+        let first = open[level - 1].members == 0
         open[level - 1].members += 1
-        if let key {
-            writeString(key)
+        guard var key else {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            return
+        }
+        key.withUTF8 { utf8 in
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            Self.appendEscaped(utf8, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
         }
     }
@@ -84,9 +89,23 @@ final class JSONSink {
 
     func writeRaw(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
+    /// Runs of plain bytes are copied whole; `bytes` is reached once (each access of a class's
+    /// stored property is checked for exclusivity at run time).
     func writeString(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            Self.appendEscaped(utf8, to: &bytes)
+        }
+    }
+
+    static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        var run = 0
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<index]))
+            run = index + 1
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
             case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
@@ -95,14 +114,14 @@ final class JSONSink {
             case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
             case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
             case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
-            case 0..<0x20:
+            default:
                 let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: #"\u00"#.utf8)
                 bytes.append(hex[Int(byte >> 4)])
                 bytes.append(hex[Int(byte & 0x0F)])
-            default: bytes.append(byte)
             }
         }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...]))
         bytes.append(UInt8(ascii: "\""))
     }
 

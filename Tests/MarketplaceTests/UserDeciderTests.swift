@@ -124,3 +124,18 @@ struct ValueTests {
         #expect(try JSONDecoder().decode(BidPlaced.self, from: Data(json.utf8)) == value)
     }
 }
+
+@Suite("Identifiers as text")
+struct IdentifierTextTests {
+    @Test func lowercaseTextIsTheLowercasedUUIDString() {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(uuid.lowercaseText == uuid.uuidString.lowercased())
+            #expect(UserID(uuid).description == uuid.uuidString.lowercased())
+        }
+        let zero = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        #expect(zero.lowercaseText == "00000000-0000-0000-0000-000000000000")
+        let max = UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
+        #expect(max.lowercaseText == "ffffffff-ffff-ffff-ffff-ffffffffffff")
+    }
+}

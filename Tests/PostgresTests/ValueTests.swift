@@ -136,3 +136,23 @@ struct ValueTests {
         }
     }
 }
+
+@Suite("UUID text")
+struct UUIDTextTests {
+    @Test func canonicalTextParsesToTheSameUUIDInEitherCase() {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(UUID(postgresText: uuid.uuidString.lowercased(), type: .uuid) == uuid)
+            #expect(UUID(postgresText: uuid.uuidString, type: .uuid) == uuid)
+        }
+    }
+
+    @Test func malformedTextIsNotAUUID() {
+        for text in [
+            "", "6ba7b810-9dad-11d1-80b4-00c04fd430c", "6ba7b810-9dad-11d1-80b4-00c04fd430c8a", "6ba7b810x9dad-11d1-80b4-00c04fd430c8",
+            "6ba7b8109-dad-11d1-80b4-00c04fd430c8", "6ba7b810-9dad-11d1-80b4-00c04fd430cg", "6ba7b810-9dad-11d1-80b4-00c04fd43 c8",
+        ] {
+            #expect(UUID(postgresText: text, type: .uuid) == nil, "\(text)")
+        }
+    }
+}
