@@ -155,14 +155,6 @@ extension UUID: PostgresCodable {
             guard utf8.count == 36 else { return nil }
             var bytes = (UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0),
                          UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0))
-            func nibble(_ c: UInt8) -> UInt8? {
-                switch c {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-                default: nil
-                }
-            }
             let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
                 var index = 0
                 for offset in 0..<16 {
@@ -203,14 +195,6 @@ extension Data: PostgresCodable {
     }
 
     public init?(hex: some StringProtocol) {
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
         let utf8 = Array(hex.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         var bytes = [UInt8]()
@@ -354,5 +338,15 @@ enum PostgresTimestamp {
         parts.tm_sec = Int32(second)
         let epoch = Int(timegm(&parts)) - offsetSeconds
         return Date(timeIntervalSince1970: Double(epoch) + Double(micros) / 1_000_000)
+    }
+}
+
+/// The value of one hex digit, either case.
+private func nibble(_ c: UInt8) -> UInt8? {
+    switch c {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+    default: nil
     }
 }
