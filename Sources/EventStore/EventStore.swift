@@ -239,15 +239,20 @@ public final class EventStore: Sendable {
             }
         }
         guard let last = events.last?.position else { return }
-        for projection in projections {
-            try projection.apply(events, &session)
+        // Pipelined, as a rebuild applies them: the projections' writes go back to back on the
+        // connection that holds the log head, not one round trip each. The first error is
+        // thrown at the end, and the transaction with it.
+        try session.pipelined { session in
+            for projection in projections {
+                try projection.apply(events, &session)
+            }
+            try session.query(
+                """
+                INSERT INTO projection_checkpoints AS c (name, position)
+                SELECT name, \(last) FROM unnest(\(projections.map(\.name))) AS name
+                ON CONFLICT (name) DO UPDATE SET position = excluded.position
+                """, prepared: true)
         }
-        try session.query(
-            """
-            INSERT INTO projection_checkpoints AS c (name, position)
-            SELECT name, \(last) FROM unnest(\(projections.map(\.name))) AS name
-            ON CONFLICT (name) DO UPDATE SET position = excluded.position
-            """, prepared: true)
     }
 
     /// One row of `append_batch`.
