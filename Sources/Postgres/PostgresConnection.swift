@@ -324,6 +324,9 @@ public struct PostgresSession: ~Copyable {
     var prepared: Set<String>
     /// Statements sent in pipeline mode since the last sync; nil when not pipelining.
     var unsynced: Int?
+    /// The statements prepared in the pipeline since the last sync, by their place in it: a
+    /// prepare that an earlier error skipped never happened, and must not be counted done.
+    var preparesInFlight: [Int: String] = [:]
 
     /// Runs one statement; with `prepared`, prepares it on first use and then only executes it.
     /// In `pipelined`, it is only sent, and answers no rows.
@@ -438,6 +441,7 @@ public struct PostgresSession: ~Copyable {
             if !prepared.contains(name) {
                 guard PQsendPrepare(pg, name, query.sql, count, types) == 1 else { throw sendError() }
                 prepared.insert(name)
+                preparesInFlight[unsynced!] = name
                 unsynced! += 1
             }
             sent = withParameterValues(query.bindings) { values in PQsendQueryPrepared(pg, name, count, values, nil, nil, 0) }
@@ -460,18 +464,26 @@ public struct PostgresSession: ~Copyable {
     private mutating func sync() throws {
         guard PQpipelineSync(pg) == 1 else { throw sendError() }
         unsynced = 0
+        let prepares = preparesInFlight
+        preparesInFlight = [:]
         var first: PostgresError?
         var nulls = 0
+        var statement = 0
         while true {
             guard let result = PQgetResult(pg) else {
                 // One NULL ends each statement's answers; two in a row: nothing more is coming.
                 nulls += 1
+                statement += 1
                 if nulls > 1 { throw first ?? sendError() }
                 continue
             }
             nulls = 0
             defer { PQclear(result) }
-            switch PQresultStatus(result) {
+            let status = PQresultStatus(result)
+            if let name = prepares[statement], status != PGRES_COMMAND_OK, status != PGRES_PIPELINE_SYNC {
+                prepared.remove(name)
+            }
+            switch status {
             case PGRES_PIPELINE_SYNC:
                 if let first { throw first }
                 return

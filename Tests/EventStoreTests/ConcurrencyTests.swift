@@ -142,3 +142,51 @@ struct ConcurrencyTests {
         }
     }
 }
+
+/// Writes each event's `n` into `seen`, whose check refuses 13.
+struct SeenProjection: InlineProjection {
+    var name: String { "seen" }
+    func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        for event in events {
+            try session.query("INSERT INTO seen (n) SELECT (\(event.data)::jsonb ->> 'n')::int", prepared: true)
+        }
+    }
+}
+
+@Suite("Inline projections in a batch")
+struct InlineProjectionBatchTests {
+    /// The projections' writes are pipelined: an error among them surfaces at the end of the
+    /// batch, which is then retried append by append, so that only the bad one fails.
+    @Test func anEventAProjectionRefusesFailsAloneAndTheBatchIsWrittenWithoutIt() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await withSuperuser(on: configuration) { admin in
+                try await admin.query("CREATE TABLE seen (n integer PRIMARY KEY CHECK (n <> 13))")
+                try await admin.query("GRANT SELECT, INSERT ON seen TO lender_app")
+            }
+            try await TestDatabase.withPool(configuration, size: 4) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: [SeenProjection()])
+                let failures = try await withThrowingTaskGroup(of: Int?.self) { group in
+                    for n in 0..<40 {
+                        group.addTask {
+                            do {
+                                try await store.append(to: StreamID("seen", n), expectedVersion: .noStream, events: [event("Seen", ["n": n])])
+                                return nil
+                            } catch let error as PostgresError {
+                                #expect(error.sqlState == "23514", "\(error)")
+                                return n
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { if let n = $1 { $0.append(n) } }
+                }
+                #expect(failures == [13])
+                let seen = try await pool.query("SELECT count(*) AS c FROM seen").single().decode("c", as: Int.self)
+                let logged = try await pool.query("SELECT count(*) AS c FROM events").single().decode("c", as: Int.self)
+                #expect(seen == 39)
+                #expect(logged == 39)
+                let checkpoint = try await pool.query("SELECT position FROM projection_checkpoints WHERE name = 'seen'").single()
+                #expect(try checkpoint.decode("position", as: Int64.self) == 39)
+            }
+        }
+    }
+}

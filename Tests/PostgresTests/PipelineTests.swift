@@ -59,6 +59,31 @@ struct PipelineTests {
     }
 }
 
+@Suite("Prepared statements in a failed pipeline")
+struct PipelinePrepareTests {
+    /// A prepare that an earlier error in the pipeline skipped never happened: the next use
+    /// prepares it again rather than executing a statement the server does not have.
+    @Test func aPrepareSkippedByAnErrorIsPreparedAgainNextTime() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        let failed = #expect(throws: PostgresError.self) {
+                            try session.pipelined { session in
+                                try session.query("SELECT 1 / 0 AS boom")
+                                try session.query("SELECT \(7) + 1 AS x", prepared: true)
+                            }
+                        }
+                        #expect(failed?.sqlState == "22012")
+                        try session.pipelined { session in try session.query("SELECT \(7) + 1 AS x", prepared: true) }
+                        #expect(try session.query("SELECT \(7) + 1 AS x", prepared: true).single().decode("x", as: Int.self) == 8)
+                    }
+                }
+            }
+        }
+    }
+}
+
 @Suite("Snapshots: several reads, one round trip")
 struct SnapshotTests {
     @Test func readsAnswerInOrderInOneReadOnlyRepeatableReadTransaction() async throws {
