@@ -403,7 +403,7 @@ public final class EventStore: Sendable {
             SELECT \(unsafeRaw: Self.columns) FROM events
             WHERE stream_id = \(stream.rawValue) AND stream_version >= \(version)
             ORDER BY stream_version
-            """
+            """, prepared: true
         ).map(Self.recordedEvent)
     }
 

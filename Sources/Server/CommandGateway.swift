@@ -3,6 +3,7 @@ import Logging
 import Marketplace
 import Postgres
 import Projections
+import Synchronization
 
 /// One kind of stream, as the gateway handles it: how to name it, fold it, and decide on it.
 public struct Aggregate<State: Sendable, Command: Sendable, Event: Sendable>: Sendable {
@@ -57,10 +58,13 @@ public struct CommandGateway: Sendable {
     /// Attempts before giving up with `concurrency_conflict`. Every attempt lets at least
     /// one contender through, and the backoff spreads the rest out.
     public var maxAttempts = 25
+    /// Folded states by stream, so that a load reads and decodes only the events after them.
+    let states: StreamStates
 
-    public init(store: EventStore, logger: Logger) {
+    public init(store: EventStore, logger: Logger, cachedStreams: Int = 10_000) {
         self.store = store
         self.logger = logger
+        self.states = StreamStates(capacity: cachedStreams)
     }
 
     /// `alongside` runs in the transaction that appends the command's events (see `EventStore.append`).
@@ -92,7 +96,9 @@ public struct CommandGateway: Sendable {
                     to: stream, expectedVersion: .after(read: version),
                     events: try events.map(aggregate.codec.encode), metadata: metadata, alongside: alongside)
                 LenderMetrics.command(command, outcome: "ok")
-                return Handled(state: events.reduce(state, aggregate.evolve), events: events, append: result)
+                let after = events.reduce(state, aggregate.evolve)
+                states.store(after, version: version + events.count, of: stream)
+                return Handled(state: after, events: events, append: result)
             } catch is WrongExpectedVersion {
                 LenderMetrics.retries.increment()
                 logger.debug("stream moved on; deciding again", metadata: ["stream": "\(stream)", "attempt": "\(attempt)"])
@@ -151,13 +157,40 @@ public struct CommandGateway: Sendable {
     public func load<State, Command, Event>(
         _ stream: StreamID, _ aggregate: Aggregate<State, Command, Event>
     ) async throws -> (State, Int) {
-        var state = aggregate.initial
-        var version = 0
-        for recorded in try await store.readStream(stream) {
+        var (state, version) = states.state(of: stream, as: State.self) ?? (aggregate.initial, 0)
+        let known = version
+        for recorded in try await store.readStream(stream, from: version + 1) {
             state = aggregate.evolve(state, try aggregate.codec.codec.decode(recorded))
             version = recorded.streamVersion
         }
+        if version > known { states.store(state, version: version, of: stream) }
         return (state, version)
+    }
+}
+
+/// Streams' folded states at a version, kept in memory. A state at a version never changes
+/// (the log is append-only), so one kept here is as good as folding the stream again: a load
+/// still reads the stream, but only after that version, and decodes only what is new. Other
+/// servers' appends are those new events. At capacity it starts again empty.
+final class StreamStates: Sendable {
+    private let capacity: Int
+    private let entries = Mutex<[StreamID: (state: any Sendable, version: Int)]>([:])
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func state<State: Sendable>(of stream: StreamID, as type: State.Type) -> (State, Int)? {
+        guard capacity > 0, let entry = entries.withLock({ $0[stream] }), let state = entry.state as? State else { return nil }
+        return (state, entry.version)
+    }
+
+    func store(_ state: some Sendable, version: Int, of stream: StreamID) {
+        guard capacity > 0 else { return }
+        entries.withLock { entries in
+            // Never go back: a slower request may store an older version after a newer one.
+            if let known = entries[stream], known.version >= version { return }
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[stream] = (state, version)
+        }
     }
 }
 

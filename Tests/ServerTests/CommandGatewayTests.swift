@@ -46,6 +46,33 @@ struct CommandGatewayTests {
         }
     }
 
+    /// Two servers on one database, each keeping the states it folded: what the other wrote
+    /// since is read and folded on top, so neither decides on a stale state.
+    @Test func aKeptStateIsCaughtUpWithWhatAnotherServerWrote() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 4) { pool in
+                let first = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
+                let second = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
+                let item = try await postRental(first)
+                #expect(try await first.load(StreamID("item", item), .item).1 == 1)
+                let bid = try await placeBid(second, on: item, by: UserID())
+                // The first server kept version 1; the bid is folded on top, and approved after it.
+                let approved = try await first.handle(.approveBid(bid), on: .item, id: item, actor: owner)
+                #expect(approved.append != nil)
+                let head = 2 + approved.events.count
+                #expect(try await first.load(StreamID("item", item), .item).1 == head)
+                // The second server kept version 2: a bid on the item reserved now is refused.
+                let late = try await #require(throws: DomainError.self) { try await placeBid(second, on: item, by: UserID()) }
+                #expect(late.code == "item_not_available")
+                // And a state kept by neither gateway is folded from the log, the same.
+                let fresh = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
+                let (state, version) = try await fresh.load(StreamID("item", item), .item)
+                #expect(version == head)
+                #expect(state == (try await first.load(StreamID("item", item), .item).0))
+            }
+        }
+    }
+
     @Test func twentyConcurrentBidsAllLand() async throws {
         try await withGateway { gateway in
             let item = try await postRental(gateway)
