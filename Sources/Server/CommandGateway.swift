@@ -72,16 +72,22 @@ public struct CommandGateway: Sendable {
     /// `newStream`: the id was just made (a fresh UUID), so the stream is taken to be empty
     /// without reading it; were it not, the append would fail on `.noStream` and the command
     /// would be decided again on what is there.
+    ///
+    /// `loaded`: the stream's state and version as the caller just loaded them (to read
+    /// something else the command needs from it), decided on at the first attempt.
     public func handle<State, Command, Event>(
         _ command: Command, on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
-        actor: UserID, metadata: EventMetadata = EventMetadata(), newStream: Bool = false,
+        actor: UserID, metadata: EventMetadata = EventMetadata(), newStream: Bool = false, loaded: (State, Int)? = nil,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
         let stream = StreamID(aggregate.category, id)
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
         for attempt in 1...maxAttempts {
-            let (state, version) = newStream && attempt == 1 ? (aggregate.initial, 0) : try await load(stream, aggregate)
+            let (state, version) =
+                if attempt == 1, let loaded { loaded } else if newStream && attempt == 1 { (aggregate.initial, 0) } else {
+                    try await load(stream, aggregate)
+                }
             let events: [Event]
             do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
                 LenderMetrics.command(command, outcome: error.code)

@@ -104,17 +104,17 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let until = fields.day(body.until, "until", required: true)
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
-        // Whether the owner has blocked the bidder is the owner's stream's to say. The owner
-        // comes from the view: the gateway folds the item's stream itself, once.
-        let owners = try await pool.query("SELECT owner_id FROM items_view WHERE item_id = \(itemID)", prepared: true)
+        // Whether the owner has blocked the bidder is the owner's stream's to say. The owner is
+        // the item stream's; the command is decided on the state loaded here.
+        let item = try await gateway.load(StreamID("item", ItemID(itemID)), .item)
         var blocked = false
-        if let owner = try owners.first?.decode("owner_id", as: UUID.self) {
-            let (ownerState, _) = try await gateway.load(StreamID("user", UserID(owner)), .user)
+        if let owner = item.0.ownerID {
+            let (ownerState, _) = try await gateway.load(StreamID("user", owner), .user)
             blocked = ownerState.blocked.contains(actor)
         }
         let bid = PlaceBid(
             dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: blocked)
-        let handled = try await gateway.handle(.placeBid(bid), on: .item, id: ItemID(itemID), actor: actor)
+        let handled = try await gateway.handle(.placeBid(bid), on: .item, id: ItemID(itemID), actor: actor, loaded: item)
         return EditedResponse(status: .created, response: try await bidResource(bid.bidID.rawValue, position: handled.append?.lastPosition))
     }
 

@@ -73,6 +73,22 @@ struct CommandGatewayTests {
         }
     }
 
+    /// A state the caller loaded is decided on first; if the stream moved on since, the
+    /// append fails on its version and the command is decided again on what is there.
+    @Test func aLoadedStateThatIsStaleIsDecidedAgain() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let stale = try await gateway.load(StreamID("item", item), .item)
+            let first = try await placeBid(gateway, on: item, by: UserID())
+            let bid = PlaceBid(dailyPriceCents: 1300, from: Day("2026-12-08")!, until: Day("2026-12-09")!)
+            let handled = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: UserID(), loaded: stale)
+            #expect(handled.append != nil)
+            let (state, version) = try await gateway.load(StreamID("item", item), .item)
+            #expect(version == 3)
+            #expect(state.bids.map(\.id) == [first, bid.bidID])
+        }
+    }
+
     @Test func twentyConcurrentBidsAllLand() async throws {
         try await withGateway { gateway in
             let item = try await postRental(gateway)
