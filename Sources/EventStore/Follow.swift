@@ -50,19 +50,65 @@ public struct LogFollower: AsyncSequence, Sendable {
         deinit { listening.cancel() }
 
         public func next() async throws -> RecordedEvent? {
+            while let step = try await next(idleAfter: nil) {
+                if case .event(let event) = step { return event }
+            }
+            return nil
+        }
+
+        /// The next event, or `.idle` once `idleAfter` has passed without one; nil when cancelled.
+        public func next(idleAfter: Duration?) async throws -> FollowStep? {
+            let clock = ContinuousClock()
+            let deadline = idleAfter.map { clock.now + $0 }
             while !Task.isCancelled {
                 if index < page.count {
                     defer { index += 1 }
                     cursor = page[index].position
-                    return page[index]
+                    return .event(page[index])
                 }
+                if let deadline, clock.now >= deadline { return .idle }
                 page = try await follower.store.read(after: cursor, limit: follower.pageSize)
                 index = 0
-                if page.isEmpty { await doorbell.wait(timeout: follower.pollInterval) }
+                if page.isEmpty {
+                    let wait = deadline.map { Swift.min(follower.pollInterval, Swift.max(.zero, $0 - clock.now)) } ?? follower.pollInterval
+                    await doorbell.wait(timeout: wait)
+                }
             }
             return nil
         }
     }
+
+    /// The same events, with `.idle` whenever `interval` passes without one: for a live feed
+    /// that must write something now and then to keep its connection, and to learn that its
+    /// reader is gone.
+    public func heartbeats(every interval: Duration) -> Heartbeats {
+        Heartbeats(follower: self, interval: interval)
+    }
+
+    public struct Heartbeats: AsyncSequence, Sendable {
+        public typealias Element = FollowStep
+        let follower: LogFollower
+        let interval: Duration
+
+        public func makeAsyncIterator() -> Iterator {
+            Iterator(events: follower.makeAsyncIterator(), interval: interval)
+        }
+
+        public struct Iterator: AsyncIteratorProtocol {
+            let events: LogFollower.Iterator
+            let interval: Duration
+
+            public mutating func next() async throws -> FollowStep? {
+                try await events.next(idleAfter: interval)
+            }
+        }
+    }
+}
+
+/// What following the log yields when it may also say that nothing happened.
+public enum FollowStep: Sendable {
+    case event(RecordedEvent)
+    case idle
 }
 
 /// A wake-up that is never lost: a ring with nobody waiting is kept for the next wait.

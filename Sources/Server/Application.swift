@@ -41,8 +41,11 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 /// `reads`, when given, serves the lists and profiles that may lag a moment behind the
 /// primary (a streaming replica): the market, loans, profiles and countries. Everything a
 /// command answers, and every read a command decides on, comes from the primary.
+///
+/// `heartbeat`: how long the auditors' live stream stays silent before it writes a comment.
 public func buildRouter(
-    readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil
+    readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil,
+    heartbeat: Duration = .seconds(15)
 ) -> Router<AppRequestContext> {
     let reads = reads ?? accounts.pool
     let router = Router(context: AppRequestContext.self)
@@ -68,14 +71,14 @@ public func buildRouter(
     CartController(gateway: accounts.gateway, payments: payments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
-    EventsController(store: accounts.gateway.store).addRoutes(to: router, authentication: authentication)
+    EventsController(store: accounts.gateway.store, heartbeat: heartbeat).addRoutes(to: router, authentication: authentication)
     return router
 }
 
 /// The server, with the pool as a service that closes after the server has stopped.
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
-    bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil
+    bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15)
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
@@ -83,7 +86,7 @@ public func buildApplication(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
-            reads: readPool),
+            reads: readPool, heartbeat: heartbeat),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)

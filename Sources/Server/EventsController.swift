@@ -12,6 +12,8 @@ import ServiceLifecycle
 /// Everyone else gets 403.
 struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
     let store: EventStore
+    /// How long the live stream stays silent before it writes a comment line.
+    var heartbeat: Duration = .seconds(15)
 
     /// An event as auditors read it, hashes included, so that they can check the chains.
     struct EventResource: ResponseEncodable {
@@ -67,6 +69,7 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
         let (after, problems) = Self.after(request)
         if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
         let store = store
+        let heartbeat = heartbeat
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         return Response(
@@ -76,9 +79,16 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
                 try await writer.write(ByteBuffer(string: ": following the log after \(after)\n\n"))
                 // A stream never ends by itself: it ends when the server shuts down (the client
                 // reconnects elsewhere with Last-Event-ID), or when a write finds the client gone.
-                for try await event in store.follow(after: after).cancelOnGracefulShutdown() {
-                    let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)
-                    try await writer.write(ByteBuffer(string: "id: \(event.position)\nevent: event\ndata: \(json)\n\n"))
+                // A comment line when the log is quiet keeps proxies from closing the connection
+                // and lets a write find a client that left.
+                for try await step in store.follow(after: after).heartbeats(every: heartbeat).cancelOnGracefulShutdown() {
+                    switch step {
+                    case .event(let event):
+                        let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)
+                        try await writer.write(ByteBuffer(string: "id: \(event.position)\nevent: event\ndata: \(json)\n\n"))
+                    case .idle:
+                        try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                    }
                 }
                 try await writer.finish(nil)
             })

@@ -277,6 +277,18 @@ struct EventStreamTests {
 
         func close() { _ = Glibc.close(socket) }
 
+        /// Everything read until `done` says so of the text, or nothing comes for 10 s.
+        func read(until done: (String) -> Bool) -> String {
+            var text = ""
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !done(text) {
+                let count = recv(socket, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                text += String(decoding: buffer[0..<count], as: UTF8.self)
+            }
+            return text
+        }
+
         /// The `id:` of every event, until `until` is seen or nothing comes for 10 s.
         func ids(until last: Int) -> [Int] {
             var text = ""
@@ -292,6 +304,31 @@ struct EventStreamTests {
                 }
             }
             return ids
+        }
+    }
+
+    /// A quiet log still writes a comment now and then: proxies keep the connection, and a
+    /// write finds a reader that left. Events still come between the comments, in order.
+    @Test func aQuietStreamWritesHeartbeatsAndStillDeliversEvents() async throws {
+        try await withServer(testing: .live, heartbeat: .milliseconds(200)) { client, admin in
+            let auditor = try await client.user("auditor")
+            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
+            let port = try #require(client.port)
+            let reader = try StreamReader(port: port, path: "/v1/events/stream?after=\(head)", token: auditor.token)
+            let beats: @Sendable (String) -> Int = { $0.components(separatedBy: ": heartbeat").count - 1 }
+            let quiet = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: reader.read { beats($0) >= 2 }) }
+            }
+            #expect(beats(quiet) >= 2, "\(quiet)")
+            #expect(!quiet.contains("id: "), "nothing happened, so no event")
+            _ = try await client.user("late")
+            let late = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
+            let ids = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: reader.ids(until: late)) }
+            }
+            reader.close()
+            #expect(ids == Array((head + 1)...late))
         }
     }
 
