@@ -355,23 +355,17 @@ public struct PostgresSession: ~Copyable {
     /// writes whose results are not needed, such as a projection's, inside a transaction.
     public mutating func pipelined<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
         guard unsynced == nil else { return try body(&self) }
-        guard PQenterPipelineMode(pg) == 1 else {
-            throw PostgresError(.connection, message: String(cString: PQerrorMessage(pg)).trimmingWhitespace())
+        return try inPipelineMode { session in
+            let result: T
+            do {
+                result = try body(&session)
+            } catch {
+                _ = try? session.sync()
+                throw error
+            }
+            try session.sync()
+            return result
         }
-        unsynced = 0
-        defer {
-            unsynced = nil
-            PQexitPipelineMode(pg)
-        }
-        let result: T
-        do {
-            result = try body(&self)
-        } catch {
-            try? sync()
-            throw error
-        }
-        try sync()
-        return result
     }
 
     /// Runs read statements pipelined in one REPEATABLE READ, READ ONLY transaction: one
@@ -379,58 +373,41 @@ public struct PostgresSession: ~Copyable {
     /// error is thrown, and the transaction is rolled back.
     public mutating func snapshot(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
-        let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
-        for statement in statements { try PostgresConnection.checkEncodable(statement) }
-        guard PQenterPipelineMode(pg) == 1 else { throw sendError() }
-        var answers = [PostgresRows]()
-        var first: PostgresError?
-        do {
-            defer { PQexitPipelineMode(pg) }
-            for statement in statements {
-                let types = statement.bindings.map { Oid($0.type.rawValue) }
-                let sent = withParameterValues(statement.bindings) { values in
-                    PQsendQueryParams(pg, statement.sql, Int32(statement.bindings.count), types, values, nil, nil, 0)
-                }
-                guard sent == 1 else { throw sendError() }
-            }
-            guard PQpipelineSync(pg) == 1 else { throw sendError() }
-            var nulls = 0
-            reading: while true {
-                guard let result = PQgetResult(pg) else {
-                    // One NULL ends each statement's answers; two in a row: nothing more is coming.
-                    nulls += 1
-                    if nulls > 1 { throw first ?? sendError() }
-                    continue
-                }
-                nulls = 0
-                switch PQresultStatus(result) {
-                case PGRES_PIPELINE_SYNC:
-                    PQclear(result)
-                    break reading
-                case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
-                    answers.append(try PostgresConnection.consume(result, on: pg))
-                case PGRES_FATAL_ERROR:
-                    if first == nil { first = PostgresConnection.error(from: result, on: pg) }
-                    PQclear(result)
-                default:
-                    PQclear(result)
-                }
-            }
+        // One sync for all of them: more would sync on the way and lose the rows before.
+        guard queries.count + 2 < Self.pipelineDepth else {
+            throw PostgresError(.encoding, message: "a snapshot takes fewer than \(Self.pipelineDepth - 2) statements")
         }
-        if let first {
+        let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
+        do {
+            return try inPipelineMode { session in
+                for statement in statements { try session.send(statement, prepared: false) }
+                // BEGIN's and COMMIT's answers are not the caller's.
+                return Array(try session.sync(collecting: true).dropFirst().dropLast())
+            }
+        } catch {
             if PQstatus(pg) == CONNECTION_OK, PQtransactionStatus(pg) != PQTRANS_IDLE {
                 _ = try? PostgresConnection.executeSimple(pg, "ROLLBACK")
             }
-            throw first
+            throw error
         }
-        // BEGIN's and COMMIT's answers are not the caller's.
-        return Array(answers.dropFirst().dropLast())
+    }
+
+    /// Runs `body` in libpq's pipeline mode, and leaves it after.
+    private mutating func inPipelineMode<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
+        guard PQenterPipelineMode(pg) == 1 else { throw sendError() }
+        unsynced = 0
+        defer {
+            unsynced = nil
+            PQexitPipelineMode(pg)
+        }
+        return try body(&self)
     }
 
     /// Statements between syncs: their answers (about 20 bytes each) must fit the socket's
     /// buffers, since nothing reads them until the sync; else both sides would wait.
     static let pipelineDepth = 500
 
+    @discardableResult
     private mutating func send(_ query: PostgresQuery, prepared usePrepared: Bool) throws -> PostgresRows {
         try PostgresConnection.checkEncodable(query)
         let types = query.bindings.map { Oid($0.type.rawValue) }
@@ -460,9 +437,12 @@ public struct PostgresSession: ~Copyable {
         PostgresError(.connection, message: String(cString: PQerrorMessage(pg)).trimmingWhitespace())
     }
 
-    /// Sends a sync and reads every answer up to it; throws the first error among them.
-    private mutating func sync() throws {
+    /// Sends a sync and reads every answer up to it; throws the first error among them. With
+    /// `collecting`, gives back each statement's rows, in order.
+    @discardableResult
+    private mutating func sync(collecting: Bool = false) throws -> [PostgresRows] {
         guard PQpipelineSync(pg) == 1 else { throw sendError() }
+        var answers = [PostgresRows]()
         unsynced = 0
         let prepares = preparesInFlight
         preparesInFlight = [:]
@@ -478,15 +458,19 @@ public struct PostgresSession: ~Copyable {
                 continue
             }
             nulls = 0
-            defer { PQclear(result) }
             let status = PQresultStatus(result)
             if let name = prepares[statement], status != PGRES_COMMAND_OK, status != PGRES_PIPELINE_SYNC {
                 prepared.remove(name)
             }
+            if collecting, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+                answers.append(try PostgresConnection.consume(result, on: pg))  // clears it
+                continue
+            }
+            defer { PQclear(result) }
             switch status {
             case PGRES_PIPELINE_SYNC:
                 if let first { throw first }
-                return
+                return answers
             case PGRES_FATAL_ERROR:
                 if first == nil { first = PostgresConnection.error(from: result, on: pg) }
             default:

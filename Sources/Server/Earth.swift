@@ -4,7 +4,8 @@ import Foundation
 /// `earth_point`), so a GiST index finds what lies in a box. The query's point, box and
 /// distance are written here as constants and plain C functions rather than as calls to
 /// those SQL functions: a SQL function that cannot be inlined costs the planner a parse of
-/// its body, and the executor a call per row (measured: 3x the market's throughput).
+/// its body, and the executor a call per row (measured: the market near a point went from
+/// 445 to 858 requests/s, the statement alone from 641 to 1,543/s).
 /// `EarthTests` holds these equal to the SQL functions.
 public enum Earth {
     /// `earth_radius_km()`.

@@ -174,186 +174,102 @@ struct StreamEncoder: Encoder {
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        SingleValueStream(sink: sink, codingPath: codingPath)
+        SingleValueStream(sink: sink, parentPath: codingPath, key: nil)
     }
 }
 
+/// A member of an object: each write names its key, then writes the value in the slot after it.
 struct KeyedStream<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let sink: JSONSink
     let level: Int
     var codingPath: [any CodingKey]
 
-    func encodeNil(forKey key: Key) throws {
+    /// The value's place after `key`: written there as a single value would be.
+    private func slot(_ key: Key) -> SingleValueStream {
         sink.member(of: level, key: key.stringValue)
-        sink.writeRaw("null")
+        return SingleValueStream(sink: sink, parentPath: codingPath, key: key)
     }
-    func encode(_ value: Bool, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(value ? "true" : "false")
-    }
-    func encode(_ value: String, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeString(value)
-    }
-    func encode(_ value: Double, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        try sink.writeDouble(value, codingPath + [key])
-    }
-    func encode(_ value: Float, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        try sink.writeDouble(Double(value), codingPath + [key])
-    }
-    func encode(_ value: Int, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int64, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int8, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int16, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int32, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt8, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt16, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt32, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt64, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        sink.writeRaw(String(value))
-    }
-    func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        sink.member(of: level, key: key.stringValue)
-        try sink.writeValue(value, codingPath: codingPath + [key])
-    }
+
+    func encodeNil(forKey key: Key) throws { try slot(key).encodeNil() }
+    func encode(_ value: Bool, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: String, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Double, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Float, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Int, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Int8, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Int16, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Int32, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: Int64, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: UInt, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: UInt8, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: UInt16, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: UInt32, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode(_ value: UInt64, forKey key: Key) throws { try slot(key).encode(value) }
+    func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try slot(key).encode(value) }
+
     func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        sink.member(of: level, key: key.stringValue)
-        return KeyedEncodingContainer(
-            KeyedStream<NestedKey>(sink: sink, level: sink.openContainer(UInt8(ascii: "{"), UInt8(ascii: "}")), codingPath: codingPath + [key]))
+        slot(key).encoder.container(keyedBy: keyType)
     }
-    func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        sink.member(of: level, key: key.stringValue)
-        return UnkeyedStream(sink: sink, level: sink.openContainer(UInt8(ascii: "["), UInt8(ascii: "]")), codingPath: codingPath + [key])
-    }
+    func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { slot(key).encoder.unkeyedContainer() }
     func superEncoder() -> any Encoder {
         sink.member(of: level, key: "super")
         return StreamEncoder(sink: sink, codingPath: codingPath)
     }
-    func superEncoder(forKey key: Key) -> any Encoder {
-        sink.member(of: level, key: key.stringValue)
-        return StreamEncoder(sink: sink, codingPath: codingPath + [key])
-    }
+    func superEncoder(forKey key: Key) -> any Encoder { slot(key).encoder }
 }
 
+/// The elements of an array: each write starts the next element.
 struct UnkeyedStream: UnkeyedEncodingContainer {
     let sink: JSONSink
     let level: Int
     var codingPath: [any CodingKey]
     var count: Int { sink.open.count >= level ? sink.open[level - 1].members : 0 }
 
-    func encodeNil() throws {
+    private func slot() -> SingleValueStream {
         sink.member(of: level, key: nil)
-        sink.writeRaw("null")
+        return SingleValueStream(sink: sink, parentPath: codingPath, key: nil)
     }
-    func encode(_ value: Bool) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(value ? "true" : "false")
-    }
-    func encode(_ value: String) throws {
-        sink.member(of: level, key: nil)
-        sink.writeString(value)
-    }
-    func encode(_ value: Double) throws {
-        sink.member(of: level, key: nil)
-        try sink.writeDouble(value, codingPath)
-    }
-    func encode(_ value: Int) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int8) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int16) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int32) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt8) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt16) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt32) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: UInt64) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Int64) throws {
-        sink.member(of: level, key: nil)
-        sink.writeRaw(String(value))
-    }
-    func encode(_ value: Float) throws {
-        sink.member(of: level, key: nil)
-        try sink.writeDouble(Double(value), codingPath)
-    }
-    func encode<T: Encodable>(_ value: T) throws {
-        sink.member(of: level, key: nil)
-        try sink.writeValue(value, codingPath: codingPath)
-    }
+
+    func encodeNil() throws { try slot().encodeNil() }
+    func encode(_ value: Bool) throws { try slot().encode(value) }
+    func encode(_ value: String) throws { try slot().encode(value) }
+    func encode(_ value: Double) throws { try slot().encode(value) }
+    func encode(_ value: Float) throws { try slot().encode(value) }
+    func encode(_ value: Int) throws { try slot().encode(value) }
+    func encode(_ value: Int8) throws { try slot().encode(value) }
+    func encode(_ value: Int16) throws { try slot().encode(value) }
+    func encode(_ value: Int32) throws { try slot().encode(value) }
+    func encode(_ value: Int64) throws { try slot().encode(value) }
+    func encode(_ value: UInt) throws { try slot().encode(value) }
+    func encode(_ value: UInt8) throws { try slot().encode(value) }
+    func encode(_ value: UInt16) throws { try slot().encode(value) }
+    func encode(_ value: UInt32) throws { try slot().encode(value) }
+    func encode(_ value: UInt64) throws { try slot().encode(value) }
+    func encode<T: Encodable>(_ value: T) throws { try slot().encode(value) }
+
     func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        sink.member(of: level, key: nil)
-        return KeyedEncodingContainer(
-            KeyedStream<NestedKey>(sink: sink, level: sink.openContainer(UInt8(ascii: "{"), UInt8(ascii: "}")), codingPath: codingPath))
+        slot().encoder.container(keyedBy: keyType)
     }
-    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        sink.member(of: level, key: nil)
-        return UnkeyedStream(sink: sink, level: sink.openContainer(UInt8(ascii: "["), UInt8(ascii: "]")), codingPath: codingPath)
-    }
-    func superEncoder() -> any Encoder {
-        sink.member(of: level, key: nil)
-        return StreamEncoder(sink: sink, codingPath: codingPath)
-    }
+    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { slot().encoder.unkeyedContainer() }
+    func superEncoder() -> any Encoder { slot().encoder }
 }
 
+/// One value at the current place: where every scalar is written. The coding path is only
+/// built when asked for (an error), not for every value.
 struct SingleValueStream: SingleValueEncodingContainer {
     let sink: JSONSink
-    var codingPath: [any CodingKey]
+    let parentPath: [any CodingKey]
+    let key: (any CodingKey)?
+
+    init(sink: JSONSink, parentPath: [any CodingKey], key: (any CodingKey)?) {
+        self.sink = sink
+        self.parentPath = parentPath
+        self.key = key
+    }
+
+    var codingPath: [any CodingKey] { key.map { parentPath + [$0] } ?? parentPath }
+    /// An encoder whose containers open here.
+    var encoder: StreamEncoder { StreamEncoder(sink: sink, codingPath: codingPath) }
 
     func encodeNil() throws { sink.writeRaw("null") }
     func encode(_ value: Bool) throws { sink.writeRaw(value ? "true" : "false") }
@@ -361,10 +277,10 @@ struct SingleValueStream: SingleValueEncodingContainer {
     func encode(_ value: Double) throws { try sink.writeDouble(value, codingPath) }
     func encode(_ value: Float) throws { try sink.writeDouble(Double(value), codingPath) }
     func encode(_ value: Int) throws { sink.writeRaw(String(value)) }
-    func encode(_ value: Int64) throws { sink.writeRaw(String(value)) }
     func encode(_ value: Int8) throws { sink.writeRaw(String(value)) }
     func encode(_ value: Int16) throws { sink.writeRaw(String(value)) }
     func encode(_ value: Int32) throws { sink.writeRaw(String(value)) }
+    func encode(_ value: Int64) throws { sink.writeRaw(String(value)) }
     func encode(_ value: UInt) throws { sink.writeRaw(String(value)) }
     func encode(_ value: UInt8) throws { sink.writeRaw(String(value)) }
     func encode(_ value: UInt16) throws { sink.writeRaw(String(value)) }

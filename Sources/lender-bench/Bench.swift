@@ -63,12 +63,17 @@ struct Append: AsyncParsableCommand {
                 throughput: Double(latencies.count) / elapsed,
                 p50Ms: latencies.percentile(0.50), p90Ms: latencies.percentile(0.90), p99Ms: latencies.percentile(0.99))
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+        try printFigures(figures)
     }
 
     static let event = NewEvent(type: "BenchEvent", data: JSONB(text: #"{"n": 1, "title": "a small event body"}"#))
+}
+
+/// One JSON object on stdout, keys sorted: what scripts/bench reads of every measurement.
+func printFigures(_ figures: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    print(String(decoding: try encoder.encode(figures), as: UTF8.self))
 }
 
 struct Figures: Codable {

@@ -115,9 +115,7 @@ struct HTTPBench: AsyncParsableCommand {
             scenario: scenario, connections: connections, requests: sorted.count, failures: failures, seconds: elapsed,
             throughput: Double(sorted.count - failures) / elapsed, p50Ms: sorted.percentile(0.50),
             p90Ms: sorted.percentile(0.90), p99Ms: sorted.percentile(0.99))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+        try printFigures(figures)
     }
 
     /// The market near a point, nearest first: what `queries` also runs through pgbench.

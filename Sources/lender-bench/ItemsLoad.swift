@@ -6,8 +6,8 @@ import Marketplace
 import Postgres
 import Projections
 
-/// Loads N rentals scattered over a region (the log, then the views rebuilt from it), and
-/// prints an owner's handle and password so that the load can sign in.
+/// Loads N rentals of one owner scattered over a region: the log, then the views rebuilt
+/// from it, as `lender replay` builds them. The market's readers sign up through the server.
 struct ItemsLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load-items", abstract: "Load N available rentals around Kathmandu into a fresh, migrated database.")
@@ -52,7 +52,6 @@ struct ItemsLoad: AsyncParsableCommand {
             let built = try await rebuilder.build(schema, after: 0)
             _ = try await rebuilder.swapIn(schema, builtTo: built)
             _ = try await pool.query("ANALYZE items_view")
-            // The owner signs in through the server; credentials are the server's to write.
             FileHandle.standardError.write(Data("loaded \(loaded) items\n".utf8))
         }
     }

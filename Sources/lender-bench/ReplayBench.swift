@@ -43,9 +43,7 @@ struct ReplayBench: AsyncParsableCommand {
             try await rebuilder.dropSchema(schema)
             return ReplayFigures(events: built, seconds: seconds, throughput: Double(built) / seconds, head: head)
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        print(String(decoding: try encoder.encode(figures), as: UTF8.self))
+        try printFigures(figures)
     }
 }
 
