@@ -57,7 +57,7 @@ let package = Package(
         // Card fingerprints and the payment processor port, with its sandbox.
         .target(
             name: "Payments",
-            dependencies: ["Marketplace", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Marketplace", "Postgres", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The HTTP gateway.
         .target(

@@ -390,6 +390,46 @@ public final class EventStore: Sendable {
         return json
     }
 
+    // MARK: Idempotency keys
+
+    /// What `idempotency.key` already holds for its actor, if anything.
+    public func idempotencyRecord(actor: String, key: String) async throws -> IdempotencyRecord? {
+        let rows = try await pool.query(
+            "SELECT request_hash, positions, response FROM idempotency_keys WHERE actor = \(actor) AND key = \(key)",
+            prepared: true)
+        return try rows.first.map { row in
+            IdempotencyRecord(
+                requestHash: try row.decode(0), positions: try row.decode(1, as: [Int64].self),
+                response: try row.decode(2, as: JSONB?.self))
+        }
+    }
+
+    /// Holds a key for a request that appended nothing (a command that decided nothing), so
+    /// that the key is spent all the same: answers the record the key holds now, this one or
+    /// an earlier request's.
+    public func recordUnchanged(_ idempotency: Idempotency, response: JSONB? = nil) async throws -> IdempotencyRecord {
+        try await pool.query(
+            """
+            INSERT INTO idempotency_keys (actor, key, request_hash, positions, response)
+            VALUES (\(idempotency.actor), \(idempotency.key), \(idempotency.requestHash), '{}', \(response))
+            ON CONFLICT (actor, key) DO NOTHING
+            """)
+        guard let record = try await idempotencyRecord(actor: idempotency.actor, key: idempotency.key) else {
+            throw PostgresError(.server, message: "the idempotency key \(idempotency.key) was not kept")
+        }
+        return record
+    }
+
+    /// The events at `positions`, in order.
+    public func events(at positions: [Int64]) async throws -> [RecordedEvent] {
+        guard !positions.isEmpty else { return [] }
+        return try await pool.query(
+            """
+            SELECT \(unsafeRaw: Self.columns) FROM events WHERE position = ANY(\(positions)) ORDER BY position
+            """
+        ).map(Self.recordedEvent)
+    }
+
     // MARK: Read
 
     public static let columns = """

@@ -13,6 +13,9 @@ public struct StreamID: RawRepresentable, Hashable, Sendable, Codable, Expressib
     }
     public var description: String { rawValue }
 
+    /// The kind of stream: what comes before the first `-` (`item`).
+    public var category: String { String(rawValue.prefix { $0 != "-" }) }
+
     /// Stream names are joined into the hash's canonical text with newlines, so none may hold one.
     var isValid: Bool {
         !rawValue.isEmpty && rawValue.utf8.count <= 200 && !rawValue.contains(where: \.isNewline)
@@ -112,6 +115,11 @@ public struct AppendResult: Sendable, Hashable {
     /// Each stream's version after the append.
     public var streamVersions: [StreamID: Int]
 
+    public init(positions: [Int64], streamVersions: [StreamID: Int]) {
+        self.positions = positions
+        self.streamVersions = streamVersions
+    }
+
     /// The global position of the last event written (0 when nothing was).
     public var lastPosition: Int64 { positions.last ?? 0 }
 }
@@ -197,5 +205,20 @@ extension ProjectedEvent {
             position: recorded.position, streamID: recorded.streamID, streamVersion: recorded.streamVersion,
             type: recorded.type, schemaVersion: recorded.schemaVersion, data: recorded.data,
             metadata: try recorded.decodeMetadata(), recordedAt: recorded.recordedAt)
+    }
+}
+
+/// What an idempotency key holds: the request it was first used for, where that request's
+/// events are in the log (none, for a command that decided nothing), and the response
+/// recorded with them, if the writer gave one.
+public struct IdempotencyRecord: Sendable, Hashable {
+    public var requestHash: String
+    public var positions: [Int64]
+    public var response: JSONB?
+
+    public init(requestHash: String, positions: [Int64], response: JSONB?) {
+        self.requestHash = requestHash
+        self.positions = positions
+        self.response = response
     }
 }

@@ -53,10 +53,45 @@ public enum CheckoutDecider {
             userEvent = .balanceDebited(BalanceDebited(amountCents: total))
         case .card(let cardID, let chargeID):
             _ = try UserDecider.chargeableCard(cardID, in: user, today: today)
+            try UserDecider.checkNewCharge(chargeID, in: user)
             userEvent = .cardCharged(CardCharged(cardID: cardID, amountCents: total, chargeID: chargeID))
         }
         return CheckoutDecision(
             cart: cartEvents, loans: loanEvents, user: [userEvent], purchases: cart.lines, totalCents: total)
+    }
+}
+
+/// The events of one repayment: the loan's, the borrower's payment, each lender's credit.
+public struct RepaymentDecision: Sendable {
+    public var loan: [LoanEvent]
+    public var borrower: [UserEvent]
+    public var credits: [(lender: UserID, credit: BalanceCredited)]
+}
+
+public enum RepaymentDecider {
+    /// The borrower pays what the lenders are credited (SPEC §11.1): from the balance, which
+    /// must cover it, or by a charged card. No repayment creates money.
+    public static func decide(
+        amountCents: Int, loanID: LoanID, loan: LoanState, borrower: UserState, payment: Payment, actor: UserID, today: Day
+    ) throws -> RepaymentDecision {
+        let loanEvents = try LoanDecider.decide(.recordRepayment(amountCents: amountCents), loan, actor: actor)
+        let paid: UserEvent
+        switch payment {
+        case .balance:
+            guard borrower.balanceCents >= amountCents else {
+                throw DomainError(
+                    .conflict, "insufficient_funds",
+                    "The balance is \(borrower.balanceCents) cents; the repayment is \(amountCents) cents.")
+            }
+            paid = .balanceDebited(BalanceDebited(amountCents: amountCents, reason: .repayment, loanID: loanID))
+        case .card(let cardID, let chargeID):
+            _ = try UserDecider.chargeableCard(cardID, in: borrower, today: today)
+            try UserDecider.checkNewCharge(chargeID, in: borrower)
+            paid = .cardCharged(
+                CardCharged(cardID: cardID, amountCents: amountCents, chargeID: chargeID, purpose: .repayment, loanID: loanID))
+        }
+        return RepaymentDecision(
+            loan: loanEvents, borrower: [paid], credits: LoanDecider.credits(for: loanEvents, loanID: loanID))
     }
 }
 

@@ -540,7 +540,7 @@ public enum ItemDecider {
 
     // MARK: Rules shared by several commands
 
-    static let itemNotFound = DomainError(.notFound, "item_not_found", "No such item.")
+    public static let itemNotFound = DomainError(.notFound, "item_not_found", "No such item.")
 
     static func requireOwner(_ state: ItemState, _ actor: UserID) throws {
         guard state.exists else { throw itemNotFound }

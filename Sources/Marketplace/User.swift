@@ -93,6 +93,8 @@ public struct UserState: Hashable, Sendable {
     /// In the order added.
     public var cards: [CardOnFile] = []
     public var balanceCents = 0
+    /// Every processor charge recorded on this stream (deposits, card payments).
+    public var chargeIDs: Set<String> = []
 
     public var exists: Bool { userID != nil }
     public init() {}
@@ -170,6 +172,7 @@ public enum UserDecider {
 
         case .deposit(let amount, let cardID, let chargeID, let today):
             _ = try checkDeposit(amountCents: amount, cardID: cardID, state, today: today)
+            try checkNewCharge(chargeID, in: state)
             return [.fundsDeposited(FundsDeposited(amountCents: amount, cardID: cardID, chargeID: chargeID))]
         }
     }
@@ -202,10 +205,11 @@ public enum UserDecider {
             state.cards.removeAll { $0.cardID == removed.cardID }
         case .fundsDeposited(let deposit):
             state.balanceCents += deposit.amountCents
+            state.chargeIDs.insert(deposit.chargeID)
         case .balanceDebited(let debit):
             state.balanceCents -= debit.amountCents
-        case .cardCharged:
-            break
+        case .cardCharged(let charged):
+            state.chargeIDs.insert(charged.chargeID)
         case .balanceCredited(let credit):
             state.balanceCents += credit.amountCents
         }

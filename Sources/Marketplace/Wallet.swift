@@ -75,29 +75,46 @@ public struct FundsDeposited: Codable, Hashable, Sendable {
     }
 }
 
-/// A checkout paid from the balance.
+/// What a payment from a user's balance or card paid for.
+public enum PaymentPurpose: String, Codable, Hashable, Sendable {
+    /// Loan shares bought through the cart.
+    case checkout
+    /// A borrower's repayment of their loan, which the lenders are credited.
+    case repayment
+}
+
+/// A checkout or a repayment paid from the balance.
 public struct BalanceDebited: Codable, Hashable, Sendable {
     public static let eventType = "BalanceDebited"
     public var amountCents: Int
-    public var reason: String
+    public var reason: PaymentPurpose
+    /// The loan repaid (repayments only).
+    public var loanID: LoanID?
 
-    public init(amountCents: Int, reason: String = "checkout") {
+    public init(amountCents: Int, reason: PaymentPurpose = .checkout, loanID: LoanID? = nil) {
         self.amountCents = amountCents
         self.reason = reason
+        self.loanID = loanID
     }
 }
 
-/// A checkout paid by card: the balance is untouched.
+/// A checkout or a repayment paid by card: the balance is untouched.
 public struct CardCharged: Codable, Hashable, Sendable {
     public static let eventType = "CardCharged"
     public var cardID: CardID
     public var amountCents: Int
     public var chargeID: String
+    /// Absent in events written before repayments were paid: a checkout.
+    public var purpose: PaymentPurpose?
+    /// The loan repaid (repayments only).
+    public var loanID: LoanID?
 
-    public init(cardID: CardID, amountCents: Int, chargeID: String) {
+    public init(cardID: CardID, amountCents: Int, chargeID: String, purpose: PaymentPurpose = .checkout, loanID: LoanID? = nil) {
         self.cardID = cardID
         self.amountCents = amountCents
         self.chargeID = chargeID
+        self.purpose = purpose
+        self.loanID = loanID
     }
 }
 
@@ -130,6 +147,17 @@ extension UserDecider {
         }
         return card
     }
+
+    /// A processor's charge is recorded once on a user's stream: money it brought in is never
+    /// counted twice, whatever retried.
+    public static func checkNewCharge(_ chargeID: String, in state: UserState) throws {
+        guard !state.chargeIDs.contains(chargeID) else {
+            throw DomainError(.conflict, chargeAlreadyRecorded, "The charge \(chargeID) is already recorded.")
+        }
+    }
+
+    /// The code of `checkNewCharge`'s refusal: the charge is in the log, so it must not be refunded.
+    public static let chargeAlreadyRecorded = "charge_already_recorded"
 
     /// Checks a deposit before the card is charged, and again when it is recorded.
     public static func checkDeposit(amountCents: Int, cardID: CardID, _ state: UserState, today: Day) throws -> CardOnFile {

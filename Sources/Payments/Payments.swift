@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Marketplace
+import Postgres
 
 /// Recognises a card added twice without keeping its number: HMAC-SHA-256 of the digits,
 /// keyed by a server secret, so the fingerprint cannot be reversed by trying every number.
@@ -36,50 +37,140 @@ public enum PaymentsConfigurationError: Error, CustomStringConvertible {
     }
 }
 
+/// A charge as the processor keeps it.
+public struct Charge: Sendable, Hashable {
+    public var id: String
+    public var amountCents: Int
+    public var idempotencyKey: String
+    public var createdAt: Date
+    public var refundedAt: Date?
+
+    public init(id: String, amountCents: Int, idempotencyKey: String, createdAt: Date, refundedAt: Date?) {
+        self.id = id
+        self.amountCents = amountCents
+        self.idempotencyKey = idempotencyKey
+        self.createdAt = createdAt
+        self.refundedAt = refundedAt
+    }
+
+    public var isRefunded: Bool { refundedAt != nil }
+}
+
 /// Where charges go. Only this sees a card's number, once, when the card is added; charges
 /// name the card by the processor's token. A declined charge throws `card_declined` (402).
 public protocol PaymentProcessor: Sendable {
     /// Registers a card; the token is what charges name, and what may be kept.
     func register(_ card: ValidatedCard) async throws -> String
-    /// Charges `amountCents` to the card; the same idempotency key charges at most once and
-    /// answers the same charge id.
-    func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> String
-    /// Gives a charge back, when what it paid for could not be recorded.
+    /// Charges `amountCents` to the card. The same idempotency key charges at most once and
+    /// answers the same charge (refunded, if it since was); with another card or amount it is
+    /// refused (`payment_key_reused`), as a real processor does.
+    func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> Charge
+    /// Gives a charge back. Refunding a refunded charge does nothing: safe to retry.
     func refund(chargeID: String) async throws
+    /// The charges made before `cutoff` and not refunded: what reconciliation holds against the log.
+    func unrefundedCharges(before cutoff: Date) async throws -> [Charge]
+    /// One charge, by its id; nil when the processor never made it.
+    func charge(id: String) async throws -> Charge?
 }
 
 public enum PaymentProcessors {
     /// A processor chosen by name (`PAYMENT_PROCESSOR`); `sandbox` is the only one built in.
-    public static func named(_ name: String) throws -> any PaymentProcessor {
+    public static func named(_ name: String, pool: PostgresPool) throws -> any PaymentProcessor {
         guard name == "sandbox" else { throw PaymentsConfigurationError.unknownProcessor(name) }
-        return SandboxPaymentProcessor()
+        return SandboxPaymentProcessor(pool: pool)
+    }
+
+    /// Checks the name without a database, for start-up errors before anything connects.
+    public static func validate(_ name: String) throws {
+        guard name == "sandbox" else { throw PaymentsConfigurationError.unknownProcessor(name) }
     }
 }
 
 /// A payment provider's test mode (SPEC §4): approves every valid card except the documented
-/// decline numbers. Stateless, so any number of servers agree: the decline is in the token,
-/// and a charge id is derived from its idempotency key.
+/// decline numbers, which it knows by the token it gave them. Its books are a table of its
+/// own (`sandbox_charges`), outside the log, shared by every server: a charge is found again
+/// by its idempotency key, so a retried charge is the same charge, and refunds are real rows
+/// that reconciliation can be tested against.
 public struct SandboxPaymentProcessor: PaymentProcessor {
     /// Always declined: generic decline, insufficient funds, lost card (as in common test modes).
     public static let declinedNumbers: Set<String> = ["4000000000000002", "4000000000009995", "4000000000009987"]
 
-    public init() {}
+    let pool: PostgresPool
+
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
 
     public func register(_ card: ValidatedCard) async throws -> String {
         let declines = Self.declinedNumbers.contains(card.digits)
         return "tok_sandbox_\(declines ? "decline_" : "")\(UUID().uuidString.lowercased())"
     }
 
-    public func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> String {
+    public func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> Charge {
         guard token.hasPrefix("tok_sandbox_") else {
             throw DomainError(.paymentDeclined, "card_declined", "The payment processor does not know this card.")
         }
         guard !token.hasPrefix("tok_sandbox_decline_") else {
             throw DomainError(.paymentDeclined, "card_declined", "The card was declined.")
         }
-        let digest = SHA256.hash(data: Data("\(token)|\(amountCents)|\(idempotencyKey)".utf8))
-        return "ch_sandbox_" + digest.prefix(12).map { String(format: "%02x", $0) }.joined()
+        let id = "ch_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        // Inserted, or the charge this key already made: one statement, so two retries at once
+        // still make one charge.
+        let row = try await pool.query(
+            """
+            WITH inserted AS (
+                INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
+                VALUES (\(id), \(idempotencyKey), \(token), \(amountCents))
+                ON CONFLICT (idempotency_key) DO NOTHING
+                RETURNING charge_id, token, amount_cents, created_at, refunded_at
+            )
+            SELECT charge_id, token, amount_cents, created_at, refunded_at FROM inserted
+            UNION ALL
+            SELECT charge_id, token, amount_cents, created_at, refunded_at FROM sandbox_charges
+            WHERE idempotency_key = \(idempotencyKey) AND NOT EXISTS (SELECT FROM inserted)
+            """
+        ).single()
+        guard try row.decode("token", as: String.self) == token, try row.decode("amount_cents", as: Int.self) == amountCents
+        else {
+            throw DomainError(
+                .conflict, "payment_key_reused",
+                "This payment was first made with another card or amount; nothing more was charged.")
+        }
+        return Charge(
+            id: try row.decode("charge_id"), amountCents: amountCents, idempotencyKey: idempotencyKey,
+            createdAt: try row.decode("created_at"), refundedAt: try row.decode("refunded_at", as: Date?.self))
     }
 
-    public func refund(chargeID: String) async throws {}
+    public func refund(chargeID: String) async throws {
+        try await pool.query(
+            "UPDATE sandbox_charges SET refunded_at = now() WHERE charge_id = \(chargeID) AND refunded_at IS NULL")
+    }
+
+    public func charge(id: String) async throws -> Charge? {
+        try await pool.query(
+            """
+            SELECT charge_id, idempotency_key, amount_cents, created_at, refunded_at FROM sandbox_charges
+            WHERE charge_id = \(id)
+            """
+        ).first.map { row in
+            Charge(
+                id: try row.decode("charge_id"), amountCents: try row.decode("amount_cents"),
+                idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"),
+                refundedAt: try row.decode("refunded_at", as: Date?.self))
+        }
+    }
+
+    public func unrefundedCharges(before cutoff: Date) async throws -> [Charge] {
+        try await pool.query(
+            """
+            SELECT charge_id, idempotency_key, amount_cents, created_at FROM sandbox_charges
+            WHERE refunded_at IS NULL AND created_at < \(cutoff)
+            ORDER BY created_at, charge_id
+            """
+        ).map { row in
+            Charge(
+                id: try row.decode("charge_id"), amountCents: try row.decode("amount_cents"),
+                idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"), refundedAt: nil)
+        }
+    }
 }

@@ -59,16 +59,21 @@ public func buildRouter(
     AccountsController(accounts: accounts).addRoutes(to: router)
     let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
     let idempotency = IdempotencyMiddleware<AppRequestContext>(
-        pool: accounts.pool, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency"))
+        store: accounts.gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency"))
+    let processor = payments.makeProcessor(accounts.pool)
+    let cardPayments = CardPayments(
+        processor: processor, limits: PaymentLimits(pool: accounts.pool, perHour: payments.attemptsPerHour),
+        gateway: accounts.gateway)
     ItemsController(gateway: accounts.gateway)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     ProfilesController(pool: reads).addRoutes(to: router, authentication: authentication)
-    WalletController(gateway: accounts.gateway, payments: payments)
+    WalletController(
+        gateway: accounts.gateway, processor: processor, fingerprinter: payments.fingerprinter, cardPayments: cardPayments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    LoansController(gateway: accounts.gateway, reads: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    CartController(gateway: accounts.gateway, payments: payments)
+    LoansController(gateway: accounts.gateway, cardPayments: cardPayments, reads: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    CartController(gateway: accounts.gateway, cardPayments: cardPayments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
     EventsController(store: accounts.gateway.store, heartbeat: heartbeat).addRoutes(to: router, authentication: authentication)

@@ -9,7 +9,7 @@ import Postgres
 /// `PATCH/DELETE /v1/cart/items/{loanId}`, `POST /v1/cart/checkout`.
 struct CartController<Context: AuthenticatedRequestContext>: Sendable {
     let gateway: CommandGateway
-    let payments: PaymentsSetup
+    let cardPayments: CardPayments
     var pool: PostgresPool { gateway.store.pool }
 
     struct LineBody: Decodable {
@@ -22,7 +22,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
         var cardId: String?
     }
 
-    struct CheckoutResult: ResponseEncodable {
+    struct CheckoutResult: ResponseEncodable, Decodable {
         var purchases: [Purchase]
         var totalCents: Int
         var paidWith: String
@@ -102,42 +102,41 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
         }
         try fields.throwIfAny()
         let today = Day(Date())
+        if let (result, append) = try gateway.replayedOutcome(CheckoutResult.self) { return answer(result, append) }
+        guard let cardID else { return try await checkout(me, paying: .balance, today) }
+        // Decided once with no charge yet: nothing is charged for a checkout that would fail.
+        var reads = StreamReads(gateway: gateway)
+        let (decision, user) = try await decide(&reads, me, .card(cardID, chargeID: ""), today)
+        let card = try UserDecider.chargeableCard(cardID, in: user, today: today)
+        return try await cardPayments.pay(decision.totalCents, with: card, for: me, purpose: "checkout") { charge in
+            try await checkout(me, paying: .card(cardID, chargeID: charge.id), charged: charge.amountCents, today)
+        }
+    }
 
-        var charge: (id: String, amountCents: Int)?
-        if let cardID {
-            // Decided once with no charge yet: nothing is charged for a checkout that would fail.
-            var reads = StreamReads(gateway: gateway)
-            let (decision, user) = try await decide(&reads, me, .card(cardID, chargeID: ""), today)
-            let card = try UserDecider.chargeableCard(cardID, in: user, today: today)
-            let id = try await payments.processor.charge(
-                token: card.processorToken, amountCents: decision.totalCents,
-                idempotencyKey: chargeKey(request, me, purpose: "checkout"))
-            charge = (id, decision.totalCents)
-        }
-        let payment: Payment = charge.map { .card(cardID!, chargeID: $0.id) } ?? .balance
-        do {
-            let (result, append) = try await gateway.handleAcross("checkout", actor: me) { reads in
-                let (decision, user) = try await decide(&reads, me, payment, today)
-                if let charge, charge.amountCents != decision.totalCents {
-                    throw DomainError(.conflict, "cart_changed", "The cart changed while it was being paid; nothing was bought.")
-                }
-                let writes =
-                    try [StreamWrite(decision.cart, to: .cart, id: me)]
-                    + decision.loans.map { try StreamWrite($0.events, to: .loan, id: $0.id) }
-                    + [StreamWrite(decision.user, to: .user, id: me)]
-                let balance = decision.user.reduce(user, UserDecider.evolve).balanceCents
-                let result = CheckoutResult(
-                    purchases: decision.purchases.map { Purchase(loanId: $0.loanID, amountCents: $0.amountCents) },
-                    totalCents: decision.totalCents, paidWith: payment.paidWith, balanceCents: balance)
-                return (writes, result)
+    /// The checkout's one append across the cart, its loans and the user.
+    func checkout(_ me: UserID, paying payment: Payment, charged: Int? = nil, _ today: Day) async throws -> CheckoutResult {
+        let (result, append) = try await gateway.handleAcross("checkout", actor: me) { reads in
+            let (decision, user) = try await decide(&reads, me, payment, today)
+            if let charged, charged != decision.totalCents {
+                throw DomainError(.conflict, "cart_changed", "The cart changed while it was being paid; nothing was bought.")
             }
-            var answer = result
-            answer.position = append?.lastPosition
-            return answer
-        } catch {
-            if let charge { try? await payments.processor.refund(chargeID: charge.id) }
-            throw error
+            let writes =
+                try [StreamWrite(decision.cart, to: .cart, id: me)]
+                + decision.loans.map { try StreamWrite($0.events, to: .loan, id: $0.id) }
+                + [StreamWrite(decision.user, to: .user, id: me)]
+            let balance = decision.user.reduce(user, UserDecider.evolve).balanceCents
+            let result = CheckoutResult(
+                purchases: decision.purchases.map { Purchase(loanId: $0.loanID, amountCents: $0.amountCents) },
+                totalCents: decision.totalCents, paidWith: payment.paidWith, balanceCents: balance)
+            return (writes, result)
         }
+        return answer(result, append)
+    }
+
+    func answer(_ result: CheckoutResult, _ append: AppendResult?) -> CheckoutResult {
+        var answer = result
+        answer.position = append?.lastPosition
+        return answer
     }
 
     /// Reads the cart, each of its loans and the user, and decides the checkout on them.

@@ -81,8 +81,11 @@ public struct CommandGateway: Sendable {
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
         let stream = StreamID(aggregate.category, id)
+        let request = IdempotentRequest.current
+        if let recorded = request?.recorded { return try await replay(recorded, on: aggregate, stream: stream) }
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
+        metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
         for attempt in 1...maxAttempts {
             let (state, version) =
                 if attempt == 1, let loaded { loaded } else if newStream && attempt == 1 { (aggregate.initial, 0) } else {
@@ -90,18 +93,27 @@ public struct CommandGateway: Sendable {
                 }
             let events: [Event]
             do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
+                // A twin of this request may have committed meanwhile: its answer, not this refusal.
+                if let recorded = try await recordedTwin(of: request) { return try await replay(recorded, on: aggregate, stream: stream) }
                 LenderMetrics.command(command, outcome: error.code)
                 throw error
             }
             if events.isEmpty {
+                if let request, let recorded = try await spendUnchanged(request, response: nil) {
+                    return try await replay(recorded, on: aggregate, stream: stream)
+                }
                 LenderMetrics.command(command, outcome: "unchanged")
                 return Handled(state: state, events: [], append: nil)
             }
             do {
-                let result = try await store.append(
-                    to: stream, expectedVersion: .after(read: version),
-                    events: try events.map(aggregate.codec.encode), metadata: metadata, alongside: alongside)
+                let outcome = try await store.append(
+                    [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
+                    metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
+                guard case .appended(let result) = outcome else {
+                    return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)
+                }
                 LenderMetrics.command(command, outcome: "ok")
+                Failpoints.hit(.appendAfterCommit)
                 let after = events.reduce(state, aggregate.evolve)
                 states.store(after, version: version + events.count, of: stream)
                 return Handled(state: after, events: events, append: result)
@@ -110,6 +122,8 @@ public struct CommandGateway: Sendable {
                 logger.debug("stream moved on; deciding again", metadata: ["stream": "\(stream)", "attempt": "\(attempt)"])
                 // Random, growing: contenders who collided should not collide again.
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
+            } catch is IdempotencyKeyReused {
+                throw IdempotentRequest.keyReused
             }
         }
         throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
@@ -119,17 +133,24 @@ public struct CommandGateway: Sendable {
     /// needs through `reads`, which notes each stream's version, and says what to write; the
     /// writes are appended at once, expecting exactly the versions read (a stream written
     /// `checked: false` expects any). If any stream moved on, it all is decided again.
-    public func handleAcross<Outcome: Sendable>(
+    ///
+    /// The outcome is what the command answers; with an `Idempotency-Key` it is recorded with
+    /// the events, and a repeat gets it back without deciding again.
+    public func handleAcross<Outcome: Codable & Sendable>(
         _ command: String, actor: UserID, metadata: EventMetadata = EventMetadata(),
         _ decide: (inout StreamReads) async throws -> (writes: [StreamWrite], outcome: Outcome)
     ) async throws -> (outcome: Outcome, append: AppendResult?) {
+        let request = IdempotentRequest.current
+        if let replayed = try replayedOutcome(Outcome.self) { return replayed }
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
+        metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
         for attempt in 1...maxAttempts {
             var reads = StreamReads(gateway: self)
             let writes: [StreamWrite]
             let outcome: Outcome
             do { (writes, outcome) = try await decide(&reads) } catch let error as DomainError {
+                if let recorded = try await recordedTwin(of: request) { return try replayAcross(recorded) }
                 LenderMetrics.command(named: command, outcome: error.code)
                 throw error
             }
@@ -139,21 +160,29 @@ public struct CommandGateway: Sendable {
                     expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,
                     events: write.events)
             }
+            let response = try JSONB(outcome)
             if appends.isEmpty {
+                if let request, let recorded = try await spendUnchanged(request, response: response) {
+                    return try replayAcross(recorded)
+                }
                 LenderMetrics.command(named: command, outcome: "unchanged")
                 return (outcome, nil)
             }
             do {
-                switch try await store.append(appends, metadata: metadata) {
-                case .appended(let result):
-                    LenderMetrics.command(named: command, outcome: "ok")
-                    return (outcome, result)
-                case .replayed: return (outcome, nil)  // only with an idempotency key, which this passes none of
+                let appended = try await store.append(
+                    appends, metadata: metadata, idempotency: request?.idempotency, response: { _ in response })
+                guard case .appended(let result) = appended else {
+                    return try replayAcross(try Self.record(of: appended, request))
                 }
+                LenderMetrics.command(named: command, outcome: "ok")
+                Failpoints.hit(.appendAfterCommit)
+                return (outcome, result)
             } catch is WrongExpectedVersion {
                 LenderMetrics.retries.increment()
                 logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(attempt)"])
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
+            } catch is IdempotencyKeyReused {
+                throw IdempotentRequest.keyReused
             }
         }
         throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
@@ -171,6 +200,83 @@ public struct CommandGateway: Sendable {
         }
         if version > known { states.store(state, version: version, of: stream) }
         return (state, version)
+    }
+}
+
+// MARK: Repeats of an idempotent request
+
+extension CommandGateway {
+    /// For a use case that must not act again on a repeat (charge a card): the first request's
+    /// answer, when the current request repeats one, else nil.
+    public func replayed<State, Command, Event>(
+        on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
+    ) async throws -> Handled<State, Event>? {
+        guard let recorded = IdempotentRequest.current?.recorded else { return nil }
+        return try await replay(recorded, on: aggregate, stream: StreamID(aggregate.category, id))
+    }
+
+    /// Like `replayed(on:id:)`, for a command across streams: its recorded outcome.
+    public func replayedOutcome<Outcome: Decodable>(_ type: Outcome.Type) throws -> (outcome: Outcome, append: AppendResult?)? {
+        guard let recorded = IdempotentRequest.current?.recorded else { return nil }
+        return try replayAcross(recorded)
+    }
+
+    /// The first request's result, rebuilt from the log: the events it appended to a stream of
+    /// this aggregate (whichever id this request made up for a new one), and that stream's
+    /// state just after them. A first request that decided nothing gets the state as it is.
+    func replay<State, Command, Event>(
+        _ recorded: IdempotencyRecord, on aggregate: Aggregate<State, Command, Event>, stream: StreamID
+    ) async throws -> Handled<State, Event> {
+        IdempotentRequest.current?.markReplayed()
+        let own = try await store.events(at: recorded.positions).filter { $0.streamID.category == aggregate.category }
+        guard let last = own.last else {
+            let (state, _) = try await load(stream, aggregate)
+            return Handled(state: state, events: [], append: nil)
+        }
+        var state = aggregate.initial
+        for event in try await store.readStream(last.streamID) where event.streamVersion <= last.streamVersion {
+            state = aggregate.evolve(state, try aggregate.codec.codec.decode(event))
+        }
+        return Handled(
+            state: state, events: try own.map(aggregate.codec.codec.decode),
+            append: AppendResult(positions: recorded.positions, streamVersions: [last.streamID: last.streamVersion]))
+    }
+
+    func replayAcross<Outcome: Decodable>(_ recorded: IdempotencyRecord) throws -> (outcome: Outcome, append: AppendResult?) {
+        IdempotentRequest.current?.markReplayed()
+        guard let response = recorded.response else {
+            throw PostgresError(.decoding, message: "the idempotency key holds no recorded outcome to answer again")
+        }
+        let append = recorded.positions.isEmpty ? nil : AppendResult(positions: recorded.positions, streamVersions: [:])
+        return (try response.decode(Outcome.self), append)
+    }
+
+    /// What the request's key holds now, when a twin of it (sent again before it was answered)
+    /// committed first.
+    func recordedTwin(of request: IdempotentRequest?) async throws -> IdempotencyRecord? {
+        guard let request else { return nil }
+        let idempotency = request.idempotency
+        guard let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: idempotency.key) else {
+            return nil
+        }
+        guard recorded.requestHash == idempotency.requestHash else { throw IdempotentRequest.keyReused }
+        return recorded
+    }
+
+    /// Spends the key of a request whose command decided nothing. Nil when it is spent on
+    /// this request; else what a twin recorded first, to answer again.
+    func spendUnchanged(_ request: IdempotentRequest, response: JSONB?) async throws -> IdempotencyRecord? {
+        let recorded = try await store.recordUnchanged(request.idempotency, response: response)
+        guard recorded.requestHash == request.idempotency.requestHash else { throw IdempotentRequest.keyReused }
+        return recorded.positions.isEmpty ? nil : recorded
+    }
+
+    /// The record an append answered `.replayed` with.
+    static func record(of outcome: AppendOutcome, _ request: IdempotentRequest?) throws -> IdempotencyRecord {
+        guard case .replayed(let positions, let response) = outcome, let request else {
+            throw PostgresError(.decoding, message: "an append without an idempotency key was answered as a repeat")
+        }
+        return IdempotencyRecord(requestHash: request.idempotency.requestHash, positions: positions, response: response)
     }
 }
 

@@ -1,10 +1,10 @@
 import Crypto
+import EventStore
 import Foundation
 import HTTPTypes
 import Hummingbird
 import Marketplace
 import NIOCore
-import Postgres
 import Synchronization
 
 extension HTTPField.Name {
@@ -13,20 +13,20 @@ extension HTTPField.Name {
 }
 
 /// `Idempotency-Key` on POST, PATCH and DELETE, per user: the same key with the same request
-/// gets the first response again and runs nothing; with another request, a 422.
+/// gets the first answer again and writes nothing; with another request, a 422.
 ///
-/// The first request claims the key with a row, runs, and stores its exact response, problems
-/// included. Concurrent repeats wait for that response and give it. A claim whose request
-/// ended in a 5xx or never finished (a crash) is released, so the request can run again.
+/// The key is written by the event store in the transaction that appends the command's events
+/// (`CommandGateway` passes it on), so it is spent exactly when the command commits: no claim
+/// before, no store after, nothing that a failure between them could release or lose. This
+/// middleware only digests the request, refuses a key used for another one, and tells the
+/// gateway (through `IdempotentRequest.current`) what the key already holds. A repeat is
+/// answered by the same handler, which the gateway gives the first request's events and state
+/// instead of deciding again. A refused command writes nothing, so its key stays unspent.
 struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
-    let pool: PostgresPool
+    let store: EventStore
     /// Keys the request digest: a body may hold a card's number and CVV, and a plain hash of
     /// so few possible values could be reversed by trying them all.
     let digestKey: SymmetricKey
-    /// How long a repeat waits for the first request's response.
-    var wait: Duration = .seconds(10)
-    /// After how long an unanswered claim is taken to be abandoned.
-    var abandonedAfterSeconds = 60
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -39,111 +39,47 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         }
         var request = request
         let body = try await request.collectBodyWithinLimit(context: context)
-        // Bounded before it is parsed to be made canonical.
+        // The one reading of the body's shape, duplicate keys included, before anything digests it.
         try JSONShape.check(body.readableBytesView)
+        // Over the bytes as sent: a retry sends the same bytes, and nothing is parsed or sorted.
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
-        digest.update(data: Self.canonical(Data(body.readableBytesView)))
-        let requestHash = Data(digest.finalize()).hexString
+        digest.update(data: Data(body.readableBytesView))
+        let idempotency = Idempotency(actor: user.description, key: key, requestHash: Data(digest.finalize()).hexString)
 
-        if try await claim(user, key, requestHash) {
-            return try await answerFirst(request, context, user, key, next)
+        let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: key)
+        if let recorded, recorded.requestHash != idempotency.requestHash { throw IdempotentRequest.keyReused }
+        let current = IdempotentRequest(idempotency, recorded: recorded)
+        var response = try await IdempotentRequest.$current.withValue(current) { try await next(request, context) }
+        if current.wasReplayed {
+            LenderMetrics.idempotentReplays.increment()
+            response.headers[.idempotentReplayed] = "true"
         }
-        LenderMetrics.idempotentReplays.increment()
-        return try await replay(user, key, requestHash)
-    }
-
-    /// The same JSON value gives the same bytes whatever the key order or spacing it was sent
-    /// with; a body that is not JSON is taken as it is.
-    static func canonical(_ body: Data) -> Data {
-        guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
-            let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
-        else { return body }
-        return canonical
-    }
-
-    /// True when this request now holds the key: new, or taken over from an abandoned claim.
-    private func claim(_ user: UserID, _ key: String, _ requestHash: String) async throws -> Bool {
-        let inserted = try await pool.query(
-            """
-            INSERT INTO http_idempotency (user_id, key, request_hash) VALUES (\(user.rawValue), \(key), \(requestHash))
-            ON CONFLICT (user_id, key) DO NOTHING
-            """)
-        if inserted.affectedRows == 1 { return true }
-        let taken = try await pool.query(
-            """
-            UPDATE http_idempotency SET created_at = now()
-            WHERE user_id = \(user.rawValue) AND key = \(key) AND request_hash = \(requestHash) AND status IS NULL
-              AND created_at < now() - make_interval(secs => \(abandonedAfterSeconds))
-            """)
-        return taken.affectedRows == 1
-    }
-
-    private func answerFirst(
-        _ request: Request, _ context: Context, _ user: UserID, _ key: String,
-        _ next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        var response: Response
-        do {
-            response = try await next(request, context)
-        } catch let error as DomainError {
-            response = try Problem(error).response(from: request, context: context)
-        } catch let error as any HTTPResponseError where error.status.code < 500 {
-            response = try error.response(from: request, context: context)
-        } catch {
-            _ = try? await pool.query("DELETE FROM http_idempotency WHERE user_id = \(user.rawValue) AND key = \(key)")
-            throw error
-        }
-        guard response.status.code < 500 else {
-            _ = try? await pool.query("DELETE FROM http_idempotency WHERE user_id = \(user.rawValue) AND key = \(key)")
-            return response
-        }
-        let collector = BodyCollector()
-        try await response.body.write(collector.writer)
-        let bytes = collector.bytes
-        try await pool.query(
-            """
-            UPDATE http_idempotency
-            SET status = \(Int(response.status.code)), content_type = \(response.headers[.contentType]),
-                body = \(Data(bytes.readableBytesView)), completed_at = now()
-            WHERE user_id = \(user.rawValue) AND key = \(key)
-            """)
-        response.body = ResponseBody(byteBuffer: bytes)
         return response
     }
+}
 
-    private func replay(_ user: UserID, _ key: String, _ requestHash: String) async throws -> Response {
-        let clock = ContinuousClock()
-        let deadline = clock.now + wait
-        while true {
-            let rows = try await pool.query(
-                """
-                SELECT request_hash, status, content_type, body FROM http_idempotency
-                WHERE user_id = \(user.rawValue) AND key = \(key)
-                """)
-            if let row = rows.first {
-                guard try row.decode("request_hash", as: String.self) == requestHash else {
-                    throw Problem(
-                        .unprocessableContent, code: "idempotency_key_reused",
-                        detail: "This Idempotency-Key was used for another request.")
-                }
-                if let status = try row.decode("status", as: Int?.self) {
-                    var headers: HTTPFields = [.idempotentReplayed: "true"]
-                    if let type = try row.decode("content_type", as: String?.self) { headers[.contentType] = type }
-                    let body = try row.decode("body", as: Data?.self) ?? Data()
-                    return Response(
-                        status: HTTPResponse.Status(code: status), headers: headers,
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
-                }
-            }
-            guard clock.now < deadline else {
-                throw Problem(
-                    .conflict, code: "idempotency_key_in_progress",
-                    detail: "A request with this Idempotency-Key is still being answered; try again.")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+/// The `Idempotency-Key` of the request being handled, for the command gateway to append with
+/// the command's events. Set by `IdempotencyMiddleware` for the handler's task only.
+public final class IdempotentRequest: Sendable {
+    @TaskLocal public static var current: IdempotentRequest?
+
+    public let idempotency: Idempotency
+    /// What the key held when the request arrived: this request repeats that one.
+    public let recorded: IdempotencyRecord?
+    private let replayed = Mutex(false)
+
+    public init(_ idempotency: Idempotency, recorded: IdempotencyRecord?) {
+        self.idempotency = idempotency
+        self.recorded = recorded
     }
+
+    /// Whether the answer given is the first request's, rebuilt.
+    public var wasReplayed: Bool { replayed.withLock { $0 } }
+    func markReplayed() { replayed.withLock { $0 = true } }
+
+    static let keyReused = DomainError(
+        .invalid, "idempotency_key_reused", "This Idempotency-Key was used for another request.")
 }
 
 /// Collects a response body as it is written.

@@ -75,7 +75,7 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
             location: location!, availableFrom: from, availableUntil: until)
         let handled = try await gateway.handle(
             .postRental(post), on: .item, id: post.itemID, actor: try context.requireIdentity(), newStream: true)
-        return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
+        return try await posted(handled)
     }
 
     @Sendable func postRequest(_ request: Request, context: Context) async throws -> EditedResponse<ItemResource> {
@@ -92,7 +92,14 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
             maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
         let handled = try await gateway.handle(
             .postRequest(post), on: .item, id: post.itemID, actor: try context.requireIdentity(), newStream: true)
-        return EditedResponse(status: .created, response: try await itemResource(post.itemID.rawValue, position: handled.append?.lastPosition))
+        return try await posted(handled)
+    }
+
+    /// The item a posting made: named by its state, since a repeated request answers the
+    /// first one's item, not the id it made up itself.
+    func posted(_ handled: Handled<ItemState, ItemEvent>) async throws -> EditedResponse<ItemResource> {
+        guard let itemID = handled.state.itemID else { throw ItemDecider.itemNotFound }
+        return EditedResponse(status: .created, response: try await itemResource(itemID.rawValue, position: handled.append?.lastPosition))
     }
 
     @Sendable func placeBid(_ request: Request, context: Context) async throws -> EditedResponse<BidResource> {
@@ -115,7 +122,11 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let bid = PlaceBid(
             dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: blocked)
         let handled = try await gateway.handle(.placeBid(bid), on: .item, id: ItemID(itemID), actor: actor, loaded: item)
-        return EditedResponse(status: .created, response: try await bidResource(bid.bidID.rawValue, position: handled.append?.lastPosition))
+        // The bid the events name: a repeated request answers the first one's bid.
+        guard case .bidPlaced(let placed)? = handled.events.first else {
+            throw DomainError(.notFound, "bid_not_found", "No bid was placed.")
+        }
+        return EditedResponse(status: .created, response: try await bidResource(placed.bidID.rawValue, position: handled.append?.lastPosition))
     }
 
     @Sendable func revise(_ request: Request, context: Context) async throws -> ItemResource {

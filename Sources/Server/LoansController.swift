@@ -8,6 +8,7 @@ import Postgres
 /// `POST /v1/loans/{loanId}/repayments`. Shares are bought only by checkout (`CartController`).
 struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
     let gateway: CommandGateway
+    let cardPayments: CardPayments
     /// Lists may come from a replica; a loan answered after a command comes from the primary.
     let reads: PostgresPool
     var pool: PostgresPool { gateway.store.pool }
@@ -25,13 +26,26 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
 
     struct RepaymentBody: Decodable {
         var amountCents: Int?
+        var payWith: String?
+        var cardId: String?
     }
 
     struct Repayment: ResponseEncodable {
         var amountCents: Int
+        var paidWith: String
         var credits: [Credit]
+        /// The borrower's balance after the repayment.
+        var balanceCents: Int
         var loan: LoanResource
         var position: Int64?
+    }
+
+    /// What a repayment decided, recorded with its events for a repeat to answer again.
+    struct RepaymentOutcome: Codable {
+        var amountCents: Int
+        var paidWith: String
+        var credits: [Credit]
+        var balanceCents: Int
     }
 
     struct Credit: Codable {
@@ -63,31 +77,75 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
             deadline: deadline!)
         let handled = try await gateway.handle(
             .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: me, newStream: true)
+        // Named by the state: a repeated request answers the first one's loan.
+        guard let loanID = handled.state.loanID else { throw LoanDecider.loanNotFound }
         return EditedResponse(
-            status: .created, response: try await loanResource(posted.loanID.rawValue, position: handled.append?.lastPosition))
+            status: .created, response: try await loanResource(loanID.rawValue, position: handled.append?.lastPosition))
     }
 
-    /// A repayment, and each lender's credit on their own stream, in one append.
+    /// A repayment paid by the borrower, from the balance or by card, and each lender's credit
+    /// on their own stream, in one append (SPEC §11.1): it moves money, it never makes any.
     @Sendable func recordRepayment(_ request: Request, context: Context) async throws -> EditedResponse<Repayment> {
         let me = try context.requireIdentity()
         let loanID = LoanID(try context.parameters.requireUUID("loanID"))
         let body = try await request.decodeBody(RepaymentBody.self, context: context)
         var fields = FieldCheck()
-        fields.require(("amountCents", body.amountCents))
+        fields.require(("amountCents", body.amountCents), ("payWith", body.payWith))
+        var cardID: CardID?
+        switch body.payWith {
+        case nil, "balance": break
+        case "card":
+            fields.require(("cardId", body.cardId))
+            cardID = fields.id(body.cardId, "cardId", as: CardID.self)
+        default:
+            fields.problems.append(FieldError(field: "payWith", code: "invalid_payment", message: "balance or card"))
+        }
         try fields.throwIfAny()
         let amount = body.amountCents!
-        let (credits, append) = try await gateway.handleAcross("recordRepayment", actor: me) { reads in
-            let loan = try await reads.load(.loan, id: loanID)
-            let events = try LoanDecider.decide(.recordRepayment(amountCents: amount), loan, actor: me)
-            let (writes, credits) = try StreamWrite.settlement(events, loanID: loanID)
-            return (writes, credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) })
+        let today = Day(Date())
+        let (outcome, append): (RepaymentOutcome, AppendResult?)
+        if let replayed = try gateway.replayedOutcome(RepaymentOutcome.self) {
+            (outcome, append) = replayed
+        } else if let cardID {
+            // Decided once with no charge yet: nothing is charged for a repayment that would fail.
+            var reads = StreamReads(gateway: gateway)
+            let borrower = try await reads.load(.user, id: me)
+            _ = try RepaymentDecider.decide(
+                amountCents: amount, loanID: loanID, loan: try await reads.load(.loan, id: loanID), borrower: borrower,
+                payment: .card(cardID, chargeID: ""), actor: me, today: today)
+            let card = try UserDecider.chargeableCard(cardID, in: borrower, today: today)
+            (outcome, append) = try await cardPayments.pay(amount, with: card, for: me, purpose: "repayment") { charge in
+                try await repay(amount, loanID, me, .card(cardID, chargeID: charge.id), today)
+            }
+        } else {
+            (outcome, append) = try await repay(amount, loanID, me, .balance, today)
         }
         return EditedResponse(
             status: .created,
             response: Repayment(
-                amountCents: amount, credits: credits,
-                loan: try await loanResource(loanID.rawValue, position: append?.lastPosition),
-                position: append?.lastPosition))
+                amountCents: outcome.amountCents, paidWith: outcome.paidWith, credits: outcome.credits,
+                balanceCents: outcome.balanceCents,
+                loan: try await loanResource(loanID.rawValue, position: append?.lastPosition), position: append?.lastPosition))
+    }
+
+    /// The repayment's one append across the loan, the borrower and every lender credited.
+    func repay(_ amount: Int, _ loanID: LoanID, _ me: UserID, _ payment: Payment, _ today: Day) async throws
+        -> (outcome: RepaymentOutcome, append: AppendResult?)
+    {
+        try await gateway.handleAcross("recordRepayment", actor: me) { reads in
+            let loan = try await reads.load(.loan, id: loanID)
+            let borrower = try await reads.load(.user, id: me)
+            let decision = try RepaymentDecider.decide(
+                amountCents: amount, loanID: loanID, loan: loan, borrower: borrower, payment: payment, actor: me, today: today)
+            let writes =
+                try [StreamWrite(decision.loan, to: .loan, id: loanID), StreamWrite(decision.borrower, to: .user, id: me)]
+                + decision.credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
+            let outcome = RepaymentOutcome(
+                amountCents: amount, paidWith: payment.paidWith,
+                credits: decision.credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) },
+                balanceCents: decision.borrower.reduce(borrower, UserDecider.evolve).balanceCents)
+            return (writes, outcome)
+        }
     }
 
     @Sendable func loan(_ request: Request, context: Context) async throws -> LoanResource {

@@ -43,41 +43,80 @@ extension Request {
 
 /// Bounds on a body's shape, checked before any decoding: no command nests deeper than a few
 /// levels or needs a string longer than a description, so deeper or longer is refused at
-/// once (400), whatever the route, rather than handed to the decoder.
+/// once (400), whatever the route, rather than handed to the decoder. A key twice in one
+/// object is refused too (400 naming it): parsers disagree on which value wins, so two
+/// readers of one body (the route and the idempotency digest, say) could see two requests.
 enum JSONShape {
     static let maxDepth = 32
     static let maxStringBytes = 20_000
 
+    /// An object or array being read, and for an object the keys seen so far.
+    private struct Container {
+        var isObject: Bool
+        var expectsKey = true
+        var keys: Set<String> = []
+    }
+
     static func check(_ bytes: some Sequence<UInt8>) throws {
-        var depth = 0
+        var containers: [Container] = []
         var inString = false
         var escaped = false
         var stringBytes = 0
+        var isKey = false
+        var key: [UInt8] = []
         for byte in bytes {
             if inString {
                 stringBytes += 1
                 if stringBytes > maxStringBytes {
                     throw Problem(.badRequest, code: "string_too_long", detail: "A string in the body is longer than \(maxStringBytes) bytes.")
                 }
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
                     inString = false
+                    if isKey { try note(key, in: &containers[containers.count - 1]) }
+                    continue
                 }
+                if isKey { key.append(byte) }
                 continue
             }
             switch byte {
             case UInt8(ascii: "\""):
                 inString = true
                 stringBytes = 0
+                isKey = containers.last.map { $0.isObject && $0.expectsKey } ?? false
+                key.removeAll(keepingCapacity: true)
             case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                if depth > maxDepth {
+                containers.append(Container(isObject: byte == UInt8(ascii: "{")))
+                if containers.count > maxDepth {
                     throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
                 }
             case UInt8(ascii: "]"), UInt8(ascii: "}"):
-                depth -= 1
+                _ = containers.popLast()
+            case UInt8(ascii: ":"):
+                if !containers.isEmpty { containers[containers.count - 1].expectsKey = false }
+            case UInt8(ascii: ","):
+                if !containers.isEmpty { containers[containers.count - 1].expectsKey = true }
             default:
                 break
             }
+        }
+    }
+
+    /// Notes a key of an object; a second time is a 400 that names it.
+    private static func note(_ raw: [UInt8], in container: inout Container) throws {
+        // Escapes are read as the decoder reads them: `"a"` and `"\u0061"` are one key.
+        let name =
+            raw.contains(UInt8(ascii: "\\"))
+            ? (try? JSONDecoder().decode(String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])))
+                ?? String(decoding: raw, as: UTF8.self)
+            : String(decoding: raw, as: UTF8.self)
+        guard container.keys.insert(name).inserted else {
+            throw Problem(
+                .badRequest, code: "duplicate_key", detail: "The key \"\(name)\" appears twice in one object of the body.",
+                errors: [FieldError(field: name, code: "duplicate_key", message: "\(name) is given twice")])
         }
     }
 }

@@ -5,19 +5,22 @@ import Marketplace
 import Payments
 import Postgres
 
-/// What the money routes need: the processor charges go to, and the card fingerprint key.
+/// What the money routes need: the processor charges go to (made on the server's pool, where
+/// the sandbox keeps its books), and the card fingerprint key.
 public struct PaymentsSetup: Sendable {
-    public var processor: any PaymentProcessor
+    public var makeProcessor: @Sendable (PostgresPool) -> any PaymentProcessor
     public var fingerprinter: CardFingerprinter
+    /// Card adds, and card charges, per user and hour.
+    public var attemptsPerHour = 10
 
-    public init(processor: any PaymentProcessor, fingerprinter: CardFingerprinter) {
-        self.processor = processor
+    public init(makeProcessor: @escaping @Sendable (PostgresPool) -> any PaymentProcessor, fingerprinter: CardFingerprinter) {
+        self.makeProcessor = makeProcessor
         self.fingerprinter = fingerprinter
     }
 
     /// The sandbox processor, with fingerprints keyed by `secret`.
     public static func sandbox(secret: Data) throws -> PaymentsSetup {
-        PaymentsSetup(processor: SandboxPaymentProcessor(), fingerprinter: try CardFingerprinter(secret: secret))
+        PaymentsSetup(makeProcessor: { SandboxPaymentProcessor(pool: $0) }, fingerprinter: try CardFingerprinter(secret: secret))
     }
 }
 
@@ -26,7 +29,9 @@ public struct PaymentsSetup: Sendable {
 /// event, table or log line.
 struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
     let gateway: CommandGateway
-    let payments: PaymentsSetup
+    let processor: any PaymentProcessor
+    let fingerprinter: CardFingerprinter
+    let cardPayments: CardPayments
 
     struct CardBody: Decodable {
         var number: String?
@@ -67,13 +72,16 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
         let card = try CardRules.validate(
             number: body.number!, expMonth: body.expMonth!, expYear: body.expYear!, cvv: body.cvv!,
             holderName: body.holderName!, today: Day(Date()))
-        let fingerprint = payments.fingerprinter.fingerprint(card)
+        let fingerprint = fingerprinter.fingerprint(card)
         let (state, _) = try await gateway.load(StreamID("user", me), .user)
         // A card already on file is not registered with the processor again.
-        let token =
-            if let known = state.cards.first(where: { $0.fingerprint == fingerprint }) { known.processorToken } else {
-                try await payments.processor.register(card)
-            }
+        let token: String
+        if let known = state.cards.first(where: { $0.fingerprint == fingerprint }) {
+            token = known.processorToken
+        } else {
+            try await cardPayments.limits.reserve(.cardAdd, for: me)
+            token = try await processor.register(card)
+        }
         let onFile = CardOnFile(
             cardID: CardID(), network: card.network, last4: card.last4, expMonth: card.expMonth, expYear: card.expYear,
             fingerprint: fingerprint, processorToken: token)
@@ -81,8 +89,9 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
         guard let kept = handled.state.cards.first(where: { $0.fingerprint == fingerprint }) else {
             throw Problem(.internalServerError, code: "card_not_kept", detail: "The card was not kept.")
         }
+        let added = handled.events.contains { if case .cardAdded = $0 { true } else { false } }
         return EditedResponse(
-            status: kept.cardID == onFile.cardID ? .created : .ok,
+            status: added ? .created : .ok,
             response: CardResource(kept, position: handled.append?.lastPosition))
     }
 
@@ -102,33 +111,28 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
         try fields.throwIfAny()
         let amount = body.amountCents!
         let today = Day(Date())
-        // The rules first, so that nothing is charged for a deposit that would be refused.
-        let (state, _) = try await gateway.load(StreamID("user", me), .user)
-        let card = try UserDecider.checkDeposit(amountCents: amount, cardID: cardID!, state, today: today)
-        let chargeID = try await payments.processor.charge(
-            token: card.processorToken, amountCents: amount,
-            idempotencyKey: chargeKey(request, me, purpose: "deposit"))
-        do {
-            let handled = try await gateway.handle(
-                .deposit(amountCents: amount, cardID: cardID!, chargeID: chargeID, today: today), on: .user, id: me, actor: me)
-            return EditedResponse(
-                status: .created,
-                response: Deposit(
-                    amountCents: amount, cardId: cardID!, chargeId: chargeID, balanceCents: handled.state.balanceCents,
-                    position: handled.append?.lastPosition))
-        } catch {
-            // Charged, not recorded (the card was removed meanwhile): give the money back.
-            try? await payments.processor.refund(chargeID: chargeID)
-            throw error
+        let handled: Handled<UserState, UserEvent>
+        if let replayed = try await gateway.replayed(on: .user, id: me) {
+            handled = replayed
+        } else {
+            // The rules first, so that nothing is charged for a deposit that would be refused.
+            let (state, _) = try await gateway.load(StreamID("user", me), .user)
+            let card = try UserDecider.checkDeposit(amountCents: amount, cardID: cardID!, state, today: today)
+            handled = try await cardPayments.pay(amount, with: card, for: me, purpose: "deposit") { charge in
+                try await gateway.handle(
+                    .deposit(amountCents: amount, cardID: cardID!, chargeID: charge.id, today: today), on: .user, id: me,
+                    actor: me)
+            }
         }
+        guard case .fundsDeposited(let deposited)? = handled.events.first else {
+            throw Problem(.internalServerError, code: "deposit_not_recorded", detail: "The deposit was not recorded.")
+        }
+        return EditedResponse(
+            status: .created,
+            response: Deposit(
+                amountCents: deposited.amountCents, cardId: deposited.cardID, chargeId: deposited.chargeID,
+                balanceCents: handled.state.balanceCents, position: handled.append?.lastPosition))
     }
-}
-
-/// The idempotency key of a charge: the request's own `Idempotency-Key` when it has one, so a
-/// retried request charges once; else fresh.
-func chargeKey(_ request: Request, _ user: UserID, purpose: String) -> String {
-    if let key = request.headers[.idempotencyKey] { return "\(user):\(purpose):\(key)" }
-    return "\(user):\(purpose):\(UUID().uuidString.lowercased())"
 }
 
 /// A card as clients see it: never more than the last four digits.

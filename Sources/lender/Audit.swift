@@ -2,12 +2,13 @@ import ArgumentParser
 import EventStore
 import Foundation
 import Marketplace
+import Payments
 import Postgres
 import Projections
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Read the tamper-evident history.", subcommands: [Bids.self, Verify.self])
+        abstract: "Read the tamper-evident history.", subcommands: [Bids.self, Verify.self, Money.self])
 
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -28,6 +29,41 @@ struct Audit: AsyncParsableCommand {
             print("BROKEN: \(found.kind.rawValue) at position \(found.position)"
                 + (found.streamID.map { " (stream \($0), version \(found.streamVersion ?? 0))" } ?? ""))
             print(found.message)
+            throw ExitCode(1)
+        }
+    }
+
+    struct Money: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Recompute every balance and loan from the log and check that money adds up; print each imbalance (exit 1).")
+
+        @OptionGroup var database: DatabaseOptions
+
+        @Flag(help: "Do not hold the log's charges against the payment processor's books.")
+        var skipProcessor = false
+
+        func run() async throws {
+            let logger = Logs.bootstrap()
+            let name = ProcessInfo.processInfo.environment["PAYMENT_PROCESSOR"] ?? "sandbox"
+            let skipProcessor = skipProcessor
+            let report = try await PostgresPool.with(
+                configuration: try database.configuration(), options: .init(size: 2), logger: logger
+            ) { pool -> MoneyAudit.Report in
+                let processor = try PaymentProcessors.named(name, pool: pool)
+                let lookup: MoneyAudit.ProcessorLookup = { id in
+                    guard let charge = try await processor.charge(id: id) else { return nil }
+                    return (amountCents: charge.amountCents, isRefunded: charge.isRefunded)
+                }
+                return try await MoneyAudit().run(pool: pool, processor: skipProcessor ? nil : lookup)
+            }
+            print(
+                "Up to position \(report.head): \(report.users) users, \(report.loans) loans; charged in \(report.chargedInCents) cents, "
+                    + "balances \(report.balancesCents), lent out \(report.lentOutCents), repaid \(report.repaidCents).")
+            guard !report.imbalances.isEmpty else {
+                print("Money adds up: charged in = balances + lent out, and every transfer balances.")
+                return
+            }
+            for imbalance in report.imbalances { print("IMBALANCE \(imbalance)") }
             throw ExitCode(1)
         }
     }

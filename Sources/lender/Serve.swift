@@ -30,6 +30,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("BCRYPT_COST must be a number from 4 to 31.")
         }
         let payments = try paymentsSetup(environment)
+        guard Failpoints.unknown.isEmpty else {
+            throw ValidationError(
+                "LENDER_FAILPOINTS names unknown points: \(Failpoints.unknown.joined(separator: ", ")) (known: "
+                    + Failpoints.Point.allCases.map(\.rawValue).joined(separator: ", ") + ").")
+        }
         let migrator = try database.migrator(logger: logger)
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
@@ -69,8 +74,13 @@ struct Serve: AsyncParsableCommand {
                 "A card fingerprint secret of at least 16 bytes is required: set CARD_FINGERPRINT_SECRET or CARD_FINGERPRINT_SECRET_FILE.")
         }
         do {
+            let name = environment["PAYMENT_PROCESSOR"] ?? "sandbox"
+            try PaymentProcessors.validate(name)
             return PaymentsSetup(
-                processor: try PaymentProcessors.named(environment["PAYMENT_PROCESSOR"] ?? "sandbox"),
+                makeProcessor: { pool in
+                    // Validated above: `named` knows every name `validate` lets through.
+                    (try? PaymentProcessors.named(name, pool: pool)) ?? SandboxPaymentProcessor(pool: pool)
+                },
                 fingerprinter: try CardFingerprinter(secret: secret))
         } catch {
             throw ValidationError("\(error)")

@@ -1,0 +1,249 @@
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+
+/// `lender audit money`: every balance and every loan's money recomputed from the log alone,
+/// in one snapshot, and held against each other, against the views, and against the
+/// processor's own books. What it proves is in docs/OPERATIONS.md.
+///
+/// Money enters only by a card charge (a deposit, a checkout or a repayment paid by card) and
+/// leaves the marketplace only as a loan's funds paid out to its borrower, so
+///
+///     charged in = Σ balances + Σ loans' funds (less what an expiry refunded)
+///
+/// and within it each transfer balances: a lender's checkout payments equal the shares they
+/// bought, a loan's repayments equal what its borrower paid and what its lenders were credited,
+/// an expiry refunds exactly the loan's funds.
+public struct MoneyAudit: Sendable {
+    /// One thing that does not add up, named by who or what it concerns.
+    public struct Imbalance: Sendable, Hashable, CustomStringConvertible {
+        public var subject: String
+        public var message: String
+        public var description: String { "\(subject): \(message)" }
+    }
+
+    public struct Report: Sendable {
+        public var head: Int64
+        public var chargedInCents = 0
+        public var balancesCents = 0
+        public var lentOutCents = 0
+        public var repaidCents = 0
+        public var users = 0
+        public var loans = 0
+        public var imbalances: [Imbalance] = []
+    }
+
+    /// What a charge id's amount is at the processor, if it knows it (nil: unknown there, or
+    /// no processor to ask).
+    public typealias ProcessorLookup = @Sendable (String) async throws -> (amountCents: Int, isRefunded: Bool)?
+
+    public init() {}
+
+    public func run(pool: PostgresPool, processor: ProcessorLookup? = nil, pageSize: Int = 5000) async throws -> Report {
+        var books = Books()
+        let (head, names, views) = try await pool.withConnection { connection in
+            try await connection.withTransaction { connection in
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                let head = try await connection.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
+                var after: Int64 = 0
+                while after < head {
+                    let rows = try await connection.query(
+                        """
+                        SELECT \(unsafeRaw: EventStore.columns) FROM events
+                        WHERE position > \(after) AND position <= \(head)
+                          AND (stream_id LIKE 'user-%' OR stream_id LIKE 'loan-%')
+                        ORDER BY position LIMIT \(pageSize)
+                        """)
+                    guard let last = rows.last else { break }
+                    for row in rows { try books.record(try EventStore.recordedEvent(row)) }
+                    after = try last.decode("position", as: Int64.self)
+                }
+                let names = try await connection.query("SELECT user_id, handle, balance_cents FROM users_view")
+                let loans = try await connection.query("SELECT loan_id, funded_cents, repaid_cents FROM loans_view")
+                return (head, names, loans)
+            }
+        }
+        var handles = [UserID: String]()
+        var viewBalances = [UserID: Int]()
+        for row in names {
+            let id = UserID(try row.decode("user_id", as: UUID.self))
+            handles[id] = try row.decode("handle", as: String.self)
+            viewBalances[id] = try row.decode("balance_cents", as: Int.self)
+        }
+        var viewLoans = [LoanID: (funded: Int, repaid: Int)]()
+        for row in views {
+            viewLoans[LoanID(try row.decode("loan_id", as: UUID.self))] = (try row.decode("funded_cents"), try row.decode("repaid_cents"))
+        }
+        var report = books.report(head: head, handles: handles, viewBalances: viewBalances, viewLoans: viewLoans)
+        if let processor {
+            for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) {
+                let name = books.userName(charge.user, handles)
+                guard let known = try await processor(chargeID) else {
+                    report.imbalances.append(Imbalance(subject: name, message: "the processor has no charge \(chargeID)"))
+                    continue
+                }
+                if known.amountCents != charge.amountCents {
+                    report.imbalances.append(
+                        Imbalance(
+                            subject: name,
+                            message: "charge \(chargeID) is \(charge.amountCents) cents in the log, \(known.amountCents) at the processor"))
+                }
+                if known.isRefunded {
+                    report.imbalances.append(
+                        Imbalance(subject: name, message: "charge \(chargeID) is in the log but was refunded at the processor"))
+                }
+            }
+        }
+        return report
+    }
+}
+
+/// The money, as the log tells it, folded event by event.
+private struct Books {
+    struct Account {
+        var balance = 0
+        var lowest = 0
+        var checkoutPaid = 0
+        var sharesBought = 0
+    }
+
+    struct Loan {
+        var amount = 0
+        var funded = 0
+        var repaid = 0
+        var paidByBorrower = 0
+        var credited = 0
+        var refundsDue = 0
+        var refunded = 0
+        var creditsInEvents = 0
+    }
+
+    var accounts = [UserID: Account]()
+    var loans = [LoanID: Loan]()
+    var charges = [String: (user: UserID, amountCents: Int)]()
+    var duplicateCharges = [(user: UserID, chargeID: String)]()
+    var chargedIn = 0
+
+    mutating func record(_ event: RecordedEvent) throws {
+        let category = event.streamID.category
+        let id = String(event.streamID.rawValue.dropFirst(category.count + 1))
+        if category == "user", let user = UserID(id) {
+            try record(try DomainCodec.user.codec.decode(event), of: user)
+        } else if category == "loan", let loan = LoanID(id) {
+            record(try DomainCodec.loan.codec.decode(event), of: loan)
+        }
+    }
+
+    mutating func record(_ event: UserEvent, of user: UserID) throws {
+        var account = accounts[user, default: Account()]
+        switch event {
+        case .fundsDeposited(let deposit):
+            account.balance += deposit.amountCents
+            charge(deposit.chargeID, deposit.amountCents, by: user)
+        case .balanceDebited(let debit):
+            account.balance -= debit.amountCents
+            switch debit.reason {
+            case .checkout: account.checkoutPaid += debit.amountCents
+            case .repayment: loans[debit.loanID ?? LoanID(UUID()), default: Loan()].paidByBorrower += debit.amountCents
+            }
+        case .cardCharged(let charged):
+            charge(charged.chargeID, charged.amountCents, by: user)
+            switch charged.purpose ?? .checkout {
+            case .checkout: account.checkoutPaid += charged.amountCents
+            case .repayment: loans[charged.loanID ?? LoanID(UUID()), default: Loan()].paidByBorrower += charged.amountCents
+            }
+        case .balanceCredited(let credit):
+            account.balance += credit.amountCents
+            switch credit.reason {
+            case .repayment: loans[credit.loanID, default: Loan()].credited += credit.amountCents
+            case .refund: loans[credit.loanID, default: Loan()].refunded += credit.amountCents
+            }
+        default:
+            break
+        }
+        account.lowest = min(account.lowest, account.balance)
+        accounts[user] = account
+    }
+
+    mutating func charge(_ chargeID: String, _ amount: Int, by user: UserID) {
+        chargedIn += amount
+        if charges[chargeID] != nil { duplicateCharges.append((user, chargeID)) }
+        charges[chargeID] = (user, amount)
+    }
+
+    mutating func record(_ event: LoanEvent, of loanID: LoanID) {
+        var loan = loans[loanID, default: Loan()]
+        switch event {
+        case .posted(let posted):
+            loan.amount = posted.amountCents
+        case .sharePurchased(let purchase):
+            loan.funded += purchase.amountCents
+            accounts[purchase.lenderID, default: Account()].sharesBought += purchase.amountCents
+        case .repaymentRecorded(let recorded):
+            loan.repaid += recorded.amountCents
+            loan.creditsInEvents += recorded.credits.reduce(0) { $0 + $1.amountCents }
+        case .expired(let expired):
+            loan.refundsDue += expired.refunds.reduce(0) { $0 + $1.amountCents }
+        case .funded, .repaid:
+            break
+        }
+        loans[loanID] = loan
+    }
+
+    func userName(_ user: UserID, _ handles: [UserID: String]) -> String {
+        "user \(user)" + (handles[user].map { " (\($0))" } ?? "")
+    }
+
+    func report(
+        head: Int64, handles: [UserID: String], viewBalances: [UserID: Int], viewLoans: [LoanID: (funded: Int, repaid: Int)]
+    ) -> MoneyAudit.Report {
+        var report = MoneyAudit.Report(head: head)
+        var problems = [MoneyAudit.Imbalance]()
+        func problem(_ subject: String, _ message: String) { problems.append(.init(subject: subject, message: message)) }
+
+        for (user, account) in accounts.sorted(by: { $0.key.description < $1.key.description }) {
+            let name = userName(user, handles)
+            if account.lowest < 0 { problem(name, "the balance fell to \(account.lowest) cents") }
+            if account.checkoutPaid != account.sharesBought {
+                problem(name, "paid \(account.checkoutPaid) cents at checkouts for \(account.sharesBought) cents of loan shares")
+            }
+            if let view = viewBalances[user], view != account.balance {
+                problem(name, "the balance is \(account.balance) cents from the log, \(view) cents in users_view")
+            }
+            report.balancesCents += account.balance
+        }
+        for (user, chargeID) in duplicateCharges { problem(userName(user, handles), "the charge \(chargeID) is recorded twice") }
+        for (loanID, loan) in loans.sorted(by: { $0.key.description < $1.key.description }) {
+            let name = "loan \(loanID)"
+            if loan.funded > loan.amount { problem(name, "funded \(loan.funded) cents of \(loan.amount)") }
+            if loan.creditsInEvents != loan.repaid {
+                problem(name, "repayments of \(loan.repaid) cents were split into \(loan.creditsInEvents) cents of credits")
+            }
+            if loan.credited != loan.repaid {
+                problem(name, "repaid \(loan.repaid) cents, but the lenders were credited \(loan.credited) cents")
+            }
+            if loan.paidByBorrower != loan.repaid {
+                problem(name, "repaid \(loan.repaid) cents, but the borrower paid \(loan.paidByBorrower) cents")
+            }
+            if loan.refunded != loan.refundsDue { problem(name, "an expiry owed \(loan.refundsDue) cents, credited \(loan.refunded)") }
+            if let view = viewLoans[loanID], view != (loan.funded, loan.repaid) {
+                problem(
+                    name,
+                    "funded \(loan.funded) and repaid \(loan.repaid) cents from the log, \(view.funded) and \(view.repaid) in loans_view")
+            }
+            report.lentOutCents += loan.funded - loan.refunded
+            report.repaidCents += loan.repaid
+        }
+        report.chargedInCents = chargedIn
+        if chargedIn != report.balancesCents + report.lentOutCents {
+            problem(
+                "the marketplace",
+                "charged in \(chargedIn) cents, but balances hold \(report.balancesCents) and loans \(report.lentOutCents)")
+        }
+        report.users = accounts.count
+        report.loans = loans.count
+        report.imbalances = problems
+        return report
+    }
+}

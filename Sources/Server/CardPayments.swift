@@ -1,0 +1,104 @@
+import EventStore
+import Foundation
+import Hummingbird
+import Logging
+import Marketplace
+import Payments
+import Postgres
+
+/// Charging a card for a command, and recording what it paid for, exactly once.
+///
+/// The charge carries an idempotency key derived from the command (its user, purpose and
+/// `Idempotency-Key`), so a retried request is the same charge at the processor. After it,
+/// `record` appends the events that hold the charge id. If the append is refused for certain
+/// (a rule, a conflict that outlasted the retries), the charge is refunded. If its outcome is
+/// unknown (the connection died during COMMIT), it is not: the events may be stored, and
+/// `lender payments reconcile` later refunds only charges the log does not hold.
+struct CardPayments: Sendable {
+    let processor: any PaymentProcessor
+    let limits: PaymentLimits
+    let gateway: CommandGateway
+
+    func pay<Result>(
+        _ amountCents: Int, with card: CardOnFile, for user: UserID, purpose: String,
+        _ record: (Charge) async throws -> Result
+    ) async throws -> Result {
+        try await limits.reserve(.cardCharge, for: user)
+        let charge = try await processor.charge(
+            token: card.processorToken, amountCents: amountCents, idempotencyKey: Self.chargeKey(user, purpose: purpose))
+        Failpoints.hit(.chargeAfter)
+        guard !charge.isRefunded else {
+            throw DomainError(
+                .conflict, "payment_refunded",
+                "This payment was refunded and was not recorded; send it again with a new Idempotency-Key.")
+        }
+        do {
+            return try await record(charge)
+        } catch let error as DomainError where Self.isCertainFailure(error) {
+            // A twin of this request may have recorded the same charge: the log holds it then.
+            let (state, _) = try await gateway.load(StreamID("user", user), .user)
+            if !state.chargeIDs.contains(charge.id) {
+                do { try await processor.refund(chargeID: charge.id) } catch {
+                    gateway.logger.error(
+                        "a refund failed; lender payments reconcile will give the charge back",
+                        metadata: ["charge": "\(charge.id)", "error": "\(error)"])
+                }
+            }
+            throw error
+        } catch {
+            gateway.logger.warning(
+                "a charge's append has an unknown outcome; it is not refunded here",
+                metadata: ["charge": "\(charge.id)", "error": "\(error)"])
+            throw error
+        }
+    }
+
+    /// Refused by a rule, so nothing was appended, and the charge is not another request's.
+    static func isCertainFailure(_ error: DomainError) -> Bool {
+        error.code != UserDecider.chargeAlreadyRecorded && error.code != IdempotentRequest.keyReused.code
+    }
+
+    /// The request's own `Idempotency-Key` when it has one, so a retried request charges once;
+    /// else a fresh one: the command's own id.
+    static func chargeKey(_ user: UserID, purpose: String) -> String {
+        let key = IdempotentRequest.current?.idempotency.key ?? UUID().uuidString.lowercased()
+        return "\(user):\(purpose):\(key)"
+    }
+}
+
+/// Per user and hour, how many cards may be added and charged: enough for anyone paying,
+/// too few to test a list of stolen card numbers. Counted in the database, so every server
+/// shares the count, in one statement, so a burst cannot slip past it.
+struct PaymentLimits: Sendable {
+    enum Kind: String, Sendable {
+        case cardAdd = "card_add"
+        case cardCharge = "card_charge"
+    }
+
+    let pool: PostgresPool
+    var perHour = 10
+
+    /// Counts one more attempt, or throws 429 with `Retry-After` when the hour's are spent.
+    func reserve(_ kind: Kind, for user: UserID) async throws {
+        let row = try await pool.query(
+            """
+            WITH earlier AS (
+                DELETE FROM payment_attempts
+                WHERE user_id = \(user.rawValue) AND kind = \(kind.rawValue) AND window_start < date_trunc('hour', now())
+            )
+            INSERT INTO payment_attempts AS a (user_id, kind, window_start, attempts)
+            VALUES (\(user.rawValue), \(kind.rawValue), date_trunc('hour', now()), 1)
+            ON CONFLICT (user_id, kind, window_start) DO UPDATE SET attempts = a.attempts + 1
+            RETURNING attempts,
+                      ceil(extract(epoch FROM date_trunc('hour', now()) + interval '1 hour' - now()))::int8 AS wait
+            """, prepared: true
+        ).single()
+        guard try row.decode("attempts", as: Int.self) <= perHour else {
+            let wait = max(1, try row.decode("wait", as: Int.self))
+            let what = kind == .cardAdd ? "card adds" : "card payments"
+            throw Problem(
+                .tooManyRequests, code: "too_many_payment_attempts",
+                detail: "At most \(perHour) \(what) an hour; try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+        }
+    }
+}

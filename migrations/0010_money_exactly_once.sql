@@ -1,0 +1,36 @@
+-- Money moves exactly once (SPEC §11.1).
+
+-- An HTTP Idempotency-Key is now written in the transaction that appends its command's events,
+-- as a row of the event store's own `idempotency_keys` (0001): the separate claim-and-store
+-- table it replaces could release a key after its command had committed.
+DROP TABLE http_idempotency;
+
+-- A command that decided nothing still holds its key: a row with no positions. The server
+-- writes it outside `append_batch`, so it may insert there (never update or delete).
+GRANT SELECT, INSERT ON idempotency_keys TO lender_app;
+
+-- The sandbox payment processor's own books, outside the log, as a real provider keeps them:
+-- one row a charge, found again by its idempotency key, so that a retried charge is the same
+-- charge; a refund marks its row. `lender payments reconcile` compares these with the log.
+CREATE TABLE sandbox_charges (
+    charge_id       text        PRIMARY KEY,
+    idempotency_key text        NOT NULL UNIQUE,
+    token           text        NOT NULL,
+    amount_cents    bigint      NOT NULL CHECK (amount_cents > 0),
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    refunded_at     timestamptz
+);
+CREATE INDEX sandbox_charges_unrefunded ON sandbox_charges (created_at) WHERE refunded_at IS NULL;
+GRANT SELECT, INSERT, UPDATE ON sandbox_charges TO lender_app;
+
+-- Card adds and card charges per user per hour, so the service cannot be used to test stolen
+-- card numbers. One row a user, kind and hour, counted up in one statement: atomic at any
+-- concurrency. Access control, like login_failures, not a fact of the marketplace.
+CREATE TABLE payment_attempts (
+    user_id         uuid        NOT NULL,
+    kind            text        NOT NULL,
+    window_start    timestamptz NOT NULL,
+    attempts        integer     NOT NULL,
+    PRIMARY KEY (user_id, kind, window_start)
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON payment_attempts TO lender_app;
