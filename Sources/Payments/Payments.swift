@@ -114,22 +114,23 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
             throw DomainError(.paymentDeclined, "card_declined", "The card was declined.")
         }
         let id = "ch_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        // Inserted, or the charge this key already made: one statement, so two retries at once
-        // still make one charge.
-        let row = try await pool.query(
+        // Inserted, or the charge this key already made. The second statement sees a charge that
+        // a concurrent retry committed while the first waited on it; the first's snapshot does not.
+        let columns = "charge_id, token, amount_cents, created_at, refunded_at"
+        let inserted = try await pool.query(
             """
-            WITH inserted AS (
-                INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
-                VALUES (\(id), \(idempotencyKey), \(token), \(amountCents))
-                ON CONFLICT (idempotency_key) DO NOTHING
-                RETURNING charge_id, token, amount_cents, created_at, refunded_at
-            )
-            SELECT charge_id, token, amount_cents, created_at, refunded_at FROM inserted
-            UNION ALL
-            SELECT charge_id, token, amount_cents, created_at, refunded_at FROM sandbox_charges
-            WHERE idempotency_key = \(idempotencyKey) AND NOT EXISTS (SELECT FROM inserted)
-            """
-        ).single()
+            INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
+            VALUES (\(id), \(idempotencyKey), \(token), \(amountCents))
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING \(unsafeRaw: columns)
+            """)
+        var row = inserted.first
+        if row == nil {
+            row = try await pool.query(
+                "SELECT \(unsafeRaw: columns) FROM sandbox_charges WHERE idempotency_key = \(idempotencyKey)"
+            ).single()
+        }
+        guard let row else { throw PostgresError(.decoding, message: "the charge was neither made nor found") }
         guard try row.decode("token", as: String.self) == token, try row.decode("amount_cents", as: Int.self) == amountCents
         else {
             throw DomainError(

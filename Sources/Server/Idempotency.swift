@@ -41,10 +41,9 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         let body = try await request.collectBodyWithinLimit(context: context)
         // The one reading of the body's shape, duplicate keys included, before anything digests it.
         try JSONShape.check(body.readableBytesView)
-        // Over the bytes as sent: a retry sends the same bytes, and nothing is parsed or sorted.
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
-        digest.update(data: Data(body.readableBytesView))
+        digest.update(data: Self.canonical(Data(body.readableBytesView)))
         let idempotency = Idempotency(actor: user.description, key: key, requestHash: Data(digest.finalize()).hexString)
 
         let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: key)
@@ -56,6 +55,18 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
             response.headers[.idempotentReplayed] = "true"
         }
         return response
+    }
+}
+
+extension IdempotencyMiddleware {
+    /// The same JSON value gives the same bytes whatever the key order or spacing it was sent
+    /// with (a client that builds a dictionary again may order its keys anew); a body that is
+    /// not JSON is taken as it is. Duplicate keys were refused before, so no value is lost.
+    static func canonical(_ body: Data) -> Data {
+        guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+            let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
+        else { return body }
+        return canonical
     }
 }
 

@@ -76,4 +76,55 @@ struct WalletTests {
         #expect(decision.loans.map(\.events) == [[.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 5000))]])
         #expect(decision.user.reduce(rich, UserDecider.evolve).balanceCents == 0)
     }
+
+    @Test func aChargeIsRecordedOnceWhateverRetried() throws {
+        let valid = card()
+        let state = user([.cardAdded(valid)])
+        let first = try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today), state)
+        let after = first.reduce(state, UserDecider.evolve)
+        #expect(after.chargeIDs == ["ch_1"])
+        #expect(
+            code { try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today), after) }
+                == UserDecider.chargeAlreadyRecorded)
+        #expect(code { try UserDecider.checkNewCharge("ch_1", in: after) } == "charge_already_recorded")
+        #expect(try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_2", today: today), after).count == 1)
+    }
+
+    @Test func aRepaymentIsPaidByTheBorrowerFromTheBalanceOrByCardNeverFromNothing() throws {
+        let borrower = me
+        let lenders = [UserID(), UserID()]
+        let loanID = LoanID()
+        let loan = [
+            LoanEvent.posted(
+                LoanPosted(
+                    loanID: loanID, borrowerID: borrower, title: "Loom", description: "", sector: "Arts", activity: "Weaving",
+                    countryCode: "NP", location: Location(lat: 1, lng: 2, place: ""), amountCents: 5000,
+                    deadline: Day(year: 2026, month: 12, day: 20)!)),
+            .sharePurchased(LoanSharePurchased(lenderID: lenders[0], amountCents: 2500)),
+            .sharePurchased(LoanSharePurchased(lenderID: lenders[1], amountCents: 2500)), .funded(LoanFunded()),
+        ].reduce(LoanDecider.initial, LoanDecider.evolve)
+        let valid = card()
+        let poor = user([.cardAdded(valid), .fundsDeposited(FundsDeposited(amountCents: 999, cardID: valid.cardID, chargeID: "ch_0"))])
+        func repay(_ amount: Int, _ payment: Payment, _ state: UserState) throws -> RepaymentDecision {
+            try RepaymentDecider.decide(
+                amountCents: amount, loanID: loanID, loan: loan, borrower: state, payment: payment, actor: borrower, today: today)
+        }
+        #expect(code { try repay(1000, .balance, poor) } == "insufficient_funds")
+        let fromBalance = try repay(999, .balance, poor)
+        #expect(fromBalance.borrower == [.balanceDebited(BalanceDebited(amountCents: 999, reason: .repayment, loanID: loanID))])
+        #expect(fromBalance.credits.map(\.credit.amountCents).reduce(0, +) == 999, "the lenders get exactly what was paid")
+        #expect(fromBalance.borrower.reduce(poor, UserDecider.evolve).balanceCents == 0)
+
+        let byCard = try repay(1000, .card(valid.cardID, chargeID: "ch_9"), poor)
+        #expect(
+            byCard.borrower == [
+                .cardCharged(CardCharged(cardID: valid.cardID, amountCents: 1000, chargeID: "ch_9", purpose: .repayment, loanID: loanID))
+            ])
+        #expect(byCard.credits.map(\.credit.amountCents).reduce(0, +) == 1000)
+        #expect(code { try repay(1000, .card(valid.cardID, chargeID: "ch_0"), poor) } == "charge_already_recorded")
+        #expect(code { try repay(1000, .card(CardID(), chargeID: "ch_8"), poor) } == "card_not_found")
+        #expect(code { try RepaymentDecider.decide(
+            amountCents: 10, loanID: loanID, loan: loan, borrower: poor, payment: .balance, actor: lenders[0], today: today) }
+            == "not_borrower")
+    }
 }

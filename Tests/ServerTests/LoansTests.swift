@@ -487,9 +487,12 @@ struct LoansTests {
             let (loan, lenders) = try await fundedLoan(client, borrower: rita.token, lenders: 3, amount: 7500)
             #expect(try await client.loan(loan, rita.token)["status"] as? String == "funded")
 
-            let notMine = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100], token: lenders[0])
+            // The borrower pays the repayments (SPEC §11.1): from a balance of exactly the loan.
+            try await client.fund(rita.token, 7500)
+            let notMine = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: lenders[0])
             #expect(notMine.status == .forbidden)
-            let repaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100], token: rita.token)
+            let repaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: rita.token)
             #expect(repaid.status == .created, "\(repaid.body)")
             let credits = ((repaid.body["credits"] as? [[String: Any]]) ?? []).compactMap { $0["amountCents"] as? Int }
             #expect(credits == [34, 33, 33])
@@ -499,15 +502,15 @@ struct LoansTests {
             #expect(balances == [34, 33, 33])
             #expect((try await client.me(lenders[0])["loans"] as? [[String: Any]])?.first?["repaidCents"] as? Int == 34)
 
-            let over = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7401], token: rita.token)
+            let over = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7401, "payWith": "balance"], token: rita.token)
             #expect(over.status == .conflict)
             #expect(over.body["code"] as? String == "exceeds_outstanding")
-            let rest = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7400], token: rita.token)
+            let rest = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7400, "payWith": "balance"], token: rita.token)
             #expect(rest.status == .created)
             #expect((rest.body["loan"] as? [String: Any])?["status"] as? String == "repaid")
             #expect((rest.body["loan"] as? [String: Any])?["repaidCents"] as? Int == 7500)
             for token in lenders { #expect(try await client.balance(token) == 2500) }
-            let after = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1], token: rita.token)
+            let after = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1, "payWith": "balance"], token: rita.token)
             #expect(after.body["code"] as? String == "loan_not_repayable")
         }
     }

@@ -69,7 +69,8 @@ extension TestClientProtocol {
             try await send(.post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": card], token: bob.token).status
                 == .notFound, "not bob's card")
         #expect(try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token).status == .ok)
-        _ = try await send(.post, "/v1/loans/\(loom)/repayments", json: ["amountCents": 100], token: rita.token)
+        try await fund(rita.token, 1000)
+        _ = try await send(.post, "/v1/loans/\(loom)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: rita.token)
         _ = try await addToCart(bob.token, seeds, 2500)  // left in the cart
         _ = try runLender(["loans", "expire", "--as-of", dayFromToday(6)], database: try await ownerURL(admin))
     }

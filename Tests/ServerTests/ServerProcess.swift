@@ -67,17 +67,29 @@ final class ServerProcess: @unchecked Sendable {
     func request(
         _ method: String, _ path: String, json: [String: Any]? = nil, token: String? = nil
     ) async throws -> (Int, [String: Any]) {
+        let (status, body, _) = try await send(method, path, json: json, token: token)
+        return (status, body)
+    }
+
+    /// Like `request`, with an `Idempotency-Key` and the response's headers.
+    func send(
+        _ method: String, _ path: String, json: [String: Any]? = nil, token: String? = nil, idempotencyKey: String? = nil
+    ) async throws -> (status: Int, body: [String: Any], headers: [AnyHashable: Any]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
         request.timeoutInterval = 30
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
         if let json {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try JSONSerialization.data(withJSONObject: json)
         }
         let (data, response) = try await URLSession.shared.data(for: request)
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        return (status, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+        let http = response as? HTTPURLResponse
+        return (
+            http?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:],
+            http?.allHeaderFields ?? [:]
+        )
     }
 
     /// A registered, logged-in user: id and token.

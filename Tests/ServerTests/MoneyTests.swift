@@ -1,0 +1,307 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> Int {
+    try await admin.query(sql).single().decode(0, as: Int.self)
+}
+
+/// Money moves exactly once (SPEC §11.1), over HTTP in the test process.
+@Suite("Money over HTTP")
+struct MoneyTests {
+    @Test func tenConcurrentDepositsWithOneKeyChargeOnceAndCreditOnce() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let card = try #require(try await client.addCard(ada.token).body["id"] as? String)
+            let answers = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        let response = try await client.send(
+                            .post, "/v1/me/deposits", json: ["amountCents": 5000, "cardId": card], token: ada.token,
+                            idempotencyKey: "deposit-1")
+                        return (response.status, response.body["chargeId"] as? String)
+                    }
+                }
+                return try await group.reduce(into: [(HTTPResponse.Status, String?)]()) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0.0 == .created }, "\(answers)")
+            #expect(Set(answers.compactMap(\.1)).count == 1, "one charge id for all: \(answers)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1)
+            #expect(try await client.balance(ada.token) == 5000)
+        }
+    }
+
+    @Test func aRepaymentIsPaidByTheBorrowerAndNeverCreatesMoney() async throws {
+        try await withServer { client, admin in
+            let rita = try await client.user("rita")
+            let (loan, lenders) = try await LoansTests().fundedLoan(client, borrower: rita.token, lenders: 2, amount: 5000)
+            let before = try await eventCount(admin)
+
+            // No balance: refused, nothing credited, nothing written.
+            let broke = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1000, "payWith": "balance"], token: rita.token)
+            #expect(broke.status == .conflict)
+            #expect(broke.body["code"] as? String == "insufficient_funds")
+            #expect(try await eventCount(admin) == before)
+            for token in lenders { #expect(try await client.balance(token) == 0) }
+            let unpaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1000], token: rita.token)
+            #expect(unpaid.status == .unprocessableContent)
+            #expect(fieldCodes(unpaid.body)["payWith"] == "required")
+
+            // From the balance: the borrower loses exactly what the lenders gain.
+            try await client.fund(rita.token, 3000)
+            let paid = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1001, "payWith": "balance"], token: rita.token)
+            #expect(paid.status == .created, "\(paid.body)")
+            #expect(paid.body["balanceCents"] as? Int == 1999)
+            #expect(try await client.balance(rita.token) == 1999)
+            var credited = 0
+            for token in lenders { credited += try await client.balance(token) }
+            #expect(credited == 1001)
+
+            // By card: charged at the processor, recorded with its charge id, lenders credited.
+            let card = try #require(try await client.addCard(rita.token, number: "5555555555554444").body["id"] as? String)
+            let byCard = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 999, "payWith": "card", "cardId": card],
+                token: rita.token)
+            #expect(byCard.status == .created, "\(byCard.body)")
+            #expect(byCard.body["paidWith"] as? String == card)
+            #expect(try await client.balance(rita.token) == 1999)
+            credited = 0
+            for token in lenders { credited += try await client.balance(token) }
+            #expect(credited == 2000)
+            #expect(
+                try await count(
+                    admin,
+                    "SELECT count(*) FROM events e JOIN sandbox_charges c ON c.charge_id = e.data->>'chargeID' WHERE e.type = 'CardCharged' AND c.amount_cents = 999"
+                ) == 1)
+            let output = try runLender(["audit", "money"], database: try await ownerURL(admin))
+            #expect(output.contains("Money adds up"), "\(output)")
+        }
+    }
+
+    @Test func theMoneyAuditNamesTheUserWhoseBalanceEventWasAltered() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            try await client.fund(ada.token, 4000)
+            try await client.fund(bob.token, 2500)
+            let database = try await ownerURL(admin)
+            let clean = try runLender(["audit", "money"], database: database)
+            #expect(clean.contains("Money adds up"), "\(clean)")
+
+            try await admin.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
+            try await admin.query(
+                """
+                UPDATE events SET data = jsonb_set(data, '{amountCents}', '400000')
+                WHERE type = 'FundsDeposited' AND stream_id = \("user-" + ada.id.lowercased())
+                """)
+            try await admin.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+            let output = try runLender(["audit", "money"], database: database, expectedStatus: 1)
+            let lines = output.split(separator: "\n").filter { $0.hasPrefix("IMBALANCE") }
+            #expect(lines.contains { $0.contains("(ada)") && $0.contains("users_view") }, "\(output)")
+            #expect(lines.contains { $0.contains("(ada)") && $0.contains("at the processor") }, "\(output)")
+            #expect(!lines.contains { $0.contains("(bob)") }, "\(output)")
+        }
+    }
+
+    @Test func aBodyWithADuplicateKeyIsRefusedBeforeAnythingReadsIt() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let card = try #require(try await client.addCard(ada.token).body["id"] as? String)
+            let raw = "{\"amountCents\": 500000, \"cardId\": \"\(card)\", \"amountCents\": 1000}"
+            for key in [nil, "dup-1"] {
+                let response = try await client.send(.post, "/v1/me/deposits", raw: raw, token: ada.token, idempotencyKey: key)
+                #expect(response.status == .badRequest)
+                #expect(response.body["code"] as? String == "duplicate_key")
+                #expect(fieldCodes(response.body)["amountCents"] == "duplicate_key")
+            }
+            // Nested, and spelt with an escape: the same key all the same.
+            let nested = try await client.send(
+                .post, "/v1/rentals",
+                raw: "{\"title\": \"Bike\", \"category\": \"bikes\", \"dailyPriceCents\": 100, \"location\": {\"lat\": 1, \"l\\u0061t\": 2, \"lng\": 3}}",
+                token: ada.token)
+            #expect(nested.body["code"] as? String == "duplicate_key", "\(nested.body)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type IN ('FundsDeposited', 'RentalPosted')") == 0)
+            // The same keys in two objects are no duplicate.
+            let fine = try await client.send(
+                .post, "/v1/rentals",
+                raw: "{\"title\": \"Bike\", \"category\": \"bikes\", \"dailyPriceCents\": 100, \"location\": {\"lat\": 1, \"lng\": 3, \"place\": \"title\"}}",
+                token: ada.token)
+            #expect(fine.status == .created, "\(fine.body)")
+        }
+    }
+
+    @Test func theEleventhCardChargeOrCardAddInAnHourIs429() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let card = try #require(try await client.addCard(ada.token).body["id"] as? String)
+            for _ in 0..<10 {
+                let deposit = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": card], token: ada.token)
+                #expect(deposit.status == .created, "\(deposit.body)")
+            }
+            let eleventh = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": card], token: ada.token)
+            #expect(eleventh.status == .tooManyRequests)
+            #expect(eleventh.body["code"] as? String == "too_many_payment_attempts")
+            #expect(Int(eleventh.headers[.retryAfter] ?? "") ?? 0 > 0)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 10)
+            #expect(try await client.balance(ada.token) == 5000)
+
+            // Card adds count apart: nine more new cards, then the eleventh is refused.
+            let numbers = [
+                "5555555555554444", "2223003122003222", "378282246310005", "6011111111111117", "3566002020360505",
+                "4000056655665556", "5200828282828210", "5105105105105100", "4012888888881881", "4111111111111111",
+            ]
+            var statuses = [HTTPResponse.Status]()
+            for number in numbers {
+                let cvv = number.count == 15 ? "1234" : "123"
+                statuses.append(try await client.addCard(ada.token, number: number, cvv: cvv).status)
+            }
+            #expect(statuses.prefix(9).allSatisfy { $0 == .created }, "\(statuses)")
+            #expect(statuses.last == .tooManyRequests)
+            // Another user is not limited by ada's attempts.
+            let bob = try await client.user("bob")
+            #expect(try await client.addCard(bob.token).status == .created)
+        }
+    }
+
+    @Test func aKeySpentOnACommandThatDecidedNothingRefusesAnotherBody() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            let carl = try await client.user("carl")
+            #expect(try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token).status == .ok)
+            // Blocking bob again decides nothing, and still spends the key.
+            let again = try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token, idempotencyKey: "b-1")
+            #expect(again.status == .ok)
+            let other = try await client.send(.post, "/v1/me/blocks", json: ["userId": carl.id], token: ada.token, idempotencyKey: "b-1")
+            #expect(other.status == .unprocessableContent)
+            #expect(other.body["code"] as? String == "idempotency_key_reused")
+            let repeated = try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token, idempotencyKey: "b-1")
+            #expect(repeated.status == .ok)
+        }
+    }
+}
+
+/// Crashes at the worst moments of moving money, in a real server process (SPEC §11.1).
+@Suite("Money across crashes", .serialized)
+struct MoneyCrashTests {
+    /// A user with a card, made on a server without failpoints, which is then stopped.
+    func userWithCard(_ database: PostgresConfiguration, _ handle: String) async throws -> (token: String, card: String) {
+        let server = try await ServerProcess(database: database)
+        let user = try await server.user(handle)
+        let (status, card) = try await server.request(
+            .post, "/v1/me/cards",
+            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"],
+            token: user.token)
+        #expect(status == 201)
+        server.kill(SIGTERM)
+        _ = await server.waitForExit()
+        return (user.token, try #require(card["id"] as? String))
+    }
+
+    /// Sends `body` to a server armed with `failpoint`, which must die before answering.
+    func sendAndDie(_ database: PostgresConfiguration, failpoint: String, _ path: String, _ body: [String: Any], token: String, key: String)
+        async throws
+    {
+        let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": failpoint])
+        await #expect(throws: (any Error).self) {
+            _ = try await armed.send(.post, path, json: body, token: token, idempotencyKey: key)
+        }
+        #expect(await armed.waitForExit() != nil, "the server died at \(failpoint)")
+    }
+
+    @Test func aDepositKilledAfterTheChargeAndRetriedChargesOnceAndCreditsOnce() async throws {
+        try await withServerDatabase { database, admin in
+            let ada = try await userWithCard(database, "ada")
+            let deposit: [String: Any] = ["amountCents": 7000, "cardId": ada.card]
+            try await sendAndDie(database, failpoint: "charge.after", "/v1/me/deposits", deposit, token: ada.token, key: "dep-1")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "charged before the crash")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 0)
+
+            let server = try await ServerProcess(database: database)
+            let retry = try await server.send(.post, "/v1/me/deposits", json: deposit, token: ada.token, idempotencyKey: "dep-1")
+            #expect(retry.status == 201, "\(retry.body)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "one charge")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1, "one credit")
+            let chargeID = try await admin.query("SELECT charge_id FROM sandbox_charges").single().decode(0, as: String.self)
+            #expect(retry.body["chargeId"] as? String == chargeID)
+            #expect(try await server.request(.get, "/v1/me", token: ada.token).1["balanceCents"] as? Int == 7000)
+            let audit = try runLender(["audit", "money"], database: database)
+            #expect(audit.contains("Money adds up"), "\(audit)")
+        }
+    }
+
+    @Test func aDepositKilledAfterTheCommitIsAnsweredAgainAndNotChargedAgain() async throws {
+        try await withServerDatabase { database, admin in
+            let ada = try await userWithCard(database, "ada")
+            let deposit: [String: Any] = ["amountCents": 6000, "cardId": ada.card]
+            try await sendAndDie(database, failpoint: "append.after-commit", "/v1/me/deposits", deposit, token: ada.token, key: "dep-2")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1, "committed")
+            let position = try await admin.query("SELECT max(position) FROM events").single().decode(0, as: Int.self)
+
+            let server = try await ServerProcess(database: database)
+            let retry = try await server.send(.post, "/v1/me/deposits", json: deposit, token: ada.token, idempotencyKey: "dep-2")
+            #expect(retry.status == 201, "\(retry.body)")
+            #expect(retry.headers["Idempotent-Replayed"] as? String == "true")
+            #expect(retry.body["position"] as? Int == position, "the first answer's position")
+            #expect(retry.body["balanceCents"] as? Int == 6000)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "not charged again")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1)
+            let chargeID = try await admin.query("SELECT charge_id FROM sandbox_charges").single().decode(0, as: String.self)
+            #expect(retry.body["chargeId"] as? String == chargeID)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+
+    @Test func aCardCheckoutKilledAfterTheChargeIsRefundedOnceByReconciliation() async throws {
+        try await withServerDatabase { database, admin in
+            let lender = try await userWithCard(database, "lena")
+            let setup = try await ServerProcess(database: database)
+            let rita = try await setup.user("rita")
+            let (posted, loan) = try await setup.request(
+                .post, "/v1/loans",
+                json: [
+                    "title": "Loom", "description": "", "sector": "Textiles", "activity": "Weaving", "countryCode": "NP",
+                    "location": ["lat": 28.2, "lng": 83.9], "amountCents": 5000, "deadline": dayFromToday(30),
+                ], token: rita.token)
+            #expect(posted == 201, "\(loan)")
+            let loanID = try #require(loan["id"] as? String)
+            #expect(try await setup.request(.post, "/v1/cart/items", json: ["loanId": loanID, "amountCents": 2500], token: lender.token).0 == 201)
+            setup.kill(SIGTERM)
+            _ = await setup.waitForExit()
+
+            let checkout: [String: Any] = ["payWith": "card", "cardId": lender.card]
+            try await sendAndDie(database, failpoint: "charge.after", "/v1/cart/checkout", checkout, token: lender.token, key: "co-1")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges WHERE refunded_at IS NULL") == 1)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 0)
+
+            let dryRun = try runLender(["payments", "reconcile", "--dry-run", "--older-than", "0"], database: database)
+            #expect(dryRun.contains("would refund"), "\(dryRun)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges WHERE refunded_at IS NULL") == 1)
+            let first = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(first.contains("1 not in the log"), "\(first)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges WHERE refunded_at IS NOT NULL") == 1)
+            let second = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(second.contains("0 unrefunded charges checked, 0 not in the log"), "\(second)")
+
+            // The refunded charge never pays for anything: the same request again is refused.
+            let server = try await ServerProcess(database: database)
+            let retry = try await server.send(.post, "/v1/cart/checkout", json: checkout, token: lender.token, idempotencyKey: "co-1")
+            #expect(retry.status == 409)
+            #expect(retry.body["code"] as? String == "payment_refunded")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 0)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+}
