@@ -91,15 +91,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
         let body = try await request.decodeBody(CheckoutBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("payWith", body.payWith))
-        var cardID: CardID?
-        switch body.payWith {
-        case nil, "balance": break
-        case "card":
-            fields.require(("cardId", body.cardId))
-            cardID = fields.id(body.cardId, "cardId", as: CardID.self)
-        default:
-            fields.problems.append(FieldError(field: "payWith", code: "invalid_payment", message: "balance or card"))
-        }
+        let cardID = fields.payingCard(body.payWith, body.cardId)
         try fields.throwIfAny()
         let today = Day(Date())
         if let (result, append) = try gateway.replayedOutcome(CheckoutResult.self) { return answer(result, append) }

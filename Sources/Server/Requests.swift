@@ -180,6 +180,21 @@ struct FieldCheck {
         return id
     }
 
+    /// `payWith` (`balance` or `card`) and, with a card, `cardId`: the card to charge, or nil
+    /// to pay from the balance.
+    mutating func payingCard(_ payWith: String?, _ cardID: String?) -> CardID? {
+        switch payWith {
+        case "card":
+            require(("cardId", cardID))
+            return id(cardID, "cardId", as: CardID.self)
+        case nil, "balance":
+            return nil
+        default:
+            problems.append(FieldError(field: "payWith", code: "invalid_payment", message: "balance or card"))
+            return nil
+        }
+    }
+
     func throwIfAny() throws {
         if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
     }
