@@ -5,9 +5,20 @@
 -- table it replaces could release a key after its command had committed.
 DROP TABLE http_idempotency;
 
--- A command that decided nothing still holds its key: a row with no positions. The server
--- writes it outside `append_batch`, so it may insert there (never update or delete).
+-- A command that decided nothing still holds its key: a row with no positions, which the
+-- server inserts outside `append_batch` (0001 granted the rest: the response of a command
+-- across streams is written in the append's transaction, after `append_batch`).
 GRANT SELECT, INSERT ON idempotency_keys TO lender_app;
+
+-- Where the log stood when money began to move exactly once: the money audit holds charges
+-- before it against no processor books (the first release's sandbox kept none), and counts
+-- repayments before it, which nobody paid, as money created then rather than as imbalances.
+CREATE TABLE money_epoch (
+    id              boolean     PRIMARY KEY DEFAULT true CHECK (id),
+    position        bigint      NOT NULL
+);
+INSERT INTO money_epoch (position) SELECT position FROM log_head;
+GRANT SELECT ON money_epoch TO lender_app;
 
 -- The sandbox payment processor's own books, outside the log, as a real provider keeps them:
 -- one row a charge, found again by its idempotency key, so that a retried charge is the same
@@ -18,9 +29,12 @@ CREATE TABLE sandbox_charges (
     token           text        NOT NULL,
     amount_cents    bigint      NOT NULL CHECK (amount_cents > 0),
     created_at      timestamptz NOT NULL DEFAULT now(),
+    -- Moved by every retry of the charge: reconciliation leaves a charge alone while a
+    -- request may still be recording it.
+    last_used_at    timestamptz NOT NULL DEFAULT now(),
     refunded_at     timestamptz
 );
-CREATE INDEX sandbox_charges_unrefunded ON sandbox_charges (created_at) WHERE refunded_at IS NULL;
+CREATE INDEX sandbox_charges_unrefunded ON sandbox_charges (last_used_at) WHERE refunded_at IS NULL;
 GRANT SELECT, INSERT, UPDATE ON sandbox_charges TO lender_app;
 
 -- Card adds and card charges per user per hour, so the service cannot be used to test stolen

@@ -87,7 +87,9 @@ public final class EventStore: Sendable {
                 return true
             }
             if startFlushing {
-                Task { await self.flushUntilEmpty() }
+                // Detached: the flusher serves every request's appends, not the task-locals of
+                // the one that happened to start it.
+                Task.detached { await self.flushUntilEmpty() }
             }
         }
         if case .appended(let result) = outcome { Self.eventsAppended.increment(by: Int64(result.positions.count)) }
@@ -408,12 +410,17 @@ public final class EventStore: Sendable {
     /// that the key is spent all the same: answers the record the key holds now, this one or
     /// an earlier request's.
     public func recordUnchanged(_ idempotency: Idempotency, response: JSONB? = nil) async throws -> IdempotencyRecord {
-        try await pool.query(
-            """
-            INSERT INTO idempotency_keys (actor, key, request_hash, positions, response)
-            VALUES (\(idempotency.actor), \(idempotency.key), \(idempotency.requestHash), '{}', \(response))
-            ON CONFLICT (actor, key) DO NOTHING
-            """)
+        // Under the log head, shared: an `append_batch` that read the keys before this insert
+        // would otherwise fail on inserting the same key after it.
+        try await pool.withTransaction { connection in
+            try await connection.query("SELECT FROM log_head FOR SHARE")
+            try await connection.query(
+                """
+                INSERT INTO idempotency_keys (actor, key, request_hash, positions, response)
+                VALUES (\(idempotency.actor), \(idempotency.key), \(idempotency.requestHash), '{}', \(response))
+                ON CONFLICT (actor, key) DO NOTHING
+                """)
+        }
         guard let record = try await idempotencyRecord(actor: idempotency.actor, key: idempotency.key) else {
             throw PostgresError(.server, message: "the idempotency key \(idempotency.key) was not kept")
         }

@@ -67,7 +67,12 @@ public protocol PaymentProcessor: Sendable {
     func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> Charge
     /// Gives a charge back. Refunding a refunded charge does nothing: safe to retry.
     func refund(chargeID: String) async throws
-    /// The charges made before `cutoff` and not refunded: what reconciliation holds against the log.
+    /// Gives a charge back only if nothing charged it again (a retry) since `cutoff`: what
+    /// reconciliation does, so it never races a retry that is recording the charge. True
+    /// when this call refunded it.
+    func refund(chargeID: String, unusedSince cutoff: Date) async throws -> Bool
+    /// The charges last used before `cutoff` and not refunded: what reconciliation holds
+    /// against the log.
     func unrefundedCharges(before cutoff: Date) async throws -> [Charge]
     /// One charge, by its id; nil when the processor never made it.
     func charge(id: String) async throws -> Charge?
@@ -126,8 +131,13 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
             """)
         var row = inserted.first
         if row == nil {
+            // A retry: marked used, under the row's lock, so reconciliation either refunded it
+            // first (and the retry sees that) or leaves it alone.
             row = try await pool.query(
-                "SELECT \(unsafeRaw: columns) FROM sandbox_charges WHERE idempotency_key = \(idempotencyKey)"
+                """
+                UPDATE sandbox_charges SET last_used_at = now() WHERE idempotency_key = \(idempotencyKey)
+                RETURNING \(unsafeRaw: columns)
+                """
             ).single()
         }
         guard let row else { throw PostgresError(.decoding, message: "the charge was neither made nor found") }
@@ -145,6 +155,15 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
     public func refund(chargeID: String) async throws {
         try await pool.query(
             "UPDATE sandbox_charges SET refunded_at = now() WHERE charge_id = \(chargeID) AND refunded_at IS NULL")
+    }
+
+    public func refund(chargeID: String, unusedSince cutoff: Date) async throws -> Bool {
+        try await pool.query(
+            """
+            UPDATE sandbox_charges SET refunded_at = now()
+            WHERE charge_id = \(chargeID) AND refunded_at IS NULL AND last_used_at < \(cutoff)
+            """
+        ).affectedRows == 1
     }
 
     public func charge(id: String) async throws -> Charge? {
@@ -165,7 +184,7 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
         try await pool.query(
             """
             SELECT charge_id, idempotency_key, amount_cents, created_at FROM sandbox_charges
-            WHERE refunded_at IS NULL AND created_at < \(cutoff)
+            WHERE refunded_at IS NULL AND last_used_at < \(cutoff)
             ORDER BY created_at, charge_id
             """
         ).map { row in

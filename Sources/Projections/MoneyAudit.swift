@@ -29,6 +29,9 @@ public struct MoneyAudit: Sendable {
         public var balancesCents = 0
         public var lentOutCents = 0
         public var repaidCents = 0
+        /// Repayments recorded before money moved exactly once (migration 0010), which no
+        /// borrower paid: credits made from nothing then, counted here, not as imbalances.
+        public var unpaidBeforeEpochCents = 0
         public var users = 0
         public var loans = 0
         public var imbalances: [Imbalance] = []
@@ -45,6 +48,7 @@ public struct MoneyAudit: Sendable {
         let (head, names, views) = try await pool.withConnection { connection in
             try await connection.withTransaction { connection in
                 try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                books.epoch = try await connection.query("SELECT position FROM money_epoch").first?.decode(0, as: Int64.self) ?? 0
                 let head = try await connection.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
                 var after: Int64 = 0
                 while after < head {
@@ -77,7 +81,8 @@ public struct MoneyAudit: Sendable {
         }
         var report = books.report(head: head, handles: handles, viewBalances: viewBalances, viewLoans: viewLoans)
         if let processor {
-            for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) {
+            // The first release's sandbox kept no books: its charges are not asked about.
+            for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) where charge.position > books.epoch {
                 let name = books.userName(charge.user, handles)
                 guard let known = try await processor(chargeID) else {
                     report.imbalances.append(Imbalance(subject: name, message: "the processor has no charge \(chargeID)"))
@@ -117,17 +122,22 @@ private struct Books {
         var refundsDue = 0
         var refunded = 0
         var creditsInEvents = 0
+        var unpaidBeforeEpoch = 0
     }
 
     var accounts = [UserID: Account]()
     var loans = [LoanID: Loan]()
-    var charges = [String: (user: UserID, amountCents: Int)]()
+    var charges = [String: (user: UserID, amountCents: Int, position: Int64)]()
+    /// The log's position when migration 0010 ran (see `MoneyAudit.Report.unpaidBeforeEpochCents`).
+    var epoch: Int64 = 0
+    var position: Int64 = 0
     var duplicateCharges = [(user: UserID, chargeID: String)]()
     var chargedIn = 0
 
     mutating func record(_ event: RecordedEvent) throws {
         let category = event.streamID.category
         let id = String(event.streamID.rawValue.dropFirst(category.count + 1))
+        position = event.position
         if category == "user", let user = UserID(id) {
             try record(try DomainCodec.user.codec.decode(event), of: user)
         } else if category == "loan", let loan = LoanID(id) {
@@ -169,7 +179,7 @@ private struct Books {
     mutating func charge(_ chargeID: String, _ amount: Int, by user: UserID) {
         chargedIn += amount
         if charges[chargeID] != nil { duplicateCharges.append((user, chargeID)) }
-        charges[chargeID] = (user, amount)
+        charges[chargeID] = (user, amount, position)
     }
 
     mutating func record(_ event: LoanEvent, of loanID: LoanID) {
@@ -182,6 +192,7 @@ private struct Books {
             accounts[purchase.lenderID, default: Account()].sharesBought += purchase.amountCents
         case .repaymentRecorded(let recorded):
             loan.repaid += recorded.amountCents
+            if position <= epoch { loan.unpaidBeforeEpoch += recorded.amountCents }
             loan.creditsInEvents += recorded.credits.reduce(0) { $0 + $1.amountCents }
         case .expired(let expired):
             loan.refundsDue += expired.refunds.reduce(0) { $0 + $1.amountCents }
@@ -223,7 +234,7 @@ private struct Books {
             if loan.credited != loan.repaid {
                 problem(name, "repaid \(loan.repaid) cents, but the lenders were credited \(loan.credited) cents")
             }
-            if loan.paidByBorrower != loan.repaid {
+            if loan.paidByBorrower + loan.unpaidBeforeEpoch != loan.repaid {
                 problem(name, "repaid \(loan.repaid) cents, but the borrower paid \(loan.paidByBorrower) cents")
             }
             if loan.refunded != loan.refundsDue { problem(name, "an expiry owed \(loan.refundsDue) cents, credited \(loan.refunded)") }
@@ -234,9 +245,10 @@ private struct Books {
             }
             report.lentOutCents += loan.funded - loan.refunded
             report.repaidCents += loan.repaid
+            report.unpaidBeforeEpochCents += loan.unpaidBeforeEpoch
         }
         report.chargedInCents = chargedIn
-        if chargedIn != report.balancesCents + report.lentOutCents {
+        if chargedIn + report.unpaidBeforeEpochCents != report.balancesCents + report.lentOutCents {
             problem(
                 "the marketplace",
                 "charged in \(chargedIn) cents, but balances hold \(report.balancesCents) and loans \(report.lentOutCents)")

@@ -35,9 +35,11 @@ struct CardPayments: Sendable {
         do {
             return try await record(charge)
         } catch let error as DomainError where Self.isCertainFailure(error) {
-            // A twin of this request may have recorded the same charge: the log holds it then.
+            // A twin of this request (the same key and body, so the same charge) may have
+            // recorded it: the log holds it then.
             let (state, _) = try await gateway.load(StreamID("user", user), .user)
-            if !state.chargeIDs.contains(charge.id) {
+            let twin = try await gateway.recordedTwinIfSame(IdempotentRequest.current)
+            if !state.chargeIDs.contains(charge.id), twin == nil {
                 do { try await processor.refund(chargeID: charge.id) } catch {
                     gateway.logger.error(
                         "a refund failed; lender payments reconcile will give the charge back",
@@ -53,16 +55,19 @@ struct CardPayments: Sendable {
         }
     }
 
-    /// Refused by a rule, so nothing was appended, and the charge is not another request's.
+    /// Refused by a rule, so nothing was appended. (A charge already recorded is the log's.)
     static func isCertainFailure(_ error: DomainError) -> Bool {
-        error.code != UserDecider.chargeAlreadyRecorded && error.code != IdempotentRequest.keyReused.code
+        error.code != UserDecider.chargeAlreadyRecorded
     }
 
-    /// The request's own `Idempotency-Key` when it has one, so a retried request charges once;
-    /// else a fresh one: the command's own id.
+    /// The request's own `Idempotency-Key` and digest when it has one, so a retried request
+    /// charges once and a key reused for another body is another charge; else a fresh one:
+    /// the command's own id.
     static func chargeKey(_ user: UserID, purpose: String) -> String {
-        let key = IdempotentRequest.current?.idempotency.key ?? UUID().uuidString.lowercased()
-        return "\(user):\(purpose):\(key)"
+        guard let idempotency = IdempotentRequest.current?.idempotency else {
+            return "\(user):\(purpose):\(UUID().uuidString.lowercased())"
+        }
+        return "\(user):\(purpose):\(idempotency.key):\(idempotency.requestHash.prefix(16))"
     }
 }
 

@@ -263,6 +263,14 @@ extension CommandGateway {
         return recorded
     }
 
+    /// What the request's key holds now, if it holds this request's (a twin committed);
+    /// nil when the key is unspent or holds another request.
+    func recordedTwinIfSame(_ request: IdempotentRequest?) async throws -> IdempotencyRecord? {
+        guard let request else { return nil }
+        let recorded = try await store.idempotencyRecord(actor: request.idempotency.actor, key: request.idempotency.key)
+        return recorded?.requestHash == request.idempotency.requestHash ? recorded : nil
+    }
+
     /// Spends the key of a request whose command decided nothing. Nil when it is spent on
     /// this request; else what a twin recorded first, to answer again.
     func spendUnchanged(_ request: IdempotentRequest, response: JSONB?) async throws -> IdempotencyRecord? {

@@ -73,6 +73,8 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
             number: body.number!, expMonth: body.expMonth!, expYear: body.expYear!, cvv: body.cvv!,
             holderName: body.holderName!, today: Day(Date()))
         let fingerprint = fingerprinter.fingerprint(card)
+        // A repeat answers the first request's card, and registers nothing, counts nothing.
+        if let handled = try await gateway.replayed(on: .user, id: me) { return try answer(handled, fingerprint) }
         let (state, _) = try await gateway.load(StreamID("user", me), .user)
         // A card already on file is not registered with the processor again.
         let token: String
@@ -85,9 +87,14 @@ struct WalletController<Context: AuthenticatedRequestContext>: Sendable {
         let onFile = CardOnFile(
             cardID: CardID(), network: card.network, last4: card.last4, expMonth: card.expMonth, expYear: card.expYear,
             fingerprint: fingerprint, processorToken: token)
-        let handled = try await gateway.handle(.addCard(onFile), on: .user, id: me, actor: me)
+        return try answer(try await gateway.handle(.addCard(onFile), on: .user, id: me, actor: me), fingerprint)
+    }
+
+    /// The card as the command left it: 201 when it was added, 200 when it was on file.
+    func answer(_ handled: Handled<UserState, UserEvent>, _ fingerprint: String) throws -> EditedResponse<CardResource> {
+        // Only a repeat of a request that found the card on file, after it was removed since.
         guard let kept = handled.state.cards.first(where: { $0.fingerprint == fingerprint }) else {
-            throw Problem(.internalServerError, code: "card_not_kept", detail: "The card was not kept.")
+            throw DomainError(.notFound, "card_not_found", "The card is no longer on file.")
         }
         let added = handled.events.contains { if case .cardAdded = $0 { true } else { false } }
         return EditedResponse(

@@ -59,6 +59,11 @@ struct Audit: AsyncParsableCommand {
             print(
                 "Up to position \(report.head): \(report.users) users, \(report.loans) loans; charged in \(report.chargedInCents) cents, "
                     + "balances \(report.balancesCents), lent out \(report.lentOutCents), repaid \(report.repaidCents).")
+            if report.unpaidBeforeEpochCents > 0 {
+                print(
+                    "Before money moved exactly once (migration 0010), repayments that no borrower paid credited "
+                        + "\(report.unpaidBeforeEpochCents) cents; they are counted as money made then.")
+            }
             guard !report.imbalances.isEmpty else {
                 print("Money adds up: charged in = balances + lent out, and every transfer balances.")
                 return

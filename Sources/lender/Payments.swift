@@ -17,7 +17,7 @@ struct PaymentsCommand: AsyncParsableCommand {
         @Flag(help: "List the charges it would refund; refund nothing.")
         var dryRun = false
 
-        @Option(help: "Only charges older than this many seconds (default 900): a younger one may still be on its way into the log.")
+        @Option(help: "Only charges unused for this many seconds (default 900): a younger one may still be on its way into the log.")
         var olderThan: Int = 900
 
         func run() async throws {
@@ -28,7 +28,10 @@ struct PaymentsCommand: AsyncParsableCommand {
                 pool in
                 let processor = try PaymentProcessors.named(name, pool: pool)
                 // Charges first, then the log: a charge recorded in between is in the log read after.
-                let charges = try await processor.unrefundedCharges(before: Date().addingTimeInterval(-Double(olderThan)))
+                // A retry that uses a charge again after this moves it past the cutoff, and the
+                // refund below leaves it alone.
+                let cutoff = Date().addingTimeInterval(-Double(olderThan))
+                let charges = try await processor.unrefundedCharges(before: cutoff)
                 let logged = Set(
                     try await pool.query(
                         """
@@ -38,10 +41,11 @@ struct PaymentsCommand: AsyncParsableCommand {
                     ).map { try $0.decode("charge_id", as: String.self) })
                 let orphans = charges.filter { !logged.contains($0.id) }
                 for charge in orphans {
-                    if !dryRun { try await processor.refund(chargeID: charge.id) }
-                    print(
-                        "\(dryRun ? "would refund" : "refunded") \(charge.id): \(charge.amountCents) cents, charged \(charge.createdAt), "
-                            + "key \(charge.idempotencyKey)")
+                    let verb =
+                        if dryRun { "would refund" } else if try await processor.refund(chargeID: charge.id, unusedSince: cutoff) {
+                            "refunded"
+                        } else { "left alone (a retry used it meanwhile)" }
+                    print("\(verb) \(charge.id): \(charge.amountCents) cents, charged \(charge.createdAt), key \(charge.idempotencyKey)")
                 }
                 print(
                     "\(charges.count) unrefunded charges checked, \(orphans.count) not in the log"

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Payments
 import Postgres
 import Testing
 import TestSupport
@@ -172,6 +173,29 @@ struct MoneyTests {
             // Another user is not limited by ada's attempts.
             let bob = try await client.user("bob")
             #expect(try await client.addCard(bob.token).status == .created)
+        }
+    }
+
+    @Test func reconciliationNeverRefundsAChargeThatARetryUsedAfterItsCutoff() async throws {
+        try await withServer { _, admin in
+            let processor = SandboxPaymentProcessor(pool: admin)
+            let first = try await processor.charge(token: "tok_sandbox_1", amountCents: 700, idempotencyKey: "k-1")
+            try await Task.sleep(for: .milliseconds(20))
+            let cutoff = Date()
+            try await Task.sleep(for: .milliseconds(20))
+            // A late retry of the same command: the same charge, used again after the cutoff.
+            let retried = try await processor.charge(token: "tok_sandbox_1", amountCents: 700, idempotencyKey: "k-1")
+            #expect(retried.id == first.id)
+            #expect(try await processor.unrefundedCharges(before: cutoff).isEmpty)
+            #expect(try await processor.refund(chargeID: first.id, unusedSince: cutoff) == false)
+            #expect(try await processor.refund(chargeID: first.id, unusedSince: Date().addingTimeInterval(1)) == true)
+            #expect(try await processor.refund(chargeID: first.id, unusedSince: Date().addingTimeInterval(1)) == false, "once")
+            // Once refunded, a retry learns it, and nothing records the charge.
+            #expect(try await processor.charge(token: "tok_sandbox_1", amountCents: 700, idempotencyKey: "k-1").isRefunded)
+            await #expect(throws: (any Error).self) {
+                _ = try await processor.charge(token: "tok_sandbox_1", amountCents: 701, idempotencyKey: "k-1")
+            }
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1)
         }
     }
 
