@@ -56,6 +56,18 @@ public struct Charge: Sendable, Hashable {
     public var isRefunded: Bool { refundedAt != nil }
 }
 
+extension Charge {
+    /// The columns of `sandbox_charges` that `init(row:)` reads.
+    static let columns = "charge_id, idempotency_key, token, amount_cents, created_at, refunded_at"
+
+    init(row: PostgresRow) throws {
+        self.init(
+            id: try row.decode("charge_id"), amountCents: try row.decode("amount_cents"),
+            idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"),
+            refundedAt: try row.decode("refunded_at", as: Date?.self))
+    }
+}
+
 /// Where charges go. Only this sees a card's number, once, when the card is added; charges
 /// name the card by the processor's token. A declined charge throws `card_declined` (402).
 public protocol PaymentProcessor: Sendable {
@@ -121,22 +133,21 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
         let id = "ch_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         // Inserted, or the charge this key already made. The second statement sees a charge that
         // a concurrent retry committed while the first waited on it; the first's snapshot does not.
-        let columns = "charge_id, token, amount_cents, created_at, refunded_at"
-        let inserted = try await pool.query(
+        var row = try await pool.query(
             """
             INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
             VALUES (\(id), \(idempotencyKey), \(token), \(amountCents))
             ON CONFLICT (idempotency_key) DO NOTHING
-            RETURNING \(unsafeRaw: columns)
-            """)
-        var row = inserted.first
+            RETURNING \(unsafeRaw: Charge.columns)
+            """
+        ).first
         if row == nil {
             // A retry: marked used, under the row's lock, so reconciliation either refunded it
             // first (and the retry sees that) or leaves it alone.
             row = try await pool.query(
                 """
                 UPDATE sandbox_charges SET last_used_at = now() WHERE idempotency_key = \(idempotencyKey)
-                RETURNING \(unsafeRaw: columns)
+                RETURNING \(unsafeRaw: Charge.columns)
                 """
             ).single()
         }
@@ -147,9 +158,7 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
                 .conflict, "payment_key_reused",
                 "This payment was first made with another card or amount; nothing more was charged.")
         }
-        return Charge(
-            id: try row.decode("charge_id"), amountCents: amountCents, idempotencyKey: idempotencyKey,
-            createdAt: try row.decode("created_at"), refundedAt: try row.decode("refunded_at", as: Date?.self))
+        return try Charge(row: row)
     }
 
     public func refund(chargeID: String) async throws {
@@ -168,29 +177,17 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
 
     public func charge(id: String) async throws -> Charge? {
         try await pool.query(
-            """
-            SELECT charge_id, idempotency_key, amount_cents, created_at, refunded_at FROM sandbox_charges
-            WHERE charge_id = \(id)
-            """
-        ).first.map { row in
-            Charge(
-                id: try row.decode("charge_id"), amountCents: try row.decode("amount_cents"),
-                idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"),
-                refundedAt: try row.decode("refunded_at", as: Date?.self))
-        }
+            "SELECT \(unsafeRaw: Charge.columns) FROM sandbox_charges WHERE charge_id = \(id)"
+        ).first.map(Charge.init(row:))
     }
 
     public func unrefundedCharges(before cutoff: Date) async throws -> [Charge] {
         try await pool.query(
             """
-            SELECT charge_id, idempotency_key, amount_cents, created_at FROM sandbox_charges
+            SELECT \(unsafeRaw: Charge.columns) FROM sandbox_charges
             WHERE refunded_at IS NULL AND last_used_at < \(cutoff)
             ORDER BY created_at, charge_id
             """
-        ).map { row in
-            Charge(
-                id: try row.decode("charge_id"), amountCents: try row.decode("amount_cents"),
-                idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"), refundedAt: nil)
-        }
+        ).map(Charge.init(row:))
     }
 }

@@ -132,6 +132,8 @@ private struct Books {
     var epoch: Int64 = 0
     var position: Int64 = 0
     var duplicateCharges = [(user: UserID, chargeID: String)]()
+    /// Repayment payments that name no loan.
+    var unattributed = [(user: UserID, amountCents: Int)]()
     var chargedIn = 0
 
     mutating func record(_ event: RecordedEvent) throws {
@@ -155,13 +157,13 @@ private struct Books {
             account.balance -= debit.amountCents
             switch debit.reason {
             case .checkout: account.checkoutPaid += debit.amountCents
-            case .repayment: loans[debit.loanID ?? LoanID(UUID()), default: Loan()].paidByBorrower += debit.amountCents
+            case .repayment: paidForRepayment(debit.loanID, debit.amountCents, by: user)
             }
         case .cardCharged(let charged):
             charge(charged.chargeID, charged.amountCents, by: user)
             switch charged.purpose ?? .checkout {
             case .checkout: account.checkoutPaid += charged.amountCents
-            case .repayment: loans[charged.loanID ?? LoanID(UUID()), default: Loan()].paidByBorrower += charged.amountCents
+            case .repayment: paidForRepayment(charged.loanID, charged.amountCents, by: user)
             }
         case .balanceCredited(let credit):
             account.balance += credit.amountCents
@@ -174,6 +176,15 @@ private struct Books {
         }
         account.lowest = min(account.lowest, account.balance)
         accounts[user] = account
+    }
+
+    /// A borrower's payment of a repayment, to the loan it names.
+    mutating func paidForRepayment(_ loanID: LoanID?, _ amount: Int, by user: UserID) {
+        guard let loanID else {
+            unattributed.append((user, amount))
+            return
+        }
+        loans[loanID, default: Loan()].paidByBorrower += amount
     }
 
     mutating func charge(_ chargeID: String, _ amount: Int, by user: UserID) {
@@ -225,6 +236,9 @@ private struct Books {
             report.balancesCents += account.balance
         }
         for (user, chargeID) in duplicateCharges { problem(userName(user, handles), "the charge \(chargeID) is recorded twice") }
+        for (user, amount) in unattributed {
+            problem(userName(user, handles), "paid \(amount) cents for a repayment of no loan")
+        }
         for (loanID, loan) in loans.sorted(by: { $0.key.description < $1.key.description }) {
             let name = "loan \(loanID)"
             if loan.funded > loan.amount { problem(name, "funded \(loan.funded) cents of \(loan.amount)") }

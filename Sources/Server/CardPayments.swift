@@ -38,7 +38,7 @@ struct CardPayments: Sendable {
             // A twin of this request (the same key and body, so the same charge) may have
             // recorded it: the log holds it then.
             let (state, _) = try await gateway.load(StreamID("user", user), .user)
-            let twin = try await gateway.recordedTwinIfSame(IdempotentRequest.current)
+            let twin = try await gateway.recordedTwin(of: IdempotentRequest.current)
             if !state.chargeIDs.contains(charge.id), twin == nil {
                 do { try await processor.refund(chargeID: charge.id) } catch {
                     gateway.logger.error(

@@ -160,7 +160,8 @@ public struct CommandGateway: Sendable {
                     expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,
                     events: write.events)
             }
-            let response = try JSONB(outcome)
+            // Recorded with the key, for a repeat to answer; made only when there is one.
+            let response = request == nil ? nil : try JSONB(outcome)
             if appends.isEmpty {
                 if let request, let recorded = try await spendUnchanged(request, response: response) {
                     return try replayAcross(recorded)
@@ -170,7 +171,8 @@ public struct CommandGateway: Sendable {
             }
             do {
                 let appended = try await store.append(
-                    appends, metadata: metadata, idempotency: request?.idempotency, response: { _ in response })
+                    appends, metadata: metadata, idempotency: request?.idempotency,
+                    response: response.map { response in { @Sendable _ in response } })
                 guard case .appended(let result) = appended else {
                     return try replayAcross(try Self.record(of: appended, request))
                 }
@@ -251,21 +253,10 @@ extension CommandGateway {
         return (try response.decode(Outcome.self), append)
     }
 
-    /// What the request's key holds now, when a twin of it (sent again before it was answered)
-    /// committed first.
+    /// What the request's key holds now, when a twin of it (the same key and request, sent
+    /// again before it was answered) committed first; nil when the key is unspent or holds
+    /// another request.
     func recordedTwin(of request: IdempotentRequest?) async throws -> IdempotencyRecord? {
-        guard let request else { return nil }
-        let idempotency = request.idempotency
-        guard let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: idempotency.key) else {
-            return nil
-        }
-        guard recorded.requestHash == idempotency.requestHash else { throw IdempotentRequest.keyReused }
-        return recorded
-    }
-
-    /// What the request's key holds now, if it holds this request's (a twin committed);
-    /// nil when the key is unspent or holds another request.
-    func recordedTwinIfSame(_ request: IdempotentRequest?) async throws -> IdempotencyRecord? {
         guard let request else { return nil }
         let recorded = try await store.idempotencyRecord(actor: request.idempotency.actor, key: request.idempotency.key)
         return recorded?.requestHash == request.idempotency.requestHash ? recorded : nil

@@ -4,7 +4,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Marketplace
-import NIOCore
 import Synchronization
 
 extension HTTPField.Name {
@@ -91,23 +90,4 @@ public final class IdempotentRequest: Sendable {
 
     static let keyReused = DomainError(
         .invalid, "idempotency_key_reused", "This Idempotency-Key was used for another request.")
-}
-
-/// Collects a response body as it is written.
-final class BodyCollector: Sendable {
-    private let buffer = Mutex(ByteBuffer())
-
-    var bytes: ByteBuffer { buffer.withLock { $0 } }
-    var writer: Writer { Writer(collector: self) }
-
-    struct Writer: ResponseBodyWriter {
-        let collector: BodyCollector
-
-        mutating func write(_ part: ByteBuffer) async throws {
-            var part = part
-            _ = collector.buffer.withLock { $0.writeBuffer(&part) }
-        }
-
-        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
-    }
 }

@@ -19,9 +19,9 @@ struct Audit: AsyncParsableCommand {
 
         func run() async throws {
             let logger = Logs.bootstrap()
-            let found = try await PostgresPool.with(
-                configuration: try database.configuration(), options: .init(size: 1), logger: logger
-            ) { pool in try await EventStore(pool: pool, logger: logger).verify(stream: stream.map(StreamID.init(rawValue:))) }
+            let found = try await database.withPool(logger: logger) { pool in
+                try await EventStore(pool: pool, logger: logger).verify(stream: stream.map(StreamID.init(rawValue:)))
+            }
             guard let found else {
                 print(stream.map { "The stream \($0) is intact." } ?? "The log is intact: every chain and position checks out.")
                 return
@@ -44,12 +44,9 @@ struct Audit: AsyncParsableCommand {
 
         func run() async throws {
             let logger = Logs.bootstrap()
-            let name = ProcessInfo.processInfo.environment["PAYMENT_PROCESSOR"] ?? "sandbox"
             let skipProcessor = skipProcessor
-            let report = try await PostgresPool.with(
-                configuration: try database.configuration(), options: .init(size: 2), logger: logger
-            ) { pool -> MoneyAudit.Report in
-                let processor = try PaymentProcessors.named(name, pool: pool)
+            let report = try await database.withPool(size: 2, logger: logger) { pool -> MoneyAudit.Report in
+                let processor = try PaymentProcessors.configured(pool: pool)
                 let lookup: MoneyAudit.ProcessorLookup = { id in
                     guard let charge = try await processor.charge(id: id) else { return nil }
                     return (amountCents: charge.amountCents, isRefunded: charge.isRefunded)
@@ -83,9 +80,9 @@ struct Audit: AsyncParsableCommand {
         func run() async throws {
             guard let itemID = ItemID(item) else { throw ValidationError("--item takes an item id (a UUID).") }
             let logger = Logs.bootstrap()
-            let entries = try await PostgresPool.with(
-                configuration: try database.configuration(), options: .init(size: 1), logger: logger
-            ) { pool in try await BidHistory.entries(of: itemID, in: EventStore(pool: pool, logger: logger)) }
+            let entries = try await database.withPool(logger: logger) { pool in
+                try await BidHistory.entries(of: itemID, in: EventStore(pool: pool, logger: logger))
+            }
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -145,7 +142,7 @@ struct Users: AsyncParsableCommand {
         _ handle: String, _ database: DatabaseOptions, _ body: (PostgresPool, UUID) async throws -> Void
     ) async throws {
         let logger = Logs.bootstrap()
-        try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) { pool in
+        try await database.withPool(logger: logger) { pool in
             let rows = try await pool.query("SELECT user_id FROM credentials WHERE handle = \(handle)")
             guard let userID = try rows.first?.decode("user_id", as: UUID.self) else {
                 throw CommandFailure("No user has the handle \(handle).")

@@ -14,7 +14,7 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let logger = Logs.bootstrap()
         let migrator = try database.migrator(logger: logger)
-        try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) {
+        try await database.withPool(logger: logger) {
             pool in try await run(migrator: migrator, pool: pool)
         }
     }

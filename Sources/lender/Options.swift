@@ -27,6 +27,14 @@ struct DatabaseOptions: ParsableArguments {
             "No database: set DATABASE_URL, pass --database-url, or start the local cluster with `scripts/db start`.")
     }
 
+    /// A pool of `size` connections on the database, closed after `body`.
+    func withPool<Result>(
+        size: Int = 1, logger: Logger, isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresPool) async throws -> Result
+    ) async throws -> Result {
+        try await PostgresPool.with(configuration: try configuration(), options: .init(size: size), logger: logger, body)
+    }
+
     func migrator(logger: Logger) throws -> Migrator {
         let directory = migrations ?? ProcessInfo.processInfo.environment["LENDER_MIGRATIONS"]
             ?? Checkout.find("migrations")

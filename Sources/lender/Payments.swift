@@ -23,10 +23,8 @@ struct PaymentsCommand: AsyncParsableCommand {
         func run() async throws {
             guard olderThan >= 0 else { throw ValidationError("--older-than takes a number of seconds, 0 or more.") }
             let logger = Logs.bootstrap()
-            let name = ProcessInfo.processInfo.environment["PAYMENT_PROCESSOR"] ?? "sandbox"
-            try await PostgresPool.with(configuration: try database.configuration(), options: .init(size: 1), logger: logger) {
-                pool in
-                let processor = try PaymentProcessors.named(name, pool: pool)
+            try await database.withPool(logger: logger) { pool in
+                let processor = try PaymentProcessors.configured(pool: pool)
                 // Charges first, then the log: a charge recorded in between is in the log read after.
                 // A retry that uses a charge again after this moves it past the cutoff, and the
                 // refund below leaves it alone.
@@ -52,5 +50,12 @@ struct PaymentsCommand: AsyncParsableCommand {
                         + (orphans.isEmpty ? "" : dryRun ? "; none refunded (--dry-run)" : "; refunded"))
             }
         }
+    }
+}
+
+extension PaymentProcessors {
+    /// The processor `PAYMENT_PROCESSOR` names (`sandbox` by default), on `pool`.
+    static func configured(pool: PostgresPool) throws -> any PaymentProcessor {
+        try named(ProcessInfo.processInfo.environment["PAYMENT_PROCESSOR"] ?? "sandbox", pool: pool)
     }
 }

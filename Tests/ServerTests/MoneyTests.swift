@@ -90,6 +90,41 @@ struct MoneyTests {
         }
     }
 
+    @Test func aRepeatedCheckoutOrRepaymentAnswersTheFirstOutcomeAndMovesMoneyOnce() async throws {
+        try await withServer { client, admin in
+            let rita = try await client.user("rita")
+            let lena = try await client.user("lena")
+            let loan = try await client.postLoan(rita.token, amount: 5000)
+            let card = try #require(try await client.addCard(lena.token).body["id"] as? String)
+            #expect(try await client.addToCart(lena.token, loan, 5000).status == .created)
+            let checkout: [String: Any] = ["payWith": "card", "cardId": card]
+            let first = try await client.send(.post, "/v1/cart/checkout", json: checkout, token: lena.token, idempotencyKey: "co-1")
+            #expect(first.status == .ok, "\(first.body)")
+            let again = try await client.send(.post, "/v1/cart/checkout", json: checkout, token: lena.token, idempotencyKey: "co-1")
+            #expect(again.status == .ok, "\(again.body)")
+            #expect(again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            #expect(again.body["totalCents"] as? Int == 5000)
+            #expect(again.body["position"] as? Int == first.body["position"] as? Int)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 1)
+
+            try await client.fund(rita.token, 2000)
+            let repayment: [String: Any] = ["amountCents": 1500, "payWith": "balance"]
+            let paid = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: repayment, token: rita.token, idempotencyKey: "r-1")
+            #expect(paid.status == .created, "\(paid.body)")
+            let repeated = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: repayment, token: rita.token, idempotencyKey: "r-1")
+            #expect(repeated.status == .created)
+            #expect(repeated.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            #expect(repeated.body["balanceCents"] as? Int == 500, "the first answer's balance")
+            #expect(repeated.body["position"] as? Int == paid.body["position"] as? Int)
+            #expect(try await client.balance(rita.token) == 500, "debited once")
+            #expect(try await client.balance(lena.token) == 1500, "credited once")
+            #expect(try runLender(["audit", "money"], database: try await ownerURL(admin)).contains("Money adds up"))
+        }
+    }
+
     @Test func theMoneyAuditNamesTheUserWhoseBalanceEventWasAltered() async throws {
         try await withServer { client, admin in
             let ada = try await client.user("ada")
