@@ -91,6 +91,7 @@ let package = Package(
                 "Projections",
                 "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -123,7 +124,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventStoreTests",
-            dependencies: ["EventStore", "Postgres", "TestSupport"],
+            dependencies: ["EventStore", "Postgres", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
@@ -136,6 +137,7 @@ let package = Package(
                 "Payments",
                 "Projections",
                 "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),

@@ -180,6 +180,20 @@ setup_card_secret() {
     fi
 }
 
+# The key that signs audit checkpoints (`lender audit checkpoint`, AUDIT_CHECKPOINT_EVERY):
+# AUDIT_SIGNING_KEY_FILE from the environment, else one generated into .local once. Auditors
+# hold its public key (`lender audit public-key`); a new key starts a new line of checkpoints.
+setup_audit_key() {
+    if [ -z "${AUDIT_SIGNING_KEY_FILE:-}" ]; then
+        export AUDIT_SIGNING_KEY_FILE="$LOCAL/audit-signing-key"
+    fi
+    if [ ! -s "$AUDIT_SIGNING_KEY_FILE" ]; then
+        mkdir -p "$(dirname "$AUDIT_SIGNING_KEY_FILE")"
+        (umask 077 && head -c 32 /dev/urandom | base64 >"$AUDIT_SIGNING_KEY_FILE")
+        say "generated the audit signing key in $AUDIT_SIGNING_KEY_FILE"
+    fi
+}
+
 build() {
     say "building ($*)"
     (cd "$ROOT" && swift build "$@")

@@ -209,7 +209,12 @@ public final class EventStore: Sendable {
             // One malformed request (or an event a projection cannot take) fails the whole
             // batch: retry each alone, so that only it fails.
             logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
-            for pending in batch where write([pending], &session) {
+            for (index, pending) in batch.enumerated() where write([pending], &session) {
+                // The connection broke under this one (answered with the error): the appends
+                // not yet tried go back to the front of the queue, for the flusher's next
+                // connection, so none is left without an answer.
+                let untried = batch[(index + 1)...]
+                queue.withLock { $0.pending.insert(contentsOf: untried, at: 0) }
                 return true
             }
             return false
@@ -410,17 +415,11 @@ public final class EventStore: Sendable {
     /// that the key is spent all the same: answers the record the key holds now, this one or
     /// an earlier request's.
     public func recordUnchanged(_ idempotency: Idempotency, response: JSONB? = nil) async throws -> IdempotencyRecord {
-        // Under the log head, shared: an `append_batch` that read the keys before this insert
-        // would otherwise fail on inserting the same key after it.
-        try await pool.withTransaction { connection in
-            try await connection.query("SELECT FROM log_head FOR SHARE")
-            try await connection.query(
-                """
-                INSERT INTO idempotency_keys (actor, key, request_hash, positions, response)
-                VALUES (\(idempotency.actor), \(idempotency.key), \(idempotency.requestHash), '{}', \(response))
-                ON CONFLICT (actor, key) DO NOTHING
-                """)
-        }
+        // Under the log head, shared (see `record_unchanged`, migration 0011).
+        try await pool.query(
+            """
+            SELECT FROM record_unchanged(\(idempotency.actor), \(idempotency.key), \(idempotency.requestHash), \(response))
+            """)
         guard let record = try await idempotencyRecord(actor: idempotency.actor, key: idempotency.key) else {
             throw PostgresError(.server, message: "the idempotency key \(idempotency.key) was not kept")
         }

@@ -480,8 +480,10 @@ public struct PostgresSession: ~Copyable {
     }
 
     /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws.
-    public mutating func withTransaction<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
-        _ = try PostgresConnection.executeSimple(pg, "BEGIN")
+    public mutating func withTransaction<T>(
+        _ mode: TransactionMode = .readWrite, _ body: (inout PostgresSession) throws -> T
+    ) throws -> T {
+        _ = try PostgresConnection.executeSimple(pg, mode.begin)
         let result: T
         do {
             result = try body(&self)
@@ -494,5 +496,24 @@ public struct PostgresSession: ~Copyable {
             throw PostgresError(.server, message: "the transaction failed and was rolled back (\(commit))")
         }
         return result
+    }
+}
+
+/// How a transaction reads.
+public enum TransactionMode: Sendable {
+    /// READ COMMITTED: each statement sees what committed before it.
+    case readWrite
+    /// REPEATABLE READ: every statement sees the one snapshot taken by the first, so that a
+    /// long read (a verification, a comparison) never sees half of what commits meanwhile.
+    case snapshot
+    /// The same snapshot, and no writes.
+    case readOnlySnapshot
+
+    var begin: String {
+        switch self {
+        case .readWrite: "BEGIN"
+        case .snapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ"
+        case .readOnlySnapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        }
     }
 }

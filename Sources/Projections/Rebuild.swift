@@ -36,12 +36,15 @@ public enum RebuildError: Error, CustomStringConvertible {
     case unknownProjection(String, known: [String])
     case schemaExists(String)
     case invalidSchemaName(String)
+    case swapBlocked(attempts: Int)
 
     public var description: String {
         switch self {
         case .unknownProjection(let name, let known): "no projection \(name) (known: \(known.joined(separator: ", ")))"
         case .schemaExists(let name): "schema \(name) exists already; choose another or drop it"
         case .invalidSchemaName(let name): "\(name) is not a schema name (a-z, 0-9 and _, starting with a letter)"
+        case .swapBlocked(let attempts):
+            "readers held the live views at each of \(attempts) attempts to swap; nothing was changed, try again"
         }
     }
 }
@@ -169,54 +172,97 @@ public struct ViewRebuilder: Sendable {
         return last
     }
 
-    /// Catches `schema` up under the log head's lock, so no append can slip in, then moves
-    /// the live tables out and the rebuilt ones in, in one transaction. Readers wait for the
-    /// moment of the swap and never see a half-built view; appends wait and then write to
-    /// the new tables. Returns the position the views stand at.
-    public func swapIn(_ schema: String, builtTo position: Int64) async throws -> Int64 {
+    /// Swaps the rebuilt tables in for the live ones, with appends blocked only for a short
+    /// final step: `schema` is caught up outside any lock until it trails the log by at most
+    /// `closeEnough` events; then, under the log head's lock, the last few events are applied,
+    /// the live tables locked (waiting at most `lockWait` for readers; else everything is
+    /// rolled back, and caught up and tried again), moved out, and the rebuilt ones moved in,
+    /// in one transaction. Readers wait for the moment of the swap and never see a half-built
+    /// view; appends wait and then write to the new tables. Returns the position the views
+    /// stand at.
+    public func swapIn(
+        _ schema: String, builtTo position: Int64, closeEnough: Int64 = 500, lockWait: Duration = .milliseconds(100),
+        attempts: Int = 20
+    ) async throws -> Int64 {
         let tables = tables
         let projections = projections
         let retired = "\(schema)_retired"
-        let head = try await pool.withConnection { connection in
-            try await connection.withBlockingSession { session in
-                try session.withTransaction { session -> Int64 in
-                    let head = try session.query("SELECT position FROM log_head FOR UPDATE").single()
-                        .decode("position", as: Int64.self)
-                    var done = position
-                    while done < head {
-                        done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+        var built = position
+        var attempt = 0
+        while true {
+            attempt += 1
+            built = try await catchUp(schema, from: built, closeEnough: closeEnough)
+            let from = built
+            let lockTimeout = "\(Int(lockWait / .milliseconds(1)))ms"
+            let swapped: Int64
+            do {
+                swapped = try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        try session.withTransaction { session -> Int64 in
+                            _ = try session.query("SELECT set_config('lock_timeout', \(lockTimeout), true)")
+                            let head = try session.query("SELECT position FROM log_head FOR UPDATE").single()
+                                .decode("position", as: Int64.self)
+                            var done = from
+                            while done < head {
+                                done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+                            }
+                            _ = try session.query(
+                                "LOCK TABLE \(unsafeRaw: tables.map { "public.\($0)" }.joined(separator: ", ")) IN ACCESS EXCLUSIVE MODE")
+                            _ = try session.query("CREATE SCHEMA \(unsafeRaw: retired)")
+                            for table in tables {
+                                _ = try session.query("ALTER TABLE public.\(unsafeRaw: table) SET SCHEMA \(unsafeRaw: retired)")
+                                _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET SCHEMA public")
+                            }
+                            _ = try session.query(
+                                """
+                                INSERT INTO projection_checkpoints AS c (name, position)
+                                SELECT name, \(head) FROM unnest(\(projections.map(\.name))) AS name
+                                ON CONFLICT (name) DO UPDATE SET position = excluded.position
+                                """)
+                            return head
+                        }
                     }
-                    _ = try session.query("CREATE SCHEMA \(unsafeRaw: retired)")
-                    for table in tables {
-                        _ = try session.query("ALTER TABLE public.\(unsafeRaw: table) SET SCHEMA \(unsafeRaw: retired)")
-                        _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET SCHEMA public")
-                    }
-                    _ = try session.query(
-                        """
-                        INSERT INTO projection_checkpoints AS c (name, position)
-                        SELECT name, \(head) FROM unnest(\(projections.map(\.name))) AS name
-                        ON CONFLICT (name) DO UPDATE SET position = excluded.position
-                        """)
-                    return head
                 }
+            } catch let error as PostgresError where error.sqlState == "55P03" {
+                // lock_not_available: a reader held a live view (or an append the head) longer
+                // than `lockWait`. All rolled back, appends go on; catch up and try again.
+                guard attempt < attempts else { throw RebuildError.swapBlocked(attempts: attempts) }
+                logger.info("the live views were busy; trying the swap again", metadata: ["attempt": "\(attempt)"])
+                continue
             }
+            _ = try await pool.query("DROP SCHEMA \(unsafeRaw: retired) CASCADE")
+            _ = try await pool.query("DROP SCHEMA \(unsafeRaw: schema) CASCADE")
+            return swapped
         }
-        _ = try await pool.query("DROP SCHEMA \(unsafeRaw: retired) CASCADE")
-        _ = try await pool.query("DROP SCHEMA \(unsafeRaw: schema) CASCADE")
-        return head
     }
 
-    /// Catches `schema` up under the log head's lock and compares it, row by row, with the
-    /// live views at that same position. Nothing live is changed.
+    /// Builds `schema` on, outside any lock, until it trails the head by at most `closeEnough`
+    /// events (or stops gaining on it); returns the position it reached.
+    func catchUp(_ schema: String, from position: Int64, closeEnough: Int64) async throws -> Int64 {
+        var built = position
+        var gap = Int64.max
+        while true {
+            built = try await build(schema, after: built)
+            let head = try await pool.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
+            let behind = head - built
+            if behind <= closeEnough || behind >= gap { return built }
+            gap = behind
+        }
+    }
+
+    /// Catches `schema` up and compares it, row by row, with the live views, all in one
+    /// snapshot: the live views stand at the snapshot's head (inline projections commit with
+    /// the events), and `schema` is caught up to that same head. No lock is held on the log,
+    /// so appends go on meanwhile. Nothing live is changed.
     public func compare(_ schema: String, builtTo position: Int64) async throws -> (position: Int64, differences: [ViewDifference]) {
         let tables = tables
         let projections = projections
+        let built = try await catchUp(schema, from: position, closeEnough: 0)
         return try await pool.withConnection { connection in
             try await connection.withBlockingSession { session in
-                try session.withTransaction { session -> (Int64, [ViewDifference]) in
-                    let head = try session.query("SELECT position FROM log_head FOR SHARE").single()
-                        .decode("position", as: Int64.self)
-                    var done = position
+                try session.withTransaction(.snapshot) { session -> (Int64, [ViewDifference]) in
+                    let head = try session.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
+                    var done = built
                     while done < head {
                         done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
                     }

@@ -83,7 +83,8 @@ public func buildRouter(
 /// The server, with the pool as a service that closes after the server has stopped.
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
-    bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15)
+    bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
+    auditCheckpoints: AuditCheckpointSchedule? = nil
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
@@ -97,6 +98,9 @@ public func buildApplication(
         logger: logger)
     application.addServices(PoolService(pool: pool))
     if let readPool { application.addServices(PoolService(pool: readPool)) }
+    if let auditCheckpoints {
+        application.addServices(AuditCheckpointService(store: store, schedule: auditCheckpoints, logger: logger))
+    }
     return application
 }
 

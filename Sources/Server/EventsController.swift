@@ -46,6 +46,52 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
         let events = router.group("/v1/events").add(middleware: authentication)
         events.get(use: page)
         events.get("stream", use: stream)
+        router.group("/v1/audit").add(middleware: authentication).get("checkpoints", use: checkpoints)
+    }
+
+    /// A signed checkpoint as kept (see `LogCheckpoint`), with its id for the next page's `after`.
+    struct CheckpointResource: ResponseEncodable {
+        var id: Int64
+        var format: String
+        var position: Int64
+        var streams: Int
+        var streamsDigest: String
+        var signedAt: String
+        var publicKey: String
+        var signature: String
+
+        init(id: Int64, _ checkpoint: LogCheckpoint) {
+            self.id = id
+            format = checkpoint.format
+            position = checkpoint.position
+            streams = checkpoint.streams
+            streamsDigest = checkpoint.streamsDigest
+            signedAt = checkpoint.signedAt
+            publicKey = checkpoint.publicKey
+            signature = checkpoint.signature
+        }
+    }
+
+    /// `GET /v1/audit/checkpoints?after=&limit=`: the signed checkpoints, oldest first, for
+    /// auditors to keep copies of and verify the log against.
+    @Sendable func checkpoints(_ request: Request, context: Context) async throws -> Page<CheckpointResource> {
+        try await requireAuditor(context)
+        var fields = [FieldError]()
+        var after: Int64 = 0
+        if let text = request.uri.queryParameters["after"] {
+            if let value = Int64(text), value >= 0 { after = value } else {
+                fields.append(FieldError(field: "after", code: "invalid_cursor", message: "a checkpoint id, 0 or more"))
+            }
+        }
+        var limit = 100
+        if let text = request.uri.queryParameters["limit"] {
+            if let value = Int(text), (1...1000).contains(value) { limit = value } else {
+                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
+            }
+        }
+        if !fields.isEmpty { throw Problem(DomainError.invalid(fields)) }
+        let kept = try await store.checkpoints(after: after, limit: limit).map { CheckpointResource(id: $0.id, $0.checkpoint) }
+        return Page(data: kept, nextCursor: kept.count == limit ? kept.last.map { String($0.id) } : nil)
     }
 
     @Sendable func page(_ request: Request, context: Context) async throws -> Page<EventResource> {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import EventStore
 import Foundation
 import Marketplace
@@ -8,28 +9,108 @@ import Projections
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Read the tamper-evident history.", subcommands: [Bids.self, Verify.self, Money.self])
+        abstract: "Read the tamper-evident history.", subcommands: [Bids.self, Verify.self, Checkpoint.self, PublicKey.self, Money.self])
 
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Recompute the hash chains; name the first altered, removed or reordered event (exit 1).")
+            abstract: "Recompute the hash chains; name the first altered, removed or reordered event (exit 1).",
+            discussion: """
+                Reads one snapshot of the log, so appends committing meanwhile are never taken for tampering.
+                With --checkpoint FILE (from `lender audit checkpoint`), also checks the checkpoint's signature \
+                and that the log still reaches its position with the same stream heads: a log cut short or \
+                rewritten before it is named. The public key is --public-key FILE, else the one of \
+                AUDIT_SIGNING_KEY_FILE.
+                """)
 
         @OptionGroup var database: DatabaseOptions
         @Option(help: "Check one stream only, like item-<id>.") var stream: String?
+        @Option(help: "A checkpoint file the log must still extend.") var checkpoint: String?
+        @Option(help: "The signer's public key (base64, as `lender audit public-key` prints it).") var publicKey: String?
+
+        func validate() throws {
+            if stream != nil, checkpoint != nil { throw ValidationError("--checkpoint covers the whole log, not --stream.") }
+            if publicKey != nil, checkpoint == nil { throw ValidationError("--public-key goes with --checkpoint.") }
+        }
 
         func run() async throws {
             let logger = Logs.bootstrap()
+            let signed = try checkpoint.map(readCheckpoint)
             let found = try await database.withPool(logger: logger) { pool in
-                try await EventStore(pool: pool, logger: logger).verify(stream: stream.map(StreamID.init(rawValue:)))
+                try await EventStore(pool: pool, logger: logger).verify(
+                    stream: stream.map(StreamID.init(rawValue:)), checkpoint: signed)
             }
             guard let found else {
-                print(stream.map { "The stream \($0) is intact." } ?? "The log is intact: every chain and position checks out.")
+                if let signed {
+                    print("The log is intact and extends the checkpoint at position \(signed.position), signed at \(signed.signedAt).")
+                } else {
+                    print(stream.map { "The stream \($0) is intact." } ?? "The log is intact: every chain and position checks out.")
+                }
                 return
             }
             print("BROKEN: \(found.kind.rawValue) at position \(found.position)"
                 + (found.streamID.map { " (stream \($0), version \(found.streamVersion ?? 0))" } ?? ""))
             print(found.message)
             throw ExitCode(1)
+        }
+
+        /// The checkpoint, refused unless the trusted key signed it.
+        private func readCheckpoint(_ path: String) throws -> LogCheckpoint {
+            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("Cannot read \(path).") }
+            guard let checkpoint = try? JSONDecoder().decode(LogCheckpoint.self, from: data) else {
+                throw ValidationError("\(path) is not a checkpoint of `lender audit checkpoint`.")
+            }
+            let key = try publicKey.map { try LogCheckpoint.publicKey(base64: try AuditKeys.read($0)) }
+                ?? AuditKeys.signingKey().publicKey
+            guard checkpoint.isSigned(by: key) else {
+                print("BROKEN: the checkpoint \(path) is not signed by the key \(key.rawRepresentation.base64EncodedString()):")
+                print("its signature does not match its statement (position \(checkpoint.position), signed at \(checkpoint.signedAt)).")
+                throw ExitCode(1)
+            }
+            return checkpoint
+        }
+    }
+
+    struct Checkpoint: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign the log's head and every stream's last hash (Ed25519, AUDIT_SIGNING_KEY_FILE); keep and print it.",
+            discussion: """
+                The checkpoint is printed (or written to --out) as JSON and kept in audit_checkpoints, outside \
+                the log, where auditors fetch it (GET /v1/audit/checkpoints). Keep copies where the operator \
+                cannot change them: `lender audit verify --checkpoint FILE` then proves the log still extends it.
+                """)
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Write the checkpoint to this file instead of standard output.") var out: String?
+
+        func run() async throws {
+            let logger = Logs.bootstrap()
+            let key = try AuditKeys.signingKey()
+            let checkpoint = try await database.withPool(logger: logger) { pool in
+                let store = EventStore(pool: pool, logger: logger)
+                let checkpoint = try await store.checkpoint(signingKey: key)
+                try await store.store(checkpoint)
+                return checkpoint
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let json = try encoder.encode(checkpoint) + Data("\n".utf8)
+            if let out {
+                guard FileManager.default.createFile(atPath: out, contents: json) else {
+                    throw CommandFailure("Cannot write \(out).")
+                }
+                print("Signed the log at position \(checkpoint.position) (\(checkpoint.streams) streams) into \(out).")
+            } else {
+                FileHandle.standardOutput.write(json)
+            }
+        }
+    }
+
+    struct PublicKey: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "public-key", abstract: "Print the public key of AUDIT_SIGNING_KEY_FILE, for auditors (base64).")
+
+        func run() throws {
+            print(try AuditKeys.signingKey().publicKey.rawRepresentation.base64EncodedString())
         }
     }
 
@@ -105,6 +186,28 @@ struct Audit: AsyncParsableCommand {
             }
             if entries.isEmpty { print("(no bid events)") }
         }
+    }
+}
+
+/// The audit signing key: the file `AUDIT_SIGNING_KEY_FILE` names, else the checkout's
+/// `.local/audit-signing-key` (which `scripts/serve` generates).
+enum AuditKeys {
+    static func signingKey() throws -> Curve25519.Signing.PrivateKey {
+        let path = ProcessInfo.processInfo.environment["AUDIT_SIGNING_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? Checkout.find(".local/audit-signing-key")
+        guard let path else {
+            throw ValidationError("No audit signing key: set AUDIT_SIGNING_KEY_FILE (scripts/serve generates .local/audit-signing-key).")
+        }
+        do {
+            return try LogCheckpoint.signingKey(base64: try read(path))
+        } catch let error as CheckpointKeyError {
+            throw ValidationError("AUDIT_SIGNING_KEY_FILE \(path): \(error)")
+        }
+    }
+
+    static func read(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("Cannot read \(path).") }
+        return String(decoding: data, as: UTF8.self)
     }
 }
 

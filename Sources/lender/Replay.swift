@@ -58,9 +58,8 @@ struct Replay: AsyncParsableCommand {
             let schema = ViewRebuilder.temporarySchema()
             try await rebuilder.createSchema(schema)
             do {
-                var built = try await rebuilder.build(schema, after: 0, progress: progress.report)
-                // Catch up with what was appended during the long build, so the locked part is short.
-                built = try await rebuilder.build(schema, after: built)
+                // The long build; the swap and the comparison catch up with what was appended meanwhile.
+                let built = try await rebuilder.build(schema, after: 0, progress: progress.report)
                 progress.finish()
                 if verify {
                     let (position, differences) = try await rebuilder.compare(schema, builtTo: built)

@@ -35,6 +35,7 @@ struct Serve: AsyncParsableCommand {
                 "LENDER_FAILPOINTS names unknown points: \(Failpoints.unknown.joined(separator: ", ")) (known: "
                     + Failpoints.Point.allCases.map(\.rawValue).joined(separator: ", ") + ").")
         }
+        let auditCheckpoints = try auditCheckpointSchedule(environment)
         let migrator = try database.migrator(logger: logger)
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
@@ -53,8 +54,20 @@ struct Serve: AsyncParsableCommand {
         }
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
-            payments: payments, bcryptCost: bcryptCost, readPool: readPool)
+            payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints)
         try await application.runService()
+    }
+
+    /// `AUDIT_CHECKPOINT_EVERY` (seconds, or a number with s, m or h): sign a checkpoint that
+    /// often, with the key of `AUDIT_SIGNING_KEY_FILE`. Unset: only `lender audit checkpoint` signs.
+    private func auditCheckpointSchedule(_ environment: [String: String]) throws -> AuditCheckpointSchedule? {
+        guard let text = environment["AUDIT_CHECKPOINT_EVERY"], !text.isEmpty else { return nil }
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
+        let unit = text.last.flatMap { units[$0] }
+        guard let count = Int(unit == nil ? text : String(text.dropLast())), count > 0, count <= 86_400 * 366 else {
+            throw ValidationError("AUDIT_CHECKPOINT_EVERY takes seconds, or a number with s, m or h (like 1h).")
+        }
+        return AuditCheckpointSchedule(signingKey: try AuditKeys.signingKey(), interval: .seconds(count * (unit ?? 1)))
     }
 
     /// The processor (`PAYMENT_PROCESSOR`, `sandbox` by default) and the card fingerprint key:

@@ -9,8 +9,20 @@ struct IntegrityTests {
     @Test func theServerRoleCannotRewriteTheLog() async throws {
         try await withStore { store, _ in
             try await store.append(to: "item-1", expectedVersion: .noStream, events: [event()])
+            // Nothing but append_batch may write the log, the stream heads or the log head: not
+            // an INSERT around it, not a rewound head, not a forged stream version.
             for statement: PostgresQuery in [
                 "UPDATE events SET type = 'Forged'", "DELETE FROM events", "TRUNCATE events",
+                """
+                INSERT INTO events (position, stream_id, stream_version, type, schema_version, data, metadata,
+                                    recorded_at, previous_hash, hash)
+                VALUES (2, 'item-9', 1, 'Forged', 1, '{}', '{}', now(), '\\x00', '\\x00')
+                """,
+                "UPDATE log_head SET position = 0", "DELETE FROM log_head", "INSERT INTO log_head (id, position) VALUES (false, 0)",
+                "SELECT FROM log_head FOR UPDATE", "SELECT FROM log_head FOR SHARE",
+                "UPDATE streams SET version = 0", "DELETE FROM streams",
+                "INSERT INTO streams (stream_id, version, last_position, last_hash) VALUES ('item-9', 1, 2, '\\x00')",
+                "TRUNCATE streams", "SELECT FROM streams FOR UPDATE",
             ] {
                 let error = try await #require(throws: PostgresError.self) {
                     try await store.pool.withTransaction { connection in
@@ -20,13 +32,16 @@ struct IntegrityTests {
                 }
                 #expect(error.sqlState == SQLState.insufficientPrivilege, "\(statement.sql)")
             }
-            // It may still read and append.
+            // It may still read, append, and spend a key on a command that decided nothing.
             try await store.pool.withTransaction { connection in
                 try await connection.query("SET LOCAL ROLE lender_app")
                 try await connection.query(
                     "SELECT * FROM append_batch(\(JSONB(text: #"[{"streams":[{"streamId":"item-2","expected":"none","events":[{"type":"T","schemaVersion":1,"data":{}}]}],"metadata":{}}]"#)))")
+                try await connection.query("SELECT record_unchanged('actor', 'key', 'digest', NULL)")
+                try await connection.query("SELECT count(*) FROM events, streams, log_head")
             }
             #expect(try await store.headPosition() == 2)
+            #expect(try await store.verify() == nil)
         }
     }
 
