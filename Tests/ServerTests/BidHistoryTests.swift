@@ -105,12 +105,15 @@ struct AuditVerifyTests {
 }
 
 /// Runs the built `lender` executable against `database` and returns what it printed.
-func runLender(_ arguments: [String], database: PostgresConfiguration, expectedStatus: Int32 = 0) throws -> String {
+func runLender(
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:]
+) throws -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let process = Process()
     process.executableURL = root.appendingPathComponent(".build/debug/lender")
-    process.arguments = arguments + ["--database-url", database.connectionString]
+    process.arguments = arguments + (database.map { ["--database-url", $0.connectionString] } ?? [])
     process.environment = ["LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? ""]
+        .merging(environment) { $1 }
     let output = Pipe()
     process.standardOutput = output
     try process.run()
@@ -118,4 +121,19 @@ func runLender(_ arguments: [String], database: PostgresConfiguration, expectedS
     process.waitUntilExit()
     #expect(process.terminationStatus == expectedStatus)
     return String(decoding: data, as: UTF8.self)
+}
+
+/// `runLender` on a thread of its own, not one of the few the concurrency pool has: for a run
+/// that may wait on the test itself (a lock the test holds), which must not stall its tasks.
+func runLenderAside(
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:]
+) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(
+                with: Result {
+                    try runLender(arguments, database: database, expectedStatus: expectedStatus, environment: environment)
+                })
+        }
+    }
 }
