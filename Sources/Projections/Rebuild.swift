@@ -176,19 +176,22 @@ public struct ViewRebuilder: Sendable {
     /// final step: `schema` is caught up outside any lock until it trails the log by at most
     /// `closeEnough` events; then, under the log head's lock, the last few events are applied,
     /// the live tables locked (waiting at most `lockWait` for readers; else everything is
-    /// rolled back, and caught up and tried again), moved out, and the rebuilt ones moved in,
+    /// rolled back, appends go on for `pause`, and it is caught up and tried again, for up to
+    /// `patience` in all), moved out, and the rebuilt ones moved in,
     /// in one transaction. Readers wait for the moment of the swap and never see a half-built
     /// view; appends wait and then write to the new tables. Returns the position the views
     /// stand at.
     public func swapIn(
         _ schema: String, builtTo position: Int64, closeEnough: Int64 = 500, lockWait: Duration = .milliseconds(100),
-        attempts: Int = 20
+        pause: Duration = .milliseconds(250), patience: Duration = .seconds(120)
     ) async throws -> Int64 {
         let tables = tables
         let projections = projections
         let retired = "\(schema)_retired"
         var built = position
         var attempt = 0
+        let clock = ContinuousClock()
+        let started = clock.now
         while true {
             attempt += 1
             built = try await catchUp(schema, from: built, closeEnough: closeEnough)
@@ -226,8 +229,9 @@ public struct ViewRebuilder: Sendable {
             } catch let error as PostgresError where error.sqlState == "55P03" {
                 // lock_not_available: a reader held a live view (or an append the head) longer
                 // than `lockWait`. All rolled back, appends go on; catch up and try again.
-                guard attempt < attempts else { throw RebuildError.swapBlocked(attempts: attempts) }
+                guard clock.now - started < patience else { throw RebuildError.swapBlocked(attempts: attempt) }
                 logger.info("the live views were busy; trying the swap again", metadata: ["attempt": "\(attempt)"])
+                try await Task.sleep(for: pause)
                 continue
             }
             _ = try await pool.query("DROP SCHEMA \(unsafeRaw: retired) CASCADE")

@@ -214,6 +214,8 @@ struct MaintenanceTests {
                 let started = clock.now
                 while !waiting, clock.now - started < .seconds(60) {
                     try await Task.sleep(for: .milliseconds(20))
+                    // pg_stat_activity is read once a transaction unless its snapshot is cleared.
+                    try await connection.query("SELECT pg_stat_clear_snapshot()")
                     waiting = try await connection.query(
                         """
                         SELECT count(*) > 0 AS w FROM pg_stat_activity
