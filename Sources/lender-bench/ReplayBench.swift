@@ -5,6 +5,7 @@ import Logging
 import Marketplace
 import Postgres
 import Projections
+import Synchronization
 
 /// Loads a generated marketplace history, then rebuilds every view from it and times that.
 struct ReplayBench: AsyncParsableCommand {
@@ -40,10 +41,96 @@ struct ReplayBench: AsyncParsableCommand {
             let started = clock.now
             let built = try await rebuilder.build(schema, after: 0)
             let seconds = (clock.now - started).milliseconds / 1000
-            try await rebuilder.dropSchema(schema)
-            return ReplayFigures(events: built, seconds: seconds, throughput: Double(built) / seconds, head: head)
+            var figures = ReplayFigures(events: built, seconds: seconds, throughput: Double(built) / seconds, head: head)
+            try await maintenance(pool, configuration, logger, rebuilt: schema, builtTo: built, into: &figures)
+            return figures
         }
         try printFigures(figures)
+    }
+
+    /// Maintenance while writers append: the swap of the rebuilt views (appends blocked at
+    /// most how long), a quiet spell for comparison, then `replay --verify` (a fresh rebuild
+    /// and its comparison with the live views) and the appends' latency meanwhile.
+    func maintenance(
+        _ pool: PostgresPool, _ configuration: PostgresConfiguration, _ logger: Logger, rebuilt schema: String,
+        builtTo built: Int64, into figures: inout ReplayFigures
+    ) async throws {
+        let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: logger)
+        let streams = try await pool.query("SELECT stream_id FROM streams WHERE stream_id LIKE 'user-%' LIMIT 256")
+            .map { StreamID(rawValue: try $0.decode(0)) }
+        try await PostgresPool.with(configuration: configuration, options: .init(size: 4), logger: logger) { writersPool in
+            let store = EventStore(pool: writersPool, logger: logger, projections: ViewGroup.all.flatMap(\.projections))
+            let swap = try await AppendProbe.during(store, streams) { try await rebuilder.swapIn(schema, builtTo: built) }
+            figures.swapSeconds = swap.seconds
+            figures.appendBlockedDuringSwapMs = swap.latencies.last ?? 0
+            figures.appendP99DuringSwapMs = swap.latencies.percentile(0.99)
+            figures.appendsPerSecondDuringSwap = Double(swap.latencies.count) / swap.seconds
+
+            let quiet = try await AppendProbe.during(store, streams) { try await Task.sleep(for: .seconds(5)) }
+            figures.appendP50QuietMs = quiet.latencies.percentile(0.50)
+            figures.appendP99QuietMs = quiet.latencies.percentile(0.99)
+            figures.appendsPerSecondQuiet = Double(quiet.latencies.count) / quiet.seconds
+
+            let verifying = "bench_verify"
+            try await rebuilder.dropSchema(verifying)
+            try await rebuilder.createSchema(verifying)
+            let verify = try await AppendProbe.during(store, streams) {
+                let built = try await rebuilder.build(verifying, after: 0)
+                return try await rebuilder.compare(verifying, builtTo: built).differences.count
+            }
+            try await rebuilder.dropSchema(verifying)
+            figures.verifySeconds = verify.seconds
+            figures.verifyDifferences = verify.result
+            figures.appendP50DuringVerifyMs = verify.latencies.percentile(0.50)
+            figures.appendP90DuringVerifyMs = verify.latencies.percentile(0.90)
+            figures.appendP99DuringVerifyMs = verify.latencies.percentile(0.99)
+            figures.appendsPerSecondDuringVerify = Double(verify.latencies.count) / verify.seconds
+        }
+    }
+}
+
+/// Writers appending one small event at a time (a profile update, through the inline views)
+/// while `body` runs: each append's latency, sorted, and how long `body` took.
+enum AppendProbe {
+    static func during<T: Sendable>(
+        _ store: EventStore, _ streams: [StreamID], writers: Int = 4, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> (result: T, latencies: [Double], seconds: Double) {
+        let event = try DomainCodec.user.encode(.profileUpdated(ProfileUpdated(defaultShareCents: 5000)))
+        let running = Running()
+        let clock = ContinuousClock()
+        return try await withThrowingTaskGroup(of: [Double].self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    var latencies = [Double]()
+                    var index = writer
+                    while running.isOn {
+                        let begin = clock.now
+                        try await store.append(to: streams[index % streams.count], expectedVersion: .any, events: [event])
+                        latencies.append((clock.now - begin).milliseconds)
+                        index += writers
+                    }
+                    return latencies
+                }
+            }
+            let started = clock.now
+            let result: T
+            do {
+                result = try await body()
+            } catch {
+                running.stop()
+                throw error
+            }
+            let seconds = (clock.now - started).milliseconds / 1000
+            running.stop()
+            let latencies = try await group.reduce(into: [Double]()) { $0 += $1 }.sorted()
+            return (result, latencies, seconds)
+        }
+    }
+
+    final class Running: Sendable {
+        private let on = Atomic(true)
+        var isOn: Bool { on.load(ordering: .relaxed) }
+        func stop() { on.store(false, ordering: .relaxed) }
     }
 }
 
@@ -52,6 +139,20 @@ struct ReplayFigures: Codable {
     var seconds: Double
     var throughput: Double
     var head: Int64
+    var swapSeconds = 0.0
+    /// The longest an append waited while the rebuilt views were swapped in.
+    var appendBlockedDuringSwapMs = 0.0
+    var appendP99DuringSwapMs = 0.0
+    var appendsPerSecondDuringSwap = 0.0
+    var appendP50QuietMs = 0.0
+    var appendP99QuietMs = 0.0
+    var appendsPerSecondQuiet = 0.0
+    var verifySeconds = 0.0
+    var verifyDifferences = 0
+    var appendP50DuringVerifyMs = 0.0
+    var appendP90DuringVerifyMs = 0.0
+    var appendP99DuringVerifyMs = 0.0
+    var appendsPerSecondDuringVerify = 0.0
 }
 
 /// A plausible marketplace, round by round: new users with cards and deposits, rentals and
