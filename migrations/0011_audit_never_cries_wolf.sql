@@ -4,14 +4,20 @@
 -- `now()`, the transaction's start, taken before the head's lock, so a batch that waited
 -- at the lock could be stamped before the one it followed, and `replay --until TIME` could
 -- cut at the wrong place. Events already written keep their times (they are hashed).
+-- Times were out of order by a lock wait at most, so the last 100,000 positions hold the
+-- latest one (read through the primary key, not a scan of the log).
 ALTER TABLE log_head ADD COLUMN recorded_at timestamptz NOT NULL DEFAULT '-infinity';
-UPDATE log_head SET recorded_at = coalesce((SELECT max(recorded_at) FROM events), '-infinity');
+UPDATE log_head h SET recorded_at = coalesce(
+    (SELECT max(e.recorded_at) FROM events e WHERE e.position > h.position - 100000), '-infinity');
 
 -- append_batch as in 0001, with two changes: it runs as its owner (SECURITY DEFINER), the
 -- one way the server's role can write the log, the stream heads and the log head; and an
 -- event's time is taken under the head's lock and never goes back (see above). The search
 -- path is pinned, as a SECURITY DEFINER function's must be, so no caller's schema can
--- stand in for the log's tables.
+-- stand in for the log's tables; and nobody but the owner may create objects in `public`
+-- (PostgreSQL 15's default, not older clusters'), where a function of the caller's, an
+-- exact match for one append_batch calls, would otherwise run as the owner.
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 CREATE OR REPLACE FUNCTION append_batch(requests jsonb)
 RETURNS TABLE (request_index integer, outcome text, positions bigint[], versions bigint[],
                conflict_stream text, actual bigint, response jsonb, appended_at timestamptz)

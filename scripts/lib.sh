@@ -144,10 +144,15 @@ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_OWNER') \gexec
 SELECT 'CREATE ROLE lender_app NOLOGIN'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lender_app') \gexec
 GRANT lender_app TO $DB_OWNER;
+SELECT 'CREATE ROLE lender_server LOGIN'
+WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lender_server') \gexec
+GRANT lender_app TO lender_server;
 SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_OWNER'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME') \gexec
 SQL
     echo "postgresql://$DB_OWNER@127.0.0.1:$port/$DB_NAME" >"$LOCAL/database-url"
+    # What the server logs in as: a member of lender_app, not the owner (docs/OPERATIONS.md).
+    echo "postgresql://lender_server@127.0.0.1:$port/$DB_NAME" >"$LOCAL/server-database-url"
 }
 
 # Everything up to a migrated-ready database; exports DATABASE_URL and LENDER_ADMIN_URL.

@@ -71,7 +71,7 @@ public struct LogCheckpoint: Codable, Sendable, Hashable {
     /// A signing key from the text of `AUDIT_SIGNING_KEY_FILE`: base64 of 32 random bytes.
     public static func signingKey(base64 text: String) throws -> Curve25519.Signing.PrivateKey {
         guard let raw = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), raw.count == 32 else {
-            throw CheckpointKeyError("an audit signing key is base64 of 32 bytes (head -c 32 /dev/urandom | base64)")
+            throw CheckpointError("an audit signing key is base64 of 32 bytes (head -c 32 /dev/urandom | base64)")
         }
         return try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
     }
@@ -79,13 +79,13 @@ public struct LogCheckpoint: Codable, Sendable, Hashable {
     /// A public key as `lender audit public-key` prints it: base64 of its 32 bytes.
     public static func publicKey(base64 text: String) throws -> Curve25519.Signing.PublicKey {
         guard let raw = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), raw.count == 32 else {
-            throw CheckpointKeyError("a public key is base64 of 32 bytes, as `lender audit public-key` prints it")
+            throw CheckpointError("a public key is base64 of 32 bytes, as `lender audit public-key` prints it")
         }
         return try Curve25519.Signing.PublicKey(rawRepresentation: raw)
     }
 }
 
-public struct CheckpointKeyError: Error, CustomStringConvertible {
+public struct CheckpointError: Error, CustomStringConvertible {
     public var description: String
     init(_ description: String) { self.description = description }
 }
@@ -97,6 +97,18 @@ extension EventStore {
             try await connection.withBlockingSession { session in
                 try session.withTransaction(.readOnlySnapshot) { session in
                     let position = try session.query("SELECT position FROM log_head").single().decode(0, as: Int64.self)
+                    // Sign only heads that their events bear out: a `streams` table out of step
+                    // with the log would be signed, and later read as a rewrite.
+                    let astray = try session.query(
+                        """
+                        SELECT s.stream_id FROM streams s LEFT JOIN events e ON e.position = s.last_position
+                        WHERE e.stream_id IS DISTINCT FROM s.stream_id OR e.stream_version IS DISTINCT FROM s.version
+                           OR e.hash IS DISTINCT FROM s.last_hash
+                        LIMIT 1
+                        """)
+                    if let stream = try astray.first?.decode(0, as: String.self) {
+                        throw CheckpointError("the head of stream \(stream) does not match its last event: run `lender audit verify`")
+                    }
                     let streams = try session.query("SELECT stream_id, version, last_hash FROM streams").map { row in
                         (id: StreamID(rawValue: try row.decode(0)), version: try row.decode(1, as: Int.self),
                          hash: try row.decode(2, as: Data.self))

@@ -39,10 +39,13 @@ extension EventStore {
     public func verify(stream: StreamID? = nil, checkpoint: LogCheckpoint? = nil, pageSize: Int = 5000) async throws
         -> ChainBreak?
     {
-        try await pool.withConnection { connection in
+        if stream != nil, checkpoint != nil {
+            throw CheckpointError("a checkpoint covers the whole log: verify it without a stream")
+        }
+        return try await pool.withConnection { connection in
             try await connection.withBlockingSession { session in
                 try session.withTransaction(.readOnlySnapshot) { session in
-                    var walk = ChainWalk(stream: stream, checkpoint: stream == nil ? checkpoint : nil)
+                    var walk = ChainWalk(stream: stream, checkpoint: checkpoint)
                     return try walk.run(&session, pageSize: pageSize)
                 }
             }
@@ -68,6 +71,7 @@ private struct CanonicalEvent {
     var previousHash: Data
     var hash: Data
     var recomputedHash: Data
+    var streamKey: Data { Data(streamID.rawValue.utf8) }
 
     init(_ row: PostgresRow) throws {
         position = try row.decode(0)
@@ -97,7 +101,9 @@ private struct CanonicalEvent {
 private struct ChainWalk {
     let stream: StreamID?
     let checkpoint: LogCheckpoint?
-    var heads = [StreamID: (version: Int, hash: Data, position: Int64)]()
+    /// Keyed by the id's bytes, as PostgreSQL tells streams apart (a Swift `String` key would
+    /// merge two ids that are canonically equivalent Unicode but different bytes).
+    var heads = [Data: (version: Int, hash: Data, position: Int64)]()
     var lastPosition: Int64 = 0
     var lastVersion = 0
     /// The streams' heads as they stood at the checkpoint's position, once the walk passed it.
@@ -142,7 +148,7 @@ private struct ChainWalk {
                 kind: .missing, position: lastPosition + 1, streamID: nil, streamVersion: nil,
                 message: "no event at position \(lastPosition + 1); the next is \(event.position)")
         }
-        let head = heads[event.streamID] ?? (0, EventStore.genesisHash, 0)
+        let head = heads[event.streamKey] ?? (0, EventStore.genesisHash, 0)
         if event.streamVersion > head.version + 1 {
             // The skipped version may stand later in the log (moved), or nowhere (removed).
             let skipped = try session.query(
@@ -169,11 +175,12 @@ private struct ChainWalk {
         if event.recomputedHash != event.hash {
             return event.break(.altered, "its content does not match its hash")
         }
-        heads[event.streamID] = (event.streamVersion, event.hash, event.position)
+        heads[event.streamKey] = (event.streamVersion, event.hash, event.position)
         lastPosition = event.position
         lastVersion = event.streamVersion
         if event.position == checkpoint?.position {
-            atCheckpoint = LogCheckpoint.digest(heads.map { (id: $0.key, version: $0.value.version, hash: $0.value.hash) })
+            atCheckpoint = LogCheckpoint.digest(
+                heads.map { (id: StreamID(rawValue: String(decoding: $0.key, as: UTF8.self)), version: $0.value.version, hash: $0.value.hash) })
         }
         return nil
     }
@@ -200,7 +207,7 @@ private struct ChainWalk {
             let id = StreamID(rawValue: try row.decode("stream_id"))
             let version = try row.decode("version", as: Int.self)
             let recordedHash = try row.decode("last_hash", as: Data.self)
-            let seen = heads[id]
+            let seen = heads[Data(id.rawValue.utf8)]
             if seen?.version != version || seen?.hash != recordedHash {
                 return ChainBreak(
                     kind: .missing, position: try row.decode("last_position"), streamID: id, streamVersion: version,

@@ -205,6 +205,9 @@ public struct ViewRebuilder: Sendable {
                             _ = try session.query("SELECT set_config('lock_timeout', \(lockTimeout), true)")
                             let head = try session.query("SELECT position FROM log_head FOR UPDATE").single()
                                 .decode("position", as: Int64.self)
+                            // A burst since the catch-up: let it go and catch up again, rather
+                            // than apply it while every append waits.
+                            guard head - from <= 2 * closeEnough else { throw SwapDeferred() }
                             var done = from
                             while done < head {
                                 done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
@@ -226,9 +229,10 @@ public struct ViewRebuilder: Sendable {
                         }
                     }
                 }
-            } catch let error as PostgresError where error.sqlState == "55P03" {
+            } catch let error where (error as? PostgresError)?.sqlState == "55P03" || error is SwapDeferred {
                 // lock_not_available: a reader held a live view (or an append the head) longer
-                // than `lockWait`. All rolled back, appends go on; catch up and try again.
+                // than `lockWait`; or the log ran ahead. All rolled back, appends go on; catch
+                // up and try again.
                 guard clock.now - started < patience else { throw RebuildError.swapBlocked(attempts: attempt) }
                 logger.info("the live views were busy; trying the swap again", metadata: ["attempt": "\(attempt)"])
                 try await Task.sleep(for: pause)
@@ -239,6 +243,8 @@ public struct ViewRebuilder: Sendable {
             return swapped
         }
     }
+
+    private struct SwapDeferred: Error {}
 
     /// Builds `schema` on, outside any lock, until it trails the head by at most `closeEnough`
     /// events (or stops gaining on it); returns the position it reached.

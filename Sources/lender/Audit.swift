@@ -200,7 +200,7 @@ enum AuditKeys {
         }
         do {
             return try LogCheckpoint.signingKey(base64: try read(path))
-        } catch let error as CheckpointKeyError {
+        } catch let error as CheckpointError {
             throw ValidationError("AUDIT_SIGNING_KEY_FILE \(path): \(error)")
         }
     }

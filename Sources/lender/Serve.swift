@@ -8,7 +8,7 @@ import Server
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, READ_DATABASE_URL, LOG_LEVEL from the environment).")
+        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, SERVER_DATABASE_URL, READ_DATABASE_URL, LOG_LEVEL from the environment).")
 
     @OptionGroup var database: DatabaseOptions
 
@@ -40,8 +40,13 @@ struct Serve: AsyncParsableCommand {
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
 
-        // The server runs as a role that may read and append to the log, never rewrite it.
+        // The server runs as a role that may read and append to the log, never rewrite it: on
+        // the owner's connections with SET ROLE, or, with SERVER_DATABASE_URL, logged in as a
+        // role that is not the owner at all, so that no RESET ROLE can give the owner back.
         var configuration = owner
+        if let url = environment["SERVER_DATABASE_URL"], !url.isEmpty {
+            configuration = try PostgresConfiguration(url)
+        }
         let role = environment["DATABASE_ROLE"] ?? "lender_app"
         configuration.role = role.isEmpty ? nil : role
         let pool = PostgresPool(configuration: configuration, options: .init(size: size), logger: logger)

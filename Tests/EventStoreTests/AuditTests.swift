@@ -152,27 +152,58 @@ struct AuditTests {
         }
     }
 
-    @Test func aLastEventRewrittenWithItsHashRecomputedIsCaughtByTheCheckpoint() async throws {
+    @Test func anEventRewrittenMidChainWithEveryLaterHashRecomputedIsCaughtByTheCheckpoint() async throws {
         try await withStore { store, configuration in
             try await IntegrityTests().seed(store)
             let checkpoint = try await store.checkpoint(signingKey: key)
-            // Position 10 is the last event of item-0: rewrite it and recompute its hash and its
-            // stream's head, as append_batch would have.
-            let forged = #"{"n": 900}"#
+            // Position 4 is item-0's version 2 of 4: rewrite it, then recompute the stream's
+            // chain from there on and its head, as append_batch would have.
             try await IntegrityTests().tamper(
                 configuration,
+                "UPDATE events SET data = '{\"n\": 900}' WHERE position = 4",
                 """
-                UPDATE events SET data = \(JSONB(text: forged)), hash = sha256(previous_hash || convert_to(
-                    position::text || E'\\n' || stream_id || E'\\n' || stream_version::text || E'\\n' || type || E'\\n'
-                    || schema_version::text || E'\\n' || \(JSONB(text: forged))::jsonb::text || E'\\n' || metadata::text || E'\\n'
-                    || to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'UTF8'))
-                WHERE position = 10
+                WITH RECURSIVE chain (position, version, previous, hash) AS (
+                    SELECT position, stream_version, previous_hash, hash FROM events
+                    WHERE stream_id = 'item-0' AND stream_version = 1
+                  UNION ALL
+                    SELECT e.position, e.stream_version, c.hash, sha256(c.hash || convert_to(
+                        e.position::text || E'\\n' || e.stream_id || E'\\n' || e.stream_version::text || E'\\n' || e.type
+                        || E'\\n' || e.schema_version::text || E'\\n' || e.data::text || E'\\n' || e.metadata::text || E'\\n'
+                        || to_char(e.recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'UTF8'))
+                    FROM events e JOIN chain c ON e.stream_id = 'item-0' AND e.stream_version = c.version + 1
+                )
+                UPDATE events e SET previous_hash = c.previous, hash = c.hash FROM chain c WHERE e.position = c.position
                 """,
-                "UPDATE streams s SET last_hash = e.hash FROM events e WHERE e.position = 10 AND s.stream_id = e.stream_id")
+                "UPDATE streams s SET last_hash = e.hash FROM events e WHERE e.position = s.last_position")
             #expect(try await store.verify() == nil, "the chain itself is consistent again")
             let found = try #require(try await store.verify(checkpoint: checkpoint))
             #expect(found.kind == .altered)
-            #expect(found.position == 10)
+            #expect(found.position == 10, "named at the checkpoint's position: the digest says no more")
+            #expect(found.message.contains("rewritten"), "\(found)")
+        }
+    }
+
+    @Test func aCheckpointOfTheEmptyLogHoldsAsTheLogGrows() async throws {
+        try await withStore { store, _ in
+            let empty = try await store.checkpoint(signingKey: key)
+            #expect(empty.position == 0)
+            #expect(empty.streams == 0)
+            #expect(try await store.verify(checkpoint: empty) == nil)
+            try await store.append(to: "item-1", expectedVersion: .noStream, events: [event()])
+            #expect(try await store.verify(checkpoint: empty) == nil)
+            await #expect(throws: CheckpointError.self) { try await store.verify(stream: "item-1", checkpoint: empty) }
+        }
+    }
+
+    @Test func streamIdsThatAreEquivalentUnicodeButOtherBytesAreTwoStreams() async throws {
+        try await withStore { store, _ in
+            // "café" composed and decomposed: equal as Swift strings, two streams to PostgreSQL.
+            try await store.append(to: StreamID(rawValue: "item-caf\u{e9}"), expectedVersion: .noStream, events: [event()])
+            try await store.append(to: StreamID(rawValue: "item-cafe\u{301}"), expectedVersion: .noStream, events: [event()])
+            #expect(try await store.verify() == nil)
+            let checkpoint = try await store.checkpoint(signingKey: key)
+            #expect(checkpoint.streams == 2)
+            #expect(try await store.verify(checkpoint: checkpoint) == nil)
         }
     }
 }

@@ -240,3 +240,49 @@ struct MaintenanceTests {
         }
     }
 }
+
+@Suite("The server's login role")
+struct ServerLoginRoleTests {
+    /// Logged in as a member of lender_app that is not the owner, the server serves as before,
+    /// and nothing on its connections (not even RESET ROLE) can rewrite the log or rewind its head.
+    @Test func aServerLoggedInAsLenderServerServesAndCannotResetToTheOwner() async throws {
+        try await withServerDatabase { database, admin in
+            try await admin.query(
+                """
+                DO $$ BEGIN
+                    CREATE ROLE lender_server LOGIN;
+                EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+                END $$
+                """)
+            try await admin.query("GRANT lender_app TO lender_server")
+            let login = try PostgresConfiguration(
+                "host=\(database.host) port=\(database.port) dbname=\(database.database) user=lender_server")
+            let server = try await ServerProcess(database: database, environment: ["SERVER_DATABASE_URL": login.connectionString])
+            defer { server.kill(SIGTERM) }
+            let rita = try await server.user("rita")
+            let (posted, _) = try await server.request(
+                .post, "/v1/rentals",
+                json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 500, "location": ["lat": 27.7, "lng": 85.3]],
+                token: rita.token)
+            #expect(posted == 201)
+            let sessions = try await admin.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND usename = 'lender_server'"
+            ).single().decode("n", as: Int.self)
+            #expect(sessions > 0, "the server's pool logs in as lender_server")
+
+            try await TestDatabase.withPool(login, size: 1) { pool in
+                for statement: PostgresQuery in [
+                    "UPDATE log_head SET position = 0", "INSERT INTO events SELECT * FROM events LIMIT 1",
+                    "UPDATE streams SET version = 0", "ALTER TABLE events DISABLE TRIGGER USER",
+                ] {
+                    await #expect(throws: PostgresError.self, "\(statement.sql)") {
+                        try await pool.withTransaction { connection in
+                            try await connection.query("RESET ROLE")
+                            try await connection.query(statement)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
