@@ -138,6 +138,7 @@ let package = Package(
                 "Projections",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),

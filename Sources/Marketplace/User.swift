@@ -115,8 +115,10 @@ public enum UserDecider {
             validation.check(isValidHandle(handle), "handle", "invalid_handle", "3 to 32 of a-z, 0-9 and _")
             validation.add(displayNameProblems(displayName))
             validation.check(isValidEmail(email), "email", "invalid_email", "not a well-formed e-mail address")
+            // A control character (NUL above all: C strings end there) would make two passwords one.
             validation.check(
-                (10...128).contains(password.count), "password", "invalid_password", "10 to 128 characters")
+                (10...128).contains(password.count) && !password.unicodeScalars.contains(where: \.isControl),
+                "password", "invalid_password", "10 to 128 characters, none of them a control character")
             validation.add(countryProblems(country))
             try validation.throwIfInvalid()
             return [
@@ -248,4 +250,9 @@ public enum UserDecider {
 
 extension String {
     var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}
+
+extension Unicode.Scalar {
+    /// C0 and C1 control characters and DEL: never part of a name, a password or a query.
+    public var isControl: Bool { value < 0x20 || (0x7F...0x9F).contains(value) }
 }

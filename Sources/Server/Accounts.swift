@@ -14,22 +14,26 @@ public struct Session: Codable, Sendable, Equatable {
     public var userId: UserID
 }
 
-/// Registration, login, logout and token checks. Passwords are bcrypt-hashed off the event
-/// loops and off Swift's cooperative pool, and kept in `credentials`, never in the log.
+/// Registration, login, logout and token checks. Passwords are bcrypt-hashed through one
+/// bounded queue (`PasswordHasher`), and kept in `credentials`, never in the log.
 public struct Accounts: Sendable {
     public let pool: PostgresPool
     public let gateway: CommandGateway
-    /// 12 in production; tests use the minimum, 4, because bcrypt is slow on purpose.
-    public var bcryptCost: UInt8
+    /// bcrypt at 12 in production; tests use the minimum, 4, because bcrypt is slow on purpose.
+    public let passwords: PasswordHasher
     public var sessionLifetime: TimeInterval = 30 * 24 * 3600
 
     private let decoy: DecoyHash
 
     public init(pool: PostgresPool, gateway: CommandGateway, bcryptCost: UInt8 = 12) {
+        self.init(pool: pool, gateway: gateway, passwords: PasswordHasher(cost: bcryptCost))
+    }
+
+    public init(pool: PostgresPool, gateway: CommandGateway, passwords: PasswordHasher) {
         self.pool = pool
         self.gateway = gateway
-        self.bcryptCost = bcryptCost
-        self.decoy = DecoyHash(cost: bcryptCost)
+        self.passwords = passwords
+        self.decoy = DecoyHash(passwords)
     }
 
     public struct Registered: Sendable {
@@ -47,11 +51,14 @@ public struct Accounts: Sendable {
         let userID = UserID()
         let command = UserCommand.register(
             userID: userID, handle: handle, displayName: displayName, email: email, password: password, country: country)
-        // The domain's rules first, so a bad password is never hashed.
+        // The domain's rules first, and a taken handle, so that neither costs a hash. (The
+        // unique handle below still settles two registrations racing for one.)
         _ = try UserDecider.decide(command, UserDecider.initial)
+        guard try await pool.query("SELECT 1 FROM credentials WHERE handle = \(handle)").isEmpty else {
+            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+        }
 
-        let cost = bcryptCost
-        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        let hash = try await passwords.hash(password)
         do {
             let handled = try await gateway.handle(command, on: .user, id: userID, actor: userID, metadata: metadata) {
                 session in
@@ -70,50 +77,61 @@ public struct Accounts: Sendable {
         }
     }
 
-    /// A new session for the right handle and password; the same error for every wrong pair.
-    /// Failed logins that lock a handle, and a client address, for `loginWindow` seconds.
-    public var maxFailuresPerHandle = 5
+    /// Failed logins allowed within `loginWindow` seconds: for one handle from one address;
+    /// from one address, whatever the handles; and for one handle from every address at all.
+    /// A lock-out is aimed at a pair, so a stranger's five guesses do not lock the owner out
+    /// from their own address; only a spread attack (from more than ten addresses) locks a
+    /// handle for everyone, and it gets at most `maxFailuresPerHandle` guesses a window.
+    public var maxFailuresPerPair = 5
     public var maxFailuresPerAddress = 20
+    public var maxFailuresPerHandle = 50
     public var loginWindow = 15 * 60
 
-    /// Checks the password, after the rate limits: a handle or a client address with too many
-    /// recent failures gets 429 with `Retry-After`, before any bcrypt work is spent. The limits
-    /// live in the database, so several servers share them.
+    /// Checks the password, after the rate limits. Each attempt is counted as a failure
+    /// *before* bcrypt runs, under locks on its handle and address, so a parallel burst gets
+    /// no more checks than a sequence: the rest are 429 with `Retry-After`. A success takes
+    /// its handle's failures back. The limits live in the database, so servers share them.
     public func login(handle: String, password: String, address: String = "unknown") async throws -> Session {
-        try await checkLoginRate(handle: handle, address: address)
-        do {
-            let session = try await verifiedLogin(handle: handle, password: password)
-            try await pool.query("DELETE FROM login_failures WHERE handle = \(handle)")
-            return session
-        } catch let error as DomainError where error.code == "invalid_credentials" {
-            try await pool.query(
-                """
-                WITH expired AS (DELETE FROM login_failures WHERE at < now() - make_interval(secs => \(loginWindow)))
-                INSERT INTO login_failures (handle, address) VALUES (\(handle), \(address))
-                """)
-            throw error
-        }
+        try await reserveLoginAttempt(handle: handle, address: address)
+        let session = try await verifiedLogin(handle: handle, password: password)
+        try await pool.query("DELETE FROM login_failures WHERE handle = \(handle)")
+        return session
     }
 
-    private func checkLoginRate(handle: String, address: String) async throws {
-        let row = try await pool.query(
-            """
-            WITH recent AS (SELECT handle, address, at FROM login_failures
-                            WHERE at > now() - make_interval(secs => \(loginWindow))
-                              AND (handle = \(handle) OR address = \(address)))
-            SELECT (SELECT count(*) FROM recent WHERE handle = \(handle)) AS by_handle,
-                   (SELECT count(*) FROM recent WHERE address = \(address)) AS by_address,
-                   ceil(extract(epoch FROM (SELECT min(at) FROM recent) + make_interval(secs => \(loginWindow)) - now()))::int8 AS wait
-            """
-        ).single()
-        let byHandle: Int = try row.decode("by_handle")
-        let byAddress: Int = try row.decode("by_address")
-        guard byHandle < maxFailuresPerHandle, byAddress < maxFailuresPerAddress else {
-            let wait = max(1, try row.decode("wait", as: Int?.self) ?? loginWindow)
-            let what = byHandle >= maxFailuresPerHandle ? "for this handle" : "from this address"
-            throw Problem(
-                .tooManyRequests, code: "too_many_attempts",
-                detail: "Too many failed logins \(what); try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+    private func reserveLoginAttempt(handle: String, address: String) async throws {
+        // `reserve_login_attempt` (migration 0012) never waits for a lock: while another
+        // attempt on the same handle or address is being counted it answers `busy`, and this
+        // one tries again shortly, holding no connection meanwhile.
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while true {
+            let row = try await pool.query(
+                """
+                SELECT outcome, wait_seconds FROM reserve_login_attempt(
+                    \(handle), \(address), \(loginWindow)::int, \(maxFailuresPerPair)::int, \(maxFailuresPerAddress)::int,
+                    \(maxFailuresPerHandle)::int)
+                """
+            ).single()
+            let outcome: String = try row.decode("outcome")
+            let wait: Int = try row.decode("wait_seconds")
+            switch outcome {
+            case "reserved":
+                return
+            case "busy" where clock.now < deadline:
+                try await Task.sleep(for: .milliseconds(Int.random(in: 2...20)))
+                continue
+            default:
+                let what =
+                    switch outcome {
+                    case "limited_pair": "for this handle from this address"
+                    case "limited_address": "from this address"
+                    case "limited_handle": "for this handle"
+                    default: "at once for this handle"
+                    }
+                throw Problem(
+                    .tooManyRequests, code: "too_many_attempts",
+                    detail: "Too many failed logins \(what); try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+            }
         }
     }
 
@@ -123,7 +141,7 @@ public struct Accounts: Sendable {
         // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.
         let stored = try row?.decode("password_hash", as: String.self)
         let hash = if let stored { stored } else { try await decoy.value() }
-        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        let matches = try await passwords.verify(password, hash: hash)
         guard matches, let row else {
             throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
         }
@@ -175,15 +193,14 @@ public struct Accounts: Sendable {
 /// A valid bcrypt hash, at the accounts' cost, of nothing anyone types: checked for unknown
 /// handles. Made once, on first need, on the thread pool (bcrypt blocks on purpose).
 final class DecoyHash: Sendable {
-    private let cost: UInt8
+    private let passwords: PasswordHasher
     private let cached = Mutex<String?>(nil)
 
-    init(cost: UInt8) { self.cost = cost }
+    init(_ passwords: PasswordHasher) { self.passwords = passwords }
 
     func value() async throws -> String {
         if let hash = cached.withLock({ $0 }) { return hash }
-        let cost = cost
-        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(UUID().uuidString, cost: cost) }
+        let hash = try await passwords.hash(UUID().uuidString)
         cached.withLock { $0 = $0 ?? hash }
         return hash
     }

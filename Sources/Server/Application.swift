@@ -53,6 +53,7 @@ public func buildRouter(
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: UnexpectedErrorMiddleware())
+    router.add(middleware: QueryTextMiddleware())
     MetricsController(pool: accounts.pool).addRoutes(to: router)
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
     OpenAPIDocument.addRoute(to: router)

@@ -46,8 +46,8 @@ struct ListQuery {
         default: bad("sort", "invalid_sort", "newest or distance")
         }
         if let value = text("updatedSince") {
-            updatedSince = ISO8601DateFormatter().date(from: value)
-            if updatedSince == nil { bad("updatedSince", "invalid_time", "an RFC 3339 time") }
+            updatedSince = RFC3339.date(value)
+            if updatedSince == nil { bad("updatedSince", "invalid_time", "an RFC 3339 time, from 1900 to 2200") }
         }
         do { limit = try request.pageLimit() } catch { bad("limit", "out_of_range", "a number from 1 to 100") }
         do { cursor = try Cursor(query: text("cursor")) } catch {

@@ -45,7 +45,8 @@ struct Cursor: Codable, Sendable {
         guard let text, !text.isEmpty else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data)
+        guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
+            RFC3339.range.contains(cursor.at), cursor.km.map({ $0.isFinite && $0 >= 0 }) ?? true
         else {
             throw Problem(DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")]))
         }
@@ -83,5 +84,19 @@ extension Request {
             throw Problem(DomainError.invalid([FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100")]))
         }
         return limit
+    }
+}
+
+/// Times as clients send them: RFC 3339, with or without fractions of a second, from 1900 to
+/// 2200 (PostgreSQL refuses some years the formatter takes, such as year 0).
+enum RFC3339 {
+    static let range = Date(timeIntervalSince1970: -2_208_988_800)...Date(timeIntervalSince1970: 7_258_118_400)
+
+    static func date(_ text: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        guard let date = plain.date(from: text) ?? fractional.date(from: text), range.contains(date) else { return nil }
+        return date
     }
 }

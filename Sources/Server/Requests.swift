@@ -50,11 +50,30 @@ enum JSONShape {
     static let maxDepth = 32
     static let maxStringBytes = 20_000
 
-    /// An object or array being read, and for an object the keys seen so far.
+    /// An object or array being read, and for an object the keys seen so far and the last.
     private struct Container {
         var isObject: Bool
         var expectsKey = true
         var keys: Set<String> = []
+        var lastKey = ""
+    }
+
+    /// Where a value stands: its objects' keys, joined by dots (`location.place`).
+    private static func path(_ containers: [Container]) -> String {
+        containers.filter(\.isObject).map(\.lastKey).filter { !$0.isEmpty }.joined(separator: ".")
+    }
+
+    /// A control character in text (NUL above all: PostgreSQL's text cannot hold it, and C
+    /// strings end there) is refused, 422 naming the field; tab, line feed and carriage
+    /// return are text.
+    private static func refuseControlCharacter(_ containers: [Container]) throws -> Never {
+        let field = path(containers)
+        throw Problem(
+            DomainError.invalid([
+                FieldError(
+                    field: field.isEmpty ? "body" : field, code: "control_character",
+                    message: "text may not hold control characters such as NUL (U+0000)")
+            ]))
     }
 
     static func check(_ bytes: some Sequence<UInt8>) throws {
@@ -64,20 +83,35 @@ enum JSONShape {
         var stringBytes = 0
         var isKey = false
         var key: [UInt8] = []
+        // The hex digits of a `\uXXXX` escape being read, nil outside one.
+        var unicodeEscape: [UInt8]?
         for byte in bytes {
             if inString {
                 stringBytes += 1
                 if stringBytes > maxStringBytes {
                     throw Problem(.badRequest, code: "string_too_long", detail: "A string in the body is longer than \(maxStringBytes) bytes.")
                 }
-                if escaped {
+                if var digits = unicodeEscape {
+                    digits.append(byte)
+                    unicodeEscape = digits.count == 4 ? nil : digits
+                    if digits.count == 4, let value = UInt32(String(decoding: digits, as: UTF8.self), radix: 16),
+                        let scalar = Unicode.Scalar(value), scalar.isControl, !"\t\n\r".unicodeScalars.contains(scalar)
+                    {
+                        try refuseControlCharacter(containers)
+                    }
+                } else if escaped {
                     escaped = false
+                    if byte == UInt8(ascii: "u") { unicodeEscape = [] }
+                    // `\b` and `\f`: backspace and form feed, controls too.
+                    if byte == UInt8(ascii: "b") || byte == UInt8(ascii: "f") { try refuseControlCharacter(containers) }
                 } else if byte == UInt8(ascii: "\\") {
                     escaped = true
                 } else if byte == UInt8(ascii: "\"") {
                     inString = false
                     if isKey { try note(key, in: &containers[containers.count - 1]) }
                     continue
+                } else if byte == 0x7F {
+                    try refuseControlCharacter(containers)
                 }
                 if isKey { key.append(byte) }
                 continue
@@ -113,6 +147,7 @@ enum JSONShape {
             ? (try? JSONDecoder().decode(String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])))
                 ?? String(decoding: raw, as: UTF8.self)
             : String(decoding: raw, as: UTF8.self)
+        container.lastKey = name
         guard container.keys.insert(name).inserted else {
             throw Problem(
                 .badRequest, code: "duplicate_key", detail: "The key \"\(name)\" appears twice in one object of the body.",
@@ -234,5 +269,20 @@ extension AuthenticatedRequestContext {
             throw Problem(.unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.")
         }
         return identity
+    }
+}
+
+/// Refuses a query parameter holding a control character (a NUL above all, which PostgreSQL's
+/// text cannot hold), 422 naming it, before any route reads it.
+struct QueryTextMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let refused = request.uri.queryParameters.compactMap { name, value -> FieldError? in
+            guard String(name).unicodeScalars.contains(where: \.isControl) || String(value).unicodeScalars.contains(where: \.isControl)
+            else { return nil }
+            return FieldError(
+                field: String(name), code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
+        }
+        if !refused.isEmpty { throw Problem(DomainError.invalid(refused)) }
+        return try await next(request, context)
     }
 }

@@ -96,7 +96,7 @@ struct AccountsTests {
             _ = try await client.register("ada", password: "s3cret-phrase-xyz")
             let token = try await client.login("ada", password: "s3cret-phrase-xyz")
             let hash = try await admin.query("SELECT password_hash FROM credentials").single().decode("password_hash", as: String.self)
-            #expect(hash.hasPrefix("$2"))
+            #expect(hash.hasPrefix("$lender1$2"), "bcrypt of the pre-hash")
             let everything = try await admin.query(
                 """
                 SELECT (SELECT coalesce(string_agg(data::text || metadata::text, ' '), '') FROM events)

@@ -1,0 +1,110 @@
+import Crypto
+import Foundation
+import HummingbirdBcrypt
+import NIOPosix
+import Synchronization
+
+/// bcrypt for registration and login, bounded: at most `concurrent` hashes run at once and at
+/// most `waiting` wait for a turn; beyond that a request is refused at once (503 with
+/// `Retry-After`) instead of queueing behind a flood, so a burst of registrations cannot make
+/// every login wait. Hashes run on NIO's thread pool, off the event loops and Swift's pool.
+///
+/// New hashes are bcrypt of a pre-hash, `base64(HMAC-SHA-256(password))`, stored with the
+/// prefix `$lender1`: bcrypt reads only 72 bytes, and the pre-hash lets all 128 characters of
+/// a password count. Hashes without the prefix (the first release's) are checked as before.
+public final class PasswordHasher: Sendable {
+    public let cost: UInt8
+    private let concurrent: Int
+    private let waiting: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        var running = 0
+        var queue: [CheckedContinuation<Void, Never>] = []
+        var checks = 0
+    }
+
+    public init(cost: UInt8, concurrent: Int = max(1, ProcessInfo.processInfo.activeProcessorCount), waiting: Int = 32) {
+        self.cost = cost
+        self.concurrent = concurrent
+        self.waiting = waiting
+    }
+
+    static let prefix = "$lender1"
+    private static let preHashKey = SymmetricKey(data: Data("lender password pre-hash, v1".utf8))
+
+    static func preHash(_ password: String) -> String {
+        Data(HMAC<SHA256>.authenticationCode(for: Data(password.utf8), using: preHashKey)).base64EncodedString()
+    }
+
+    /// A hash to store for `password`.
+    public func hash(_ password: String) async throws -> String {
+        let cost = cost
+        let preHashed = Self.preHash(password)
+        return try await run { Self.prefix + Bcrypt.hash(preHashed, cost: cost) }
+    }
+
+    /// Whether `password` is the one `hash` was made from.
+    public func verify(_ password: String, hash: String) async throws -> Bool {
+        try await run {
+            if hash.hasPrefix(Self.prefix) {
+                return Bcrypt.verify(Self.preHash(password), hash: String(hash.dropFirst(Self.prefix.count)))
+            }
+            return Bcrypt.verify(password, hash: hash)
+        }
+    }
+
+    /// bcrypt runs so far: for tests that check what was never hashed.
+    public var checks: Int { state.withLock { $0.checks } }
+
+    private func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws -> T {
+        try await acquire()
+        defer { release() }
+        return try await NIOThreadPool.singleton.runIfActive(work)
+    }
+
+    private func acquire() async throws {
+        enum Turn { case now, wait, refuse }
+        let turn = state.withLock { state -> Turn in
+            state.checks += 1
+            if state.running < concurrent {
+                state.running += 1
+                return .now
+            }
+            return state.queue.count < waiting ? .wait : .refuse
+        }
+        switch turn {
+        case .now: return
+        case .refuse:
+            state.withLock { $0.checks -= 1 }
+            throw Problem(
+                .serviceUnavailable, code: "busy", detail: "Too many password checks at once; try again shortly.",
+                headers: [.retryAfter: "1"])
+        case .wait:
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Bool in
+                    // A turn may have come free between the check and here.
+                    if state.running < concurrent {
+                        state.running += 1
+                        return true
+                    }
+                    state.queue.append(continuation)
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        }
+    }
+
+    /// Hands the turn to the next waiter, if any (it keeps `running` as it is), else frees it.
+    private func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.queue.isEmpty {
+                state.running -= 1
+                return nil
+            }
+            return state.queue.removeFirst()
+        }
+        next?.resume()
+    }
+}

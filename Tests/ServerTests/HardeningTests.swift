@@ -1,0 +1,202 @@
+import EventStore
+import Foundation
+import HTTPTypes
+import HummingbirdBcrypt
+import HummingbirdTesting
+import Marketplace
+import Postgres
+import Server
+import Testing
+import TestSupport
+
+/// Accounts over a test database of their own, as the server runs them (lender_app).
+func withAccounts(
+    passwords: PasswordHasher = PasswordHasher(cost: 4), _ body: @escaping @Sendable (Accounts) async throws -> Void
+) async throws {
+    try await TestDatabase.withMigrated { configuration in
+        var server = configuration
+        server.role = "lender_app"
+        try await TestDatabase.withPool(server, size: 4) { pool in
+            let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
+            let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
+            try await body(Accounts(pool: pool, gateway: gateway, passwords: passwords))
+        }
+    }
+}
+
+@Suite("Logins and passwords under attack")
+struct LoginAbuseTests {
+    /// 49 wrong guesses and the right password at once, from one address: the attempt is
+    /// counted before bcrypt runs, so no more than five passwords are checked.
+    @Test func aParallelBurstGetsAtMostFivePasswordChecks() async throws {
+        try await withServer { client, _ in
+            _ = try await client.user("ada")
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<50 {
+                    group.addTask {
+                        let password = index == 25 ? "correct horse battery" : "wrong guess \(index)"
+                        return Int(try await client.send(.post, "/v1/sessions", json: ["handle": "ada", "password": password]).status.code)
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            let checked = statuses.filter { $0 != 429 }
+            #expect(checked.count <= 5, "statuses: \(statuses.sorted())")
+            #expect(statuses.filter { $0 == 429 }.count >= 45)
+            #expect(Set(checked).isSubset(of: [401, 201]))
+        }
+    }
+
+    /// Five wrong passwords from a stranger's address lock that address out of the handle,
+    /// not the owner from theirs.
+    @Test func aLockOutIsAimedAtTheAddressNotAtTheHandle() async throws {
+        try await withAccounts { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            for _ in 0..<5 {
+                await #expect(throws: DomainError.self) {
+                    try await accounts.login(handle: "ada", password: "not it at all", address: "203.0.113.66")
+                }
+            }
+            let locked = await #expect(throws: Problem.self) {
+                try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.66")
+            }
+            #expect(locked?.status == .tooManyRequests)
+            let session = try await accounts.login(handle: "ada", password: "correct horse battery", address: "198.51.100.7")
+            #expect(session.token.count > 20, "the owner, from their own address")
+        }
+    }
+
+    @Test func aTakenHandleIsAnsweredWithoutHashing() async throws {
+        let passwords = PasswordHasher(cost: 4)
+        try await withAccounts(passwords: passwords) { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            let before = passwords.checks
+            for index in 0..<10 {
+                let error = await #expect(throws: DomainError.self) {
+                    try await accounts.register(
+                        handle: "ada", displayName: "Not Ada", email: "x\(index)@example.org", password: "some password \(index)",
+                        country: nil)
+                }
+                #expect(error?.code == "handle_taken")
+            }
+            #expect(passwords.checks == before)
+        }
+    }
+
+    /// Past what it runs and what may wait, a password check is refused at once (503), so a
+    /// flood of registrations cannot make every login wait behind it.
+    @Test func theBcryptQueueIsBoundedAndRefusesWithRetryAfter() async throws {
+        let passwords = PasswordHasher(cost: 10, concurrent: 1, waiting: 2)
+        let outcomes = await withTaskGroup(of: Int.self) { group in
+            for index in 0..<12 {
+                group.addTask {
+                    do {
+                        _ = try await passwords.hash("password number \(index)")
+                        return 200
+                    } catch let problem as Problem {
+                        #expect(problem.headers[.retryAfter] != nil)
+                        return Int(problem.status.code)
+                    } catch {
+                        return 500
+                    }
+                }
+            }
+            return await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == 200 }.count <= 3 + 2, "\(outcomes)")
+        #expect(outcomes.filter { $0 == 503 }.count >= 7, "\(outcomes)")
+        #expect(!outcomes.contains(500))
+    }
+
+    @Test func everyCharacterOfALongPasswordCountsAndOldHashesStillWork() async throws {
+        let passwords = PasswordHasher(cost: 4)
+        let shared = String(repeating: "a", count: 80)
+        let hash = try await passwords.hash(shared + "one")
+        #expect(try await passwords.verify(shared + "one", hash: hash))
+        #expect(try await !passwords.verify(shared + "two", hash: hash), "bcrypt alone reads 72 bytes: these two were one")
+        // A first-release hash (bcrypt of the password itself) still verifies.
+        let legacy = Bcrypt.hash("correct horse battery", cost: 4)
+        #expect(try await passwords.verify("correct horse battery", hash: legacy))
+        #expect(try await !passwords.verify("correct horse batterz", hash: legacy))
+    }
+
+    @Test func aPasswordWithANulIsRefusedAndNothingIsWritten() async throws {
+        try await withServer { client, admin in
+            let before = try await eventCount(admin)
+            let response = try await client.send(
+                .post, "/v1/users",
+                raw: #"{"handle": "nul_user", "displayName": "Nul", "email": "nul@example.org", "password": "\u0000abcdefghijk"}"#)
+            #expect(response.status == .unprocessableContent)
+            #expect(fieldCodes(response.body)["password"] == "control_character")
+            #expect(try await eventCount(admin) == before)
+        }
+    }
+}
+
+@Suite("Hostile bytes and times")
+struct HostileInputTests {
+    @Test func aControlCharacterInAnyTextIsA422NamingTheFieldAndWritesNothing() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let before = try await eventCount(admin)
+            let bodies: [(String, String, String, String)] = [
+                ("POST", "/v1/rentals", #"{"title": "Bike\u0000", "category": "bikes", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3}}"#, "title"),
+                ("POST", "/v1/rentals", #"{"title": "Bike", "category": "bikes", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3, "place": "Pat\u0007an"}}"#, "location.place"),
+                ("PATCH", "/v1/me", #"{"displayName": "Ada\u001b[2J"}"#, "displayName"),
+                ("POST", "/v1/users", #"{"handle": "a\u0000b", "displayName": "X", "email": "x@example.org", "password": "long enough pass"}"#, "handle"),
+                ("POST", "/v1/sessions", #"{"handle": "ada\u0000", "password": "whatever it is"}"#, "handle"),
+            ]
+            for (method, path, body, field) in bodies {
+                let response = try await client.send(HTTPRequest.Method(method)!, path, raw: body, token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(method) \(path)")
+                #expect(fieldCodes(response.body)[field] == "control_character", "\(method) \(path): \(response.body)")
+            }
+            for (path, field) in [
+                ("/v1/market?q=drill%00", "q"), ("/v1/loans?sector=Food%00", "sector"), ("/v1/countries?q=%00", "q"),
+                ("/v1/market?category=%1B", "category"),
+            ] {
+                let response = try await client.send(.get, path, token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(path)")
+                #expect(fieldCodes(response.body)[field] == "control_character", "\(path): \(response.body)")
+            }
+            // Tabs and line breaks are text.
+            let described = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Lamp", "description": "Brass.\n\tWorks.", "category": "furniture", "dailyPriceCents": 300, "location": {"lat": 27.7, "lng": 85.3}}"#,
+                token: ada.token)
+            #expect(described.status == .created, "\(described.body)")
+            #expect(try await eventCount(admin) == before + 1)
+        }
+    }
+
+    @Test func timesOutOfRangeOrWithFractionsAndHandMadeCursorsAreNeverA5xx() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            _ = try await client.postRental(ada.token)
+            let fractional = try await client.send(.get, "/v1/market?updatedSince=2020-01-01T10:00:50.123Z", token: ada.token)
+            #expect(fractional.status == .ok)
+            #expect((fractional.body["data"] as? [Any])?.count == 1)
+            for since in ["0000-01-01T00:00:00Z", "1899-12-31T23:59:59Z", "2201-01-01T00:00:00Z"] {
+                let response = try await client.send(.get, "/v1/market?updatedSince=\(since)", token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(since)")
+                #expect(fieldCodes(response.body)["updatedSince"] == "invalid_time")
+            }
+            func cursor(_ json: String) -> String {
+                Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                    .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            }
+            for made in [
+                #"{"at": 9223372036854775807, "id": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"}"#,
+                #"{"at": -9223372036854775807, "id": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"}"#,
+                #"{"at": 0, "id": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11", "km": -1}"#,
+            ] {
+                for path in ["/v1/market", "/v1/loans", "/v1/me/bids"] {
+                    let response = try await client.send(.get, "\(path)?cursor=\(cursor(made))", token: ada.token)
+                    #expect(response.status.code < 500, "\(path) \(made): \(response.status)")
+                }
+            }
+        }
+    }
+}
