@@ -85,7 +85,7 @@ public func buildRouter(
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
-    auditCheckpoints: AuditCheckpointSchedule? = nil
+    auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits()
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
@@ -94,6 +94,7 @@ public func buildApplication(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
             reads: readPool, heartbeat: heartbeat),
+        server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)

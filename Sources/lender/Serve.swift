@@ -59,8 +59,24 @@ struct Serve: AsyncParsableCommand {
         }
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
-            payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints)
+            payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints,
+            connections: try connectionLimits(environment))
         try await application.runService()
+    }
+
+    /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s) and `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).
+    private func connectionLimits(_ environment: [String: String]) throws -> ConnectionLimits {
+        func number(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
+            guard let text = environment[name], !text.isEmpty else { return fallback }
+            guard let value = Int(text), range.contains(value) else {
+                throw ValidationError("\(name) must be a number from \(range.lowerBound) to \(range.upperBound).")
+            }
+            return value
+        }
+        return ConnectionLimits(
+            headerTimeout: .seconds(try number("HTTP_HEADER_TIMEOUT", 10, 1...600)),
+            idleTimeout: .seconds(try number("HTTP_IDLE_TIMEOUT", 60, 1...3600)),
+            maxPerAddress: try number("HTTP_MAX_CONNECTIONS_PER_ADDRESS", 128, 1...1_000_000))
     }
 
     /// `AUDIT_CHECKPOINT_EVERY` (seconds, or a number with s, m or h): sign a checkpoint that

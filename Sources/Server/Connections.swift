@@ -1,0 +1,147 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// How long a connection may take, and how many one address may hold.
+///
+/// A request's head must be complete within `headerTimeout` of its first byte (or of the
+/// connection's opening), so that a client trickling headers (slowloris) is closed in
+/// seconds; a connection with no request under way is closed after `idleTimeout`
+/// (keep-alive); and one address holds at most `maxPerAddress` connections at once.
+public struct ConnectionLimits: Sendable {
+    public var headerTimeout: Duration
+    public var idleTimeout: Duration
+    public var maxPerAddress: Int
+
+    public init(headerTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60), maxPerAddress: Int = 128) {
+        self.headerTimeout = headerTimeout
+        self.idleTimeout = idleTimeout
+        self.maxPerAddress = maxPerAddress
+    }
+
+    /// The HTTP/1.1 server with these limits.
+    func server() -> HTTPServerBuilder {
+        let counts = AddressCounts()
+        let limits = self
+        return .http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionGuard(limits: limits, counts: counts)],
+                idleTimeout: .nanoseconds(Int64(limits.idleTimeout / .nanoseconds(1)))))
+    }
+}
+
+/// Open connections per client address, shared by every connection of the server.
+final class AddressCounts: Sendable {
+    private let counts = Mutex([String: Int]())
+
+    /// Counts one more for `address`; false (and nothing counted) past `limit`.
+    func open(_ address: String, limit: Int) -> Bool {
+        counts.withLock { counts in
+            let now = counts[address, default: 0]
+            guard now < limit else { return false }
+            counts[address] = now + 1
+            return true
+        }
+    }
+
+    func close(_ address: String) {
+        counts.withLock { counts in
+            let left = counts[address, default: 1] - 1
+            counts[address] = left > 0 ? left : nil
+        }
+    }
+}
+
+/// Watches one connection, after HTTP decoding: the request heads it reads and the
+/// responses it writes. It puts a `ByteWatcher` at the front of the pipeline to learn when
+/// the bytes of a new request start arriving, which the decoder would not say until the
+/// head is complete.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let limits: ConnectionLimits
+    private let counts: AddressCounts
+    private var address: String?
+    private var inFlight = 0
+    private var headDeadline: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+
+    init(limits: ConnectionLimits, counts: AddressCounts) {
+        self.limits = limits
+        self.counts = counts
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let address = context.channel.remoteAddress?.ipAddress ?? "unknown"
+        guard counts.open(address, limit: limits.maxPerAddress) else {
+            context.close(promise: nil)
+            return
+        }
+        self.address = address
+        self.context = context
+        try? context.pipeline.syncOperations.addHandler(ByteWatcher(self), position: .first)
+        awaitHead(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        if let address { counts.close(address) }
+        address = nil
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        if let address { counts.close(address) }
+        address = nil
+        context.fireChannelInactive()
+    }
+
+    /// The first bytes of a request, while none is under way: its head has `headerTimeout`.
+    func bytesArrived() {
+        if inFlight == 0, headDeadline == nil, let context { awaitHead(context) }
+    }
+
+    private func awaitHead(_ context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        headDeadline = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.headerTimeout / .nanoseconds(1)))) {
+            loopBound.value.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head = unwrapInboundIn(data) {
+            headDeadline?.cancel()
+            headDeadline = nil
+            inFlight += 1
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { inFlight = max(0, inFlight - 1) }
+        context.write(data, promise: promise)
+    }
+}
+
+/// Tells its `ConnectionGuard` when bytes arrive, before the HTTP decoder sees them.
+final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private weak var watcher: ConnectionGuard?
+
+    init(_ watcher: ConnectionGuard) { self.watcher = watcher }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        watcher?.bytesArrived()
+        context.fireChannelRead(data)
+    }
+}
