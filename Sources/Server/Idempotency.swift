@@ -39,10 +39,13 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         var request = request
         let body = try await request.collectBodyWithinLimit(context: context)
         // The one reading of the body's shape, duplicate keys included, before anything digests it.
+        // The digest is of the canonical JSON (`CanonicalJSON`: a client retrying with its keys
+        // in another order, or other spacing, sends the same request), in one pass and a sort.
         try JSONShape.check(body.readableBytesView)
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
-        digest.update(data: Self.canonical(Data(body.readableBytesView)))
+        let bytes = Array(body.readableBytesView)
+        digest.update(data: CanonicalJSON.canonical(bytes) ?? bytes)
         let idempotency = Idempotency(actor: user.description, key: key, requestHash: Data(digest.finalize()).hexString)
 
         let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: key)
@@ -54,18 +57,6 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
             response.headers[.idempotentReplayed] = "true"
         }
         return response
-    }
-}
-
-extension IdempotencyMiddleware {
-    /// The same JSON value gives the same bytes whatever the key order or spacing it was sent
-    /// with (a client that builds a dictionary again may order its keys anew); a body that is
-    /// not JSON is taken as it is. Duplicate keys were refused before, so no value is lost.
-    static func canonical(_ body: Data) -> Data {
-        guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
-            let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
-        else { return body }
-        return canonical
     }
 }
 
