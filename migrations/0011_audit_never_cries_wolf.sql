@@ -10,7 +10,9 @@ ALTER TABLE log_head ADD COLUMN recorded_at timestamptz NOT NULL DEFAULT '-infin
 UPDATE log_head h SET recorded_at = coalesce(
     (SELECT max(e.recorded_at) FROM events e WHERE e.position > h.position - 100000), '-infinity');
 
--- append_batch as in 0001, with two changes: it runs as its owner (SECURITY DEFINER), the
+-- append_batch as in 0001, with three changes: a stream of a request may come with no
+-- events, its expected version then only checked (a decision that read another stream, such
+-- as the owner's blocks for a bid, is written only if that stream is still as read); it runs as its owner (SECURITY DEFINER), the
 -- one way the server's role can write the log, the stream heads and the log head; and an
 -- event's time is taken under the head's lock and never goes back (see above). The search
 -- path is pinned, as a SECURITY DEFINER function's must be, so no caller's schema can
@@ -188,7 +190,10 @@ BEGIN
             END LOOP;
             h_versions[slot] := v_version;
             h_hashes[slot] := v_hash;
-            h_positions[slot] := head;
+            -- A stream with no events is only checked (its expected version); it keeps its head.
+            IF jsonb_array_length(event_list) > 0 THEN
+                h_positions[slot] := head;
+            END IF;
             versions := versions || v_version;
         END LOOP;
 

@@ -353,8 +353,12 @@ public final class EventStore: Sendable {
     static func encodeRequest(
         _ appends: [StreamAppend], metadata: EventMetadata, idempotency: Idempotency?
     ) throws -> String {
-        guard !appends.isEmpty, appends.allSatisfy({ !$0.events.isEmpty }) else {
-            throw InvalidAppend(reason: "every stream of an append needs at least one event")
+        // A stream with no events is a check of its expected version, next to the others' events.
+        guard appends.contains(where: { !$0.events.isEmpty }) else {
+            throw InvalidAppend(reason: "an append needs at least one event")
+        }
+        guard appends.allSatisfy({ !$0.events.isEmpty || $0.expectedVersion != .any }) else {
+            throw InvalidAppend(reason: "a stream with no events is a check, and needs an expected version")
         }
         guard Set(appends.map(\.stream)).count == appends.count else {
             throw InvalidAppend(reason: "a stream appears twice in one append")

@@ -154,7 +154,10 @@ public struct CommandGateway: Sendable {
                 LenderMetrics.command(named: command, outcome: error.code)
                 throw error
             }
-            let appends = writes.filter { !$0.events.isEmpty }.map { write in
+            // A checked write with no events still expects its stream as read (a rule decided on
+            // it holds at the append), as long as some stream is written at all.
+            let written = writes.contains { !$0.events.isEmpty }
+            let appends = writes.filter { !$0.events.isEmpty || (written && $0.checked) }.map { write in
                 StreamAppend(
                     write.stream,
                     expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,

@@ -111,22 +111,28 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let until = fields.day(body.until, "until", required: true)
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
-        // Whether the owner has blocked the bidder is the owner's stream's to say. The owner is
-        // the item stream's; the command is decided on the state loaded here.
-        let item = try await gateway.load(StreamID("item", ItemID(itemID)), .item)
-        var blocked = false
-        if let owner = item.0.ownerID {
-            let (ownerState, _) = try await gateway.load(StreamID("user", owner), .user)
-            blocked = ownerState.blocked.contains(actor)
-        }
         let bid = PlaceBid(
-            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: blocked)
-        let handled = try await gateway.handle(.placeBid(bid), on: .item, id: ItemID(itemID), actor: actor, loaded: item)
-        // The bid the events name: a repeated request answers the first one's bid.
-        guard case .bidPlaced(let placed)? = handled.events.first else {
-            throw DomainError(.notFound, "bid_not_found", "No bid was placed.")
+            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: false)
+        // Whether the owner has blocked the bidder is the owner's stream's to say: the bid is
+        // decided on the owner's blocks as read, and appended only if the owner's stream is
+        // still at that version (a block committed meanwhile makes it decide again).
+        let (placed, append) = try await gateway.handleAcross("placeBid", actor: actor) {
+            (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: BidID) in
+            let item = try await reads.load(.item, id: ItemID(itemID))
+            var checks = [StreamWrite]()
+            var decided = bid
+            if let owner = item.ownerID {
+                decided.isBlockedByOwner = try await reads.load(.user, id: owner).blocked.contains(actor)
+                checks.append(try StreamWrite([UserEvent](), to: .user, id: owner))
+            }
+            let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
+            // The bid the events name: a repeated request answers the first one's bid.
+            guard case .bidPlaced(let placed)? = events.first else {
+                throw DomainError(.notFound, "bid_not_found", "No bid was placed.")
+            }
+            return ([try StreamWrite(events, to: .item, id: ItemID(itemID))] + checks, placed.bidID)
         }
-        return EditedResponse(status: .created, response: try await bidResource(placed.bidID.rawValue, position: handled.append?.lastPosition))
+        return EditedResponse(status: .created, response: try await bidResource(placed.rawValue, position: append?.lastPosition))
     }
 
     @Sendable func revise(_ request: Request, context: Context) async throws -> ItemResource {

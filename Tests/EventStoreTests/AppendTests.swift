@@ -169,3 +169,61 @@ struct AppendTests {
         }
     }
 }
+
+@Suite("A stream only checked")
+struct CheckedStreamTests {
+    @Test func aStreamWithNoEventsIsACheckOfItsVersionAndKeepsItsHead() async throws {
+        try await withStore { store, _ in
+            try await store.append(to: "user-1", expectedVersion: .noStream, events: [event("Registered")])
+            // Decided on user-1 at version 1: written while it still is.
+            _ = try await store.append([
+                StreamAppend("item-1", expectedVersion: .noStream, events: [event("BidPlaced")]),
+                StreamAppend("user-1", expectedVersion: .exact(1), events: []),
+            ])
+            try await store.append(to: "user-1", expectedVersion: .exact(1), events: [event("Blocked")])
+            // Decided on version 1, but user-1 moved on: nothing of it is written.
+            let error = await #expect(throws: WrongExpectedVersion.self) {
+                try await store.append([
+                    StreamAppend("item-1", expectedVersion: .exact(1), events: [event("BidPlaced")]),
+                    StreamAppend("user-1", expectedVersion: .exact(1), events: []),
+                ])
+            }
+            #expect(error?.stream == "user-1")
+            #expect(try await store.version(of: "item-1") == 1)
+            #expect(try await store.version(of: "user-1") == 2)
+            await #expect(throws: InvalidAppend.self) {
+                try await store.append([StreamAppend("user-1", expectedVersion: .exact(2), events: [])])
+            }
+            await #expect(throws: InvalidAppend.self) {
+                try await store.append([
+                    StreamAppend("item-1", expectedVersion: .exact(1), events: [event()]),
+                    StreamAppend("user-1", expectedVersion: .any, events: []),
+                ])
+            }
+        }
+    }
+
+    /// In one batch, a check of a stream after another request appended to it leaves that
+    /// stream's head where its last event is.
+    @Test func aCheckInTheSameBatchAsAnAppendLeavesTheHeadRight() async throws {
+        try await withStore(poolSize: 4) { store, _ in
+            try await store.append(to: "user-1", expectedVersion: .noStream, events: [event("Registered")])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 0..<20 {
+                    group.addTask {
+                        if n % 2 == 0 {
+                            try await store.append(to: "user-1", expectedVersion: .any, events: [event("Moved", ["n": n])])
+                        } else {
+                            _ = try? await store.append([
+                                StreamAppend(StreamID("item", n), expectedVersion: .noStream, events: [event("E", ["n": n])]),
+                                StreamAppend("user-1", expectedVersion: .exact(1), events: []),
+                            ])
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await store.verify() == nil)
+        }
+    }
+}

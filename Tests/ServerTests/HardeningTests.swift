@@ -254,3 +254,40 @@ struct IdempotencyDigestTests {
         }
     }
 }
+
+@Suite("Blocking under concurrent bids")
+struct BlockingRaceTests {
+    /// Bids racing a block: none of the blocked bidder's bids on the owner's items may commit
+    /// after the block (each bid's append expects the owner's stream as it read it).
+    @Test func noBidOfABlockedUserCommitsAfterTheBlock() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            var items = [String]()
+            for index in 0..<12 { items.append(try #require(try await client.postRental(ada.token, title: "Thing \(index)")["id"] as? String)) }
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for item in items {
+                    group.addTask { Int(try await client.bid(item, bob.token).status.code) }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(5))
+                    return Int(try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token).status.code)
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(Set(statuses).isSubset(of: [200, 201, 204, 403]), "\(statuses)")
+            let late = try await count(
+                admin,
+                """
+                SELECT count(*) FROM events b
+                WHERE b.type = 'BidPlaced' AND b.data ->> 'bidderID' = \(bob.id.lowercased())
+                  AND b.position > (SELECT position FROM events WHERE type = 'UserBlocked')
+                """)
+            #expect(late == 0, "bids of the blocked user committed after the block")
+            // After the block, every bid is refused.
+            let after = try await client.bid(items[0], bob.token)
+            #expect(after.status == .forbidden)
+            #expect(after.body["code"] as? String == "blocked_by_owner")
+        }
+    }
+}
