@@ -45,7 +45,7 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 /// `heartbeat`: how long the auditors' live stream stays silent before it writes a comment.
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil,
-    heartbeat: Duration = .seconds(15)
+    heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits()
 ) -> Router<AppRequestContext> {
     let reads = reads ?? accounts.pool
     let router = Router(context: AppRequestContext.self)
@@ -65,15 +65,17 @@ public func buildRouter(
     let cardPayments = CardPayments(
         processor: processor, limits: PaymentLimits(pool: accounts.pool, perHour: payments.attemptsPerHour),
         gateway: accounts.gateway)
+    let limiter = WriteLimiter(writeLimits)
     ItemsController(gateway: accounts.gateway)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     ProfilesController(pool: reads).addRoutes(to: router, authentication: authentication)
     WalletController(
         gateway: accounts.gateway, processor: processor, fingerprinter: payments.fingerprinter, cardPayments: cardPayments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    LoansController(gateway: accounts.gateway, cardPayments: cardPayments, reads: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    LoansController(gateway: accounts.gateway, cardPayments: cardPayments, reads: reads)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     CartController(gateway: accounts.gateway, cardPayments: cardPayments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
@@ -85,7 +87,8 @@ public func buildRouter(
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
-    auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits()
+    auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
+    writeLimits: WriteLimits = WriteLimits()
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
@@ -93,7 +96,7 @@ public func buildApplication(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
-            reads: readPool, heartbeat: heartbeat),
+            reads: readPool, heartbeat: heartbeat, writeLimits: writeLimits),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),

@@ -35,16 +35,20 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var message: String?
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+    func addRoutes(
+        to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>,
+        limiter: WriteLimiter
+    ) {
         let v1 = router.group("/v1").add(middleware: authentication).add(middleware: idempotency)
-        v1.post("rentals", use: postRental)
-        v1.post("requests", use: postRequest)
+        let postings = v1.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .postings))
+        postings.post("rentals", use: postRental)
+        postings.post("requests", use: postRequest)
         v1.get("items/:itemID", use: item)
         v1.patch("items/:itemID", use: revise)
         v1.post("items/:itemID/withdraw") { request, context in try await itemCommand(.withdraw, request, context) }
         v1.post("items/:itemID/complete") { request, context in try await itemCommand(.complete, request, context) }
         v1.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
-        v1.post("items/:itemID/bids", use: placeBid)
+        v1.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .bids)).post("items/:itemID/bids", use: placeBid)
         v1.get("items/:itemID/bids", use: bids)
         v1.get("items/:itemID/bids/history", use: bidHistory)
         v1.post("bids/:bidID/approve") { request, context in

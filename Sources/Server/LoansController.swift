@@ -53,9 +53,12 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         var amountCents: Int
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+    func addRoutes(
+        to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>,
+        limiter: WriteLimiter
+    ) {
         let loans = router.group("/v1/loans").add(middleware: authentication).add(middleware: idempotency)
-        loans.post(use: postLoan)
+        loans.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .postings)).post(use: postLoan)
         loans.get(use: list)
         loans.get(":loanID", use: loan)
         loans.post(":loanID/repayments", use: recordRepayment)

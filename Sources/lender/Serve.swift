@@ -60,8 +60,21 @@ struct Serve: AsyncParsableCommand {
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
             payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints,
-            connections: try connectionLimits(environment))
+            connections: try connectionLimits(environment), writeLimits: try writeLimits(environment))
         try await application.runService()
+    }
+
+    /// `WRITE_LIMIT_POSTINGS_PER_HOUR` (120) and `WRITE_LIMIT_BIDS_PER_HOUR` (600) per user; 0: none.
+    private func writeLimits(_ environment: [String: String]) throws -> WriteLimits {
+        func number(_ name: String, _ fallback: Int) throws -> Int {
+            guard let text = environment[name], !text.isEmpty else { return fallback }
+            guard let value = Int(text), (0...1_000_000).contains(value) else {
+                throw ValidationError("\(name) must be a number from 0 (no limit) to 1000000.")
+            }
+            return value
+        }
+        return WriteLimits(
+            postingsPerHour: try number("WRITE_LIMIT_POSTINGS_PER_HOUR", 120), bidsPerHour: try number("WRITE_LIMIT_BIDS_PER_HOUR", 600))
     }
 
     /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s) and `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).

@@ -1,0 +1,82 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Marketplace
+import Synchronization
+
+/// How many postings (rentals, requests, loans) and bids one user may write, as token
+/// buckets: `perHour` on average, up to a quarter of it at once. Past that, 429
+/// `too_many_writes` with `Retry-After`. Kept in each server's memory: with several servers a
+/// user gets each one's share, which still bounds a flood (it does not need to be exact, as
+/// the login and payment limits do). A repeat of an idempotent request is not counted.
+public struct WriteLimits: Sendable {
+    public var postingsPerHour: Int
+    public var bidsPerHour: Int
+
+    public init(postingsPerHour: Int = 120, bidsPerHour: Int = 600) {
+        self.postingsPerHour = postingsPerHour
+        self.bidsPerHour = bidsPerHour
+    }
+
+    /// No limits: for load tests.
+    public static let unlimited = WriteLimits(postingsPerHour: 0, bidsPerHour: 0)
+
+    enum Kind: String, Sendable {
+        case postings, bids
+    }
+
+    func perHour(_ kind: Kind) -> Int {
+        switch kind {
+        case .postings: postingsPerHour
+        case .bids: bidsPerHour
+        }
+    }
+}
+
+/// The buckets, by user and kind.
+final class WriteLimiter: Sendable {
+    let limits: WriteLimits
+    private let buckets = Mutex([String: (tokens: Double, at: ContinuousClock.Instant)]())
+
+    init(_ limits: WriteLimits) { self.limits = limits }
+
+    /// Takes one write from the user's bucket, or throws 429 saying when the next is allowed.
+    func take(_ kind: WriteLimits.Kind, by user: UserID) throws {
+        let perHour = limits.perHour(kind)
+        guard perHour > 0 else { return }
+        let capacity = Double(max(1, perHour / 4))
+        let perSecond = Double(perHour) / 3600
+        let now = ContinuousClock.now
+        let wait: Int? = buckets.withLock { buckets in
+            if buckets.count > 100_000 { buckets.removeAll(keepingCapacity: true) }  // bounded memory; full buckets anyway
+            let key = "\(kind.rawValue):\(user)"
+            let (tokens, at) = buckets[key] ?? (capacity, now)
+            let refilled = min(capacity, tokens + Double((now - at) / .seconds(1)) * perSecond)
+            guard refilled >= 1 else {
+                buckets[key] = (refilled, now)
+                return Int(((1 - refilled) / perSecond).rounded(.up))
+            }
+            buckets[key] = (refilled - 1, now)
+            return nil
+        }
+        if let wait {
+            throw Problem(
+                .tooManyRequests, code: "too_many_writes",
+                detail: "At most \(perHour) \(kind.rawValue) an hour; try again in \(wait) s.",
+                headers: [.retryAfter: "\(max(1, wait))"])
+        }
+    }
+}
+
+/// Counts the route's writes against the caller's bucket of `kind`.
+struct WriteLimitMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
+    let limiter: WriteLimiter
+    let kind: WriteLimits.Kind
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let user = context.identity, IdempotentRequest.current?.recorded == nil {
+            try limiter.take(kind, by: user)
+        }
+        return try await next(request, context)
+    }
+}
