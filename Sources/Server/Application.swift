@@ -45,13 +45,14 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 /// `heartbeat`: how long the auditors' live stream stays silent before it writes a comment.
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil,
-    heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits()
+    heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
 ) -> Router<AppRequestContext> {
     let reads = reads ?? accounts.pool
     let router = Router(context: AppRequestContext.self)
     _ = LenderMetrics.registry
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
+    if !allowedOrigins.isEmpty { router.add(middleware: CORSMiddleware(allowedOrigins: allowedOrigins)) }
     router.add(middleware: UnexpectedErrorMiddleware())
     router.add(middleware: QueryTextMiddleware())
     MetricsController(pool: accounts.pool).addRoutes(to: router)
@@ -88,7 +89,7 @@ public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
-    writeLimits: WriteLimits = WriteLimits()
+    writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
@@ -96,7 +97,7 @@ public func buildApplication(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
-            reads: readPool, heartbeat: heartbeat, writeLimits: writeLimits),
+            reads: readPool, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),

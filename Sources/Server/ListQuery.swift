@@ -19,8 +19,8 @@ struct ListQuery {
 
     init(_ request: Request) {
         var parameters = [String: String]()
-        for (name, value) in request.uri.queryParameters where parameters[String(name)] == nil {
-            parameters[String(name)] = String(value)
+        for (name, value) in request.uri.formParameters where parameters[name] == nil {
+            parameters[name] = value
         }
         self.parameters = parameters
         words = (text("q") ?? "").split(whereSeparator: \.isWhitespace).prefix(10).map(String.init)

@@ -96,6 +96,8 @@ enum RFC3339 {
         let plain = ISO8601DateFormatter()
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        // An offset's `+` sent unencoded reads as a space in a form-encoded query: take it back.
+        let text = text.replacingOccurrences(of: " ", with: "+")
         guard let date = plain.date(from: text) ?? fractional.date(from: text), range.contains(date) else { return nil }
         return date
     }

@@ -80,6 +80,16 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as DomainError {
             throw Problem(error)
+        } catch let error as HTTPError where error.status == .notFound {
+            // No route: a problem too, and 405 with `Allow` when the path has other methods.
+            let allowed = RouteTable.methods(for: request.uri.path)
+            if !allowed.isEmpty, !allowed.contains(request.method.rawValue) {
+                throw Problem(
+                    .methodNotAllowed, code: "method_not_allowed",
+                    detail: "\(request.method.rawValue) is not allowed here; \(allowed.joined(separator: ", ")) is.",
+                    headers: [.allow: allowed.joined(separator: ", ")])
+            }
+            throw Problem(.notFound, code: "not_found", detail: "No such resource: \(request.uri.path).")
         } catch let error as any HTTPResponseError {
             throw error
         } catch let error as PostgresError where error.isUnavailable {

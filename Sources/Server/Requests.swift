@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import Marketplace
 
@@ -276,13 +277,29 @@ extension AuthenticatedRequestContext {
 /// text cannot hold), 422 naming it, before any route reads it.
 struct QueryTextMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let refused = request.uri.queryParameters.compactMap { name, value -> FieldError? in
-            guard String(name).unicodeScalars.contains(where: \.isControl) || String(value).unicodeScalars.contains(where: \.isControl)
+        let refused = request.uri.formParameters.compactMap { name, value -> FieldError? in
+            guard name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl)
             else { return nil }
             return FieldError(
-                field: String(name), code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
+                field: name, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
         }
         if !refused.isEmpty { throw Problem(DomainError.invalid(refused)) }
         return try await next(request, context)
+    }
+}
+
+extension URI {
+    /// The query's parameters as HTML forms and most clients encode them: `+` is a space (a
+    /// plus sign is `%2B`), then percent-decoding; a malformed escape is kept as sent.
+    var formParameters: [(name: String, value: String)] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String {
+                let spaced = text.replacingOccurrences(of: "+", with: " ")
+                return spaced.removingPercentEncoding ?? spaced
+            }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
     }
 }

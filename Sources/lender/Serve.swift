@@ -60,7 +60,10 @@ struct Serve: AsyncParsableCommand {
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
             payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints,
-            connections: try connectionLimits(environment), writeLimits: try writeLimits(environment))
+            connections: try connectionLimits(environment), writeLimits: try writeLimits(environment),
+            allowedOrigins: Set(
+                (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty }))
         try await application.runService()
     }
 

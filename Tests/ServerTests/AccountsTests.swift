@@ -16,7 +16,7 @@ let testCardSecret = Data("lender-tests-card-fingerprint-secret".utf8)
 /// bcrypt at its cheapest), with a superuser pool on the side for looking behind it.
 func withServer(
     logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
-    writeLimits: WriteLimits = .unlimited,
+    writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -27,7 +27,7 @@ func withServer(
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
-            writeLimits: writeLimits)
+            writeLimits: writeLimits, allowedOrigins: allowedOrigins)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
             try await application.test(testing) { client in try await test(client, adminPool) }
