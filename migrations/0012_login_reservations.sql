@@ -4,21 +4,27 @@
 -- failures by pair, by address and by handle, and, under the limits, records this attempt as
 -- a failure until a success takes it back. So a parallel burst gets no more password checks
 -- than a sequence, and waiting attempts never hold the pool's connections.
+-- Each attempt's row has an id, so that an attempt that ends in neither a success nor a
+-- wrong password (the server was busy, the database failed) takes back exactly its own row.
+ALTER TABLE login_failures ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY;
+CREATE INDEX login_failures_id ON login_failures (id);
+
 CREATE FUNCTION reserve_login_attempt(
     p_handle text, p_address text, p_window_seconds integer, p_max_pair integer, p_max_address integer,
     p_max_handle integer)
-RETURNS TABLE (outcome text, wait_seconds integer)
+RETURNS TABLE (outcome text, wait_seconds integer, reservation bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     by_pair     bigint;
     by_address  bigint;
     by_handle   bigint;
     oldest      timestamptz;
+    reserved    bigint;
     since       constant timestamptz := now() - make_interval(secs => p_window_seconds);
 BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtextextended('login-handle:' || p_handle, 0))
        OR NOT pg_try_advisory_xact_lock(hashtextextended('login-address:' || p_address, 0)) THEN
-        RETURN QUERY SELECT 'busy'::text, 1;
+        RETURN QUERY SELECT 'busy'::text, 1, NULL::bigint;
         RETURN;
     END IF;
     SELECT count(*) FILTER (WHERE f.handle = p_handle AND f.address = p_address),
@@ -33,12 +39,13 @@ BEGIN
             CASE WHEN by_pair >= p_max_pair THEN 'limited_pair'
                  WHEN by_address >= p_max_address THEN 'limited_address'
                  ELSE 'limited_handle' END,
-            greatest(1, ceil(extract(epoch FROM oldest + make_interval(secs => p_window_seconds) - now())))::integer;
+            greatest(1, ceil(extract(epoch FROM oldest + make_interval(secs => p_window_seconds) - now())))::integer,
+            NULL::bigint;
         RETURN;
     END IF;
     DELETE FROM login_failures WHERE at < since;
-    INSERT INTO login_failures (handle, address) VALUES (p_handle, p_address);
-    RETURN QUERY SELECT 'reserved'::text, 0;
+    INSERT INTO login_failures (handle, address) VALUES (p_handle, p_address) RETURNING id INTO reserved;
+    RETURN QUERY SELECT 'reserved'::text, 0, reserved;
 END
 $$;
 REVOKE ALL ON FUNCTION reserve_login_attempt(text, text, integer, integer, integer, integer) FROM PUBLIC;

@@ -124,7 +124,7 @@ public enum UserDecider {
             return [
                 .registered(
                     UserRegistered(
-                        userID: userID, handle: handle, displayName: displayName.trimmed, email: email.lowercased(),
+                        userID: userID, handle: handle, displayName: normalizedDisplayName(displayName), email: email.lowercased(),
                         country: country))
             ]
 
@@ -144,7 +144,8 @@ public enum UserDecider {
             try validation.throwIfInvalid()
             return [
                 .profileUpdated(
-                    ProfileUpdated(displayName: displayName?.trimmed, country: country, defaultShareCents: defaultShareCents))
+                    ProfileUpdated(
+                        displayName: displayName.map(normalizedDisplayName), country: country, defaultShareCents: defaultShareCents))
             ]
 
         case .block(let other):
@@ -235,9 +236,23 @@ public enum UserDecider {
             && !email.contains(where: { $0.isWhitespace || $0.isNewline })
     }
 
+    /// One line of 1 to 80 characters, with nothing invisible in it: no control, zero-width or
+    /// direction-changing characters, with which a name could pass for another's handle.
     static func displayNameProblems(_ name: String) -> [FieldError] {
         (1...80).contains(name.trimmed.count) && !name.contains(where: \.isNewline)
-            ? [] : [FieldError(field: "displayName", code: "invalid_display_name", message: "1 to 80 characters, one line")]
+            && !name.unicodeScalars.contains(where: { $0.isControl || $0.isInvisibleFormat })
+            ? []
+            : [
+                FieldError(
+                    field: "displayName", code: "invalid_display_name",
+                    message: "1 to 80 characters, one line, without invisible or direction-changing characters")
+            ]
+    }
+
+    /// A display name as stored: trimmed, and in Unicode's composed form (NFC), so that two
+    /// spellings of one name are one.
+    static func normalizedDisplayName(_ name: String) -> String {
+        name.trimmed.precomposedStringWithCanonicalMapping
     }
 
     /// An ISO 3166-1 alpha-2 code of the list in `Countries`.
@@ -255,4 +270,11 @@ extension String {
 extension Unicode.Scalar {
     /// C0 and C1 control characters and DEL: never part of a name, a password or a query.
     public var isControl: Bool { value < 0x20 || (0x7F...0x9F).contains(value) }
+
+    /// Zero-width characters, bidirectional marks, embeddings, overrides and isolates, and the
+    /// byte-order mark: format characters that change how text shows without showing.
+    public var isInvisibleFormat: Bool {
+        (0x200B...0x200F).contains(value) || (0x202A...0x202E).contains(value) || (0x2060...0x2069).contains(value)
+            || value == 0x061C || value == 0xFEFF
+    }
 }

@@ -92,22 +92,39 @@ public struct Accounts: Sendable {
     /// no more checks than a sequence: the rest are 429 with `Retry-After`. A success takes
     /// its handle's failures back. The limits live in the database, so servers share them.
     public func login(handle: String, password: String, address: String = "unknown") async throws -> Session {
-        try await reserveLoginAttempt(handle: handle, address: address)
-        let session = try await verifiedLogin(handle: handle, password: password)
-        try await pool.query("DELETE FROM login_failures WHERE handle = \(handle)")
-        return session
+        // No such handle can exist: refused before anything is counted or hashed (a handle of
+        // kilobytes would not even fit the failures' index).
+        guard UserDecider.isValidHandle(handle) else {
+            throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
+        }
+        let reservation = try await reserveLoginAttempt(handle: handle, address: address)
+        do {
+            let session = try await verifiedLogin(handle: handle, password: password)
+            // The owner's success takes back the failures from their own address only: a
+            // guesser elsewhere gets no fresh tries from it.
+            try await pool.query("DELETE FROM login_failures WHERE handle = \(handle) AND address = \(address)")
+            return session
+        } catch let error as DomainError where error.code == "invalid_credentials" {
+            throw error
+        } catch {
+            // Neither a success nor a wrong password (busy, the database failed): not a failure.
+            _ = try? await pool.query("DELETE FROM login_failures WHERE id = \(reservation)")
+            throw error
+        }
     }
 
-    private func reserveLoginAttempt(handle: String, address: String) async throws {
+    /// The reserved attempt's row, counted as a failure until the password is checked.
+    private func reserveLoginAttempt(handle: String, address: String) async throws -> Int64 {
         // `reserve_login_attempt` (migration 0012) never waits for a lock: while another
         // attempt on the same handle or address is being counted it answers `busy`, and this
         // one tries again shortly, holding no connection meanwhile.
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
+        var pause = Duration.milliseconds(2)
         while true {
             let row = try await pool.query(
                 """
-                SELECT outcome, wait_seconds FROM reserve_login_attempt(
+                SELECT outcome, wait_seconds, reservation FROM reserve_login_attempt(
                     \(handle), \(address), \(loginWindow)::int, \(maxFailuresPerPair)::int, \(maxFailuresPerAddress)::int,
                     \(maxFailuresPerHandle)::int)
                 """
@@ -116,9 +133,11 @@ public struct Accounts: Sendable {
             let wait: Int = try row.decode("wait_seconds")
             switch outcome {
             case "reserved":
-                return
+                return try row.decode("reservation", as: Int64.self)
             case "busy" where clock.now < deadline:
-                try await Task.sleep(for: .milliseconds(Int.random(in: 2...20)))
+                // Growing, with jitter: a crowd at one handle polls a few times, not hundreds.
+                try await Task.sleep(for: pause * Double.random(in: 0.5...1.5))
+                pause = min(pause * 2, .milliseconds(500))
                 continue
             default:
                 let what =

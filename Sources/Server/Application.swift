@@ -27,7 +27,7 @@ public struct AppRequestContext: AuthenticatedRequestContext {
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
-        self.clientAddress = source.channel.remoteAddress?.ipAddress
+        self.clientAddress = source.channel.remoteAddress?.ipAddress.map(ClientAddress.key)
     }
 
     public var maxUploadSize: Int { 1024 * 1024 }

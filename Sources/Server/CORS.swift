@@ -13,13 +13,14 @@ struct CORSMiddleware<Context: RequestContext>: RouterMiddleware {
         guard let origin = request.headers[.origin], allowedOrigins.contains(origin) || allowedOrigins.contains("*") else {
             return try await next(request, context)
         }
-        if request.method == .options, request.headers[.accessControlRequestMethod] != nil {
-            let methods = RouteTable.methods(for: request.uri.path)
+        let methods = RouteTable.methods(for: request.uri.path)
+        // A preflight for a path with routes; one for no route goes on to its 404.
+        if request.method == .options, request.headers[.accessControlRequestMethod] != nil, !methods.isEmpty {
             return Response(
                 status: .noContent,
                 headers: [
                     .accessControlAllowOrigin: origin, .vary: "Origin",
-                    .accessControlAllowMethods: (methods.isEmpty ? ["GET", "POST", "PATCH", "DELETE"] : methods).joined(separator: ", "),
+                    .accessControlAllowMethods: methods.joined(separator: ", "),
                     .accessControlAllowHeaders: "Authorization, Content-Type, Idempotency-Key, Last-Event-ID",
                     .accessControlMaxAge: "600",
                 ])

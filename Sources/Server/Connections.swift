@@ -13,11 +13,17 @@ import Synchronization
 /// (keep-alive); and one address holds at most `maxPerAddress` connections at once.
 public struct ConnectionLimits: Sendable {
     public var headerTimeout: Duration
+    /// How long a request's body may take after its head (a body trickled byte by byte).
+    public var bodyTimeout: Duration
     public var idleTimeout: Duration
     public var maxPerAddress: Int
 
-    public init(headerTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60), maxPerAddress: Int = 128) {
+    public init(
+        headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(60),
+        maxPerAddress: Int = 128
+    ) {
         self.headerTimeout = headerTimeout
+        self.bodyTimeout = bodyTimeout
         self.idleTimeout = idleTimeout
         self.maxPerAddress = maxPerAddress
     }
@@ -78,7 +84,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let address = context.channel.remoteAddress?.ipAddress ?? "unknown"
+        let address = context.channel.remoteAddress?.ipAddress.map(ClientAddress.key) ?? "unknown"
         guard counts.open(address, limit: limits.maxPerAddress) else {
             context.close(promise: nil)
             return
@@ -110,17 +116,28 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func awaitHead(_ context: ChannelHandlerContext) {
         headDeadline?.cancel()
+        headDeadline = closing(context, after: limits.headerTimeout)
+    }
+
+    private func closing(_ context: ChannelHandlerContext, after delay: Duration) -> Scheduled<Void> {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        headDeadline = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.headerTimeout / .nanoseconds(1)))) {
+        return context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay / .nanoseconds(1)))) {
             loopBound.value.close(promise: nil)
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            // The head is in; the body has its own time, until the request's end.
+            headDeadline?.cancel()
+            headDeadline = closing(context, after: limits.bodyTimeout)
+            inFlight += 1
+        case .end:
             headDeadline?.cancel()
             headDeadline = nil
-            inFlight += 1
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
@@ -143,5 +160,21 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         watcher?.bytesArrived()
         context.fireChannelRead(data)
+    }
+}
+
+/// A client address as the limits count it: IPv4 as it is (an IPv4-mapped IPv6 address
+/// too), IPv6 by its /64, which one host or household holds whole.
+public enum ClientAddress {
+    public static func key(_ address: String) -> String {
+        let lower = address.lowercased()
+        if lower.hasPrefix("::ffff:"), lower.contains(".") { return String(lower.dropFirst(7)) }
+        guard lower.contains(":") else { return address }
+        // Expand `::` to the zero groups it stands for, then keep the first four.
+        let halves = lower.components(separatedBy: "::")
+        let head = halves[0].split(separator: ":", omittingEmptySubsequences: true).map(String.init)
+        let tail = halves.count > 1 ? halves[1].split(separator: ":", omittingEmptySubsequences: true).map(String.init) : []
+        let groups = head + Array(repeating: "0", count: max(0, 8 - head.count - tail.count)) + tail
+        return groups.prefix(4).joined(separator: ":") + "::/64"
     }
 }

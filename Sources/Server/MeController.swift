@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import Hummingbird
 import Marketplace
@@ -49,6 +50,10 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         try fields.throwIfAny()
         guard let other = body.userId.flatMap(UserID.init) else {
             throw Problem(DomainError.invalid([FieldError(field: "userId", code: "invalid_id", message: "a user id")]))
+        }
+        // Whether the other user exists is their stream's to say, not this one's.
+        guard try await gateway.store.version(of: StreamID("user", other)) > 0 else {
+            throw DomainError(.notFound, "user_not_found", "No user has the id \(other).")
         }
         return try await handle(.block(other), context)
     }

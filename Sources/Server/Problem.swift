@@ -83,7 +83,8 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             // No route: a problem too, and 405 with `Allow` when the path has other methods.
             let allowed = RouteTable.methods(for: request.uri.path)
-            if !allowed.isEmpty, !allowed.contains(request.method.rawValue) {
+            let method = request.method == .head ? "GET" : request.method.rawValue
+            if !allowed.isEmpty, !allowed.contains(method) {
                 throw Problem(
                     .methodNotAllowed, code: "method_not_allowed",
                     detail: "\(request.method.rawValue) is not allowed here; \(allowed.joined(separator: ", ")) is.",

@@ -19,8 +19,27 @@ extension Request {
         try JSONShape.check(buffer.readableBytesView)
         do {
             return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
+        } catch let DecodingError.typeMismatch(expected, context) {
+            // The right JSON, a field of the wrong type: name it.
+            let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+                .replacingOccurrences(of: ".[", with: "[")
+            throw Problem(
+                .badRequest, code: "malformed_body", detail: "\(field.isEmpty ? "The body" : field) must be \(Self.jsonType(expected)).",
+                errors: [FieldError(field: field.isEmpty ? "body" : field, code: "wrong_type", message: "must be \(Self.jsonType(expected))")])
         } catch {
             throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
+        }
+    }
+
+    /// A Swift type as the JSON a client should send instead.
+    static func jsonType(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "an integer"
+        case is Double.Type, is Float.Type: "a number"
+        case is Bool.Type: "true or false"
+        case is [Any].Type: "an array"
+        default: "an object"
         }
     }
 
@@ -86,7 +105,9 @@ enum JSONShape {
         var key: [UInt8] = []
         // The hex digits of a `\uXXXX` escape being read, nil outside one.
         var unicodeEscape: [UInt8]?
+        var previous: UInt8 = 0
         for byte in bytes {
+            defer { previous = byte }
             if inString {
                 stringBytes += 1
                 if stringBytes > maxStringBytes {
@@ -111,7 +132,8 @@ enum JSONShape {
                     inString = false
                     if isKey { try note(key, in: &containers[containers.count - 1]) }
                     continue
-                } else if byte == 0x7F {
+                } else if byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte)) {
+                    // DEL, or a C1 control in UTF-8 (C2 80 to C2 9F).
                     try refuseControlCharacter(containers)
                 }
                 if isKey { key.append(byte) }

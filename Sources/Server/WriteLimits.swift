@@ -48,7 +48,8 @@ final class WriteLimiter: Sendable {
         let perSecond = Double(perHour) / 3600
         let now = ContinuousClock.now
         let wait: Int? = buckets.withLock { buckets in
-            if buckets.count > 100_000 { buckets.removeAll(keepingCapacity: true) }  // bounded memory; full buckets anyway
+            // Bounded memory: a bucket untouched for an hour is full again, as good as absent.
+            if buckets.count > 100_000 { buckets = buckets.filter { now - $0.value.at < .seconds(3600) } }
             let key = "\(kind.rawValue):\(user)"
             let (tokens, at) = buckets[key] ?? (capacity, now)
             let refilled = min(capacity, tokens + Double((now - at) / .seconds(1)) * perSecond)

@@ -387,3 +387,96 @@ struct ContractEdgeTests {
         }
     }
 }
+
+@Suite("Review of the hardening")
+struct HardeningReviewTests {
+    @Test func clientAddressesAreCountedByHostAndIPv6By64() {
+        #expect(ClientAddress.key("203.0.113.7") == "203.0.113.7")
+        #expect(ClientAddress.key("::ffff:203.0.113.7") == "203.0.113.7")
+        #expect(ClientAddress.key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(ClientAddress.key("2001:db8:1:2:bbbb:cccc:dddd:eeee") == "2001:db8:1:2::/64")
+        #expect(ClientAddress.key("2001:db8::1") == "2001:db8:0:0::/64")
+    }
+
+    @Test func aFailedCheckThatIsNotAWrongPasswordDoesNotCountAndAHugeHandleIsA401() async throws {
+        // One check at a time and none waiting: a second login at once is refused busy (503).
+        let passwords = PasswordHasher(cost: 12, concurrent: 1, waiting: 0)
+        try await withAccounts(passwords: passwords) { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            let busy = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        do {
+                            _ = try await accounts.login(handle: "ada", password: "not it at all", address: "203.0.113.66")
+                            return 201
+                        } catch let problem as Problem { return Int(problem.status.code) } catch { return 401 }
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }.filter { $0 == 503 }.count
+            }
+            #expect(busy > 0, "some were refused for a full queue")
+            let failures = try await accounts.pool.query("SELECT count(*) AS n FROM login_failures").single().decode("n", as: Int.self)
+            #expect(failures == 6 - busy, "a busy refusal is not a failed login")
+
+            let huge = String(repeating: "x", count: 20_000)
+            await #expect(throws: DomainError.self) { try await accounts.login(handle: huge, password: "whatever it is", address: "a") }
+        }
+    }
+
+    @Test func aC1ControlInRawUTF8IsRefusedLikeAnEscapedOne() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.send(.patch, "/v1/me", raw: "{\"displayName\": \"Ada\u{85}\"}", token: ada.token)
+            #expect(response.status == .unprocessableContent)
+            #expect(fieldCodes(response.body)["displayName"] == "control_character")
+        }
+    }
+}
+
+@Suite("Fields a client can rely on")
+struct FieldContractTests {
+    @Test func aWrongJSONTypeNamesItsField() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": "500", "location": {"lat": 27.7, "lng": 85.3}}"#,
+                token: ada.token)
+            #expect(response.status == .badRequest)
+            #expect(fieldCodes(response.body)["dailyPriceCents"] == "wrong_type", "\(response.body)")
+            let nested = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": "north", "lng": 85.3}}"#,
+                token: ada.token)
+            #expect(fieldCodes(nested.body)["location.lat"] == "wrong_type", "\(nested.body)")
+        }
+    }
+
+    @Test func displayNamesAreComposedAndRefuseInvisibleAndDirectionCharacters() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            for name in ["ad\u{202E}nimda", "ada\u{200B}", "\u{2066}ada\u{2069}", "a\u{FEFF}da"] {
+                let response = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(name.unicodeScalars.map { String($0.value, radix: 16) })")
+                #expect(fieldCodes(response.body)["displayName"] == "invalid_display_name")
+            }
+            let decomposed = try await client.send(.patch, "/v1/me", json: ["displayName": "Jose\u{301}"], token: ada.token)
+            #expect(decomposed.status == .ok)
+            #expect(decomposed.body["displayName"] as? String == "Jos\u{E9}")
+            #expect((decomposed.body["displayName"] as? String)?.unicodeScalars.count == 4, "composed: one scalar for é")
+        }
+    }
+
+    @Test func blockingAUserWhoDoesNotExistIs404AndStoresNothing() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let before = try await eventCount(admin)
+            let response = try await client.send(
+                .post, "/v1/me/blocks", json: ["userId": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"], token: ada.token)
+            #expect(response.status == .notFound)
+            #expect(response.body["code"] as? String == "user_not_found")
+            #expect(try await eventCount(admin) == before)
+        }
+    }
+}
