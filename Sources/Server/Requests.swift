@@ -16,9 +16,10 @@ extension Request {
         var request = self
         let buffer = try await request.collectBodyWithinLimit(context: context)
         if allowEmpty, buffer.readableBytes == 0 { return nil }
-        try JSONShape.check(buffer.readableBytesView)
+        let keys = try JSONShape.check(buffer.readableBytesView)
+        let value: T
         do {
-            return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
+            value = try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
         } catch let DecodingError.typeMismatch(expected, context) {
             // The right JSON, a field of the wrong type: name it.
             let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
@@ -29,6 +30,25 @@ extension Request {
         } catch {
             throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
         }
+        try Self.refuseUnknown(keys, of: value)
+        return value
+    }
+
+    /// A field the route does not take is refused (422 naming each), not silently dropped: a
+    /// client that misspells one, or sends it to the wrong route, learns so at once. The
+    /// route's fields are its body type's properties (plain structs of optionals).
+    static func refuseUnknown(_ keys: Set<String>, of value: some Decodable) throws {
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .struct, !mirror.children.isEmpty else { return }
+        let known = Set(mirror.children.compactMap(\.label))
+        let unknown = keys.subtracting(known).sorted()
+        guard !unknown.isEmpty else { return }
+        // Twenty named at most: a body of a thousand made-up keys gets a short answer.
+        var errors = unknown.prefix(20).map { FieldError(field: $0, code: "unknown_field", message: "not a field of this request") }
+        if unknown.count > 20 {
+            errors.append(FieldError(field: "body", code: "unknown_fields", message: "and \(unknown.count - 20) more fields it does not take"))
+        }
+        throw Problem(DomainError.invalid(errors))
     }
 
     /// A Swift type as the JSON a client should send instead.
@@ -96,8 +116,11 @@ enum JSONShape {
             ]))
     }
 
-    static func check(_ bytes: some Sequence<UInt8>) throws {
+    /// Checks the body's shape; returns the keys of its outermost object.
+    @discardableResult
+    static func check(_ bytes: some Sequence<UInt8>) throws -> Set<String> {
         var containers: [Container] = []
+        var topLevel: Set<String> = []
         var inString = false
         var escaped = false
         var stringBytes = 0
@@ -151,6 +174,7 @@ enum JSONShape {
                     throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
                 }
             case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                if containers.count == 1, containers[0].isObject { topLevel = containers[0].keys }
                 _ = containers.popLast()
             case UInt8(ascii: ":"):
                 if !containers.isEmpty { containers[containers.count - 1].expectsKey = false }
@@ -160,6 +184,7 @@ enum JSONShape {
                 break
             }
         }
+        return topLevel
     }
 
     /// Notes a key of an object; a second time is a 400 that names it.
