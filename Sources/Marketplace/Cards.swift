@@ -64,8 +64,14 @@ public enum CardRules {
             validation.check(false, "number", "unsupported_network", "amex, discover, jcb, mastercard or visa")
         }
 
+        if !(1000...9999).contains(expYear) {
+            // `30` for 2030 is the usual slip: say what is wanted, not that the card expired.
+            validation.check(false, "expYear", "invalid_expiry", "the year with four digits, like \(today.year + 4)")
+        }
         if !(1...12).contains(expMonth) {
             validation.check(false, "expMonth", "invalid_expiry", "a month from 1 to 12")
+        } else if !(1000...9999).contains(expYear) {
+            // Said above.
         } else if (expYear, expMonth) < (today.year, today.month) {
             // Valid through the last day of its month.
             validation.check(false, "expYear", "card_expired", "the card expired at the end of \(expMonth)/\(expYear)")

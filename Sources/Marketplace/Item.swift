@@ -405,6 +405,11 @@ public enum ItemDecider {
             var validation = Validation()
             validation.check(priceRange.contains(bid.dailyPriceCents), "dailyPriceCents", "invalid_price", "1 to 999999 cents")
             validation.check(bid.from <= bid.until, "until", "invalid_period", "until is before from")
+            // An offer on a request is at most what its poster said they would pay.
+            if state.kind == .request, let max = state.priceCents {
+                validation.check(
+                    bid.dailyPriceCents <= max, "dailyPriceCents", "over_max_price", "at most \(max) cents, the request's maximum")
+            }
             if let message = bid.message {
                 validation.check(message.count <= 1000, "message", "too_long", "at most 1000 characters")
             }

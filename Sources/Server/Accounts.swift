@@ -57,6 +57,9 @@ public struct Accounts: Sendable {
         guard try await pool.query("SELECT 1 FROM credentials WHERE handle = \(handle)").isEmpty else {
             throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
         }
+        guard try await pool.query("SELECT 1 FROM email_claims WHERE email = lower(\(email))").isEmpty else {
+            throw Self.emailTaken
+        }
 
         let hash = try await passwords.hash(password)
         do {
@@ -67,6 +70,7 @@ public struct Accounts: Sendable {
                     INSERT INTO credentials (user_id, handle, password_hash)
                     VALUES (\(userID.rawValue), \(handle), \(hash))
                     """)
+                try session.query("INSERT INTO email_claims (email, user_id) VALUES (lower(\(email)), \(userID.rawValue))")
             }
             guard case .registered(let registered) = handled.events.first, let append = handled.append else {
                 throw DomainError(.conflict, "user_exists", "This user is already registered.")
@@ -74,8 +78,12 @@ public struct Accounts: Sendable {
             return Registered(user: registered, position: append.lastPosition)
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "credentials_handle_key" {
             throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "email_claims_pkey" {
+            throw Self.emailTaken
         }
     }
+
+    static let emailTaken = DomainError(.conflict, "email_taken", "An account with this e-mail address exists already.")
 
     /// Failed logins allowed within `loginWindow` seconds: for one handle from one address;
     /// from one address, whatever the handles; and for one handle from every address at all.

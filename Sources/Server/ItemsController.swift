@@ -70,8 +70,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var fields = FieldCheck()
         let category = fields.category(body.category)
         let location = fields.location(body.location)
-        let from = fields.day(body.availableFrom, "availableFrom", required: false)
-        let until = fields.day(body.availableUntil, "availableUntil", required: false)
+        let from = fields.day(body.availableFrom, "availableFrom", required: false, bookable: true)
+        let until = fields.day(body.availableUntil, "availableUntil", required: false, bookable: true)
         fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
         let post = PostRental(
@@ -87,8 +87,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var fields = FieldCheck()
         let category = fields.category(body.category)
         let location = fields.location(body.location)
-        let from = fields.day(body.neededFrom, "neededFrom", required: true)
-        let until = fields.day(body.neededUntil, "neededUntil", required: true)
+        let from = fields.day(body.neededFrom, "neededFrom", required: true, bookable: true)
+        let until = fields.day(body.neededUntil, "neededUntil", required: true, bookable: true)
         fields.require(("title", body.title))
         try fields.throwIfAny()
         let post = PostRequest(
@@ -111,8 +111,8 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let itemID = try context.parameters.requireUUID("itemID")
         let body = try await request.decodeBody(BidBody.self, context: context)
         var fields = FieldCheck()
-        let from = fields.day(body.from, "from", required: true)
-        let until = fields.day(body.until, "until", required: true)
+        let from = fields.day(body.from, "from", required: true, bookable: true)
+        let until = fields.day(body.until, "until", required: true, bookable: true)
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
         let bid = PlaceBid(

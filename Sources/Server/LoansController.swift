@@ -193,7 +193,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
                        END AS distance_km
                 FROM loans_view
                 WHERE (\(filters.country)::text IS NULL OR country_code = \(filters.country))
-                  AND (\(filters.sector)::text IS NULL OR sector = \(filters.sector))
+                  AND (\(filters.sector)::text IS NULL OR lower(sector) = lower(\(filters.sector)))
                   AND (\(filters.status?.rawValue)::text IS NULL OR status = \(filters.status?.rawValue))
                   AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
                   AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)

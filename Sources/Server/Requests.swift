@@ -215,7 +215,9 @@ struct FieldCheck {
         }
     }
 
-    mutating func day(_ text: String?, _ field: String, required: Bool) -> Day? {
+    /// A day; with `bookable`, one a rental could be on: from yesterday (UTC, so a client
+    /// behind it still has its today) to two years ahead.
+    mutating func day(_ text: String?, _ field: String, required: Bool, bookable: Bool = false, now: Date = Date()) -> Day? {
         guard let text else {
             if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
             return nil
@@ -223,6 +225,15 @@ struct FieldCheck {
         guard let day = Day(text) else {
             problems.append(FieldError(field: field, code: "invalid_date", message: "a date as YYYY-MM-DD"))
             return nil
+        }
+        if bookable {
+            let earliest = Day(now.addingTimeInterval(-86_400))
+            let latest = Day(now.addingTimeInterval(730 * 86_400))
+            if day < earliest {
+                problems.append(FieldError(field: field, code: "in_the_past", message: "\(earliest) or later"))
+            } else if latest < day {
+                problems.append(FieldError(field: field, code: "too_far_ahead", message: "\(latest) or earlier"))
+            }
         }
         return day
     }

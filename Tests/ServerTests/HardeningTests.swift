@@ -499,3 +499,71 @@ struct UnknownFieldTests {
         }
     }
 }
+
+@Suite("Rules a client developer tripped on")
+struct ClientRuleTests {
+    @Test func anEmailHoldsOneAccountWhateverItsCase() async throws {
+        try await withServer { client, admin in
+            _ = try await client.user("ada")
+            let before = try await eventCount(admin)
+            let again = try await client.send(
+                .post, "/v1/users",
+                json: ["handle": "ada2", "displayName": "Ada", "email": "ADA@Example.org", "password": "correct horse battery"])
+            #expect(again.status == .conflict)
+            #expect(again.body["code"] as? String == "email_taken")
+            #expect(try await eventCount(admin) == before)
+        }
+    }
+
+    @Test func offersOnARequestStayWithinItsMaximumAndDatesInTheBookableRange() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            let request = try await client.send(
+                .post, "/v1/requests",
+                json: [
+                    "title": "Ladder", "category": "tools", "maxDailyPriceCents": 800, "neededFrom": dayFromToday(3),
+                    "neededUntil": dayFromToday(5), "location": ["lat": 27.7, "lng": 85.3],
+                ], token: ada.token)
+            let id = try #require(request.body["id"] as? String)
+            let over = try await client.send(
+                .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 900, "from": dayFromToday(3), "until": dayFromToday(4)],
+                token: bob.token)
+            #expect(over.status == .unprocessableContent)
+            #expect(fieldCodes(over.body)["dailyPriceCents"] == "over_max_price")
+            let within = try await client.send(
+                .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 800, "from": dayFromToday(3), "until": dayFromToday(4)],
+                token: bob.token)
+            #expect(within.status == .created, "\(within.body)")
+
+            let past = try await client.send(
+                .post, "/v1/requests",
+                json: [
+                    "title": "Tent", "category": "sports", "neededFrom": dayFromToday(-5), "neededUntil": "9999-12-31",
+                    "location": ["lat": 27.7, "lng": 85.3],
+                ], token: ada.token)
+            #expect(fieldCodes(past.body) == ["neededFrom": "in_the_past", "neededUntil": "too_far_ahead"], "\(past.body)")
+        }
+    }
+
+    @Test func aTwoDigitExpiryYearAsksForFourDigits() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.addCard(ada.token, expMonth: 12, expYear: 30)
+            #expect(response.status == .unprocessableContent)
+            #expect(fieldCodes(response.body)["expYear"] == "invalid_expiry")
+            #expect(((response.body["errors"] as? [[String: Any]])?.first?["message"] as? String)?.contains("four digits") == true)
+        }
+    }
+
+    @Test func theSectorFilterIgnoresCase() async throws {
+        try await withServer { client, _ in
+            let rita = try await client.user("rita")
+            _ = try await client.postLoan(rita.token, amount: 10_000, title: "Loom")
+            let lower = try await client.send(.get, "/v1/loans?sector=manufacturing", token: rita.token)
+            let upper = try await client.send(.get, "/v1/loans?sector=MANUFACTURING", token: rita.token)
+            #expect((lower.body["data"] as? [Any])?.count == 1, "\(lower.body)")
+            #expect((upper.body["data"] as? [Any])?.count == 1)
+        }
+    }
+}
