@@ -583,4 +583,13 @@ public enum ItemDecider {
     static func postingProblems(title: String, description: String, location: Location) -> [FieldError] {
         titleProblems(title) + descriptionProblems(description) + location.problems()
     }
+
+    /// The same rules over what a request gave, each field only if given: for an edge that
+    /// refuses a request for a missing field, so that it names every other bad field at once.
+    public static func givenFieldProblems(title: String?, description: String?, priceCents: Int?, priceField: String)
+        -> [FieldError]
+    {
+        (title.map(titleProblems) ?? []) + (description.map(descriptionProblems) ?? [])
+            + (priceCents.map { priceRange.contains($0) ? [] : [FieldError(field: priceField, code: "invalid_price", message: "1 to 999999 cents")] } ?? [])
+    }
 }

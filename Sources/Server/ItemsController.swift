@@ -73,6 +73,9 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let from = fields.day(body.availableFrom, "availableFrom", required: false, bookable: true)
         let until = fields.day(body.availableUntil, "availableUntil", required: false, bookable: true)
         fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
+        fields.alongside(
+            ItemDecider.givenFieldProblems(
+                title: body.title, description: body.description, priceCents: body.dailyPriceCents, priceField: "dailyPriceCents"))
         try fields.throwIfAny()
         let post = PostRental(
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
@@ -90,6 +93,10 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         let from = fields.day(body.neededFrom, "neededFrom", required: true, bookable: true)
         let until = fields.day(body.neededUntil, "neededUntil", required: true, bookable: true)
         fields.require(("title", body.title))
+        fields.alongside(
+            ItemDecider.givenFieldProblems(
+                title: body.title, description: body.description, priceCents: body.maxDailyPriceCents,
+                priceField: "maxDailyPriceCents"))
         try fields.throwIfAny()
         let post = PostRequest(
             title: body.title!, description: body.description ?? "", category: category!,

@@ -209,6 +209,15 @@ enum JSONShape {
 struct FieldCheck {
     var problems: [FieldError] = []
 
+    /// The domain's problems with the fields given, when the edge refuses anyway: every bad
+    /// field is then named at once, not only the missing one. (When the edge finds nothing,
+    /// the domain checks them all itself.)
+    mutating func alongside(_ domainProblems: @autoclosure () -> [FieldError]) {
+        guard !problems.isEmpty else { return }
+        let named = Set(problems.map(\.field))
+        problems += domainProblems().filter { !named.contains($0.field) }
+    }
+
     mutating func require(_ fields: (String, Any?)...) {
         for (name, value) in fields where value == nil {
             problems.append(FieldError(field: name, code: "required", message: "\(name) is required"))

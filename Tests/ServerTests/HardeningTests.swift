@@ -567,3 +567,21 @@ struct ClientRuleTests {
         }
     }
 }
+
+@Suite("Every bad field at once")
+struct AllFieldErrorsTests {
+    @Test func aMissingFieldAndABadCategoryDoNotHideATitleTooLong() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": String(repeating: "t", count: 300), "category": "spaceships", "location": ["lat": 27.7, "lng": 85.3]],
+                token: ada.token)
+            #expect(response.status == .unprocessableContent)
+            let codes = fieldCodes(response.body)
+            #expect(codes["category"] == "invalid_category", "\(codes)")
+            #expect(codes["dailyPriceCents"] == "required")
+            #expect(codes["title"] != nil, "the title's own problem, named with the others: \(codes)")
+        }
+    }
+}

@@ -275,7 +275,7 @@ struct ItemsTests {
                 token: owner.token)
             #expect(response.status == .unprocessableContent)
             let fields = Set((response.body["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String })
-            #expect(fields == ["category", "location", "availableFrom", "dailyPriceCents"])
+            #expect(fields == ["category", "location", "availableFrom", "dailyPriceCents", "title"], "the empty title too, with the rest")
             let badPrice = try await client.send(
                 .post, "/v1/rentals",
                 json: ["title": "x", "category": "bikes", "dailyPriceCents": 0, "location": ["lat": 100, "lng": 0]],
