@@ -44,7 +44,10 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
         let query = filters.list
         let point = query.nearPoint
         let after = query.cursor
-        // One statement for both orders: the filters are shared, the keyset differs.
+        // One statement for both orders: the filters are shared, the keyset differs. A refresh
+        // (`updatedSince`) also answers the items that left the market since, with their status
+        // (tombstones), so a client can take their pins away; its own text, so the plain
+        // market's statement keeps its plan on the available items' index.
         let rows = try await pool.query(
             """
             WITH candidates AS (
@@ -54,7 +57,7 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
                                  * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
                        END AS distance_km
                 FROM items_view
-                WHERE status = 'available'
+                WHERE \(unsafeRaw: query.updatedSince == nil ? "status = 'available'" : "true")
                   AND (\(filters.kind?.rawValue)::text IS NULL OR kind = \(filters.kind?.rawValue))
                   AND (\(filters.category?.rawValue)::text IS NULL OR category = \(filters.category?.rawValue))
                   AND (\(filters.minPrice)::int IS NULL OR price_cents >= \(filters.minPrice))

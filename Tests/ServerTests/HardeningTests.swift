@@ -585,3 +585,25 @@ struct AllFieldErrorsTests {
         }
     }
 }
+
+@Suite("Refreshing the market")
+struct MarketRefreshTests {
+    @Test func aRefreshAnswersItemsThatLeftTheMarketWithTheirStatus() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let kept = try #require(try await client.postRental(ada.token, title: "Kept")["id"] as? String)
+            let gone = try #require(try await client.postRental(ada.token, title: "Gone")["id"] as? String)
+            let since = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-1))
+            _ = try await client.send(.post, "/v1/items/\(gone)/withdraw", token: ada.token)
+            let market = try await client.send(.get, "/v1/market", token: ada.token)
+            #expect((market.body["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [kept.lowercased()])
+            let refresh = try await client.send(.get, "/v1/market?updatedSince=\(since)", token: ada.token)
+            let items = (refresh.body["data"] as? [[String: Any]]) ?? []
+            let status = Dictionary(uniqueKeysWithValues: items.compactMap { item in
+                (item["id"] as? String).map { ($0, item["status"] as? String ?? "") }
+            })
+            #expect(status[gone.lowercased()] == "withdrawn", "\(refresh.body)")
+            #expect(status[kept.lowercased()] == "available")
+        }
+    }
+}
