@@ -240,17 +240,26 @@ public struct ReviseItem: Hashable, Sendable {
     public var description: String?
     public var category: Category?
     public var priceCents: Int?
+    /// The kind whose price field the price came in: a rental's `dailyPriceCents`, a
+    /// request's `maxDailyPriceCents`. A price under the other kind's name is refused.
+    public var priceFor: ItemKind?
     public var location: Location?
 
     public init(
         title: String? = nil, description: String? = nil, category: Category? = nil, priceCents: Int? = nil,
-        location: Location? = nil
+        priceFor: ItemKind? = nil, location: Location? = nil
     ) {
         self.title = title
         self.description = description
         self.category = category
         self.priceCents = priceCents
+        self.priceFor = priceFor
         self.location = location
+    }
+
+    /// The name of an item kind's price field, as requests and responses spell it.
+    public static func priceField(of kind: ItemKind) -> String {
+        kind == .rental ? "dailyPriceCents" : "maxDailyPriceCents"
     }
 }
 
@@ -373,12 +382,19 @@ public enum ItemDecider {
             if let title = revision.title { validation.add(titleProblems(title)) }
             if let description = revision.description { validation.add(descriptionProblems(description)) }
             if let location = revision.location { validation.add(location.problems()) }
+            let priceField = ReviseItem.priceField(of: state.kind)
             if let price = revision.priceCents {
-                validation.check(priceRange.contains(price), "priceCents", "invalid_price", "1 to 999999 cents")
+                if let given = revision.priceFor, given != state.kind {
+                    validation.check(
+                        false, ReviseItem.priceField(of: given), "not_for_this_kind",
+                        "this item's price is \(priceField)")
+                } else {
+                    validation.check(priceRange.contains(price), priceField, "invalid_price", "1 to 999999 cents")
+                }
             }
             validation.check(
                 revision != ReviseItem(), "body", "nothing_to_change",
-                "give at least one of title, description, category, priceCents, location")
+                "give at least one of title, description, category, \(priceField), location")
             try validation.throwIfInvalid()
             try requireAvailable(state)
             return [

@@ -152,10 +152,15 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         var fields = FieldCheck()
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
+        if body.dailyPriceCents != nil, body.maxDailyPriceCents != nil {
+            fields.problems.append(
+                FieldError(field: "maxDailyPriceCents", code: "not_for_this_kind", message: "one price: dailyPriceCents or maxDailyPriceCents"))
+        }
         try fields.throwIfAny()
         let revision = ReviseItem(
             title: body.title, description: body.description, category: category,
-            priceCents: body.dailyPriceCents ?? body.maxDailyPriceCents, location: location)
+            priceCents: body.dailyPriceCents ?? body.maxDailyPriceCents,
+            priceFor: body.dailyPriceCents != nil ? .rental : body.maxDailyPriceCents != nil ? .request : nil, location: location)
         return try await itemCommand(.revise(revision), request, context)
     }
 

@@ -607,3 +607,22 @@ struct MarketRefreshTests {
         }
     }
 }
+
+@Suite("One price field per kind")
+struct PriceFieldTests {
+    @Test func aRentalsPriceIsDailyPriceCentsAndARequestsMaxDailyPriceCentsInRevisionsAndErrors() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let rental = try #require(try await client.postRental(ada.token)["id"] as? String)
+            let wrongName = try await client.send(.patch, "/v1/items/\(rental)", json: ["maxDailyPriceCents": 100], token: ada.token)
+            #expect(wrongName.status == .unprocessableContent)
+            #expect(fieldCodes(wrongName.body) == ["maxDailyPriceCents": "not_for_this_kind"])
+            let unchanged = try await client.send(.get, "/v1/items/\(rental)", token: ada.token)
+            #expect(unchanged.body["dailyPriceCents"] as? Int == 1500, "a refused revision changes nothing: \(unchanged.body)")
+            let badPrice = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 0], token: ada.token)
+            #expect(fieldCodes(badPrice.body) == ["dailyPriceCents": "invalid_price"], "named as sent, not priceCents")
+            let revised = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 1800], token: ada.token)
+            #expect(revised.body["dailyPriceCents"] as? Int == 1800)
+        }
+    }
+}
