@@ -145,7 +145,7 @@ public enum LoanDecider {
             validation.check(posted.description.count <= 5000, "description", "too_long", "at most 5000 characters")
             validation.check(!posted.sector.trimmed.isEmpty, "sector", "required", "sector is required")
             validation.check(!posted.activity.trimmed.isEmpty, "activity", "required", "activity is required")
-            validation.add(UserDecider.countryProblems(posted.countryCode, field: "countryCode"))
+            validation.add(UserDecider.countryProblems(posted.countryCode, field: "country"))
             validation.add(posted.location.problems())
             validation.check(
                 (2500...1_000_000).contains(posted.amountCents) && posted.amountCents % share == 0, "amountCents",

@@ -18,7 +18,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         var description: String?
         var sector: String?
         var activity: String?
-        var countryCode: String?
+        var country: String?
         var location: LocationBody?
         var amountCents: Int?
         var deadline: String?
@@ -71,12 +71,12 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         let location = fields.location(body.location)
         let deadline = fields.day(body.deadline, "deadline", required: true)
         fields.require(
-            ("title", body.title), ("sector", body.sector), ("activity", body.activity), ("countryCode", body.countryCode),
+            ("title", body.title), ("sector", body.sector), ("activity", body.activity), ("country", body.country),
             ("amountCents", body.amountCents))
         try fields.throwIfAny()
         let posted = LoanPosted(
             loanID: LoanID(), borrowerID: me, title: body.title!, description: body.description ?? "", sector: body.sector!,
-            activity: body.activity!, countryCode: body.countryCode!, location: location!, amountCents: body.amountCents!,
+            activity: body.activity!, countryCode: body.country!, location: location!, amountCents: body.amountCents!,
             deadline: deadline!)
         let handled = try await gateway.handle(
             .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: me, newStream: true)
@@ -225,7 +225,7 @@ struct LoanResource: ResponseEncodable {
     var description: String
     var sector: String
     var activity: String
-    var countryCode: String
+    var country: String
     var location: Location
     var amountCents: Int
     var fundedCents: Int
@@ -251,7 +251,7 @@ struct LoanResource: ResponseEncodable {
         description = try row.decode("description")
         sector = try row.decode("sector")
         activity = try row.decode("activity")
-        countryCode = try row.decode("country_code")
+        country = try row.decode("country_code")
         location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
         amountCents = try row.decode("amount_cents")
         fundedCents = try row.decode("funded_cents")

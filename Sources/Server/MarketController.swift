@@ -18,6 +18,17 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
         var category: Marketplace.Category?
         var minPrice: Int?
         var maxPrice: Int?
+        /// Items of owners from this country (ISO 3166-1 alpha-2): items have a place, not a country.
+        var country: String?
+
+        /// The country filter as SQL, only when there is one, so the plain market's statement
+        /// keeps its plan. The code is one of `Countries.alpha2` (two letters), safe inline.
+        var ownersCountryClause: String {
+            guard let country, Countries.alpha2.contains(country), country.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+                return "true"
+            }
+            return "owner_id IN (SELECT user_id FROM users_view WHERE country = '\(country)')"
+        }
 
         init(_ request: Request) throws {
             list = ListQuery(request)
@@ -28,6 +39,12 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
             if let value = list.text("category") {
                 category = Marketplace.Category(rawValue: value)
                 if category == nil { list.bad("category", "invalid_category", "one of the categories") }
+            }
+            if let value = list.text("country") {
+                country = value.uppercased()
+                if !Countries.alpha2.contains(value.uppercased()) {
+                    list.bad("country", "invalid_country", "an ISO 3166-1 alpha-2 code, like NP")
+                }
             }
             for (name, keyPath) in [("minPriceCents", \Query.minPrice), ("maxPriceCents", \Query.maxPrice)] {
                 guard let value = list.text(name) else { continue }
@@ -62,6 +79,7 @@ struct MarketController<Context: AuthenticatedRequestContext>: Sendable {
                   AND (\(filters.category?.rawValue)::text IS NULL OR category = \(filters.category?.rawValue))
                   AND (\(filters.minPrice)::int IS NULL OR price_cents >= \(filters.minPrice))
                   AND (\(filters.maxPrice)::int IS NULL OR price_cents <= \(filters.maxPrice))
+                  AND \(unsafeRaw: filters.ownersCountryClause)
                   AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
                   AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
                   AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)

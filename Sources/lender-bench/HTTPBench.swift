@@ -143,7 +143,7 @@ struct HTTPBench: AsyncParsableCommand {
     static func loan(_ title: String) -> [String: Any] {
         let deadline = Date().addingTimeInterval(60 * 86_400).formatted(.iso8601.year().month().day())
         return [
-            "title": title, "sector": "Retail", "activity": "Shop", "countryCode": "NP", "amountCents": 1_000_000,
+            "title": title, "sector": "Retail", "activity": "Shop", "country": "NP", "amountCents": 1_000_000,
             "deadline": deadline, "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"],
         ]
     }

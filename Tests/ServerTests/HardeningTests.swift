@@ -312,7 +312,7 @@ struct WriteLimitTests {
                 .post, "/v1/loans",
                 json: [
                     "title": "Loom", "description": "For the workshop", "sector": "Manufacturing", "activity": "Weaving",
-                    "countryCode": "NP", "location": ["lat": 27.7, "lng": 85.3], "amountCents": 10_000, "deadline": dayFromToday(20),
+                    "country": "NP", "location": ["lat": 27.7, "lng": 85.3], "amountCents": 10_000, "deadline": dayFromToday(20),
                 ], token: ada.token)
             #expect(loan.status == .tooManyRequests, "loans are postings too")
             // A repeat of an answered request is answered, not counted.
@@ -623,6 +623,28 @@ struct PriceFieldTests {
             #expect(fieldCodes(badPrice.body) == ["dailyPriceCents": "invalid_price"], "named as sent, not priceCents")
             let revised = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 1800], token: ada.token)
             #expect(revised.body["dailyPriceCents"] as? Int == 1800)
+        }
+    }
+}
+
+@Suite("Country, one name")
+struct CountryTests {
+    @Test func loansSayCountryAndTheMarketFiltersByTheOwnersCountry() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            _ = try await client.send(.patch, "/v1/me", json: ["country": "NP"], token: ada.token)
+            _ = try await client.send(.patch, "/v1/me", json: ["country": "KE"], token: bob.token)
+            let nepali = try #require(try await client.postRental(ada.token, title: "Nepali bike")["id"] as? String)
+            _ = try await client.postRental(bob.token, title: "Kenyan bike")
+            let market = try await client.send(.get, "/v1/market?country=np", token: ada.token)
+            #expect((market.body["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [nepali.lowercased()])
+            #expect(fieldCodes(try await client.send(.get, "/v1/market?country=ZZ", token: ada.token).body)["country"] == "invalid_country")
+
+            let loan = try await client.postLoan(ada.token, amount: 10_000, title: "Loom")
+            let resource = try await client.send(.get, "/v1/loans/\(loan)", token: ada.token)
+            #expect(resource.body["country"] as? String == "NP")
+            #expect(resource.body["countryCode"] == nil, "one name: country")
         }
     }
 }

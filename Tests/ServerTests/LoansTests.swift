@@ -24,7 +24,7 @@ extension TestClientProtocol {
             .post, "/v1/loans",
             json: [
                 "title": title, "description": "A second machine for the workshop", "sector": sector,
-                "activity": "Tailoring", "countryCode": country, "location": ["lat": lat, "lng": lng, "place": "Pokhara"],
+                "activity": "Tailoring", "country": country, "location": ["lat": lat, "lng": lng, "place": "Pokhara"],
                 "amountCents": amount, "deadline": dayFromToday(deadlineDays),
             ], token: token)
         #expect(response.status == .created, "\(response.body)")
@@ -262,13 +262,13 @@ struct LoansTests {
             let bad = try await client.send(
                 .post, "/v1/loans",
                 json: [
-                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "countryCode": "XX",
+                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "country": "XX",
                     "location": ["lat": 95, "lng": 10], "amountCents": 2600, "deadline": dayFromToday(91),
                 ], token: rita.token)
             #expect(bad.status == .unprocessableContent)
             #expect(
                 fieldCodes(bad.body)
-                    == ["countryCode": "invalid_country", "location.lat": "out_of_range", "amountCents": "invalid_amount",
+                    == ["country": "invalid_country", "location.lat": "out_of_range", "amountCents": "invalid_amount",
                         "deadline": "invalid_deadline"])
             #expect(try await eventCount(admin) == 1)
 

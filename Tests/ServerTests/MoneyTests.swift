@@ -331,7 +331,7 @@ struct MoneyCrashTests {
             let (posted, loan) = try await setup.request(
                 .post, "/v1/loans",
                 json: [
-                    "title": "Loom", "description": "", "sector": "Textiles", "activity": "Weaving", "countryCode": "NP",
+                    "title": "Loom", "description": "", "sector": "Textiles", "activity": "Weaving", "country": "NP",
                     "location": ["lat": 28.2, "lng": 83.9], "amountCents": 5000, "deadline": dayFromToday(30),
                 ], token: rita.token)
             #expect(posted == 201, "\(loan)")

@@ -138,7 +138,7 @@ struct ProcessTests {
             let (_, loan) = try await servers[2].request(
                 .post, "/v1/loans",
                 json: [
-                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "countryCode": "NP",
+                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "country": "NP",
                     "location": ["lat": 28.2, "lng": 83.99], "amountCents": 10_000, "deadline": deadline,
                 ], token: borrower.token)
             let loanID = try #require(loan["id"] as? String)
