@@ -25,7 +25,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
     struct CheckoutResult: ResponseEncodable, Decodable {
         var purchases: [Purchase]
         var totalCents: Int
-        var paidWith: String
+        var paidWith: PaidWith
         var balanceCents: Int
         var position: Int64?
     }
@@ -119,7 +119,7 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
             let balance = decision.user.reduce(user, UserDecider.evolve).balanceCents
             let result = CheckoutResult(
                 purchases: decision.purchases.map { Purchase(loanId: $0.loanID, amountCents: $0.amountCents) },
-                totalCents: decision.totalCents, paidWith: payment.paidWith, balanceCents: balance)
+                totalCents: decision.totalCents, paidWith: PaidWith(payment.paidWith), balanceCents: balance)
             return (writes, result)
         }
         return answer(result, append)

@@ -32,7 +32,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
 
     struct Repayment: ResponseEncodable {
         var amountCents: Int
-        var paidWith: String
+        var paidWith: PaidWith
         var credits: [Credit]
         /// The borrower's balance after the repayment.
         var balanceCents: Int
@@ -43,7 +43,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
     /// What a repayment decided, recorded with its events for a repeat to answer again.
     struct RepaymentOutcome: Codable {
         var amountCents: Int
-        var paidWith: String
+        var paidWith: PaidWith
         var credits: [Credit]
         var balanceCents: Int
     }
@@ -136,7 +136,7 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
                 try [StreamWrite(decision.loan, to: .loan, id: loanID), StreamWrite(decision.borrower, to: .user, id: me)]
                 + decision.credits.map { try StreamWrite([.balanceCredited($0.credit)], to: .user, id: $0.lender, checked: false) }
             let outcome = RepaymentOutcome(
-                amountCents: amount, paidWith: payment.paidWith,
+                amountCents: amount, paidWith: PaidWith(payment.paidWith),
                 credits: decision.credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) },
                 balanceCents: decision.borrower.reduce(borrower, UserDecider.evolve).balanceCents)
             return (writes, outcome)
