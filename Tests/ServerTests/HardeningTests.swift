@@ -591,9 +591,9 @@ struct MarketRefreshTests {
     @Test func aRefreshAnswersItemsThatLeftTheMarketWithTheirStatus() async throws {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
+            let since = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-1))
             let kept = try #require(try await client.postRental(ada.token, title: "Kept")["id"] as? String)
             let gone = try #require(try await client.postRental(ada.token, title: "Gone")["id"] as? String)
-            let since = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-1))
             _ = try await client.send(.post, "/v1/items/\(gone)/withdraw", token: ada.token)
             let market = try await client.send(.get, "/v1/market", token: ada.token)
             #expect((market.body["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [kept.lowercased()])

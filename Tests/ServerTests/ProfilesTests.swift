@@ -43,7 +43,7 @@ struct ProfilesTests {
             #expect(ownerProfile.body["handle"] as? String == "owner")
             #expect(ownerProfile.body["postCount"] as? Int == 2)
             #expect(ownerProfile.body["completedDeals"] as? Int == 1)
-            #expect(ownerProfile.body["email"] == nil)
+            #expect(ownerProfile.body["email"] == nil, "a public profile has no e-mail field at all")
             let aliceProfile = try await client.send(.get, "/v1/users/\(alice.id)", token: owner.token)
             #expect(aliceProfile.body["completedDeals"] as? Int == 1)
             #expect(aliceProfile.body["postCount"] as? Int == 0)
