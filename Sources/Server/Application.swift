@@ -71,7 +71,7 @@ public func buildRouter(
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    ProfilesController(pool: reads).addRoutes(to: router, authentication: authentication)
+    ProfilesController(pool: reads, gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
     WalletController(
         gateway: accounts.gateway, processor: processor, fingerprinter: payments.fingerprinter, cardPayments: cardPayments)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency)

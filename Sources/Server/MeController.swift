@@ -18,17 +18,6 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         var userId: String?
     }
 
-    struct Profile: ResponseEncodable {
-        var id: UserID
-        var handle: String
-        var displayName: String
-        var email: String
-        var country: String?
-        var defaultShareCents: Int?
-        var blocked: [UserID]
-        var position: Int64?
-    }
-
     func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
         let me = router.group("/v1/me").add(middleware: authentication).add(middleware: idempotency)
         me.patch(use: updateProfile)
@@ -36,14 +25,14 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         me.delete("blocks/:userID", use: unblock)
     }
 
-    @Sendable func updateProfile(_ request: Request, context: Context) async throws -> Profile {
+    @Sendable func updateProfile(_ request: Request, context: Context) async throws -> PrivateProfile {
         let body = try await request.decodeBody(ProfileBody.self, context: context)
         return try await handle(
             .updateProfile(displayName: body.displayName, country: body.country, defaultShareCents: body.defaultShareCents),
             context)
     }
 
-    @Sendable func block(_ request: Request, context: Context) async throws -> Profile {
+    @Sendable func block(_ request: Request, context: Context) async throws -> PrivateProfile {
         let body = try await request.decodeBody(BlockBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("userId", body.userId))
@@ -58,18 +47,17 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         return try await handle(.block(other), context)
     }
 
-    @Sendable func unblock(_ request: Request, context: Context) async throws -> Profile {
+    @Sendable func unblock(_ request: Request, context: Context) async throws -> PrivateProfile {
         try await handle(.unblock(UserID(try context.parameters.requireUUID("userID"))), context)
     }
 
-    /// A command on the signed-in user's own stream; answers the profile as it now stands.
-    func handle(_ command: UserCommand, _ context: Context) async throws -> Profile {
+    /// A command on the signed-in user's own stream; answers the profile as it now stands:
+    /// the same resource as `GET /v1/me`, read from the primary, where the command's views
+    /// committed with its events.
+    func handle(_ command: UserCommand, _ context: Context) async throws -> PrivateProfile {
         let me = try context.requireIdentity()
         let handled = try await gateway.handle(command, on: .user, id: me, actor: me)
-        let state = handled.state
-        return Profile(
-            id: me, handle: state.handle, displayName: state.displayName, email: state.email, country: state.country,
-            defaultShareCents: state.defaultShareCents, blocked: state.blocked.sorted { $0.description < $1.description },
-            position: handled.append?.lastPosition)
+        return try await PrivateProfile.read(
+            me, from: gateway.store.pool, blocked: handled.state.blocked, position: handled.append?.lastPosition)
     }
 }

@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import Hummingbird
 import Marketplace
@@ -6,37 +7,8 @@ import Postgres
 /// `GET /v1/me` (the private profile) and `GET /v1/users/{id}` (the public one), from the views.
 struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
     let pool: PostgresPool
-
-    struct PrivateProfile: ResponseEncodable {
-        var id: UserID
-        var handle: String
-        var displayName: String
-        var email: String
-        var country: String?
-        var memberSince: Date
-        /// Folded from the user's stream: deposits, credits and refunds, less checkouts paid from it.
-        var balanceCents: Int
-        var defaultShareCents: Int?
-        var completedDeals: Int
-        var cards: [CardResource]
-        var posts: [ItemResource]
-        var bids: [BidResource]
-        var bidsReceived: [BidResource]
-        /// Bids on my items that I approved.
-        var approvalsGiven: [BidResource]
-        /// My bids that owners approved.
-        var approvalsReceived: [BidResource]
-        /// The loans I lent to: my shares, what was repaid to me, the loan's status.
-        var loans: [MyLoan]
-    }
-
-    struct MyLoan: Codable {
-        var loanId: LoanID
-        var title: String
-        var amountCents: Int
-        var repaidCents: Int
-        var status: String
-    }
+    /// For the blocked users, which are the user's own stream's to say.
+    let gateway: CommandGateway
 
     struct PublicProfile: ResponseEncodable {
         var id: UserID
@@ -54,7 +26,67 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
     }
 
     @Sendable func me(_ request: Request, context: Context) async throws -> PrivateProfile {
-        let me = try context.requireIdentity().rawValue
+        let me = try context.requireIdentity()
+        let (state, _) = try await gateway.load(StreamID("user", me), .user)
+        return try await PrivateProfile.read(me, from: pool, blocked: state.blocked, position: nil)
+    }
+
+    @Sendable func user(_ request: Request, context: Context) async throws -> PublicProfile {
+        let id = try context.parameters.requireUUID("userID")
+        let rows = try await pool.query(
+            """
+            SELECT handle, display_name, country, member_since, completed_deals,
+                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
+            FROM users_view u WHERE user_id = \(id)
+            """)
+        guard let row = rows.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
+        return PublicProfile(
+            id: UserID(id), handle: try row.decode("handle"), displayName: try row.decode("display_name"),
+            country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
+            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
+    }
+}
+
+/// `GET /v1/me`, and the answer of every command on it (`PATCH /v1/me`, blocks): one resource.
+struct PrivateProfile: ResponseEncodable {
+    var id: UserID
+    var handle: String
+    var displayName: String
+    var email: String
+    var country: String?
+    var memberSince: Date
+    /// Folded from the user's stream: deposits, credits and refunds, less checkouts paid from it.
+    var balanceCents: Int
+    var defaultShareCents: Int?
+    var completedDeals: Int
+    var cards: [CardResource]
+    var posts: [ItemResource]
+    var bids: [BidResource]
+    var bidsReceived: [BidResource]
+    /// Bids on my items that I approved.
+    var approvalsGiven: [BidResource]
+    /// My bids that owners approved.
+    var approvalsReceived: [BidResource]
+    /// The loans I lent to: my shares, what was repaid to me, the loan's status.
+    var loans: [MyLoan]
+    /// Whom I blocked: from my own stream.
+    var blocked: [UserID]
+    /// The log position of the command that answered with it, if one did.
+    var position: Int64?
+}
+
+struct MyLoan: Codable {
+    var loanId: LoanID
+    var title: String
+    var amountCents: Int
+    var repaidCents: Int
+    var status: String
+}
+
+extension PrivateProfile {
+    /// The profile from the views, in one snapshot: the balance and the loans it paid for agree.
+    static func read(_ user: UserID, from pool: PostgresPool, blocked: Set<UserID>, position: Int64?) async throws -> PrivateProfile {
+        let me = user.rawValue
         // Six views, one round trip, one snapshot: the balance and the loans it paid for agree.
         let answers = try await pool.snapshot([
             """
@@ -96,21 +128,7 @@ struct ProfilesController<Context: AuthenticatedRequestContext>: Sendable {
             defaultShareCents: try user.decode("default_share_cents", as: Int?.self),
             completedDeals: try user.decode("completed_deals"), cards: cards, posts: posts, bids: bids,
             bidsReceived: received, approvalsGiven: received.filter { $0.status == BidStatus.approved.rawValue },
-            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: loans)
-    }
-
-    @Sendable func user(_ request: Request, context: Context) async throws -> PublicProfile {
-        let id = try context.parameters.requireUUID("userID")
-        let rows = try await pool.query(
-            """
-            SELECT handle, display_name, country, member_since, completed_deals,
-                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
-            FROM users_view u WHERE user_id = \(id)
-            """)
-        guard let row = rows.first else { throw Problem(DomainError(.notFound, "user_not_found", "No such user.")) }
-        return PublicProfile(
-            id: UserID(id), handle: try row.decode("handle"), displayName: try row.decode("display_name"),
-            country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
-            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
+            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: loans,
+            blocked: blocked.sorted { $0.description < $1.description }, position: position)
     }
 }

@@ -648,3 +648,23 @@ struct CountryTests {
         }
     }
 }
+
+@Suite("One resource for me")
+struct MeResourceTests {
+    @Test func patchAndBlocksAnswerWhatGetAnswers() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            _ = try await client.postRental(ada.token)
+            let patched = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada L."], token: ada.token)
+            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token)
+            let read = try await client.send(.get, "/v1/me", token: ada.token)
+            #expect(Set(patched.body.keys) == Set(read.body.keys), "PATCH: \(patched.body.keys.sorted()), GET: \(read.body.keys.sorted())")
+            #expect(Set(blocked.body.keys) == Set(read.body.keys))
+            #expect((patched.body["posts"] as? [Any])?.count == 1)
+            #expect((read.body["blocked"] as? [String])?.map { $0.lowercased() } == [bob.id.lowercased()])
+            #expect(read.body["displayName"] as? String == "Ada L.")
+            #expect(patched.body["position"] is Int && read.body["position"] is NSNull)
+        }
+    }
+}
