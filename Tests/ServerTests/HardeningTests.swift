@@ -668,3 +668,42 @@ struct MeResourceTests {
         }
     }
 }
+
+@Suite("NUL on every route that takes text")
+struct NulEveryRouteTests {
+    @Test func everyBodyRouteRefusesANulNamingTheField() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let before = try await eventCount(admin)
+            let id = "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"
+            let nul = #"\u0000"#
+            let routes: [(HTTPRequest.Method, String, String, String)] = [
+                (.post, "/v1/users", #"{"handle": "x", "displayName": "X", "email": "x\#(nul)@example.org", "password": "long enough pass"}"#, "email"),
+                (.post, "/v1/sessions", #"{"handle": "ada", "password": "pass\#(nul)word"}"#, "password"),
+                (.patch, "/v1/me", #"{"displayName": "A\#(nul)"}"#, "displayName"),
+                (.post, "/v1/me/blocks", #"{"userId": "\#(nul)"}"#, "userId"),
+                (.post, "/v1/requests", #"{"title": "Tent", "description": "\#(nul)", "category": "sports", "neededFrom": "2026-12-10", "neededUntil": "2026-12-11", "location": {"lat": 1, "lng": 2}}"#, "description"),
+                (.patch, "/v1/items/\(id)", #"{"title": "T\#(nul)"}"#, "title"),
+                (.post, "/v1/items/\(id)/bids", #"{"dailyPriceCents": 100, "from": "2026-12-10", "until": "2026-12-11", "message": "hi\#(nul)"}"#, "message"),
+                (.post, "/v1/bids/\(id)/reject", #"{"reason": "no\#(nul)"}"#, "reason"),
+                (.post, "/v1/me/cards", #"{"number": "4242\#(nul)", "expMonth": 12, "expYear": 2030, "cvv": "123", "holderName": "Ada"}"#, "number"),
+                (.post, "/v1/me/deposits", #"{"amountCents": 1000, "cardId": "\#(nul)"}"#, "cardId"),
+                (.post, "/v1/loans", #"{"title": "Loom\#(nul)", "description": "", "sector": "Arts", "activity": "Weaving", "country": "NP", "location": {"lat": 1, "lng": 2}, "amountCents": 10000, "deadline": "2026-12-20"}"#, "title"),
+                (.post, "/v1/loans/\(id)/repayments", #"{"amountCents": 100, "payWith": "balance\#(nul)"}"#, "payWith"),
+                (.post, "/v1/cart/items", #"{"loanId": "\#(nul)", "amountCents": 2500}"#, "loanId"),
+                (.patch, "/v1/cart/items/\(id)", #"{"amountCents": 2500, "note": "\#(nul)"}"#, "note"),
+                (.post, "/v1/cart/checkout", #"{"payWith": "card", "cardId": "\#(nul)"}"#, "cardId"),
+            ]
+            for (method, path, body, field) in routes {
+                let response = try await client.send(method, path, raw: body, token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(method) \(path): \(response.status)")
+                #expect(fieldCodes(response.body)[field] == "control_character", "\(method) \(path): \(response.body)")
+            }
+            for path in ["/v1/loans?q=\u{0}".addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed)!, "/v1/events?after=%00", "/v1/audit/checkpoints?after=%00", "/v1/items/\(id)/bids?cursor=%00"] {
+                let response = try await client.send(.get, path, token: ada.token)
+                #expect(response.status == .unprocessableContent, "\(path): \(response.status)")
+            }
+            #expect(try await eventCount(admin) == before)
+        }
+    }
+}
