@@ -65,3 +65,10 @@ struct Validation {
         if !problems.isEmpty { throw DomainError.invalid(problems) }
     }
 }
+
+extension DomainError {
+    /// A validation failure naming every problem, if there is any.
+    static func throwIfAny(_ problems: [FieldError]) throws {
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+    }
+}

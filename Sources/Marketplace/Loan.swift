@@ -133,6 +133,25 @@ public struct LoanState: Hashable, Sendable {
 }
 
 public enum LoanDecider {
+    /// A loan's own field rules, over the fields given: the decider's, and an edge's that
+    /// refuses a request for a missing field and names every other bad one with it.
+    public static func givenFieldProblems(title: String?, description: String?, country: String?, amountCents: Int?)
+        -> [FieldError]
+    {
+        var validation = Validation()
+        if let title { validation.check((1...120).contains(title.trimmed.count), "title", "invalid_title", "1 to 120 characters") }
+        if let description {
+            validation.check(description.count <= 5000, "description", "too_long", "at most 5000 characters")
+        }
+        validation.add(UserDecider.countryProblems(country, field: "country"))
+        if let amountCents {
+            validation.check(
+                (2500...1_000_000).contains(amountCents) && amountCents % share == 0, "amountCents", "invalid_amount",
+                "2500 to 1000000 cents, in multiples of 2500")
+        }
+        return validation.problems
+    }
+
     public static let initial = LoanState()
     public static let share = 2500
 
@@ -141,15 +160,12 @@ public enum LoanDecider {
         case .post(var posted, let today):
             guard !state.exists else { throw DomainError(.conflict, "loan_exists", "This loan was already posted.") }
             var validation = Validation()
-            validation.check((1...120).contains(posted.title.trimmed.count), "title", "invalid_title", "1 to 120 characters")
-            validation.check(posted.description.count <= 5000, "description", "too_long", "at most 5000 characters")
+            validation.add(
+                givenFieldProblems(
+                    title: posted.title, description: posted.description, country: posted.countryCode, amountCents: posted.amountCents))
             validation.check(!posted.sector.trimmed.isEmpty, "sector", "required", "sector is required")
             validation.check(!posted.activity.trimmed.isEmpty, "activity", "required", "activity is required")
-            validation.add(UserDecider.countryProblems(posted.countryCode, field: "country"))
             validation.add(posted.location.problems())
-            validation.check(
-                (2500...1_000_000).contains(posted.amountCents) && posted.amountCents % share == 0, "amountCents",
-                "invalid_amount", "2500 to 1000000 cents, in multiples of 2500")
             let days = today.days(until: posted.deadline)
             validation.check((1...90).contains(days), "deadline", "invalid_deadline", "1 to 90 days ahead")
             try validation.throwIfInvalid()

@@ -111,16 +111,8 @@ public enum UserDecider {
         switch command {
         case .register(let userID, let handle, let displayName, let email, let password, let country):
             guard !state.exists else { throw DomainError(.conflict, "user_exists", "This user is already registered.") }
-            var validation = Validation()
-            validation.check(isValidHandle(handle), "handle", "invalid_handle", "3 to 32 of a-z, 0-9 and _")
-            validation.add(displayNameProblems(displayName))
-            validation.check(isValidEmail(email), "email", "invalid_email", "not a well-formed e-mail address")
-            // A control character (NUL above all: C strings end there) would make two passwords one.
-            validation.check(
-                (10...128).contains(password.count) && !password.unicodeScalars.contains(where: \.isControl),
-                "password", "invalid_password", "10 to 128 characters, none of them a control character")
-            validation.add(countryProblems(country))
-            try validation.throwIfInvalid()
+            try DomainError.throwIfAny(
+                givenRegistrationProblems(handle: handle, displayName: displayName, email: email, password: password, country: country))
             return [
                 .registered(
                     UserRegistered(
@@ -238,6 +230,25 @@ public enum UserDecider {
 
     /// One line of 1 to 80 characters, with nothing invisible in it: no control, zero-width or
     /// direction-changing characters, with which a name could pass for another's handle.
+    /// Registration's field rules, over the fields given: the decider's, and an edge's that
+    /// refuses a request for a missing field and names every other bad one with it.
+    public static func givenRegistrationProblems(
+        handle: String?, displayName: String?, email: String?, password: String?, country: String?
+    ) -> [FieldError] {
+        var validation = Validation()
+        if let handle { validation.check(isValidHandle(handle), "handle", "invalid_handle", "3 to 32 of a-z, 0-9 and _") }
+        if let displayName { validation.add(displayNameProblems(displayName)) }
+        if let email { validation.check(isValidEmail(email), "email", "invalid_email", "not a well-formed e-mail address") }
+        // A control character (NUL above all: C strings end there) would make two passwords one.
+        if let password {
+            validation.check(
+                (10...128).contains(password.count) && !password.unicodeScalars.contains(where: \.isControl),
+                "password", "invalid_password", "10 to 128 characters, none of them a control character")
+        }
+        validation.add(countryProblems(country))
+        return validation.problems
+    }
+
     static func displayNameProblems(_ name: String) -> [FieldError] {
         (1...80).contains(name.trimmed.count) && !name.contains(where: \.isNewline)
             && !name.unicodeScalars.contains(where: { $0.isControl || $0.isInvisibleFormat })

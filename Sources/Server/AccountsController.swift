@@ -41,6 +41,10 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
         var fields = FieldCheck()
         fields.require(
             ("handle", body.handle), ("displayName", body.displayName), ("email", body.email), ("password", body.password))
+        fields.alongside(
+            UserDecider.givenRegistrationProblems(
+                handle: body.handle, displayName: body.displayName, email: body.email, password: body.password,
+                country: body.country))
         try fields.throwIfAny()
         let registered = try await accounts.register(
             handle: body.handle!, displayName: body.displayName!, email: body.email!, password: body.password!,

@@ -73,6 +73,9 @@ struct LoansController<Context: AuthenticatedRequestContext>: Sendable {
         fields.require(
             ("title", body.title), ("sector", body.sector), ("activity", body.activity), ("country", body.country),
             ("amountCents", body.amountCents))
+        fields.alongside(
+            LoanDecider.givenFieldProblems(
+                title: body.title, description: body.description, country: body.country, amountCents: body.amountCents))
         try fields.throwIfAny()
         let posted = LoanPosted(
             loanID: LoanID(), borrowerID: me, title: body.title!, description: body.description ?? "", sector: body.sector!,

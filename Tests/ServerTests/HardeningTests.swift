@@ -707,3 +707,22 @@ struct NulEveryRouteTests {
         }
     }
 }
+
+@Suite("Every bad field at once, registration and loans")
+struct AllFieldErrorsMoreTests {
+    @Test func registrationAndLoansNameEveryBadFieldWithTheMissingOnes() async throws {
+        try await withServer { client, _ in
+            let register = try await client.send(.post, "/v1/users", json: ["handle": "A B", "password": "short"])
+            #expect(
+                fieldCodes(register.body)
+                    == ["handle": "invalid_handle", "password": "invalid_password", "displayName": "required", "email": "required"],
+                "\(register.body)")
+            let ada = try await client.user("ada")
+            let loan = try await client.send(
+                .post, "/v1/loans", json: ["title": "", "country": "ZZ", "amountCents": 3000], token: ada.token)
+            let codes = fieldCodes(loan.body)
+            #expect(codes["title"] == "invalid_title" && codes["country"] == "invalid_country" && codes["amountCents"] == "invalid_amount", "\(codes)")
+            #expect(codes["sector"] == "required" && codes["deadline"] == "required")
+        }
+    }
+}
