@@ -18,7 +18,9 @@ DECLARE
     by_pair     bigint;
     by_address  bigint;
     by_handle   bigint;
-    oldest      timestamptz;
+    oldest_pair timestamptz;
+    oldest_addr timestamptz;
+    oldest_hdl  timestamptz;
     reserved    bigint;
     since       constant timestamptz := now() - make_interval(secs => p_window_seconds);
 BEGIN
@@ -30,8 +32,10 @@ BEGIN
     SELECT count(*) FILTER (WHERE f.handle = p_handle AND f.address = p_address),
            count(*) FILTER (WHERE f.address = p_address),
            count(*) FILTER (WHERE f.handle = p_handle),
-           min(f.at)
-      INTO by_pair, by_address, by_handle, oldest
+           min(f.at) FILTER (WHERE f.handle = p_handle AND f.address = p_address),
+           min(f.at) FILTER (WHERE f.address = p_address),
+           min(f.at) FILTER (WHERE f.handle = p_handle)
+      INTO by_pair, by_address, by_handle, oldest_pair, oldest_addr, oldest_hdl
       FROM login_failures f
      WHERE f.at > since AND (f.handle = p_handle OR f.address = p_address);
     IF by_pair >= p_max_pair OR by_address >= p_max_address OR by_handle >= p_max_handle THEN
@@ -39,7 +43,12 @@ BEGIN
             CASE WHEN by_pair >= p_max_pair THEN 'limited_pair'
                  WHEN by_address >= p_max_address THEN 'limited_address'
                  ELSE 'limited_handle' END,
-            greatest(1, ceil(extract(epoch FROM oldest + make_interval(secs => p_window_seconds) - now())))::integer,
+            -- Until the oldest failure of the limit that was hit leaves the window.
+            greatest(1, ceil(extract(epoch FROM
+                CASE WHEN by_pair >= p_max_pair THEN oldest_pair
+                     WHEN by_address >= p_max_address THEN oldest_addr
+                     ELSE oldest_hdl END
+                + make_interval(secs => p_window_seconds) - now())))::integer,
             NULL::bigint;
         RETURN;
     END IF;

@@ -60,6 +60,8 @@ public final class PasswordHasher: Sendable {
     private func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws -> T {
         try await acquire()
         defer { release() }
+        // A request given up while it waited (its client left) spends no hash.
+        try Task.checkCancellation()
         return try await NIOThreadPool.singleton.runIfActive(work)
     }
 

@@ -726,3 +726,26 @@ struct AllFieldErrorsMoreTests {
         }
     }
 }
+
+@Suite("Retry-After of a login limit")
+struct LoginRetryAfterTests {
+    @Test func theWaitIsUntilTheLimitThatWasHitClears() async throws {
+        try await withAccounts { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            // Five failures for ada from this address ten minutes ago, and an older one for
+            // another handle from it: the pair's limit is hit, and clears in five minutes.
+            try await accounts.pool.query(
+                """
+                INSERT INTO login_failures (handle, address, at)
+                SELECT 'ada', '203.0.113.9', now() - interval '10 minutes' FROM generate_series(1, 5)
+                UNION ALL SELECT 'bob', '203.0.113.9', now() - interval '14 minutes'
+                """)
+            let problem = await #expect(throws: Problem.self) {
+                try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.9")
+            }
+            let wait = Int(problem?.headers[.retryAfter] ?? "") ?? 0
+            #expect((280...310).contains(wait), "Retry-After \(wait)")
+        }
+    }
+}
