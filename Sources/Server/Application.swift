@@ -69,7 +69,8 @@ public func buildRouter(
     let limiter = WriteLimiter(writeLimits)
     ItemsController(gateway: accounts.gateway)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
-    MeController(gateway: accounts.gateway).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+    MeController(gateway: accounts.gateway)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
     ProfilesController(pool: reads, gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
     WalletController(
@@ -78,7 +79,7 @@ public func buildRouter(
     LoansController(gateway: accounts.gateway, cardPayments: cardPayments, reads: reads)
         .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     CartController(gateway: accounts.gateway, cardPayments: cardPayments)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
+        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
     CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
     EventsController(store: accounts.gateway.store, heartbeat: heartbeat).addRoutes(to: router, authentication: authentication)
     return router

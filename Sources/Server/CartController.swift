@@ -35,8 +35,12 @@ struct CartController<Context: AuthenticatedRequestContext>: Sendable {
         var amountCents: Int
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+    func addRoutes(
+        to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>,
+        limiter: WriteLimiter
+    ) {
         let cart = router.group("/v1/cart").add(middleware: authentication).add(middleware: idempotency)
+            .add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
         cart.get(use: show)
         cart.delete { _, context in try await command(.clear, context) }
         cart.post("items", use: add)

@@ -44,20 +44,21 @@ struct ItemsController<Context: AuthenticatedRequestContext>: Sendable {
         postings.post("rentals", use: postRental)
         postings.post("requests", use: postRequest)
         v1.get("items/:itemID", use: item)
-        v1.patch("items/:itemID", use: revise)
-        v1.post("items/:itemID/withdraw") { request, context in try await itemCommand(.withdraw, request, context) }
-        v1.post("items/:itemID/complete") { request, context in try await itemCommand(.complete, request, context) }
-        v1.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
+        let changes = v1.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
+        changes.patch("items/:itemID", use: revise)
+        changes.post("items/:itemID/withdraw") { request, context in try await itemCommand(.withdraw, request, context) }
+        changes.post("items/:itemID/complete") { request, context in try await itemCommand(.complete, request, context) }
+        changes.post("items/:itemID/relist") { request, context in try await itemCommand(.relist, request, context) }
         v1.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .bids)).post("items/:itemID/bids", use: placeBid)
         v1.get("items/:itemID/bids", use: bids)
         v1.get("items/:itemID/bids/history", use: bidHistory)
-        v1.post("bids/:bidID/approve") { request, context in
+        changes.post("bids/:bidID/approve") { request, context in
             try await bidCommand(request, context) { .approveBid($0) }
         }
-        v1.post("bids/:bidID/withdraw") { request, context in
+        changes.post("bids/:bidID/withdraw") { request, context in
             try await bidCommand(request, context) { .withdrawBid($0) }
         }
-        v1.post("bids/:bidID/reject") { request, context in
+        changes.post("bids/:bidID/reject") { request, context in
             let body = try await request.decodeBody(RejectionBody.self, context: context, allowEmpty: true)
             return try await bidCommand(request, context) { .rejectBid($0, reason: body?.reason) }
         }

@@ -18,8 +18,12 @@ struct MeController<Context: AuthenticatedRequestContext>: Sendable {
         var userId: String?
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>) {
+    func addRoutes(
+        to router: Router<Context>, authentication: AuthenticationMiddleware<Context>, idempotency: IdempotencyMiddleware<Context>,
+        limiter: WriteLimiter
+    ) {
         let me = router.group("/v1/me").add(middleware: authentication).add(middleware: idempotency)
+            .add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
         me.patch(use: updateProfile)
         me.post("blocks", use: block)
         me.delete("blocks/:userID", use: unblock)

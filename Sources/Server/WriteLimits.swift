@@ -12,23 +12,28 @@ import Synchronization
 public struct WriteLimits: Sendable {
     public var postingsPerHour: Int
     public var bidsPerHour: Int
+    /// Every other change a user makes to the log: revisions, approvals, withdrawals, their
+    /// profile and blocks, their cart.
+    public var changesPerHour: Int
 
-    public init(postingsPerHour: Int = 120, bidsPerHour: Int = 600) {
+    public init(postingsPerHour: Int = 120, bidsPerHour: Int = 600, changesPerHour: Int = 1200) {
         self.postingsPerHour = postingsPerHour
         self.bidsPerHour = bidsPerHour
+        self.changesPerHour = changesPerHour
     }
 
     /// No limits: for load tests.
-    public static let unlimited = WriteLimits(postingsPerHour: 0, bidsPerHour: 0)
+    public static let unlimited = WriteLimits(postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 0)
 
     enum Kind: String, Sendable {
-        case postings, bids
+        case postings, bids, changes
     }
 
     func perHour(_ kind: Kind) -> Int {
         switch kind {
         case .postings: postingsPerHour
         case .bids: bidsPerHour
+        case .changes: changesPerHour
         }
     }
 }
@@ -75,7 +80,7 @@ struct WriteLimitMiddleware<Context: AuthenticatedRequestContext>: RouterMiddlew
     let kind: WriteLimits.Kind
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let user = context.identity, IdempotentRequest.current?.recorded == nil {
+        if request.method != .get, request.method != .head, let user = context.identity, IdempotentRequest.current?.recorded == nil {
             try limiter.take(kind, by: user)
         }
         return try await next(request, context)

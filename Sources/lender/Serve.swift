@@ -67,7 +67,8 @@ struct Serve: AsyncParsableCommand {
         try await application.runService()
     }
 
-    /// `WRITE_LIMIT_POSTINGS_PER_HOUR` (120) and `WRITE_LIMIT_BIDS_PER_HOUR` (600) per user; 0: none.
+    /// `WRITE_LIMIT_POSTINGS_PER_HOUR` (120), `WRITE_LIMIT_BIDS_PER_HOUR` (600) and
+    /// `WRITE_LIMIT_CHANGES_PER_HOUR` (1200) per user; 0: none.
     private func writeLimits(_ environment: [String: String]) throws -> WriteLimits {
         func number(_ name: String, _ fallback: Int) throws -> Int {
             guard let text = environment[name], !text.isEmpty else { return fallback }
@@ -77,7 +78,8 @@ struct Serve: AsyncParsableCommand {
             return value
         }
         return WriteLimits(
-            postingsPerHour: try number("WRITE_LIMIT_POSTINGS_PER_HOUR", 120), bidsPerHour: try number("WRITE_LIMIT_BIDS_PER_HOUR", 600))
+            postingsPerHour: try number("WRITE_LIMIT_POSTINGS_PER_HOUR", 120), bidsPerHour: try number("WRITE_LIMIT_BIDS_PER_HOUR", 600),
+            changesPerHour: try number("WRITE_LIMIT_CHANGES_PER_HOUR", 1200))
     }
 
     /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s) and `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).

@@ -82,11 +82,11 @@ struct ConnectionTests {
             // Two requests on one connection, with more than the head's timeout between them.
             let kept = try RawConnection(port: server.port)
             kept.send("GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            let first = await onThread { kept.read(within: .seconds(5)) { $0.contains("\r\n\r\n") } }
+            let first = await onThread { kept.read(within: .seconds(5)) { $0.contains("\"live\"}") } }
             #expect(first.text.hasPrefix("HTTP/1.1 200"), "\(first.text)")
             try await Task.sleep(for: .seconds(2))
             kept.send("GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            let second = await onThread { kept.read(within: .seconds(5)) { $0.contains("\r\n\r\n") } }
+            let second = await onThread { kept.read(within: .seconds(5)) { $0.contains("\"live\"}") } }
             #expect(second.text.hasPrefix("HTTP/1.1 200"), "the idle connection was closed: \(second)")
 
             // Ten more from the same address: past four at once, closed at the door.
@@ -102,7 +102,7 @@ struct ConnectionTests {
             try await Task.sleep(for: .milliseconds(200))
             let again = try RawConnection(port: server.port)
             again.send("GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            let answered = await onThread { again.read(within: .seconds(5)) { $0.contains("\r\n\r\n") } }
+            let answered = await onThread { again.read(within: .seconds(5)) { $0.contains("\"live\"}") } }
             #expect(answered.text.hasPrefix("HTTP/1.1 200"), "\(answered)")
         }
     }

@@ -749,3 +749,19 @@ struct LoginRetryAfterTests {
         }
     }
 }
+
+@Suite("Write limits on every change")
+struct ChangeLimitTests {
+    @Test func revisionsProfileAndCartChangesShareABucketPastWhichTheyAre429() async throws {
+        try await withServer(writeLimits: WriteLimits(postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 8)) { client, _ in
+            let ada = try await client.user("ada")
+            let item = try #require(try await client.postRental(ada.token)["id"] as? String)
+            #expect(try await client.send(.patch, "/v1/me", json: ["displayName": "A"], token: ada.token).status == .ok)
+            #expect(try await client.send(.patch, "/v1/items/\(item)", json: ["title": "B"], token: ada.token).status == .ok)
+            let third = try await client.send(.delete, "/v1/cart", token: ada.token)
+            #expect(third.status == .tooManyRequests)
+            #expect(third.body["code"] as? String == "too_many_writes")
+            #expect(try await client.send(.get, "/v1/me", token: ada.token).status == .ok, "reads are not counted")
+        }
+    }
+}

@@ -26,7 +26,7 @@ final class ServerProcess: @unchecked Sendable {
         process.arguments = ["serve", "--database-url", database.connectionString]
         process.environment = [
             "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
-            "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0",
+            "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0", "WRITE_LIMIT_CHANGES_PER_HOUR": "0",
             "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self),
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
         ].merging(environment) { $1 }
