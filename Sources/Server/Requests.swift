@@ -40,7 +40,8 @@ extension Request {
     static func refuseUnknown(_ keys: Set<String>, of value: some Decodable) throws {
         let mirror = Mirror(reflecting: value)
         guard mirror.displayStyle == .struct, !mirror.children.isEmpty else { return }
-        let known = Set(mirror.children.compactMap(\.label))
+        var known = Set<String>()
+        collectFields(of: value, prefix: "", into: &known)
         let unknown = keys.subtracting(known).sorted()
         guard !unknown.isEmpty else { return }
         // Twenty named at most: a body of a thousand made-up keys gets a short answer.
@@ -49,6 +50,22 @@ extension Request {
             errors.append(FieldError(field: "body", code: "unknown_fields", message: "and \(unknown.count - 20) more fields it does not take"))
         }
         throw Problem(DomainError.invalid(errors))
+    }
+
+    /// Every field of a body type, nested ones as `location.lat`: its stored properties, and
+    /// those of any struct among them (an absent optional one has none to name).
+    private static func collectFields(of value: Any, prefix: String, into known: inout Set<String>) {
+        var mirror = Mirror(reflecting: value)
+        if mirror.displayStyle == .optional {
+            guard let wrapped = mirror.children.first?.value else { return }
+            mirror = Mirror(reflecting: wrapped)
+        }
+        guard mirror.displayStyle == .struct else { return }
+        for child in mirror.children {
+            guard let label = child.label else { continue }
+            known.insert(prefix + label)
+            collectFields(of: child.value, prefix: prefix + label + ".", into: &known)
+        }
     }
 
     /// A Swift type as the JSON a client should send instead.
@@ -116,11 +133,12 @@ enum JSONShape {
             ]))
     }
 
-    /// Checks the body's shape; returns the keys of its outermost object.
+    /// Checks the body's shape; returns the keys of its objects, nested ones as `location.lat`
+    /// (not those inside arrays).
     @discardableResult
     static func check(_ bytes: some Sequence<UInt8>) throws -> Set<String> {
         var containers: [Container] = []
-        var topLevel: Set<String> = []
+        var fields: Set<String> = []
         var inString = false
         var escaped = false
         var stringBytes = 0
@@ -174,7 +192,10 @@ enum JSONShape {
                     throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
                 }
             case UInt8(ascii: "]"), UInt8(ascii: "}"):
-                if containers.count == 1, containers[0].isObject { topLevel = containers[0].keys }
+                if let closing = containers.last, closing.isObject, containers.allSatisfy(\.isObject) {
+                    let prefix = containers.dropLast().map(\.lastKey).joined(separator: ".")
+                    for key in closing.keys { fields.insert(prefix.isEmpty ? key : prefix + "." + key) }
+                }
                 _ = containers.popLast()
             case UInt8(ascii: ":"):
                 if !containers.isEmpty { containers[containers.count - 1].expectsKey = false }
@@ -184,7 +205,7 @@ enum JSONShape {
                 break
             }
         }
-        return topLevel
+        return fields
     }
 
     /// Notes a key of an object; a second time is a 400 that names it.

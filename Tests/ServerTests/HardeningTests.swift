@@ -765,3 +765,23 @@ struct ChangeLimitTests {
         }
     }
 }
+
+@Suite("Unknown nested fields")
+struct UnknownNestedFieldTests {
+    @Test func aNestedFieldTheRouteDoesNotTakeIsNamedByItsPath() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let response = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3, "altitude": 1400}}"#,
+                token: ada.token)
+            #expect(response.status == .unprocessableContent)
+            #expect(fieldCodes(response.body) == ["location.altitude": "unknown_field"], "\(response.body)")
+            let fine = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3, "place": "Patan"}}"#,
+                token: ada.token)
+            #expect(fine.status == .created, "\(fine.body)")
+        }
+    }
+}
