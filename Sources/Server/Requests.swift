@@ -144,7 +144,7 @@ enum JSONShape {
         var stringBytes = 0
         var isKey = false
         var key: [UInt8] = []
-        // The hex digits of a `\uXXXX` escape being read, nil outside one.
+        // The four hex digits of a `\u` escape being read, nil outside one.
         var unicodeEscape: [UInt8]?
         var previous: UInt8 = 0
         for byte in bytes {

@@ -70,31 +70,28 @@ struct Serve: AsyncParsableCommand {
     /// `WRITE_LIMIT_POSTINGS_PER_HOUR` (120), `WRITE_LIMIT_BIDS_PER_HOUR` (600) and
     /// `WRITE_LIMIT_CHANGES_PER_HOUR` (1200) per user; 0: none.
     private func writeLimits(_ environment: [String: String]) throws -> WriteLimits {
-        func number(_ name: String, _ fallback: Int) throws -> Int {
-            guard let text = environment[name], !text.isEmpty else { return fallback }
-            guard let value = Int(text), (0...1_000_000).contains(value) else {
-                throw ValidationError("\(name) must be a number from 0 (no limit) to 1000000.")
-            }
-            return value
-        }
+        let perHour = 0...1_000_000
         return WriteLimits(
-            postingsPerHour: try number("WRITE_LIMIT_POSTINGS_PER_HOUR", 120), bidsPerHour: try number("WRITE_LIMIT_BIDS_PER_HOUR", 600),
-            changesPerHour: try number("WRITE_LIMIT_CHANGES_PER_HOUR", 1200))
+            postingsPerHour: try number(environment, "WRITE_LIMIT_POSTINGS_PER_HOUR", 120, perHour),
+            bidsPerHour: try number(environment, "WRITE_LIMIT_BIDS_PER_HOUR", 600, perHour),
+            changesPerHour: try number(environment, "WRITE_LIMIT_CHANGES_PER_HOUR", 1200, perHour))
     }
 
     /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s) and `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).
     private func connectionLimits(_ environment: [String: String]) throws -> ConnectionLimits {
-        func number(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
-            guard let text = environment[name], !text.isEmpty else { return fallback }
-            guard let value = Int(text), range.contains(value) else {
-                throw ValidationError("\(name) must be a number from \(range.lowerBound) to \(range.upperBound).")
-            }
-            return value
+        ConnectionLimits(
+            headerTimeout: .seconds(try number(environment, "HTTP_HEADER_TIMEOUT", 10, 1...600)),
+            idleTimeout: .seconds(try number(environment, "HTTP_IDLE_TIMEOUT", 60, 1...3600)),
+            maxPerAddress: try number(environment, "HTTP_MAX_CONNECTIONS_PER_ADDRESS", 128, 1...1_000_000))
+    }
+
+    /// A whole number from the environment, `fallback` when unset, refused outside `range`.
+    private func number(_ environment: [String: String], _ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
+        guard let text = environment[name], !text.isEmpty else { return fallback }
+        guard let value = Int(text), range.contains(value) else {
+            throw ValidationError("\(name) must be a number from \(range.lowerBound) to \(range.upperBound).")
         }
-        return ConnectionLimits(
-            headerTimeout: .seconds(try number("HTTP_HEADER_TIMEOUT", 10, 1...600)),
-            idleTimeout: .seconds(try number("HTTP_IDLE_TIMEOUT", 60, 1...3600)),
-            maxPerAddress: try number("HTTP_MAX_CONNECTIONS_PER_ADDRESS", 128, 1...1_000_000))
+        return value
     }
 
     /// `AUDIT_CHECKPOINT_EVERY` (seconds, or a number with s, m or h): sign a checkpoint that

@@ -23,7 +23,15 @@ final class RawConnection: @unchecked Sendable {
         try #require(connected == 0)
     }
 
-    deinit { Glibc.close(socket) }
+    private var isClosed = false
+
+    deinit { close() }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Glibc.close(socket)
+    }
 
     func send(_ text: String) {
         _ = text.withCString { Glibc.send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }

@@ -258,25 +258,18 @@ struct EventStreamTests {
     /// A plain socket reading a server-sent event stream: HTTP clients for tests wait for the
     /// whole body, and this one never ends.
     final class StreamReader: @unchecked Sendable {
-        let socket: Int32
+        let connection: RawConnection
+        var socket: Int32 { connection.socket }
 
         init(port: Int, path: String, token: String) throws {
-            socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            try #require(connected == 0)
+            connection = try RawConnection(port: port)
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
             _ = request.withCString { send(socket, $0, strlen($0), 0) }
         }
 
-        func close() { _ = Glibc.close(socket) }
+        func close() { connection.close() }
 
         /// Everything read until `done` says so of the text, or nothing comes for 10 s.
         func read(until done: (String) -> Bool) -> String {
