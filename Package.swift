@@ -1,5 +1,11 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
+
+/// Every migration, embedded in the binary as a resource of the `Migrations` target.
+let migrationFiles =
+    ((try? FileManager.default.contentsOfDirectory(atPath: Context.packageDirectory + "/migrations")) ?? [])
+    .filter { $0.hasSuffix(".sql") }.sorted()
 
 let package = Package(
     name: "lender",
@@ -50,27 +56,63 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        // The views: how each event changes each view's tables.
+        // The schema's migrations, built into the binary: `lender migrate` needs no checkout.
+        .target(
+            name: "Migrations",
+            dependencies: ["Postgres"],
+            path: "migrations",
+            exclude: ["README.md"],
+            sources: ["Embedded.swift"],
+            resources: migrationFiles.map { .copy($0) }
+        ),
+        // One registry per aggregate: its stream category, its events' codec, its decider.
+        .target(
+            name: "Aggregates",
+            dependencies: ["EventStore", "Marketplace", "Postgres"]
+        ),
+        // The views: how each event changes each view's tables, and every read of them.
         .target(
             name: "Projections",
-            dependencies: ["EventStore", "Marketplace", "Postgres"]
+            dependencies: [
+                "Aggregates", "EventStore", "Marketplace", "Postgres", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Card fingerprints and the payment processor port, with its sandbox.
         .target(
             name: "Payments",
             dependencies: ["Marketplace", "Postgres", .product(name: "Crypto", package: "swift-crypto")]
         ),
-        // The HTTP gateway.
+        // The use cases: load, decide, charge, append. What the HTTP layer and the CLI call.
         .target(
-            name: "Server",
+            name: "UseCases",
             dependencies: [
-                "Postgres",
+                "Aggregates",
                 "EventStore",
                 "Marketplace",
                 "Payments",
+                "Postgres",
                 "Projections",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The HTTP gateway: decodes, calls a use case or reads a view, encodes.
+        .target(
+            name: "Server",
+            dependencies: [
+                "Aggregates",
+                "EventStore",
+                "Marketplace",
+                "Migrations",
+                "Payments",
+                "Postgres",
+                "Projections",
+                "UseCases",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -86,13 +128,17 @@ let package = Package(
         .executableTarget(
             name: "lender",
             dependencies: [
-                "Postgres",
+                "Aggregates",
                 "EventStore",
                 "Marketplace",
+                "Migrations",
                 "Payments",
+                "Postgres",
                 "Projections",
                 "Server",
+                "UseCases",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -101,11 +147,14 @@ let package = Package(
         .executableTarget(
             name: "lender-bench",
             dependencies: [
+                "Aggregates",
                 "EventStore",
                 "Marketplace",
                 "Postgres",
                 "Projections",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -133,6 +182,9 @@ let package = Package(
             name: "ServerTests",
             dependencies: [
                 "Server",
+                "Aggregates",
+                "Migrations",
+                "UseCases",
                 "Postgres",
                 "EventStore",
                 "Marketplace",
@@ -140,8 +192,12 @@ let package = Package(
                 "Projections",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
     ]

@@ -128,7 +128,7 @@ public enum CartDecider {
 
     /// Why a line no longer fits its loan, or nil: the cart view's per-line `problem`.
     public static func problem(of line: LoanAmount, _ loan: LoanState?) -> String? {
-        guard let loan, loan.exists else { return "loan_not_found" }
+        guard let loan, loan.exists else { return DomainError.loanNotFound.code }
         return problem(amountCents: line.amountCents, status: loan.status, stillNeededCents: loan.stillNeededCents)
     }
 
@@ -157,13 +157,13 @@ public enum CartDecider {
     }
 
     static func checkLine(_ loan: LoanState, amount: Int, lender: UserID) throws {
-        guard loan.exists else { throw LoanDecider.loanNotFound }
+        guard loan.exists else { throw DomainError.loanNotFound }
         guard loan.borrowerID != lender else { throw DomainError(.forbidden, "own_loan", "You cannot lend to your own loan.") }
         guard amount >= LoanDecider.share, amount % LoanDecider.share == 0 else {
             throw DomainError.invalid([FieldError(field: "amountCents", code: "invalid_amount", message: "a multiple of 2500")])
         }
         guard loan.status == .fundraising else {
-            throw DomainError(.conflict, "loan_not_fundraising", "The loan is \(loan.status.rawValue), not fundraising.")
+            throw DomainError.loanNotFundraising(loan.status)
         }
         guard amount <= loan.stillNeededCents else {
             throw DomainError(.conflict, "exceeds_need", "The loan needs only \(loan.stillNeededCents) cents more.")

@@ -49,6 +49,29 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(message)" }
 }
 
+/// The refusals more than one rule or use case gives: one spelling of each code.
+extension DomainError {
+    public static let userNotFound = DomainError(.notFound, "user_not_found", "No such user.")
+    public static let userExists = DomainError(.conflict, "user_exists", "This user is already registered.")
+    public static let itemNotFound = DomainError(.notFound, "item_not_found", "No such item.")
+    public static let itemExists = DomainError(.conflict, "item_exists", "This item was already posted.")
+    public static let bidNotFound = DomainError(.notFound, "bid_not_found", "No such bid.")
+    public static let loanNotFound = DomainError(.notFound, "loan_not_found", "No such loan.")
+    public static let cardNotFound = DomainError(.notFound, "card_not_found", "No such card on file.")
+    public static let invalidCredentials = DomainError(
+        .unauthorized, "invalid_credentials", "The handle or the password is wrong.")
+    public static let concurrencyConflict = DomainError(
+        .conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
+
+    public static func handleTaken(_ handle: String) -> DomainError {
+        DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+    }
+
+    public static func loanNotFundraising(_ status: LoanStatus) -> DomainError {
+        DomainError(.conflict, "loan_not_fundraising", "The loan is \(status.rawValue), not fundraising.")
+    }
+}
+
 /// Collects field problems, then throws them all at once.
 struct Validation {
     private(set) var problems: [FieldError] = []

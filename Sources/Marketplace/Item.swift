@@ -342,7 +342,7 @@ public enum ItemDecider {
     public static func decide(_ command: ItemCommand, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
         switch command {
         case .postRental(let post):
-            guard !state.exists else { throw DomainError(.conflict, "item_exists", "This item was already posted.") }
+            guard !state.exists else { throw DomainError.itemExists }
             var validation = Validation()
             validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
             validation.check(
@@ -360,7 +360,7 @@ public enum ItemDecider {
             ]
 
         case .postRequest(let post):
-            guard !state.exists else { throw DomainError(.conflict, "item_exists", "This item was already posted.") }
+            guard !state.exists else { throw DomainError.itemExists }
             var validation = Validation()
             validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
             if let max = post.maxDailyPriceCents {
@@ -411,7 +411,7 @@ public enum ItemDecider {
                 + state.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
 
         case .placeBid(let bid):
-            guard state.exists, let owner = state.ownerID else { throw itemNotFound }
+            guard state.exists, let owner = state.ownerID else { throw DomainError.itemNotFound }
             guard actor != owner else {
                 throw DomainError(.forbidden, "cannot_bid_on_own_item", "You cannot bid on your own item.")
             }
@@ -561,10 +561,9 @@ public enum ItemDecider {
 
     // MARK: Rules shared by several commands
 
-    public static let itemNotFound = DomainError(.notFound, "item_not_found", "No such item.")
 
     static func requireOwner(_ state: ItemState, _ actor: UserID) throws {
-        guard state.exists else { throw itemNotFound }
+        guard state.exists else { throw DomainError.itemNotFound }
         guard state.ownerID == actor else { throw DomainError(.forbidden, "not_owner", "Only the item's owner can do this.") }
     }
 
@@ -575,8 +574,8 @@ public enum ItemDecider {
     }
 
     static func requireBid(_ state: ItemState, _ id: BidID) throws -> Bid {
-        guard state.exists else { throw itemNotFound }
-        guard let bid = state.bid(id) else { throw DomainError(.notFound, "bid_not_found", "No such bid.") }
+        guard state.exists else { throw DomainError.itemNotFound }
+        guard let bid = state.bid(id) else { throw DomainError.bidNotFound }
         return bid
     }
 

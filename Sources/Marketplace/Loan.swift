@@ -173,12 +173,12 @@ public enum LoanDecider {
             return [.posted(posted)]
 
         case .purchaseShare(let lender, let amount):
-            guard state.exists else { throw loanNotFound }
+            guard state.exists else { throw DomainError.loanNotFound }
             guard lender != state.borrowerID else {
                 throw DomainError(.forbidden, "own_loan", "You cannot lend to your own loan.")
             }
             guard state.status == .fundraising else {
-                throw DomainError(.conflict, "loan_not_fundraising", "The loan is \(state.status.rawValue), not fundraising.")
+                throw DomainError.loanNotFundraising(state.status)
             }
             guard amount >= share, amount % share == 0 else {
                 throw DomainError.invalid([FieldError(field: "amountCents", code: "invalid_amount", message: "a multiple of 2500")])
@@ -190,7 +190,7 @@ public enum LoanDecider {
             return amount == state.stillNeededCents ? [purchase, .funded(LoanFunded())] : [purchase]
 
         case .recordRepayment(let amount):
-            guard state.exists else { throw loanNotFound }
+            guard state.exists else { throw DomainError.loanNotFound }
             guard actor == state.borrowerID else {
                 throw DomainError(.forbidden, "not_borrower", "Only the borrower records repayments.")
             }
@@ -213,9 +213,9 @@ public enum LoanDecider {
             return amount == state.outstandingCents ? [recorded, .repaid(LoanRepaid())] : [recorded]
 
         case .expire(let today):
-            guard state.exists, let deadline = state.deadline else { throw loanNotFound }
+            guard state.exists, let deadline = state.deadline else { throw DomainError.loanNotFound }
             guard state.status == .fundraising else {
-                throw DomainError(.conflict, "loan_not_fundraising", "The loan is \(state.status.rawValue), not fundraising.")
+                throw DomainError.loanNotFundraising(state.status)
             }
             guard today > deadline else {
                 throw DomainError(.conflict, "deadline_not_passed", "The loan's deadline is \(deadline).")
@@ -269,7 +269,6 @@ public enum LoanDecider {
         return credits
     }
 
-    public static let loanNotFound = DomainError(.notFound, "loan_not_found", "No such loan.")
 }
 
 extension Day {

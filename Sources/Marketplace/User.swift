@@ -110,7 +110,7 @@ public enum UserDecider {
     public static func decide(_ command: UserCommand, _ state: UserState) throws -> [UserEvent] {
         switch command {
         case .register(let userID, let handle, let displayName, let email, let password, let country):
-            guard !state.exists else { throw DomainError(.conflict, "user_exists", "This user is already registered.") }
+            guard !state.exists else { throw DomainError.userExists }
             try DomainError.throwIfAny(
                 givenRegistrationProblems(handle: handle, displayName: displayName, email: email, password: password, country: country))
             return [
@@ -121,7 +121,7 @@ public enum UserDecider {
             ]
 
         case .updateProfile(let displayName, let country, let defaultShareCents):
-            guard state.exists else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard state.exists else { throw DomainError.userNotFound }
             var validation = Validation()
             if let displayName { validation.add(displayNameProblems(displayName)) }
             validation.add(countryProblems(country))
@@ -141,17 +141,17 @@ public enum UserDecider {
             ]
 
         case .block(let other):
-            guard state.exists, let me = state.userID else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
             guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot block yourself.") }
             return state.blocked.contains(other) ? [] : [.blocked(UserBlocked(userID: other))]
 
         case .unblock(let other):
-            guard state.exists, let me = state.userID else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
             guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot unblock yourself.") }
             return state.blocked.contains(other) ? [.unblocked(UserUnblocked(userID: other))] : []
 
         case .addCard(let card):
-            guard state.exists else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+            guard state.exists else { throw DomainError.userNotFound }
             guard let known = state.cards.first(where: { $0.fingerprint == card.fingerprint }) else {
                 return [.cardAdded(card)]
             }
@@ -161,7 +161,7 @@ public enum UserDecider {
 
         case .removeCard(let cardID):
             guard state.cards.contains(where: { $0.cardID == cardID }) else {
-                throw DomainError(.notFound, "card_not_found", "No such card on file.")
+                throw DomainError.cardNotFound
             }
             return [.cardRemoved(PaymentCardRemoved(cardID: cardID))]
 

@@ -140,7 +140,7 @@ extension UserDecider {
     /// The card to charge, if it is on file and not expired; the rule for deposits and card checkouts.
     public static func chargeableCard(_ cardID: CardID, in state: UserState, today: Day) throws -> CardOnFile {
         guard let card = state.cards.first(where: { $0.cardID == cardID }) else {
-            throw DomainError(.notFound, "card_not_found", "No such card on file.")
+            throw DomainError.cardNotFound
         }
         guard !card.isExpired(on: today) else {
             throw DomainError(.conflict, "card_expired", "The card expired at the end of \(card.expMonth)/\(card.expYear).")
@@ -161,7 +161,7 @@ extension UserDecider {
 
     /// Checks a deposit before the card is charged, and again when it is recorded.
     public static func checkDeposit(amountCents: Int, cardID: CardID, _ state: UserState, today: Day) throws -> CardOnFile {
-        guard state.exists else { throw DomainError(.notFound, "user_not_found", "No such user.") }
+        guard state.exists else { throw DomainError.userNotFound }
         guard depositRange.contains(amountCents) else {
             throw DomainError.invalid([
                 FieldError(field: "amountCents", code: "invalid_amount", message: "500 to 500000 cents")

@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Marketplace
@@ -26,8 +27,8 @@ public enum BidHistory {
     public static func entries(of item: ItemID, in store: EventStore) async throws -> [BidHistoryEntry] {
         var bidders = [BidID: UserID]()
         var entries = [BidHistoryEntry]()
-        for recorded in try await store.readStream(StreamID("item", item)) {
-            let event = try DomainCodec.item.codec.decode(recorded)
+        for recorded in try await store.readStream(.item(item)) {
+            let event = try Aggregate.item.codec.decode(recorded)
             let change: (bid: BidID, status: BidStatus, price: Int?, reason: String?)
             switch event {
             case .bidPlaced(let placed):

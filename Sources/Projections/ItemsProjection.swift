@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Marketplace
@@ -12,10 +13,10 @@ public struct ItemsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where event.streamID.rawValue.hasPrefix("item-") {
+        for event in events where Aggregate.item.owns(event.streamID) {
             let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
             let at = event.recordedAt
-            switch try DomainCodec.item.codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data) {
+            switch try Aggregate.item.codec.decode(event) {
             case .rentalPosted(let posted):
                 try insertItem(
                     &session, id: posted.itemID, kind: .rental, owner: posted.ownerID, title: posted.title,

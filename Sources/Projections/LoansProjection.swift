@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Marketplace
@@ -10,10 +11,10 @@ public struct LoansProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where event.streamID.rawValue.hasPrefix("loan-") {
+        for event in events where Aggregate.loan.owns(event.streamID) {
             let loan = UUID(uuidString: String(event.streamID.rawValue.dropFirst("loan-".count)))
             let at = event.recordedAt
-            switch try DomainCodec.loan.codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data) {
+            switch try Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
                 try session.query(
                     """
@@ -94,9 +95,9 @@ public struct CartsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where event.streamID.rawValue.hasPrefix("cart-") {
+        for event in events where Aggregate.cart.owns(event.streamID) {
             let user = UUID(uuidString: String(event.streamID.rawValue.dropFirst("cart-".count)))
-            switch try DomainCodec.cart.codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data) {
+            switch try Aggregate.cart.codec.decode(event) {
             case .itemAdded(let added):
                 try session.query(
                     """

@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Marketplace
@@ -140,10 +141,10 @@ private struct Books {
         let category = event.streamID.category
         let id = String(event.streamID.rawValue.dropFirst(category.count + 1))
         position = event.position
-        if category == "user", let user = UserID(id) {
-            try record(try DomainCodec.user.codec.decode(event), of: user)
-        } else if category == "loan", let loan = LoanID(id) {
-            record(try DomainCodec.loan.codec.decode(event), of: loan)
+        if category == Aggregate.user.category, let user = UserID(id) {
+            try record(try Aggregate.user.codec.decode(event), of: user)
+        } else if category == Aggregate.loan.category, let loan = LoanID(id) {
+            record(try Aggregate.loan.codec.decode(event), of: loan)
         }
     }
 

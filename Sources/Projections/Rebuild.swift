@@ -312,3 +312,7 @@ public struct ViewRebuilder: Sendable {
         _ = try await pool.query("DROP SCHEMA IF EXISTS \(unsafeRaw: schema) CASCADE")
     }
 }
+
+/// Every inline view, in the order they are applied: what each append brings up to date in
+/// its own transaction.
+public let lenderProjections: [any InlineProjection] = ViewGroup.all.flatMap(\.projections)

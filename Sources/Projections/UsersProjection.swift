@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Marketplace
@@ -9,8 +10,8 @@ public struct UsersProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where event.streamID.rawValue.hasPrefix("user-") {
-            switch try DomainCodec.user.codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data) {
+        for event in events where Aggregate.user.owns(event.streamID) {
+            switch try Aggregate.user.codec.decode(event) {
             case .registered(let registered):
                 try session.query(
                     """

@@ -1,9 +1,10 @@
 import Foundation
 import Hummingbird
 import Marketplace
+import UseCases
 
 /// `POST /v1/users`, `POST /v1/sessions`, `DELETE /v1/sessions/current`.
-struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
+struct AccountsController: Sendable {
     let accounts: Accounts
 
     struct RegisterBody: Decodable {
@@ -28,15 +29,7 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
         var password: String?
     }
 
-    func addRoutes(to router: Router<Context>) {
-        router.post("/v1/users", use: register)
-        router.post("/v1/sessions", use: login)
-        router.group("/v1/sessions")
-            .add(middleware: AuthenticationMiddleware(accounts: accounts))
-            .delete("current", use: logout)
-    }
-
-    @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<UserCreated> {
+    @Sendable func register(_ request: Request, context: AppRequestContext) async throws -> EditedResponse<UserCreated> {
         let body = try await request.decodeBody(RegisterBody.self, context: context)
         var fields = FieldCheck()
         fields.require(
@@ -57,7 +50,7 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
                 country: user.country, position: registered.position))
     }
 
-    @Sendable func login(_ request: Request, context: Context) async throws -> EditedResponse<Session> {
+    @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> EditedResponse<Session> {
         let body = try await request.decodeBody(LoginBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("handle", body.handle), ("password", body.password))
@@ -67,12 +60,11 @@ struct AccountsController<Context: AuthenticatedRequestContext>: Sendable {
         return EditedResponse(status: .created, response: session)
     }
 
-    @Sendable func logout(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
-        guard let token = context.bearerToken, try await accounts.logout(token: token) else {
+    @Sendable func logout(_ request: Request, context: UserContext) async throws -> HTTPResponse.Status {
+        guard try await accounts.logout(token: context.token) else {
             throw Problem(.unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.")
         }
         return .noContent
     }
 }
 
-extension Session: ResponseEncodable {}

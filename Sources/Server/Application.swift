@@ -1,10 +1,11 @@
 import EventStore
 import Hummingbird
-import Marketplace
-import Projections
 import Logging
+import Marketplace
 import Postgres
+import Projections
 import ServiceLifecycle
+import UseCases
 
 /// Where the server listens.
 public struct ServerConfiguration: Sendable {
@@ -17,26 +18,7 @@ public struct ServerConfiguration: Sendable {
     }
 }
 
-/// The request context of every route: Hummingbird's core, with a 1 MiB body limit, and
-/// who is asking once `AuthenticationMiddleware` has said.
-public struct AppRequestContext: AuthenticatedRequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public var identity: UserID?
-    public var bearerToken: String?
-    public let clientAddress: String?
-
-    public init(source: Source) {
-        self.coreContext = .init(source: source)
-        self.clientAddress = source.channel.remoteAddress?.ipAddress.map(ClientAddress.key)
-    }
-
-    public var maxUploadSize: Int { 1024 * 1024 }
-
-    /// Writes JSON as it goes, without Foundation's intermediate tree (see the type).
-    public var responseEncoder: StreamingJSONEncoder { StreamingJSONEncoder() }
-}
-
-/// Every route, given what they depend on.
+/// Every route, given what they depend on: the whole table, each path with its middleware.
 ///
 /// `reads`, when given, serves the lists and profiles that may lag a moment behind the
 /// primary (a streaming replica): the market, loans, profiles and countries. Everything a
@@ -47,41 +29,97 @@ public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
 ) -> Router<AppRequestContext> {
-    let reads = reads ?? accounts.pool
-    let router = Router(context: AppRequestContext.self)
+    let gateway = accounts.gateway
+    let primary = accounts.pool
+    let reads = reads ?? primary
+    let cardPayments = CardPayments(payments, gateway: gateway)
+    let limiter = WriteLimiter(writeLimits)
+    let accountRoutes = AccountsController(accounts: accounts)
+    let items = ItemsController(gateway: gateway)
+    let market = MarketController(items: ItemsView(reads))
+    let profiles = ProfilesController(
+        profiles: Profiles(gateway: gateway), primary: ProfilesView(primary), reads: ProfilesView(reads))
+    let wallet = WalletController(
+        wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
+    let loans = LoansController(
+        gateway: gateway, repayments: Repayments(gateway: gateway, payments: cardPayments), loans: LoansView(primary),
+        lists: LoansView(reads))
+    let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
+    let countries = CountriesController(countries: CountriesView(reads))
+    let events = EventsController(store: gateway.store, heartbeat: heartbeat)
+
     _ = LenderMetrics.registry
+    let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
     if !allowedOrigins.isEmpty { router.add(middleware: CORSMiddleware(allowedOrigins: allowedOrigins)) }
     router.add(middleware: UnexpectedErrorMiddleware())
     router.add(middleware: QueryTextMiddleware())
-    MetricsController(pool: accounts.pool).addRoutes(to: router)
+    router.add(middleware: BearerAuthenticator(accounts: accounts))
+
+    // Operators.
+    router.get("/metrics", use: MetricsController(pool: primary).metrics)
     router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
-    OpenAPIDocument.addRoute(to: router)
-    AccountsController(accounts: accounts).addRoutes(to: router)
-    let authentication = AuthenticationMiddleware<AppRequestContext>(accounts: accounts)
-    let idempotency = IdempotencyMiddleware<AppRequestContext>(
-        store: accounts.gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency"))
-    let processor = payments.makeProcessor(accounts.pool)
-    let cardPayments = CardPayments(
-        processor: processor, limits: PaymentLimits(pool: accounts.pool, perHour: payments.attemptsPerHour),
-        gateway: accounts.gateway)
-    let limiter = WriteLimiter(writeLimits)
-    ItemsController(gateway: accounts.gateway)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
-    MeController(gateway: accounts.gateway)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
-    MarketController(pool: reads).addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    ProfilesController(pool: reads, gateway: accounts.gateway).addRoutes(to: router, authentication: authentication)
-    WalletController(
-        gateway: accounts.gateway, processor: processor, fingerprinter: payments.fingerprinter, cardPayments: cardPayments)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency)
-    LoansController(gateway: accounts.gateway, cardPayments: cardPayments, reads: reads)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
-    CartController(gateway: accounts.gateway, cardPayments: cardPayments)
-        .addRoutes(to: router, authentication: authentication, idempotency: idempotency, limiter: limiter)
-    CountriesController(pool: reads).addRoutes(to: router, authentication: authentication)
-    EventsController(store: accounts.gateway.store, heartbeat: heartbeat).addRoutes(to: router, authentication: authentication)
+    router.get("/openapi.json") { request, context in try await OpenAPIDocument.serve(request, context: context) }
+
+    // Anyone: an account, a session.
+    router.post("/v1/users", use: accountRoutes.register)
+    router.post("/v1/sessions", use: accountRoutes.login)
+
+    // A signed-in user (401 without a live token).
+    let signedIn = router.group("/v1", context: UserContext.self)
+    signedIn.delete("sessions/current", use: accountRoutes.logout)
+    signedIn.get("me", use: profiles.me)
+    signedIn.get("users/:userID", use: profiles.user)
+    signedIn.get("countries", use: countries.list)
+
+    // Commands: a repeated `Idempotency-Key` answers again; writes count against hourly limits.
+    let user = signedIn.group().add(
+        middleware: IdempotencyMiddleware(
+            store: gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency")))
+    let postings = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .postings))
+    let bids = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .bids))
+    let changes = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
+
+    changes.patch("me", use: profiles.updateProfile)
+    changes.post("me/blocks", use: profiles.block)
+    changes.delete("me/blocks/:userID", use: profiles.unblock)
+    user.post("me/cards", use: wallet.addCard)
+    user.delete("me/cards/:cardID", use: wallet.removeCard)
+    user.post("me/deposits", use: wallet.deposit)
+
+    postings.post("rentals", use: items.postRental)
+    postings.post("requests", use: items.postRequest)
+    user.get("items/:itemID", use: items.item)
+    changes.patch("items/:itemID", use: items.revise)
+    changes.post("items/:itemID/withdraw", use: items.withdraw)
+    changes.post("items/:itemID/complete", use: items.complete)
+    changes.post("items/:itemID/relist", use: items.relist)
+    bids.post("items/:itemID/bids", use: items.placeBid)
+    user.get("items/:itemID/bids", use: items.bids)
+    user.get("items/:itemID/bids/history", use: items.bidHistory)
+    changes.post("bids/:bidID/approve", use: items.approveBid)
+    changes.post("bids/:bidID/withdraw", use: items.withdrawBid)
+    changes.post("bids/:bidID/reject", use: items.rejectBid)
+    user.get("market", use: market.market)
+
+    postings.post("loans", use: loans.postLoan)
+    user.get("loans", use: loans.list)
+    user.get("loans/:loanID", use: loans.loan)
+    user.post("loans/:loanID/repayments", use: loans.recordRepayment)
+
+    changes.get("cart", use: cart.show)
+    changes.delete("cart", use: cart.clear)
+    changes.post("cart/items", use: cart.add)
+    changes.patch("cart/items/:loanID", use: cart.change)
+    changes.delete("cart/items/:loanID", use: cart.remove)
+    changes.post("cart/checkout", use: cart.checkout)
+
+    // Auditors only (403 for anyone else).
+    let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: Auditors(primary)))
+    auditors.get("events", use: events.page)
+    auditors.get("events/stream", use: events.stream)
+    auditors.get("audit/checkpoints", use: events.checkpoints)
     return router
 }
 
@@ -110,11 +148,6 @@ public func buildApplication(
     }
     return application
 }
-
-/// Every inline view, in the order they are applied.
-public let lenderProjections: [any InlineProjection] = [
-    UsersProjection(), ItemsProjection(), LoansProjection(), CartsProjection(),
-]
 
 /// Keeps the pool open while the service group runs; closes it on shutdown.
 /// Hummingbird shuts its HTTP server down first, so in-flight requests still have it.

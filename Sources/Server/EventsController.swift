@@ -5,12 +5,13 @@ import Hummingbird
 import Marketplace
 import NIOCore
 import Postgres
+import Projections
 import ServiceLifecycle
 
 /// The global log, for auditors (SPEC §8): `GET /v1/events?after=&limit=` in pages, and
 /// `GET /v1/events/stream?after=` live, as server-sent events woken by LISTEN/NOTIFY.
-/// Everyone else gets 403.
-struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
+/// Everyone else gets 403 (`AuditorsOnly`).
+struct EventsController: Sendable {
     let store: EventStore
     /// How long the live stream stays silent before it writes a comment line.
     var heartbeat: Duration = .seconds(15)
@@ -42,13 +43,6 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
         }
     }
 
-    func addRoutes(to router: Router<Context>, authentication: AuthenticationMiddleware<Context>) {
-        let events = router.group("/v1/events").add(middleware: authentication)
-        events.get(use: page)
-        events.get("stream", use: stream)
-        router.group("/v1/audit").add(middleware: authentication).get("checkpoints", use: checkpoints)
-    }
-
     /// A signed checkpoint as kept (see `LogCheckpoint`), with its id for the next page's `after`.
     struct CheckpointResource: ResponseEncodable {
         var id: Int64
@@ -74,8 +68,7 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
 
     /// `GET /v1/audit/checkpoints?after=&limit=`: the signed checkpoints, oldest first, for
     /// auditors to keep copies of and verify the log against.
-    @Sendable func checkpoints(_ request: Request, context: Context) async throws -> Page<CheckpointResource> {
-        try await requireAuditor(context)
+    @Sendable func checkpoints(_ request: Request, context: UserContext) async throws -> Page<CheckpointResource> {
         var fields = [FieldError]()
         var after: Int64 = 0
         if let text = request.uri.queryParameters["after"] {
@@ -89,13 +82,12 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
                 fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
             }
         }
-        if !fields.isEmpty { throw Problem(DomainError.invalid(fields)) }
+        if !fields.isEmpty { throw DomainError.invalid(fields) }
         let kept = try await store.checkpoints(after: after, limit: limit).map { CheckpointResource(id: $0.id, $0.checkpoint) }
         return Page(data: kept, nextCursor: kept.count == limit ? kept.last.map { String($0.id) } : nil)
     }
 
-    @Sendable func page(_ request: Request, context: Context) async throws -> Page<EventResource> {
-        try await requireAuditor(context)
+    @Sendable func page(_ request: Request, context: UserContext) async throws -> Page<EventResource> {
         let (after, problems) = Self.after(request)
         var fields = problems
         var limit = 100
@@ -104,16 +96,15 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
                 fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
             }
         }
-        if !fields.isEmpty { throw Problem(DomainError.invalid(fields)) }
+        if !fields.isEmpty { throw DomainError.invalid(fields) }
         let events = try await store.read(after: after, limit: limit).map(EventResource.init)
         return Page(data: events, nextCursor: events.count == limit ? events.last.map { String($0.position) } : nil)
     }
 
     /// Every event after `after`, then each new one as it commits, until the client leaves.
-    @Sendable func stream(_ request: Request, context: Context) async throws -> Response {
-        try await requireAuditor(context)
+    @Sendable func stream(_ request: Request, context: UserContext) async throws -> Response {
         let (after, problems) = Self.after(request)
-        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
         let store = store
         let heartbeat = heartbeat
         let encoder = JSONEncoder()
@@ -150,18 +141,20 @@ struct EventsController<Context: AuthenticatedRequestContext>: Sendable {
         }
         return (after, [])
     }
-
-    func requireAuditor(_ context: Context) async throws {
-        let actor = try context.requireIdentity()
-        guard try await isAuditor(actor, store.pool) else {
-            throw Problem(DomainError(.forbidden, "not_auditor", "Only auditors may read the log."))
-        }
-    }
 }
 
-/// Whether an operator made the user an auditor (`lender users grant-auditor`).
-func isAuditor(_ user: UserID, _ pool: PostgresPool) async throws -> Bool {
-    try await !pool.query("SELECT 1 FROM auditors WHERE user_id = \(user.rawValue)").isEmpty
+/// Lets only auditors through (`lender users grant-auditor`); everyone else gets 403.
+struct AuditorsOnly: RouterMiddleware {
+    let auditors: Auditors
+
+    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
+        -> Response
+    {
+        guard try await auditors.contains(context.user) else {
+            throw DomainError(.forbidden, "not_auditor", "Only auditors may read the log.")
+        }
+        return try await next(request, context)
+    }
 }
 
 extension HTTPField.Name {

@@ -4,7 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Marketplace
-import Synchronization
+import UseCases
 
 extension HTTPField.Name {
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
@@ -21,18 +21,19 @@ extension HTTPField.Name {
 /// gateway (through `IdempotentRequest.current`) what the key already holds. A repeat is
 /// answered by the same handler, which the gateway gives the first request's events and state
 /// instead of deciding again. A refused command writes nothing, so its key stays unspent.
-struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
+struct IdempotencyMiddleware: RouterMiddleware {
     let store: EventStore
     /// Keys the request digest: a body may hold a card's number and CVV, and a plain hash of
     /// so few possible values could be reversed by trying them all.
     let digestKey: SymmetricKey
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
         -> Response
     {
-        guard [.post, .patch, .delete].contains(request.method), let key = request.headers[.idempotencyKey],
-            let user = context.identity
-        else { return try await next(request, context) }
+        guard [.post, .patch, .delete].contains(request.method), let key = request.headers[.idempotencyKey] else {
+            return try await next(request, context)
+        }
+        let user = context.user
         guard (1...200).contains(key.count), key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
             throw Problem(.badRequest, code: "invalid_idempotency_key", detail: "An Idempotency-Key is 1 to 200 visible ASCII characters.")
         }
@@ -58,27 +59,4 @@ struct IdempotencyMiddleware<Context: AuthenticatedRequestContext>: RouterMiddle
         }
         return response
     }
-}
-
-/// The `Idempotency-Key` of the request being handled, for the command gateway to append with
-/// the command's events. Set by `IdempotencyMiddleware` for the handler's task only.
-public final class IdempotentRequest: Sendable {
-    @TaskLocal public static var current: IdempotentRequest?
-
-    public let idempotency: Idempotency
-    /// What the key held when the request arrived: this request repeats that one.
-    public let recorded: IdempotencyRecord?
-    private let replayed = Mutex(false)
-
-    public init(_ idempotency: Idempotency, recorded: IdempotencyRecord?) {
-        self.idempotency = idempotency
-        self.recorded = recorded
-    }
-
-    /// Whether the answer given is the first request's, rebuilt.
-    public var wasReplayed: Bool { replayed.withLock { $0 } }
-    func markReplayed() { replayed.withLock { $0 = true } }
-
-    static let keyReused = DomainError(
-        .invalid, "idempotency_key_reused", "This Idempotency-Key was used for another request.")
 }

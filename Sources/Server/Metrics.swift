@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import Metrics
 import Postgres
+import Projections
 import Prometheus
 
 /// The process's metrics, in Prometheus's text format at `GET /metrics`: Hummingbird's
@@ -22,33 +23,21 @@ public enum LenderMetrics {
         return registry
     }()
 
-    /// A command by its case name (`postRental`, never its fields).
-    static func command(_ command: Any, outcome: String) {
-        self.command(named: Mirror(reflecting: command).children.first?.label ?? String(describing: command), outcome: outcome)
-    }
-
-    static func command(named name: String, outcome: String) {
-        Counter(label: "lender_commands_total", dimensions: [("command", name), ("outcome", outcome)]).increment()
-    }
-
-    static let retries = Counter(label: "lender_expected_version_retries_total")
     static let idempotentReplays = Counter(label: "lender_idempotent_replays_total")
 }
 
 struct MetricsController<Context: RequestContext>: Sendable {
     let pool: PostgresPool
 
-    func addRoutes(to router: Router<Context>) {
-        router.get("/metrics") { _, context in
-            let usage = pool.usage
-            Gauge(label: "lender_pool_connections_in_use").record(usage.inUse)
-            Gauge(label: "lender_pool_waiting").record(usage.waiting)
-            Gauge(label: "lender_pool_connections_open").record(usage.open)
-            await recordProjectionLag(context.logger)
-            return Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(bytes: LenderMetrics.registry.emitToBuffer())))
-        }
+    @Sendable func metrics(_ request: Request, context: Context) async throws -> Response {
+        let usage = pool.usage
+        Gauge(label: "lender_pool_connections_in_use").record(usage.inUse)
+        Gauge(label: "lender_pool_waiting").record(usage.waiting)
+        Gauge(label: "lender_pool_connections_open").record(usage.open)
+        await recordProjectionLag(context.logger)
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: LenderMetrics.registry.emitToBuffer())))
     }
 
     /// How far each projection's checkpoint is behind the log head, in events: 0 for the inline
@@ -56,15 +45,9 @@ struct MetricsController<Context: RequestContext>: Sendable {
     /// it was when the database does not answer: the metrics still come.
     func recordProjectionLag(_ logger: Logger) async {
         do {
-            let rows = try await pool.query(
-                """
-                SELECT c.name, h.position AS head, h.position - c.position AS lag
-                FROM projection_checkpoints c CROSS JOIN log_head h
-                """)
-            for row in rows {
-                let name: String = try row.decode("name")
-                Gauge(label: "lender_projection_lag_events", dimensions: [("projection", name)]).record(try row.decode("lag", as: Int64.self))
-                Gauge(label: "lender_log_head_position").record(try row.decode("head", as: Int64.self))
+            for lag in try await ProjectionLag.read(from: pool) {
+                Gauge(label: "lender_projection_lag_events", dimensions: [("projection", lag.projection)]).record(lag.behind)
+                Gauge(label: "lender_log_head_position").record(lag.head)
             }
         } catch {
             logger.warning("metrics: cannot read the projection checkpoints", metadata: ["error": "\(error)"])

@@ -9,14 +9,12 @@ enum OpenAPIDocument {
         try? Data(contentsOf: $0)
     }
 
-    static func addRoute<Context: RequestContext>(to router: Router<Context>) {
-        router.get("/openapi.json") { _, _ -> Response in
-            guard let data else {
-                throw Problem(.internalServerError, code: "internal_error", detail: "The OpenAPI document is missing from this build.")
-            }
-            return Response(
-                status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    @Sendable static func serve(_ request: Request, context: some RequestContext) async throws -> Response {
+        guard let data else {
+            throw Problem(.internalServerError, code: "internal_error", detail: "The OpenAPI document is missing from this build.")
         }
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
 

@@ -3,6 +3,7 @@ import Hummingbird
 import Postgres
 import Marketplace
 import NIOCore
+import UseCases
 
 /// An error answer in RFC 9457 form (`application/problem+json`), with a stable `code`
 /// that clients can rely on and, for validation, every failing field at once.
@@ -80,6 +81,10 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as DomainError {
             throw Problem(error)
+        } catch let error as TryLater {
+            throw Problem(
+                error.reason == .busy ? .serviceUnavailable : .tooManyRequests, code: error.code, detail: error.detail,
+                headers: [.retryAfter: "\(error.retryAfterSeconds)"])
         } catch let error as HTTPError where error.status == .notFound {
             // No route: a problem too, and 405 with `Allow` when the path has other methods.
             let allowed = RouteTable.methods(for: request.uri.path)

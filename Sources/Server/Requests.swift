@@ -49,7 +49,7 @@ extension Request {
         if unknown.count > 20 {
             errors.append(FieldError(field: "body", code: "unknown_fields", message: "and \(unknown.count - 20) more fields it does not take"))
         }
-        throw Problem(DomainError.invalid(errors))
+        throw DomainError.invalid(errors)
     }
 
     /// Every field of a body type, nested ones as `location.lat`: its stored properties, and
@@ -87,14 +87,6 @@ extension Request {
         } catch {
             throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
         }
-    }
-
-    /// The bearer token of `Authorization: Bearer <token>`, if any.
-    var bearerToken: String? {
-        guard let header = headers[.authorization] else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else { return nil }
-        return String(parts[1])
     }
 }
 
@@ -320,44 +312,7 @@ struct FieldCheck {
     }
 
     func throwIfAny() throws {
-        if !problems.isEmpty { throw Problem(DomainError.invalid(problems)) }
-    }
-}
-
-/// Lets a request through only with a live bearer token, and says whose it is.
-struct AuthenticationMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
-    let accounts: Accounts
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
-        guard let token = request.bearerToken, let userID = try await accounts.authenticate(token: token) else {
-            throw Problem(
-                .unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.",
-                headers: [.wwwAuthenticate: "Bearer"])
-        }
-        var context = context
-        context.identity = userID
-        context.bearerToken = token
-        return try await next(request, context)
-    }
-}
-
-/// A request context that can carry who is asking.
-public protocol AuthenticatedRequestContext: RequestContext {
-    var identity: UserID? { get set }
-    var bearerToken: String? { get set }
-    /// The client's IP address, for rate limits; nil when unknown.
-    var clientAddress: String? { get }
-}
-
-extension AuthenticatedRequestContext {
-    /// The authenticated user; only routes behind `AuthenticationMiddleware` may ask.
-    func requireIdentity() throws -> UserID {
-        guard let identity else {
-            throw Problem(.unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.")
-        }
-        return identity
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
     }
 }
 
@@ -371,7 +326,7 @@ struct QueryTextMiddleware<Context: RequestContext>: RouterMiddleware {
             return FieldError(
                 field: name, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
         }
-        if !refused.isEmpty { throw Problem(DomainError.invalid(refused)) }
+        if !refused.isEmpty { throw DomainError.invalid(refused) }
         return try await next(request, context)
     }
 }
@@ -389,34 +344,5 @@ extension URI {
             }
             return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
         }
-    }
-}
-
-/// How a checkout or a repayment was paid, as responses show it: `{"method": "balance"}` or
-/// `{"method": "card", "cardId": "…"}`. (Answers recorded before it was an object said
-/// `"balance"` or the card's id; a repeat of one of those is read as the same.)
-struct PaidWith: Codable, Sendable, Hashable {
-    var method: String
-    var cardId: String?
-
-    /// From what the events keep: `balance` or the card's id.
-    init(_ recorded: String) {
-        self.init(method: recorded == "balance" ? "balance" : "card", cardId: recorded == "balance" ? nil : recorded)
-    }
-
-    init(method: String, cardId: String?) {
-        self.method = method
-        self.cardId = cardId
-    }
-
-    init(from decoder: any Decoder) throws {
-        if let recorded = try? decoder.singleValueContainer().decode(String.self) {
-            self = PaidWith(recorded)
-            return
-        }
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        self = PaidWith(
-            method: try container.decode(String.self, forKey: .method),
-            cardId: try container.decodeIfPresent(String.self, forKey: .cardId))
     }
 }

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Marketplace
 import Synchronization
+import UseCases
 
 /// How many postings (rentals, requests, loans) and bids one user may write, as token
 /// buckets: `perHour` on average, up to a quarter of it at once. Past that, 429
@@ -75,13 +76,15 @@ final class WriteLimiter: Sendable {
 }
 
 /// Counts the route's writes against the caller's bucket of `kind`.
-struct WriteLimitMiddleware<Context: AuthenticatedRequestContext>: RouterMiddleware {
+struct WriteLimitMiddleware: RouterMiddleware {
     let limiter: WriteLimiter
     let kind: WriteLimits.Kind
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method != .get, request.method != .head, let user = context.identity, IdempotentRequest.current?.recorded == nil {
-            try limiter.take(kind, by: user)
+    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
+        -> Response
+    {
+        if request.method != .get, request.method != .head, IdempotentRequest.current?.recorded == nil {
+            try limiter.take(kind, by: context.user)
         }
         return try await next(request, context)
     }

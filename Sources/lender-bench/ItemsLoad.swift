@@ -1,4 +1,5 @@
 import ArgumentParser
+import Aggregates
 import EventStore
 import Foundation
 import Logging
@@ -23,8 +24,8 @@ struct ItemsLoad: AsyncParsableCommand {
             let store = EventStore(pool: pool, logger: logger)
             let owner = UserID()
             _ = try await store.append(
-                to: StreamID("user", owner), expectedVersion: .noStream,
-                events: [try DomainCodec.user.encode(.registered(UserRegistered(userID: owner, handle: "bench_owner", displayName: "Owner", email: "owner@example.org")))])
+                to: .user(owner), expectedVersion: .noStream,
+                events: [try Aggregate.user.codec.encode(.registered(UserRegistered(userID: owner, handle: "bench_owner", displayName: "Owner", email: "owner@example.org")))])
             var generator = SystemRandomNumberGenerator()
             var loaded = 0
             let categories = Marketplace.Category.allCases
@@ -40,7 +41,7 @@ struct ItemsLoad: AsyncParsableCommand {
                         itemID: item, ownerID: owner, title: "Item \(loaded)", description: "For the market benchmark",
                         category: categories[loaded % categories.count], dailyPriceCents: 100 + loaded % 5000, location: location)
                     appends.append(
-                        StreamAppend(StreamID("item", item), expectedVersion: .noStream, events: [try DomainCodec.item.encode(.rentalPosted(posted))]))
+                        StreamAppend(.item(item), expectedVersion: .noStream, events: [try Aggregate.item.codec.encode(.rentalPosted(posted))]))
                     loaded += 1
                 }
                 _ = try await store.append(appends)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Aggregates
 import EventStore
 import Foundation
 import Logging
@@ -95,7 +96,7 @@ enum AppendProbe {
     static func during<T: Sendable>(
         _ store: EventStore, _ streams: [StreamID], writers: Int = 4, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> (result: T, latencies: [Double], seconds: Double) {
-        let event = try DomainCodec.user.encode(.profileUpdated(ProfileUpdated(defaultShareCents: 5000)))
+        let event = try Aggregate.user.codec.encode(.profileUpdated(ProfileUpdated(defaultShareCents: 5000)))
         let running = Running()
         let clock = ContinuousClock()
         return try await withThrowingTaskGroup(of: [Double].self) { group in
@@ -190,13 +191,13 @@ struct History {
                 cardID: CardID(), network: .visa, last4: "4242", expMonth: 12, expYear: 2030,
                 fingerprint: String(repeating: "ab", count: 32), processorToken: "tok_sandbox_\(handle)")
             add(
-                StreamID("user", user),
+                .user(user),
                 try! [
                     .registered(UserRegistered(userID: user, handle: handle, displayName: "User \(handle)", email: "\(handle)@example.org", country: "NP")),
                     .profileUpdated(ProfileUpdated(defaultShareCents: 5000)),
                     .cardAdded(card),
                     .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: card.cardID, chargeID: "ch_\(handle)")),
-                ].map(DomainCodec.user.encode))
+                ].map(Aggregate.user.codec.encode))
         }
         users += fresh
         let from = Day(year: 2026, month: 12, day: 1)!
@@ -222,7 +223,7 @@ struct History {
             for (bid, _) in bids.dropFirst() { events.append(.bidRejected(BidRejected(bidID: bid, reason: "another_bid_approved"))) }
             events.append(.closed(ItemClosed()))
             events.append(.relisted(ItemRelisted()))
-            add(StreamID("item", item), try! events.map(DomainCodec.item.encode))
+            add(.item(item), try! events.map(Aggregate.item.codec.encode))
         }
         // 5 loans a round, each funded by four lenders through their carts, then a repayment.
         for index in 0..<5 {
@@ -238,18 +239,18 @@ struct History {
             ]
             for lender in lenders {
                 add(
-                    StreamID("cart", lender),
+                    .cart(of: lender),
                     try! [
                         .itemAdded(CartItemAdded(loanID: loan, amountCents: 5000)),
                         .checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: loan, amountCents: 5000)], totalCents: 5000, paidWith: "balance")),
-                    ].map(DomainCodec.cart.encode))
-                add(StreamID("user", lender), try! [UserEvent.balanceDebited(BalanceDebited(amountCents: 5000))].map(DomainCodec.user.encode))
+                    ].map(Aggregate.cart.codec.encode))
+                add(.user(lender), try! [UserEvent.balanceDebited(BalanceDebited(amountCents: 5000))].map(Aggregate.user.codec.encode))
                 loanEvents.append(.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 5000)))
             }
             loanEvents.append(.funded(LoanFunded()))
             let credits = LoanDecider.split(1000, over: lenders.map { LenderAmount(lenderID: $0, amountCents: 5000) })
             loanEvents.append(.repaymentRecorded(LoanRepaymentRecorded(amountCents: 1000, credits: credits)))
-            add(StreamID("loan", loan), try! loanEvents.map(DomainCodec.loan.encode))
+            add(.loan(loan), try! loanEvents.map(Aggregate.loan.codec.encode))
         }
         return appends
     }

@@ -4,7 +4,7 @@ import Foundation
 import Marketplace
 import Postgres
 import Projections
-import Server
+import UseCases
 
 struct Loans: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -35,7 +35,7 @@ struct Loans: AsyncParsableCommand {
             let expired = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) {
                 pool in
                 let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
-                return try await CommandGateway(store: store, logger: logger).expireOverdueLoans(today: today)
+                return try await ExpireLoans(gateway: CommandGateway(store: store, logger: logger)).run(today: today)
             }
             for loan in expired {
                 let refunded = loan.refunds.reduce(0) { $0 + $1.amountCents }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Migrations
 import Postgres
 
 /// Where the database and the migration files are.
@@ -10,7 +11,7 @@ struct DatabaseOptions: ParsableArguments {
         help: "PostgreSQL URL (default: $DATABASE_URL, else the checkout's own cluster from scripts/db).")
     var databaseURL: String?
 
-    @Option(help: "The migrations folder (default: $LENDER_MIGRATIONS, else migrations/ of the checkout).")
+    @Option(help: "A migrations folder to use instead of the ones built in (default: $LENDER_MIGRATIONS, else built in).")
     var migrations: String?
 
     func configuration() throws -> PostgresConfiguration {
@@ -35,13 +36,12 @@ struct DatabaseOptions: ParsableArguments {
         try await PostgresPool.with(configuration: try configuration(), options: .init(size: size), logger: logger, body)
     }
 
+    /// The migrations built into the binary, unless a folder is named.
     func migrator(logger: Logger) throws -> Migrator {
-        let directory = migrations ?? ProcessInfo.processInfo.environment["LENDER_MIGRATIONS"]
-            ?? Checkout.find("migrations")
-        guard let directory else {
-            throw ValidationError("Cannot find the migrations folder: pass --migrations or set LENDER_MIGRATIONS.")
+        if let directory = migrations ?? ProcessInfo.processInfo.environment["LENDER_MIGRATIONS"], !directory.isEmpty {
+            return try Migrator(directory: directory, logger: logger)
         }
-        return try Migrator(directory: directory, logger: logger)
+        return Migrator(migrations: try EmbeddedMigrations.load(), logger: logger)
     }
 }
 

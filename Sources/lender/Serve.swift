@@ -5,6 +5,7 @@ import Logging
 import Payments
 import Postgres
 import Server
+import UseCases
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

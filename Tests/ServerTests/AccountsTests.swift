@@ -8,6 +8,7 @@ import Postgres
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
 
 /// The card fingerprint key of every test server.
 let testCardSecret = Data("lender-tests-card-fingerprint-secret".utf8)

@@ -6,6 +6,8 @@ import Postgres
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
+import Aggregates
 
 @Suite("Bid history")
 struct BidHistoryTests {

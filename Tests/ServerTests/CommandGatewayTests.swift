@@ -6,6 +6,8 @@ import Projections
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
+import Aggregates
 
 @Suite("Command gateway")
 struct CommandGatewayTests {
@@ -180,7 +182,7 @@ struct CommandGatewayTests {
             let stored = try await gateway.store.readStream(StreamID("item", item))
             #expect(stored.map(\.type) == ["RentalPosted", "BidPlaced"])
             #expect(stored.allSatisfy { $0.schemaVersion == 1 })
-            let decoded = try DomainCodec.item.codec.decode(stored[1])
+            let decoded = try Aggregate.item.codec.decode(stored[1])
             #expect(decoded == .bidPlaced(BidPlaced(
                 bidID: bid, bidderID: bidder, dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!)))
             #expect(try await gateway.store.verify() == nil)

@@ -8,6 +8,8 @@ import Postgres
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
+@testable import Projections
 
 /// Accounts over a test database of their own, as the server runs them (lender_app).
 func withAccounts(
@@ -58,10 +60,10 @@ struct LoginAbuseTests {
                     try await accounts.login(handle: "ada", password: "not it at all", address: "203.0.113.66")
                 }
             }
-            let locked = await #expect(throws: Problem.self) {
+            let locked = await #expect(throws: TryLater.self) {
                 try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.66")
             }
-            #expect(locked?.status == .tooManyRequests)
+            #expect(locked?.reason == .tooManyAttempts && locked?.code == "too_many_attempts")
             let session = try await accounts.login(handle: "ada", password: "correct horse battery", address: "198.51.100.7")
             #expect(session.token.count > 20, "the owner, from their own address")
         }
@@ -95,9 +97,9 @@ struct LoginAbuseTests {
                     do {
                         _ = try await passwords.hash("password number \(index)")
                         return 200
-                    } catch let problem as Problem {
-                        #expect(problem.headers[.retryAfter] != nil)
-                        return Int(problem.status.code)
+                    } catch let refused as TryLater {
+                        #expect(refused.retryAfterSeconds > 0)
+                        return refused.reason == .busy ? 503 : 429
                     } catch {
                         return 500
                     }
@@ -412,7 +414,7 @@ struct HardeningReviewTests {
                         do {
                             _ = try await accounts.login(handle: "ada", password: "not it at all", address: "203.0.113.66")
                             return 201
-                        } catch let problem as Problem { return Int(problem.status.code) } catch { return 401 }
+                        } catch let refused as TryLater { return refused.reason == .busy ? 503 : 429 } catch { return 401 }
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -741,10 +743,10 @@ struct LoginRetryAfterTests {
                 SELECT 'ada', '203.0.113.9', now() - interval '10 minutes' FROM generate_series(1, 5)
                 UNION ALL SELECT 'bob', '203.0.113.9', now() - interval '14 minutes'
                 """)
-            let problem = await #expect(throws: Problem.self) {
+            let refused = await #expect(throws: TryLater.self) {
                 try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.9")
             }
-            let wait = Int(problem?.headers[.retryAfter] ?? "") ?? 0
+            let wait = refused?.retryAfterSeconds ?? 0
             #expect((280...310).contains(wait), "Retry-After \(wait)")
         }
     }

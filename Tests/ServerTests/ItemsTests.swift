@@ -8,6 +8,7 @@ import Projections
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
 
 extension TestClientProtocol {
     /// A registered, logged-in user: their id and token.

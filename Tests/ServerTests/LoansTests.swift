@@ -9,6 +9,7 @@ import Server
 import Synchronization
 import Testing
 import TestSupport
+@testable import Projections
 
 /// A day `days` from today (UTC), as `YYYY-MM-DD`.
 func dayFromToday(_ days: Int) -> String {

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Server
 import Testing
 import TestSupport
+@testable import Projections
 
 /// Great-circle kilometres by the haversine formula: the reference the market is checked against.
 func haversineKm(_ a: (Double, Double), _ b: (Double, Double)) -> Double {

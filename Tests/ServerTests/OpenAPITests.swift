@@ -6,6 +6,7 @@ import Postgres
 import Server
 import Testing
 import TestSupport
+@testable import UseCases
 
 @Suite("OpenAPI document")
 struct OpenAPITests {

@@ -79,9 +79,8 @@ public final class PasswordHasher: Sendable {
         case .now: return
         case .refuse:
             state.withLock { $0.checks -= 1 }
-            throw Problem(
-                .serviceUnavailable, code: "busy", detail: "Too many password checks at once; try again shortly.",
-                headers: [.retryAfter: "1"])
+            throw TryLater(
+                .busy, code: "busy", detail: "Too many password checks at once; try again shortly.", retryAfterSeconds: 1)
         case .wait:
             await withCheckedContinuation { continuation in
                 let ready = state.withLock { state -> Bool in

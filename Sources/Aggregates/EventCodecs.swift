@@ -36,10 +36,26 @@ extension CartItemRemoved: EventPayload {}
 extension CartCleared: EventPayload {}
 extension CartCheckedOut: EventPayload {}
 
-/// Maps an aggregate's events to the log and back.
+/// Maps an aggregate's events to the log and back. Each domain event is an enum case that
+/// wraps one payload, so encoding takes the payload out of the case: an event type is named
+/// once here, at its registration, and nowhere else outside the domain.
 public struct DomainCodec<Event: Sendable>: Sendable {
     public let codec: EventCodec<Event>
-    public let encode: @Sendable (Event) throws -> NewEvent
+
+    init(_ codec: EventCodec<Event>) { self.codec = codec }
+
+    public func encode(_ event: Event) throws -> NewEvent {
+        guard let payload = Mirror(reflecting: event).children.first?.value as? any EventPayload else {
+            preconditionFailure("\(Event.self).\(event) does not wrap an event payload")
+        }
+        return try codec.encode(payload)
+    }
+
+    public func decode(_ event: RecordedEvent) throws -> Event { try codec.decode(event) }
+
+    public func decode(_ event: ProjectedEvent) throws -> Event {
+        try codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data)
+    }
 }
 
 extension DomainCodec where Event == UserEvent {
@@ -56,21 +72,7 @@ extension DomainCodec where Event == UserEvent {
         codec.register(BalanceDebited.self, wrap: UserEvent.balanceDebited)
         codec.register(CardCharged.self, wrap: UserEvent.cardCharged)
         codec.register(BalanceCredited.self, wrap: UserEvent.balanceCredited)
-        return DomainCodec(codec: codec) { [codec] event in
-            switch event {
-            case .registered(let payload): try codec.encode(payload)
-            case .profileUpdated(let payload): try codec.encode(payload)
-            case .blocked(let payload): try codec.encode(payload)
-            case .unblocked(let payload): try codec.encode(payload)
-            case .cardAdded(let payload): try codec.encode(payload)
-            case .cardExpiryUpdated(let payload): try codec.encode(payload)
-            case .cardRemoved(let payload): try codec.encode(payload)
-            case .fundsDeposited(let payload): try codec.encode(payload)
-            case .balanceDebited(let payload): try codec.encode(payload)
-            case .cardCharged(let payload): try codec.encode(payload)
-            case .balanceCredited(let payload): try codec.encode(payload)
-            }
-        }
+        return DomainCodec(codec)
     }()
 }
 
@@ -88,21 +90,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemReserved.self, wrap: ItemEvent.reserved)
         codec.register(ItemClosed.self, wrap: ItemEvent.closed)
         codec.register(ItemRelisted.self, wrap: ItemEvent.relisted)
-        return DomainCodec(codec: codec) { [codec] event in
-            switch event {
-            case .rentalPosted(let payload): try codec.encode(payload)
-            case .requestPosted(let payload): try codec.encode(payload)
-            case .revised(let payload): try codec.encode(payload)
-            case .withdrawn(let payload): try codec.encode(payload)
-            case .bidPlaced(let payload): try codec.encode(payload)
-            case .bidWithdrawn(let payload): try codec.encode(payload)
-            case .bidRejected(let payload): try codec.encode(payload)
-            case .bidApproved(let payload): try codec.encode(payload)
-            case .reserved(let payload): try codec.encode(payload)
-            case .closed(let payload): try codec.encode(payload)
-            case .relisted(let payload): try codec.encode(payload)
-            }
-        }
+        return DomainCodec(codec)
     }()
 }
 
@@ -115,16 +103,7 @@ extension DomainCodec where Event == LoanEvent {
         codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
         codec.register(LoanRepaid.self, wrap: LoanEvent.repaid)
         codec.register(LoanExpired.self, wrap: LoanEvent.expired)
-        return DomainCodec(codec: codec) { [codec] event in
-            switch event {
-            case .posted(let payload): try codec.encode(payload)
-            case .sharePurchased(let payload): try codec.encode(payload)
-            case .funded(let payload): try codec.encode(payload)
-            case .repaymentRecorded(let payload): try codec.encode(payload)
-            case .repaid(let payload): try codec.encode(payload)
-            case .expired(let payload): try codec.encode(payload)
-            }
-        }
+        return DomainCodec(codec)
     }()
 }
 
@@ -136,14 +115,6 @@ extension DomainCodec where Event == CartEvent {
         codec.register(CartItemRemoved.self, wrap: CartEvent.itemRemoved)
         codec.register(CartCleared.self, wrap: CartEvent.cleared)
         codec.register(CartCheckedOut.self, wrap: CartEvent.checkedOut)
-        return DomainCodec(codec: codec) { [codec] event in
-            switch event {
-            case .itemAdded(let payload): try codec.encode(payload)
-            case .amountChanged(let payload): try codec.encode(payload)
-            case .itemRemoved(let payload): try codec.encode(payload)
-            case .cleared(let payload): try codec.encode(payload)
-            case .checkedOut(let payload): try codec.encode(payload)
-            }
-        }
+        return DomainCodec(codec)
     }()
 }

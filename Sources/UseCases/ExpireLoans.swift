@@ -1,8 +1,9 @@
+import Aggregates
 import EventStore
 import Foundation
 import Logging
 import Marketplace
-import Postgres
+import Projections
 
 extension UserID {
     /// The actor of what an operator runs from the command line, not a user.
@@ -16,21 +17,19 @@ public struct ExpiredLoan: Sendable, Hashable {
     public var position: Int64
 }
 
-extension CommandGateway {
-    /// Expires every fundraising loan whose deadline is before `today`: `LoanExpired` on the
-    /// loan and a refund on each lender's stream, in one append per loan. A loan funded
-    /// meanwhile is left alone; running it twice expires nothing twice.
-    public func expireOverdueLoans(today: Day) async throws -> [ExpiredLoan] {
-        let candidates = try await store.pool.query(
-            """
-            SELECT loan_id FROM loans_view
-            WHERE status = 'fundraising' AND deadline < \(today.description)::date ORDER BY deadline, loan_id
-            """
-        ).map { LoanID(try $0.decode("loan_id", as: UUID.self)) }
+/// Expires every fundraising loan whose deadline is before `today`: `LoanExpired` on the loan
+/// and a refund on each lender's stream, in one append per loan. A loan funded meanwhile is
+/// left alone; running it twice expires nothing twice.
+public struct ExpireLoans: Sendable {
+    let gateway: CommandGateway
+
+    public init(gateway: CommandGateway) { self.gateway = gateway }
+
+    public func run(today: Day) async throws -> [ExpiredLoan] {
         var expired = [ExpiredLoan]()
-        for loanID in candidates {
+        for loanID in try await LoansView(gateway.store.pool).overdue(today: today) {
             do {
-                let (refunds, append) = try await handleAcross(
+                let (refunds, append) = try await gateway.handleAcross(
                     "expireLoan", actor: .system, metadata: EventMetadata(actorID: "operator:lender loans expire")
                 ) { reads in
                     let loan = try await reads.load(.loan, id: loanID)
@@ -39,7 +38,7 @@ extension CommandGateway {
                 }
                 expired.append(ExpiredLoan(loanID: loanID, refunds: refunds, position: append?.lastPosition ?? 0))
             } catch let error as DomainError where error.kind == .conflict {
-                logger.info("not expired", metadata: ["loan": "\(loanID)", "reason": "\(error.code)"])
+                gateway.logger.info("not expired", metadata: ["loan": "\(loanID)", "reason": "\(error.code)"])
             }
         }
         return expired

@@ -36,14 +36,3 @@ public enum Earth {
         "(" + values.map { "\($0)" }.joined(separator: ", ") + ")"
     }
 }
-
-extension ListQuery {
-    /// The `near` point as cube text, or nil.
-    var nearPoint: String? { near.map { Earth.point(lat: $0.lat, lng: $0.lng) } }
-
-    /// The box around `near` that holds the radius, or nil without one.
-    var radiusBox: String? {
-        guard let near, let radiusKm else { return nil }
-        return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
-    }
-}

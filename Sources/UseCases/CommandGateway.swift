@@ -1,44 +1,10 @@
+import Aggregates
 import EventStore
 import Logging
 import Marketplace
 import Postgres
 import Projections
 import Synchronization
-
-/// One kind of stream, as the gateway handles it: how to name it, fold it, and decide on it.
-public struct Aggregate<State: Sendable, Command: Sendable, Event: Sendable>: Sendable {
-    public var category: String
-    public var initial: State
-    public var evolve: @Sendable (State, Event) -> State
-    public var decide: @Sendable (Command, State, UserID) throws -> [Event]
-    public var codec: DomainCodec<Event>
-}
-
-extension Aggregate where State == UserState, Command == UserCommand, Event == UserEvent {
-    /// The actor is the stream's own user: `decide` needs no other.
-    public static let user = Aggregate(
-        category: "user", initial: UserDecider.initial, evolve: UserDecider.evolve,
-        decide: { command, state, _ in try UserDecider.decide(command, state) }, codec: .user)
-}
-
-extension Aggregate where State == ItemState, Command == ItemCommand, Event == ItemEvent {
-    public static let item = Aggregate(
-        category: "item", initial: ItemDecider.initial, evolve: ItemDecider.evolve,
-        decide: { command, state, actor in try ItemDecider.decide(command, state, actor: actor) }, codec: .item)
-}
-
-extension Aggregate where State == LoanState, Command == LoanCommand, Event == LoanEvent {
-    public static let loan = Aggregate(
-        category: "loan", initial: LoanDecider.initial, evolve: LoanDecider.evolve,
-        decide: { command, state, actor in try LoanDecider.decide(command, state, actor: actor) }, codec: .loan)
-}
-
-extension Aggregate where State == CartState, Command == CartCommand, Event == CartEvent {
-    /// A cart's stream is named by its owner's id, so the actor is the owner.
-    public static let cart = Aggregate(
-        category: "cart", initial: CartDecider.initial, evolve: CartDecider.evolve,
-        decide: { command, state, actor in try CartDecider.decide(command, state, actor: actor) }, codec: .cart)
-}
 
 /// What a handled command wrote, and the stream's state after it.
 public struct Handled<State: Sendable, Event: Sendable>: Sendable {
@@ -80,13 +46,13 @@ public struct CommandGateway: Sendable {
         actor: UserID, metadata: EventMetadata = EventMetadata(), newStream: Bool = false, loaded: (State, Int)? = nil,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
-        let stream = StreamID(aggregate.category, id)
+        let stream = aggregate.stream(id)
         let request = IdempotentRequest.current
         if let recorded = request?.recorded { return try await replay(recorded, on: aggregate, stream: stream) }
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
         metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
-        for attempt in 1...maxAttempts {
+        return try await retrying { attempt in
             let (state, version) =
                 if attempt == 1, let loaded { loaded } else if newStream && attempt == 1 { (aggregate.initial, 0) } else {
                     try await load(stream, aggregate)
@@ -95,38 +61,28 @@ public struct CommandGateway: Sendable {
             do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
                 // A twin of this request may have committed meanwhile: its answer, not this refusal.
                 if let recorded = try await recordedTwin(of: request) { return try await replay(recorded, on: aggregate, stream: stream) }
-                LenderMetrics.command(command, outcome: error.code)
+                CommandMetrics.command(command, outcome: error.code)
                 throw error
             }
             if events.isEmpty {
                 if let request, let recorded = try await spendUnchanged(request, response: nil) {
                     return try await replay(recorded, on: aggregate, stream: stream)
                 }
-                LenderMetrics.command(command, outcome: "unchanged")
+                CommandMetrics.command(command, outcome: "unchanged")
                 return Handled(state: state, events: [], append: nil)
             }
-            do {
-                let outcome = try await store.append(
-                    [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
-                    metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
-                guard case .appended(let result) = outcome else {
-                    return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)
-                }
-                LenderMetrics.command(command, outcome: "ok")
-                Failpoints.hit(.appendAfterCommit)
-                let after = events.reduce(state, aggregate.evolve)
-                states.store(after, version: version + events.count, of: stream)
-                return Handled(state: after, events: events, append: result)
-            } catch is WrongExpectedVersion {
-                LenderMetrics.retries.increment()
-                logger.debug("stream moved on; deciding again", metadata: ["stream": "\(stream)", "attempt": "\(attempt)"])
-                // Random, growing: contenders who collided should not collide again.
-                try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
-            } catch is IdempotencyKeyReused {
-                throw IdempotentRequest.keyReused
+            let outcome = try await store.append(
+                [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
+                metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
+            guard case .appended(let result) = outcome else {
+                return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)
             }
+            CommandMetrics.command(command, outcome: "ok")
+            Failpoints.hit(.appendAfterCommit)
+            let after = events.reduce(state, aggregate.evolve)
+            states.store(after, version: version + events.count, of: stream)
+            return Handled(state: after, events: events, append: result)
         }
-        throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
     }
 
     /// A command over several streams (checkout, repayments, expiry). `decide` loads what it
@@ -145,13 +101,13 @@ public struct CommandGateway: Sendable {
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
         metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
-        for attempt in 1...maxAttempts {
+        return try await retrying { _ in
             var reads = StreamReads(gateway: self)
             let writes: [StreamWrite]
             let outcome: Outcome
             do { (writes, outcome) = try await decide(&reads) } catch let error as DomainError {
                 if let recorded = try await recordedTwin(of: request) { return try replayAcross(recorded) }
-                LenderMetrics.command(named: command, outcome: error.code)
+                CommandMetrics.command(named: command, outcome: error.code)
                 throw error
             }
             // A checked write with no events still expects its stream as read (a rule decided on
@@ -169,28 +125,37 @@ public struct CommandGateway: Sendable {
                 if let request, let recorded = try await spendUnchanged(request, response: response) {
                     return try replayAcross(recorded)
                 }
-                LenderMetrics.command(named: command, outcome: "unchanged")
+                CommandMetrics.command(named: command, outcome: "unchanged")
                 return (outcome, nil)
             }
+            let appended = try await store.append(
+                appends, metadata: metadata, idempotency: request?.idempotency,
+                response: response.map { response in { @Sendable _ in response } })
+            guard case .appended(let result) = appended else {
+                return try replayAcross(try Self.record(of: appended, request))
+            }
+            CommandMetrics.command(named: command, outcome: "ok")
+            Failpoints.hit(.appendAfterCommit)
+            return (outcome, result)
+        }
+    }
+
+    /// Runs one attempt at a command after another while a stream it read moved on before its
+    /// append (`WrongExpectedVersion`), each on the state as it then is.
+    private func retrying<Result>(_ attempt: (Int) async throws -> Result) async throws -> Result {
+        for number in 1...maxAttempts {
             do {
-                let appended = try await store.append(
-                    appends, metadata: metadata, idempotency: request?.idempotency,
-                    response: response.map { response in { @Sendable _ in response } })
-                guard case .appended(let result) = appended else {
-                    return try replayAcross(try Self.record(of: appended, request))
-                }
-                LenderMetrics.command(named: command, outcome: "ok")
-                Failpoints.hit(.appendAfterCommit)
-                return (outcome, result)
+                return try await attempt(number)
             } catch is WrongExpectedVersion {
-                LenderMetrics.retries.increment()
-                logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(attempt)"])
-                try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(attempt, 5)))))
+                CommandMetrics.retries.increment()
+                logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(number)"])
+                // Random, growing: contenders who collided should not collide again.
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...(250 << min(number, 5)))))
             } catch is IdempotencyKeyReused {
                 throw IdempotentRequest.keyReused
             }
         }
-        throw DomainError(.conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
+        throw DomainError.concurrencyConflict
     }
 
     /// The stream's state and version, folded from its events.
@@ -200,7 +165,7 @@ public struct CommandGateway: Sendable {
         var (state, version) = states.state(of: stream, as: State.self) ?? (aggregate.initial, 0)
         let known = version
         for recorded in try await store.readStream(stream, from: version + 1) {
-            state = aggregate.evolve(state, try aggregate.codec.codec.decode(recorded))
+            state = aggregate.evolve(state, try aggregate.codec.decode(recorded))
             version = recorded.streamVersion
         }
         if version > known { states.store(state, version: version, of: stream) }
@@ -217,7 +182,7 @@ extension CommandGateway {
         on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
     ) async throws -> Handled<State, Event>? {
         guard let recorded = IdempotentRequest.current?.recorded else { return nil }
-        return try await replay(recorded, on: aggregate, stream: StreamID(aggregate.category, id))
+        return try await replay(recorded, on: aggregate, stream: aggregate.stream(id))
     }
 
     /// Like `replayed(on:id:)`, for a command across streams: its recorded outcome.
@@ -233,17 +198,17 @@ extension CommandGateway {
         _ recorded: IdempotencyRecord, on aggregate: Aggregate<State, Command, Event>, stream: StreamID
     ) async throws -> Handled<State, Event> {
         IdempotentRequest.current?.markReplayed()
-        let own = try await store.events(at: recorded.positions).filter { $0.streamID.category == aggregate.category }
+        let own = try await store.events(at: recorded.positions).filter { aggregate.owns($0.streamID) }
         guard let last = own.last else {
             let (state, _) = try await load(stream, aggregate)
             return Handled(state: state, events: [], append: nil)
         }
         var state = aggregate.initial
         for event in try await store.readStream(last.streamID) where event.streamVersion <= last.streamVersion {
-            state = aggregate.evolve(state, try aggregate.codec.codec.decode(event))
+            state = aggregate.evolve(state, try aggregate.codec.decode(event))
         }
         return Handled(
-            state: state, events: try own.map(aggregate.codec.codec.decode),
+            state: state, events: try own.map(aggregate.codec.decode),
             append: AppendResult(positions: recorded.positions, streamVersions: [last.streamID: last.streamVersion]))
     }
 
@@ -316,7 +281,7 @@ public struct StreamReads: Sendable {
     public mutating func load<State, Command, Event>(
         _ aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
     ) async throws -> State {
-        let stream = StreamID(aggregate.category, id)
+        let stream = aggregate.stream(id)
         let (state, version) = try await gateway.load(stream, aggregate)
         versions[stream] = version
         return state
@@ -335,7 +300,7 @@ public struct StreamWrite: Sendable {
         _ events: [Event], to aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
         checked: Bool = true
     ) throws {
-        self.stream = StreamID(aggregate.category, id)
+        self.stream = aggregate.stream(id)
         self.events = try events.map(aggregate.codec.encode)
         self.checked = checked
     }

@@ -1,6 +1,6 @@
+import Aggregates
 import EventStore
 import Foundation
-import Hummingbird
 import Logging
 import Marketplace
 import Payments
@@ -14,10 +14,23 @@ import Postgres
 /// (a rule, a conflict that outlasted the retries), the charge is refunded. If its outcome is
 /// unknown (the connection died during COMMIT), it is not: the events may be stored, and
 /// `lender payments reconcile` later refunds only charges the log does not hold.
-struct CardPayments: Sendable {
+public struct CardPayments: Sendable {
     let processor: any PaymentProcessor
     let limits: PaymentLimits
     let gateway: CommandGateway
+
+    public init(processor: any PaymentProcessor, limits: PaymentLimits, gateway: CommandGateway) {
+        self.processor = processor
+        self.limits = limits
+        self.gateway = gateway
+    }
+
+    /// The processor `setup` makes on the gateway's pool, limited to its attempts an hour.
+    public init(_ setup: PaymentsSetup, gateway: CommandGateway) {
+        self.init(
+            processor: setup.makeProcessor(gateway.store.pool),
+            limits: PaymentLimits(pool: gateway.store.pool, perHour: setup.attemptsPerHour), gateway: gateway)
+    }
 
     func pay<Result>(
         _ amountCents: Int, with card: CardOnFile, for user: UserID, purpose: String,
@@ -37,7 +50,7 @@ struct CardPayments: Sendable {
         } catch let error as DomainError where Self.isCertainFailure(error) {
             // A twin of this request (the same key and body, so the same charge) may have
             // recorded it: the log holds it then.
-            let (state, _) = try await gateway.load(StreamID("user", user), .user)
+            let (state, _) = try await gateway.load(.user(user), .user)
             let twin = try await gateway.recordedTwin(of: IdempotentRequest.current)
             if !state.chargeIDs.contains(charge.id), twin == nil {
                 do { try await processor.refund(chargeID: charge.id) } catch {
@@ -74,8 +87,8 @@ struct CardPayments: Sendable {
 /// Per user and hour, how many cards may be added and charged: enough for anyone paying,
 /// too few to test a list of stolen card numbers. Counted in the database, so every server
 /// shares the count, in one statement, so a burst cannot slip past it.
-struct PaymentLimits: Sendable {
-    enum Kind: String, Sendable {
+public struct PaymentLimits: Sendable {
+    public enum Kind: String, Sendable {
         case cardAdd = "card_add"
         case cardCharge = "card_charge"
     }
@@ -83,8 +96,13 @@ struct PaymentLimits: Sendable {
     let pool: PostgresPool
     var perHour = 10
 
+    public init(pool: PostgresPool, perHour: Int = 10) {
+        self.pool = pool
+        self.perHour = perHour
+    }
+
     /// Counts one more attempt, or throws 429 with `Retry-After` when the hour's are spent.
-    func reserve(_ kind: Kind, for user: UserID) async throws {
+    public func reserve(_ kind: Kind, for user: UserID) async throws {
         let row = try await pool.query(
             """
             WITH earlier AS (
@@ -101,9 +119,9 @@ struct PaymentLimits: Sendable {
         guard try row.decode("attempts", as: Int.self) <= perHour else {
             let wait = max(1, try row.decode("wait", as: Int.self))
             let what = kind == .cardAdd ? "card adds" : "card payments"
-            throw Problem(
-                .tooManyRequests, code: "too_many_payment_attempts",
-                detail: "At most \(perHour) \(what) an hour; try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+            throw TryLater(
+                .tooManyAttempts, code: "too_many_payment_attempts",
+                detail: "At most \(perHour) \(what) an hour; try again in \(wait) s.", retryAfterSeconds: wait)
         }
     }
 }

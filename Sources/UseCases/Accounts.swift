@@ -1,9 +1,8 @@
 import Crypto
+import Aggregates
 import EventStore
 import Foundation
-import HummingbirdBcrypt
 import Marketplace
-import NIOPosix
 import Postgres
 import Synchronization
 
@@ -55,7 +54,7 @@ public struct Accounts: Sendable {
         // unique handle below still settles two registrations racing for one.)
         _ = try UserDecider.decide(command, UserDecider.initial)
         guard try await pool.query("SELECT 1 FROM credentials WHERE handle = \(handle)").isEmpty else {
-            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+            throw DomainError.handleTaken(handle)
         }
         guard try await pool.query("SELECT 1 FROM email_claims WHERE email = lower(\(email))").isEmpty else {
             throw Self.emailTaken
@@ -73,11 +72,11 @@ public struct Accounts: Sendable {
                 try session.query("INSERT INTO email_claims (email, user_id) VALUES (lower(\(email)), \(userID.rawValue))")
             }
             guard case .registered(let registered) = handled.events.first, let append = handled.append else {
-                throw DomainError(.conflict, "user_exists", "This user is already registered.")
+                throw DomainError.userExists
             }
             return Registered(user: registered, position: append.lastPosition)
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "credentials_handle_key" {
-            throw DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+            throw DomainError.handleTaken(handle)
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "email_claims_pkey" {
             throw Self.emailTaken
         }
@@ -103,7 +102,7 @@ public struct Accounts: Sendable {
         // No such handle can exist: refused before anything is counted or hashed (a handle of
         // kilobytes would not even fit the failures' index).
         guard UserDecider.isValidHandle(handle) else {
-            throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
+            throw DomainError.invalidCredentials
         }
         let reservation = try await reserveLoginAttempt(handle: handle, address: address)
         do {
@@ -112,7 +111,7 @@ public struct Accounts: Sendable {
             // guesser elsewhere gets no fresh tries from it.
             try await pool.query("DELETE FROM login_failures WHERE handle = \(handle) AND address = \(address)")
             return session
-        } catch let error as DomainError where error.code == "invalid_credentials" {
+        } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
             throw error
         } catch {
             // Neither a success nor a wrong password (busy, the database failed): not a failure.
@@ -155,9 +154,9 @@ public struct Accounts: Sendable {
                     case "limited_handle": "for this handle"
                     default: "at once for this handle"
                     }
-                throw Problem(
-                    .tooManyRequests, code: "too_many_attempts",
-                    detail: "Too many failed logins \(what); try again in \(wait) s.", headers: [.retryAfter: "\(wait)"])
+                throw TryLater(
+                    .tooManyAttempts, code: "too_many_attempts",
+                    detail: "Too many failed logins \(what); try again in \(wait) s.", retryAfterSeconds: wait)
             }
         }
     }
@@ -170,7 +169,7 @@ public struct Accounts: Sendable {
         let hash = if let stored { stored } else { try await decoy.value() }
         let matches = try await passwords.verify(password, hash: hash)
         guard matches, let row else {
-            throw DomainError(.unauthorized, "invalid_credentials", "The handle or the password is wrong.")
+            throw DomainError.invalidCredentials
         }
         let userID = UserID(try row.decode("user_id", as: UUID.self))
         let token = Self.newToken()

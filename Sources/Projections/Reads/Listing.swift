@@ -1,14 +1,18 @@
 import Foundation
-import Hummingbird
 import Marketplace
 
 /// `{ "data": [...], "nextCursor": ... }`, the shape of every list.
-struct Page<Element: Encodable & Sendable>: ResponseEncodable, Sendable {
-    var data: [Element]
-    var nextCursor: String?
+public struct Page<Element: Encodable & Sendable>: Encodable, Sendable {
+    public var data: [Element]
+    public var nextCursor: String?
+
+    public init(data: [Element], nextCursor: String?) {
+        self.data = data
+        self.nextCursor = nextCursor
+    }
 
     // `nextCursor` is always there: null on the last page.
-    func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(data, forKey: .data)
         try container.encode(nextCursor, forKey: .nextCursor)
@@ -19,36 +23,36 @@ struct Page<Element: Encodable & Sendable>: ResponseEncodable, Sendable {
 
 /// An opaque keyset position: the sort key and id of the last row a page held. Stable while
 /// rows arrive: the next page starts strictly after it, so none is seen twice or skipped.
-struct Cursor: Codable, Sendable {
-    var at: Date
-    var id: UUID
+public struct Cursor: Codable, Sendable {
+    public var at: Date
+    public var id: UUID
     /// The distance of the last row, when the list is sorted by it.
-    var km: Double?
+    public var km: Double?
     /// The sort key of a list ordered by text (countries by name).
-    var key: String?
+    public var key: String?
 
-    var encoded: String {
+    public var encoded: String {
         let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
         return json.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    init(at: Date, id: UUID, km: Double? = nil, key: String? = nil) {
+    public init(at: Date, id: UUID, km: Double? = nil, key: String? = nil) {
         self.at = at
         self.id = id
         self.km = km
         self.key = key
     }
 
-    /// nil for no cursor; a 400 problem for one that is not ours.
-    init?(query text: String?) throws {
+    /// nil for no cursor; a 422 naming `cursor` for one that is not ours.
+    public init?(query text: String?) throws {
         guard let text, !text.isEmpty else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
             RFC3339.range.contains(cursor.at), cursor.km.map({ $0.isFinite && $0 >= 0 }) ?? true
         else {
-            throw Problem(DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")]))
+            throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])
         }
         self = cursor
     }
@@ -76,23 +80,12 @@ extension JSONDecoder {
     }()
 }
 
-extension Request {
-    /// `limit`: 1 to 100, 20 by default; anything else is a 422.
-    func pageLimit() throws -> Int {
-        guard let text = uri.queryParameters["limit"].map(String.init) else { return 20 }
-        guard let limit = Int(text), (1...100).contains(limit) else {
-            throw Problem(DomainError.invalid([FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100")]))
-        }
-        return limit
-    }
-}
-
 /// Times as clients send them: RFC 3339, with or without fractions of a second, from 1900 to
 /// 2200 (PostgreSQL refuses some years the formatter takes, such as year 0).
-enum RFC3339 {
-    static let range = Date(timeIntervalSince1970: -2_208_988_800)...Date(timeIntervalSince1970: 7_258_118_400)
+public enum RFC3339 {
+    public static let range = Date(timeIntervalSince1970: -2_208_988_800)...Date(timeIntervalSince1970: 7_258_118_400)
 
-    static func date(_ text: String) -> Date? {
+    public static func date(_ text: String) -> Date? {
         let plain = ISO8601DateFormatter()
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -100,5 +93,45 @@ enum RFC3339 {
         let text = text.replacingOccurrences(of: " ", with: "+")
         guard let date = plain.date(from: text) ?? fractional.date(from: text), range.contains(date) else { return nil }
         return date
+    }
+}
+
+/// What every list of things on the map is asked (SPEC §5), parsed: words of the title, a
+/// point and radius, the order, a refresh time, and the page.
+public struct MapListing: Sendable {
+    public var words: [String] = []
+    public var near: (lat: Double, lng: Double)?
+    public var radiusKm: Double?
+    public var byDistance = false
+    public var updatedSince: Date?
+    public var limit = 20
+    public var cursor: Cursor?
+
+    public init() {}
+
+    /// `%word%` for ILIKE, with the pattern characters of the word escaped.
+    var titlePatterns: [String] { words.map(Self.containing) }
+
+    /// `%text%` for ILIKE, with its pattern characters escaped.
+    static func containing(_ text: String) -> String {
+        "%" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+            .replacingOccurrences(of: "_", with: "\\_") + "%"
+    }
+
+    /// The `near` point as cube text, or nil.
+    var nearPoint: String? { near.map { Earth.point(lat: $0.lat, lng: $0.lng) } }
+
+    /// The box around `near` that holds the radius, or nil without one.
+    var radiusBox: String? {
+        guard let near, let radiusKm else { return nil }
+        return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
+    }
+
+    /// A page of the rows fetched (one more than `limit` when there are more), with the
+    /// cursor after its last row, or nil at the end.
+    func page<Row>(_ rows: [Row], at: (Row) -> Date, id: (Row) -> UUID, km: (Row) -> Double?) -> Page<Row> {
+        let kept = Array(rows.prefix(limit))
+        guard rows.count > limit, let last = kept.last else { return Page(data: kept, nextCursor: nil) }
+        return Page(data: kept, nextCursor: Cursor(at: at(last), id: id(last), km: byDistance ? km(last) : nil).encoded)
     }
 }

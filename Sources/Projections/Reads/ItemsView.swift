@@ -1,0 +1,230 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// Reads of `items_view` and `bids_view`, which `ItemsProjection` writes.
+public struct ItemsView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// The item; `item_not_found` when there is none.
+    public func item(_ id: ItemID, position: Int64? = nil) async throws -> ItemResource {
+        let rows = try await pool.query(
+            "SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view WHERE item_id = \(id.rawValue)",
+            prepared: true)
+        guard let row = rows.first else { throw DomainError.itemNotFound }
+        return try ItemResource(row, position: position)
+    }
+
+    /// The bid; `bid_not_found` when there is none.
+    public func bid(_ id: BidID, position: Int64? = nil) async throws -> BidResource {
+        let rows = try await pool.query(
+            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bid_id = \(id.rawValue)", prepared: true)
+        guard let row = rows.first else { throw DomainError.bidNotFound }
+        return try BidResource(row, position: position)
+    }
+
+    /// The item a bid was placed on: the stream that decides on the bid.
+    public func item(ofBid id: BidID) async throws -> ItemID {
+        let rows = try await pool.query("SELECT item_id FROM bids_view WHERE bid_id = \(id.rawValue)")
+        guard let itemID = try rows.first?.decode("item_id", as: UUID.self) else { throw DomainError.bidNotFound }
+        return ItemID(itemID)
+    }
+
+    /// After an approval, and only then, the owner and the approved bidder see each other's
+    /// e-mail, while the item is reserved or closed. Nobody else ever does.
+    public func contactEmail(_ item: ItemResource, for actor: UserID) async throws -> String? {
+        guard item.status == ItemStatus.reserved.rawValue || item.status == ItemStatus.closed.rawValue else { return nil }
+        let rows = try await pool.query(
+            """
+            SELECT b.bidder_id, bidder.email AS bidder_email, owner.email AS owner_email
+            FROM bids_view b
+            JOIN users_view bidder ON bidder.user_id = b.bidder_id
+            JOIN users_view owner ON owner.user_id = \(item.ownerId.rawValue)
+            WHERE b.item_id = \(item.id.rawValue) AND b.status = 'approved'
+            ORDER BY b.updated_at DESC LIMIT 1
+            """)
+        guard let row = rows.first else { return nil }
+        if actor == item.ownerId { return try row.decode("bidder_email") }
+        if actor.rawValue == (try row.decode("bidder_id", as: UUID.self)) { return try row.decode("owner_email") }
+        return nil
+    }
+
+    /// The item's bids, newest first: all of them, or only `bidder`'s.
+    public func bids(on item: ItemID, onlyBy bidder: UserID?, limit: Int, after: Cursor?) async throws -> Page<BidResource> {
+        let onlyBidder = bidder?.rawValue
+        let rows = try await pool.query(
+            """
+            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
+            WHERE item_id = \(item.rawValue)
+              AND (\(onlyBidder)::uuid IS NULL OR bidder_id = \(onlyBidder))
+              AND (\(after?.at)::timestamptz IS NULL OR (created_at, bid_id) < (\(after?.at), \(after?.id)))
+            ORDER BY created_at DESC, bid_id DESC
+            LIMIT \(limit + 1)
+            """)
+        let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
+        let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue).encoded } : nil
+        return Page(data: bids, nextCursor: next)
+    }
+
+    /// The market: available items, filtered, newest first or nearest first, in keyset pages.
+    /// One statement for both orders: the filters are shared, the keyset differs. A refresh
+    /// (`updatedSince`) also answers the items that left the market since, with their status
+    /// (tombstones), so a client can take their pins away; its own text, so the plain
+    /// market's statement keeps its plan on the available items' index.
+    public func market(_ filter: MarketFilter) async throws -> Page<ItemResource> {
+        let query = filter.listing
+        let point = query.nearPoint
+        let after = query.cursor
+        let rows = try await pool.query(
+            """
+            WITH candidates AS (
+                SELECT \(unsafeRaw: ItemResource.columns),
+                       CASE WHEN \(point)::cube IS NULL THEN NULL
+                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
+                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
+                       END AS distance_km
+                FROM items_view
+                WHERE \(unsafeRaw: query.updatedSince == nil ? "status = 'available'" : "true")
+                  AND (\(filter.kind?.rawValue)::text IS NULL OR kind = \(filter.kind?.rawValue))
+                  AND (\(filter.category?.rawValue)::text IS NULL OR category = \(filter.category?.rawValue))
+                  AND (\(filter.minPriceCents)::int IS NULL OR price_cents >= \(filter.minPriceCents))
+                  AND (\(filter.maxPriceCents)::int IS NULL OR price_cents <= \(filter.maxPriceCents))
+                  AND \(unsafeRaw: filter.ownersCountryClause)
+                  AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
+                  AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
+                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
+            )
+            SELECT * FROM candidates
+            WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))
+              AND (\(after?.id)::uuid IS NULL
+                   OR (\(query.byDistance) AND (distance_km, item_id) > (\(after?.km), \(after?.id)))
+                   OR (NOT \(query.byDistance) AND (created_at, item_id) < (\(after?.at), \(after?.id))))
+            ORDER BY
+                CASE WHEN \(query.byDistance) THEN distance_km END ASC,
+                CASE WHEN \(query.byDistance) THEN item_id END ASC,
+                created_at DESC, item_id DESC
+            LIMIT \(query.limit + 1)
+            """)
+        return query.page(
+            try rows.map { try ItemResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
+    }
+}
+
+/// The market's own filters, on top of the shared ones.
+public struct MarketFilter: Sendable {
+    public var listing: MapListing
+    public var kind: ItemKind?
+    public var category: Marketplace.Category?
+    public var minPriceCents: Int?
+    public var maxPriceCents: Int?
+    /// Items of owners from this country (ISO 3166-1 alpha-2): items have a place, not a country.
+    public var country: String?
+
+    public init(listing: MapListing) { self.listing = listing }
+
+    /// The country filter as SQL, only when there is one, so the plain market's statement
+    /// keeps its plan. The code is one of `Countries.alpha2` (two letters), safe inline.
+    var ownersCountryClause: String {
+        guard let country, Countries.alpha2.contains(country), country.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+            return "true"
+        }
+        return "owner_id IN (SELECT user_id FROM users_view WHERE country = '\(country)')"
+    }
+}
+
+/// An item as clients read it (SPEC §6).
+public struct ItemResource: Codable, Sendable {
+    public var id: ItemID
+    public var kind: String
+    public var title: String
+    public var description: String
+    public var category: String
+    public var dailyPriceCents: Int?
+    public var maxDailyPriceCents: Int?
+    public var status: String
+    public var ownerId: UserID
+    public var ownerHandle: String
+    public var location: Location
+    public var availableFrom: String?
+    public var availableUntil: String?
+    public var neededFrom: String?
+    public var neededUntil: String?
+    public var bidCount: Int
+    public var createdAt: Date
+    public var updatedAt: Date
+    /// The other party's e-mail, for the owner and the approved bidder only.
+    public var contactEmail: String?
+    /// From the point a market query was `near`.
+    public var distanceKm: Double?
+    public var position: Int64?
+
+    /// What `init(_:position:)` reads, besides `distance_km`.
+    static let columns = """
+        item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
+        window_from::text AS window_from, window_until::text AS window_until, status, bid_count, created_at, updated_at
+        """
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = ItemID(try row.decode("item_id", as: UUID.self))
+        kind = try row.decode("kind")
+        title = try row.decode("title")
+        description = try row.decode("description")
+        category = try row.decode("category")
+        let price = try row.decode("price_cents", as: Int?.self)
+        let from = try row.decode("window_from", as: String?.self)
+        let until = try row.decode("window_until", as: String?.self)
+        if kind == ItemKind.rental.rawValue {
+            (dailyPriceCents, availableFrom, availableUntil) = (price, from, until)
+        } else {
+            (maxDailyPriceCents, neededFrom, neededUntil) = (price, from, until)
+        }
+        status = try row.decode("status")
+        ownerId = UserID(try row.decode("owner_id", as: UUID.self))
+        ownerHandle = try row.decode("owner_handle")
+        location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
+        bidCount = try row.decode("bid_count")
+        createdAt = try row.decode("created_at")
+        updatedAt = try row.decode("updated_at")
+        distanceKm = try row.decode("distance_km", as: Double?.self)
+        self.position = position
+    }
+}
+
+/// A bid as clients read it (SPEC §6).
+public struct BidResource: Codable, Sendable {
+    public var id: BidID
+    public var itemId: ItemID
+    public var bidderId: UserID
+    public var bidderHandle: String
+    public var dailyPriceCents: Int
+    public var from: String
+    public var until: String
+    public var message: String?
+    public var status: String
+    public var reason: String?
+    public var createdAt: Date
+    public var position: Int64?
+
+    /// What `init(_:position:)` reads.
+    static let columns = """
+        bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
+        until_day::text AS until_day, message, status, reason, created_at
+        """
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = BidID(try row.decode("bid_id", as: UUID.self))
+        itemId = ItemID(try row.decode("item_id", as: UUID.self))
+        bidderId = UserID(try row.decode("bidder_id", as: UUID.self))
+        bidderHandle = try row.decode("bidder_handle")
+        dailyPriceCents = try row.decode("daily_price_cents")
+        from = try row.decode("from_day")
+        until = try row.decode("until_day")
+        message = try row.decode("message", as: String?.self)
+        status = try row.decode("status")
+        reason = try row.decode("reason", as: String?.self)
+        createdAt = try row.decode("created_at")
+        self.position = position
+    }
+}

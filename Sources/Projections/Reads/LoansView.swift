@@ -1,0 +1,128 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// Reads of `loans_view`, which `LoansProjection` writes.
+public struct LoansView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// The loan; `loan_not_found` when there is none.
+    public func loan(_ id: LoanID, position: Int64? = nil) async throws -> LoanResource {
+        let rows = try await pool.query(
+            """
+            SELECT \(unsafeRaw: LoanResource.columns), NULL::float8 AS distance_km FROM loans_view
+            WHERE loan_id = \(id.rawValue)
+            """, prepared: true)
+        guard let row = rows.first else { throw DomainError.loanNotFound }
+        return try LoanResource(row, position: position)
+    }
+
+    /// Fundraising loans whose deadline is before `today`, the earliest first.
+    public func overdue(today: Day) async throws -> [LoanID] {
+        try await pool.query(
+            """
+            SELECT loan_id FROM loans_view
+            WHERE status = 'fundraising' AND deadline < \(today.description)::date ORDER BY deadline, loan_id
+            """
+        ).map { LoanID(try $0.decode("loan_id", as: UUID.self)) }
+    }
+
+    /// Loans, filtered, newest first or nearest first, in keyset pages.
+    public func list(_ filter: LoanFilter) async throws -> Page<LoanResource> {
+        let query = filter.listing
+        let point = query.nearPoint
+        let after = query.cursor
+        let rows = try await pool.query(
+            """
+            WITH candidates AS (
+                SELECT \(unsafeRaw: LoanResource.columns),
+                       CASE WHEN \(point)::cube IS NULL THEN NULL
+                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
+                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
+                       END AS distance_km
+                FROM loans_view
+                WHERE (\(filter.country)::text IS NULL OR country_code = \(filter.country))
+                  AND (\(filter.sector)::text IS NULL OR lower(sector) = lower(\(filter.sector)))
+                  AND (\(filter.status?.rawValue)::text IS NULL OR status = \(filter.status?.rawValue))
+                  AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
+                  AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
+                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
+            )
+            SELECT * FROM candidates
+            WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))
+              AND (\(after?.id)::uuid IS NULL
+                   OR (\(query.byDistance) AND (distance_km, loan_id) > (\(after?.km), \(after?.id)))
+                   OR (NOT \(query.byDistance) AND (created_at, loan_id) < (\(after?.at), \(after?.id))))
+            ORDER BY
+                CASE WHEN \(query.byDistance) THEN distance_km END ASC,
+                CASE WHEN \(query.byDistance) THEN loan_id END ASC,
+                created_at DESC, loan_id DESC
+            LIMIT \(query.limit + 1)
+            """)
+        return query.page(
+            try rows.map { try LoanResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
+    }
+}
+
+/// The loans' own filters, on top of the shared ones.
+public struct LoanFilter: Sendable {
+    public var listing: MapListing
+    /// ISO 3166-1 alpha-2.
+    public var country: String?
+    public var sector: String?
+    public var status: LoanStatus?
+
+    public init(listing: MapListing) { self.listing = listing }
+}
+
+/// A loan as clients read it (SPEC §6).
+public struct LoanResource: Codable, Sendable {
+    public var id: LoanID
+    public var borrowerId: UserID
+    public var title: String
+    public var description: String
+    public var sector: String
+    public var activity: String
+    public var country: String
+    public var location: Location
+    public var amountCents: Int
+    public var fundedCents: Int
+    public var repaidCents: Int
+    public var stillNeededCents: Int
+    public var lenderCount: Int
+    public var status: String
+    public var deadline: String
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var distanceKm: Double?
+    public var position: Int64?
+
+    static let columns = """
+        loan_id, borrower_id, title, description, sector, activity, country_code, lat, lng, place, amount_cents,
+        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, created_at, updated_at
+        """
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = LoanID(try row.decode("loan_id", as: UUID.self))
+        borrowerId = UserID(try row.decode("borrower_id", as: UUID.self))
+        title = try row.decode("title")
+        description = try row.decode("description")
+        sector = try row.decode("sector")
+        activity = try row.decode("activity")
+        country = try row.decode("country_code")
+        location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
+        amountCents = try row.decode("amount_cents")
+        fundedCents = try row.decode("funded_cents")
+        repaidCents = try row.decode("repaid_cents")
+        stillNeededCents = max(0, amountCents - fundedCents)
+        lenderCount = try row.decode("lender_count")
+        status = try row.decode("status")
+        deadline = try row.decode("deadline")
+        createdAt = try row.decode("created_at")
+        updatedAt = try row.decode("updated_at")
+        distanceKm = try row.decode("distance_km", as: Double?.self)
+        self.position = position
+    }
+}

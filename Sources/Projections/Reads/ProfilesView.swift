@@ -1,0 +1,151 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// Reads of `users_view` and `cards_view` (`UsersProjection`), with what a user posted, bid
+/// and lent from the other views: the private profile and the public one.
+public struct ProfilesView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// The public profile; `user_not_found` when there is none.
+    public func publicProfile(_ id: UserID) async throws -> PublicProfile {
+        let rows = try await pool.query(
+            """
+            SELECT handle, display_name, country, member_since, completed_deals,
+                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
+            FROM users_view u WHERE user_id = \(id.rawValue)
+            """)
+        guard let row = rows.first else { throw DomainError.userNotFound }
+        return PublicProfile(
+            id: id, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
+            country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
+            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
+    }
+
+    /// The private profile, from six views in one round trip and one snapshot, so that the
+    /// balance and the loans it paid for agree. `blocked` is the user's own stream's to say.
+    public func privateProfile(_ user: UserID, blocked: Set<UserID>, position: Int64? = nil) async throws -> PrivateProfile {
+        let me = user.rawValue
+        let answers = try await pool.snapshot([
+            """
+            SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
+            FROM users_view WHERE user_id = \(me)
+            """,
+            """
+            SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view
+            WHERE owner_id = \(me) ORDER BY created_at DESC, item_id DESC LIMIT 200
+            """,
+            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bidder_id = \(me) ORDER BY created_at DESC LIMIT 200",
+            """
+            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
+            WHERE item_id IN (SELECT item_id FROM items_view WHERE owner_id = \(me))
+            ORDER BY created_at DESC LIMIT 200
+            """,
+            "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(me) ORDER BY added_at",
+            """
+            SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status
+            FROM loan_shares_view s JOIN loans_view l USING (loan_id)
+            WHERE s.lender_id = \(me) ORDER BY s.first_bought_at DESC LIMIT 200
+            """,
+        ])
+        guard let row = answers[0].first else { throw DomainError.userNotFound }
+        let posts = try answers[1].map { try ItemResource($0, position: nil) }
+        let bids = try answers[2].map { try BidResource($0, position: nil) }
+        let received = try answers[3].map { try BidResource($0, position: nil) }
+        let cards = try answers[4].map { try CardResource(row: $0) }
+        let loans = try answers[5].map { row in
+            MyLoan(
+                loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title"),
+                amountCents: try row.decode("amount_cents"), repaidCents: try row.decode("repaid_cents"),
+                status: try row.decode("status"))
+        }
+        return PrivateProfile(
+            id: user, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
+            email: try row.decode("email"), country: try row.decode("country", as: String?.self),
+            memberSince: try row.decode("member_since"), balanceCents: try row.decode("balance_cents"),
+            defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
+            completedDeals: try row.decode("completed_deals"), cards: cards, posts: posts, bids: bids,
+            bidsReceived: received, approvalsGiven: received.filter { $0.status == BidStatus.approved.rawValue },
+            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: loans,
+            blocked: blocked.sorted { $0.description < $1.description }, position: position)
+    }
+}
+
+/// `GET /v1/users/{id}`.
+public struct PublicProfile: Codable, Sendable {
+    public var id: UserID
+    public var handle: String
+    public var displayName: String
+    public var country: String?
+    public var memberSince: Date
+    public var postCount: Int
+    public var completedDeals: Int
+}
+
+/// `GET /v1/me`, and the answer of every command on it (`PATCH /v1/me`, blocks): one resource.
+public struct PrivateProfile: Codable, Sendable {
+    public var id: UserID
+    public var handle: String
+    public var displayName: String
+    public var email: String
+    public var country: String?
+    public var memberSince: Date
+    /// Folded from the user's stream: deposits, credits and refunds, less checkouts paid from it.
+    public var balanceCents: Int
+    public var defaultShareCents: Int?
+    public var completedDeals: Int
+    public var cards: [CardResource]
+    public var posts: [ItemResource]
+    public var bids: [BidResource]
+    public var bidsReceived: [BidResource]
+    /// Bids on my items that I approved.
+    public var approvalsGiven: [BidResource]
+    /// My bids that owners approved.
+    public var approvalsReceived: [BidResource]
+    /// The loans I lent to: my shares, what was repaid to me, the loan's status.
+    public var loans: [MyLoan]
+    /// Whom I blocked: from my own stream.
+    public var blocked: [UserID]
+    /// The log position of the command that answered with it, if one did.
+    public var position: Int64?
+}
+
+public struct MyLoan: Codable, Sendable {
+    public var loanId: LoanID
+    public var title: String
+    public var amountCents: Int
+    public var repaidCents: Int
+    public var status: String
+}
+
+/// A card as clients see it: never more than the last four digits.
+public struct CardResource: Codable, Sendable {
+    public var id: CardID
+    public var network: String
+    public var last4: String
+    public var expMonth: Int
+    public var expYear: Int
+    public var redacted: String
+    public var position: Int64?
+
+    public init(_ card: CardOnFile, position: Int64?) {
+        self.id = card.cardID
+        self.network = card.network.rawValue
+        self.last4 = card.last4
+        self.expMonth = card.expMonth
+        self.expYear = card.expYear
+        self.redacted = card.redacted
+        self.position = position
+    }
+
+    init(row: PostgresRow) throws {
+        id = CardID(try row.decode("card_id", as: UUID.self))
+        network = try row.decode("network")
+        last4 = try row.decode("last4")
+        expMonth = try row.decode("exp_month")
+        expYear = try row.decode("exp_year")
+        redacted = CardRules.redacted(last4: last4)
+    }
+}

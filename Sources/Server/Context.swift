@@ -1,0 +1,68 @@
+import Hummingbird
+import HummingbirdAuth
+import Marketplace
+import UseCases
+
+/// Who a live bearer token belongs to.
+public struct SignedIn: Sendable {
+    public var user: UserID
+    /// The token itself, for logging out of this session.
+    public var token: String
+}
+
+/// The request context of every route: Hummingbird's core, with a 1 MiB body limit, and who
+/// is asking once `BearerAuthenticator` has said.
+public struct AppRequestContext: AuthRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var identity: SignedIn?
+    /// The client's IP address, for rate limits (an IPv6 address by its /64); nil when unknown.
+    public let clientAddress: String?
+
+    public init(source: Source) {
+        self.coreContext = .init(source: source)
+        self.clientAddress = source.channel.remoteAddress?.ipAddress.map(ClientAddress.key)
+    }
+
+    public var maxUploadSize: Int { 1024 * 1024 }
+
+    /// Writes JSON as it goes, without Foundation's intermediate tree (see the type).
+    public var responseEncoder: StreamingJSONEncoder { StreamingJSONEncoder() }
+}
+
+/// The context of the routes that need a signed-in user, whose user is therefore never
+/// missing: made from the app's context, or a 401 when no live token came with the request.
+public struct UserContext: ChildRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let user: UserID
+    public let token: String
+    public let clientAddress: String?
+
+    public init(context: AppRequestContext) throws {
+        guard let identity = context.identity else {
+            throw Problem(
+                .unauthorized, code: "unauthenticated", detail: "A valid bearer token is required.",
+                headers: [.wwwAuthenticate: "Bearer"])
+        }
+        self.coreContext = context.coreContext
+        self.user = identity.user
+        self.token = identity.token
+        self.clientAddress = context.clientAddress
+    }
+
+    public var maxUploadSize: Int { 1024 * 1024 }
+    public var responseEncoder: StreamingJSONEncoder { StreamingJSONEncoder() }
+}
+
+/// Says who a request's bearer token belongs to, while the session is live; says nothing for
+/// a request without one, or with a dead one (the routes that need a user refuse it then).
+struct BearerAuthenticator: AuthenticatorMiddleware {
+    typealias Context = AppRequestContext
+    let accounts: Accounts
+
+    func authenticate(request: Request, context: AppRequestContext) async throws -> SignedIn? {
+        guard let token = request.headers.bearer?.token, let user = try await accounts.authenticate(token: token) else {
+            return nil
+        }
+        return SignedIn(user: user, token: token)
+    }
+}

@@ -1,0 +1,46 @@
+import Aggregates
+import EventStore
+import Marketplace
+import Projections
+
+/// Bids: placing one, decided on the item and on its owner's blocks; and the commands on a
+/// bid (approve, withdraw, reject), decided on the stream of the item it was placed on.
+public struct Bidding: Sendable {
+    let gateway: CommandGateway
+    let items: ItemsView
+
+    public init(gateway: CommandGateway) {
+        self.gateway = gateway
+        self.items = ItemsView(gateway.store.pool)
+    }
+
+    /// Places the bid; answers its id (a repeated request: the first one's) and the append.
+    /// Whether the owner has blocked the bidder is the owner's stream's to say: the bid is
+    /// decided on the owner's blocks as read, and appended only if the owner's stream is still
+    /// at that version (a block committed meanwhile makes it decide again).
+    public func place(_ bid: PlaceBid, on itemID: ItemID, by actor: UserID) async throws -> (bid: BidID, append: AppendResult?) {
+        let (placed, append) = try await gateway.handleAcross("placeBid", actor: actor) {
+            (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: BidID) in
+            let item = try await reads.load(.item, id: itemID)
+            var checks = [StreamWrite]()
+            var decided = bid
+            if let owner = item.ownerID {
+                decided.isBlockedByOwner = try await reads.load(.user, id: owner).blocked.contains(actor)
+                checks.append(try StreamWrite([UserEvent](), to: .user, id: owner))
+            }
+            let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
+            // The bid the events name: a repeated request answers the first one's bid.
+            guard case .bidPlaced(let placed)? = events.first else {
+                throw DomainError(.notFound, DomainError.bidNotFound.code, "No bid was placed.")
+            }
+            return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
+        }
+        return (placed, append)
+    }
+
+    /// A command on a bid, decided on its item's stream.
+    public func decide(_ command: ItemCommand, onBid bidID: BidID, by actor: UserID) async throws -> AppendResult? {
+        let itemID = try await items.item(ofBid: bidID)
+        return try await gateway.handle(command, on: .item, id: itemID, actor: actor).append
+    }
+}

@@ -1,0 +1,29 @@
+import Aggregates
+import EventStore
+import Marketplace
+
+/// The signed-in user's commands on their own stream: the profile's fields and blocks.
+public struct Profiles: Sendable {
+    let gateway: CommandGateway
+
+    public init(gateway: CommandGateway) { self.gateway = gateway }
+
+    /// Whom the user blocked, and the append, after the command.
+    public func handle(_ command: UserCommand, for me: UserID) async throws -> (blocked: Set<UserID>, append: AppendResult?) {
+        let handled = try await gateway.handle(command, on: .user, id: me, actor: me)
+        return (handled.state.blocked, handled.append)
+    }
+
+    public func block(_ other: UserID, by me: UserID) async throws -> (blocked: Set<UserID>, append: AppendResult?) {
+        // Whether the other user exists is their stream's to say, not this one's.
+        guard try await gateway.store.version(of: .user(other)) > 0 else {
+            throw DomainError(.notFound, DomainError.userNotFound.code, "No user has the id \(other).")
+        }
+        return try await handle(.block(other), for: me)
+    }
+
+    /// Whom the user blocked: the user's own stream's to say.
+    public func blocked(by me: UserID) async throws -> Set<UserID> {
+        try await gateway.load(.user(me), .user).0.blocked
+    }
+}
