@@ -15,7 +15,10 @@ import Glibc
 /// Appends are serialized through one locked row (`log_head`), so positions are gapless
 /// and in commit order, and group-committed: every append waiting while a batch is in
 /// flight goes into the next one, written by one call of `append_batch` in one transaction.
-/// Each append in a batch runs in its own subtransaction, so one conflict fails only itself.
+/// `append_batch` checks each append's expected versions before it writes anything of it, and
+/// answers a conflict as that append's outcome, so one conflict fails only itself; an append
+/// that raises (an event a projection refuses) fails the batch, which is then retried one
+/// append at a time, so that only it fails.
 public final class EventStore: Sendable {
     public let pool: PostgresPool
     public let logger: Logger
@@ -253,13 +256,20 @@ public final class EventStore: Sendable {
             for projection in projections {
                 try projection.apply(events, &session)
             }
-            try session.query(
-                """
-                INSERT INTO projection_checkpoints AS c (name, position)
-                SELECT name, \(last) FROM unnest(\(projections.map(\.name))) AS name
-                ON CONFLICT (name) DO UPDATE SET position = excluded.position
-                """, prepared: true)
+            try Self.checkpoint(projections, at: last, in: &session)
         }
+    }
+
+    /// Records that `projections` have applied the log up to `position`.
+    public static func checkpoint(
+        _ projections: [any InlineProjection], at position: Int64, in session: inout PostgresSession
+    ) throws {
+        try session.query(
+            """
+            INSERT INTO projection_checkpoints AS c (name, position)
+            SELECT name, \(position) FROM unnest(\(projections.map(\.name))) AS name
+            ON CONFLICT (name) DO UPDATE SET position = excluded.position
+            """, prepared: true)
     }
 
     /// One row of `append_batch`.

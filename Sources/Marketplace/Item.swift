@@ -311,16 +311,29 @@ public struct Bid: Hashable, Sendable {
     public var reason: String?
 }
 
-public struct ItemState: Hashable, Sendable {
-    public var itemID: ItemID?
-    public var kind: ItemKind = .rental
-    public var ownerID: UserID?
-    public var title = ""
-    public var description = ""
-    public var category: Category = .other
+/// An item's stream, folded: nothing yet, or the item as posted and changed since.
+public enum ItemState: Hashable, Sendable {
+    /// No posting yet: the stream is empty.
+    case unposted
+    case posted(PostedItem)
+
+    public var item: PostedItem? { if case .posted(let item) = self { item } else { nil } }
+    public var exists: Bool { item != nil }
+    public var itemID: ItemID? { item?.id }
+    public var ownerID: UserID? { item?.ownerID }
+}
+
+/// A rental or a request as posted and changed since.
+public struct PostedItem: Hashable, Sendable {
+    public var id: ItemID
+    public var kind: ItemKind
+    public var ownerID: UserID
+    public var title: String
+    public var description: String
+    public var category: Category
     /// The daily price of a rental; the maximum daily price of a request, if it has one.
     public var priceCents: Int?
-    public var location = Location(lat: 0, lng: 0, place: "")
+    public var location: Location
     /// The rental's availability, or the request's need; nil ends mean open.
     public var windowFrom: Day?
     public var windowUntil: Day?
@@ -328,14 +341,12 @@ public struct ItemState: Hashable, Sendable {
     /// In the order placed.
     public var bids: [Bid] = []
 
-    public var exists: Bool { itemID != nil }
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
-    public init() {}
 }
 
 public enum ItemDecider {
-    public static let initial = ItemState()
+    public static let initial = ItemState.unposted
     public static let priceRange = 1...999_999
 
     /// `actor` is the authenticated user giving the command.
@@ -377,14 +388,14 @@ public enum ItemDecider {
             ]
 
         case .revise(let revision):
-            try requireOwner(state, actor)
+            let item = try requireOwner(state, actor)
             var validation = Validation()
             if let title = revision.title { validation.add(titleProblems(title)) }
             if let description = revision.description { validation.add(descriptionProblems(description)) }
             if let location = revision.location { validation.add(location.problems()) }
-            let priceField = ReviseItem.priceField(of: state.kind)
+            let priceField = ReviseItem.priceField(of: item.kind)
             if let price = revision.priceCents {
-                if let given = revision.priceFor, given != state.kind {
+                if let given = revision.priceFor, given != item.kind {
                     validation.check(
                         false, ReviseItem.priceField(of: given), "not_for_this_kind",
                         "this item's price is \(priceField)")
@@ -396,7 +407,7 @@ public enum ItemDecider {
                 revision != ReviseItem(), "body", "nothing_to_change",
                 "give at least one of title, description, category, \(priceField), location")
             try validation.throwIfInvalid()
-            try requireAvailable(state)
+            try requireAvailable(item)
             return [
                 .revised(
                     ItemRevised(
@@ -405,14 +416,14 @@ public enum ItemDecider {
             ]
 
         case .withdraw:
-            try requireOwner(state, actor)
-            try requireAvailable(state)
+            let item = try requireOwner(state, actor)
+            try requireAvailable(item)
             return [.withdrawn(ItemWithdrawn())]
-                + state.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
+                + item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
 
         case .placeBid(let bid):
-            guard state.exists, let owner = state.ownerID else { throw DomainError.itemNotFound }
-            guard actor != owner else {
+            let item = try requireItem(state)
+            guard actor != item.ownerID else {
                 throw DomainError(.forbidden, "cannot_bid_on_own_item", "You cannot bid on your own item.")
             }
             guard !bid.isBlockedByOwner else {
@@ -422,7 +433,7 @@ public enum ItemDecider {
             validation.check(priceRange.contains(bid.dailyPriceCents), "dailyPriceCents", "invalid_price", "1 to 999999 cents")
             validation.check(bid.from <= bid.until, "until", "invalid_period", "until is before from")
             // An offer on a request is at most what its poster said they would pay.
-            if state.kind == .request, let max = state.priceCents {
+            if item.kind == .request, let max = item.priceCents {
                 validation.check(
                     bid.dailyPriceCents <= max, "dailyPriceCents", "over_max_price", "at most \(max) cents, the request's maximum")
             }
@@ -430,16 +441,16 @@ public enum ItemDecider {
                 validation.check(message.count <= 1000, "message", "too_long", "at most 1000 characters")
             }
             try validation.throwIfInvalid()
-            try requireAvailable(state)
-            if let from = state.windowFrom, bid.from < from {
+            try requireAvailable(item)
+            if let from = item.windowFrom, bid.from < from {
                 throw DomainError(.invalid, "outside_window", "The item is only available from \(from).",
                     fields: [FieldError(field: "from", code: "outside_window", message: "before \(from)")])
             }
-            if let until = state.windowUntil, bid.until > until {
+            if let until = item.windowUntil, bid.until > until {
                 throw DomainError(.invalid, "outside_window", "The item is only available until \(until).",
                     fields: [FieldError(field: "until", code: "outside_window", message: "after \(until)")])
             }
-            guard !state.pendingBids.contains(where: { $0.bidderID == actor }) else {
+            guard !item.pendingBids.contains(where: { $0.bidderID == actor }) else {
                 throw DomainError(.conflict, "pending_bid_exists", "You already have a pending bid on this item.")
             }
             return [
@@ -450,14 +461,13 @@ public enum ItemDecider {
             ]
 
         case .withdrawBid(let bidID):
-            let bid = try requireBid(state, bidID)
+            let bid = try requireBid(try requireItem(state), bidID)
             guard bid.bidderID == actor else { throw DomainError(.forbidden, "not_your_bid", "Only the bidder can withdraw a bid.") }
             try requirePending(bid)
             return [.bidWithdrawn(BidWithdrawn(bidID: bidID))]
 
         case .rejectBid(let bidID, let reason):
-            try requireOwner(state, actor)
-            let bid = try requireBid(state, bidID)
+            let bid = try requireBid(try requireOwner(state, actor), bidID)
             if let reason {
                 guard reason.count <= 500 else {
                     throw DomainError.invalid([FieldError(field: "reason", code: "too_long", message: "at most 500 characters")])
@@ -467,25 +477,24 @@ public enum ItemDecider {
             return [.bidRejected(BidRejected(bidID: bidID, reason: reason))]
 
         case .approveBid(let bidID):
-            try requireOwner(state, actor)
-            let bid = try requireBid(state, bidID)
-            try requireAvailable(state)
+            let item = try requireOwner(state, actor)
+            let bid = try requireBid(item, bidID)
+            try requireAvailable(item)
             try requirePending(bid)
             return [.bidApproved(BidApproved(bidID: bidID)), .reserved(ItemReserved(bidID: bidID, bidderID: bid.bidderID))]
-                + state.pendingBids.filter { $0.id != bidID }.map {
+                + item.pendingBids.filter { $0.id != bidID }.map {
                     .bidRejected(BidRejected(bidID: $0.id, reason: "another_bid_approved"))
                 }
 
         case .complete:
-            try requireOwner(state, actor)
-            guard state.status == .reserved else {
+            guard try requireOwner(state, actor).status == .reserved else {
                 throw DomainError(.conflict, "item_not_reserved", "Only a reserved item can be completed.")
             }
             return [.closed(ItemClosed())]
 
         case .relist:
-            try requireOwner(state, actor)
-            guard state.kind == .rental, state.status == .closed else {
+            let item = try requireOwner(state, actor)
+            guard item.kind == .rental, item.status == .closed else {
                 throw DomainError(.conflict, "item_not_relistable", "Only a closed rental can be relisted.")
             }
             return [.relisted(ItemRelisted())]
@@ -493,45 +502,44 @@ public enum ItemDecider {
     }
 
     public static func evolve(_ state: ItemState, _ event: ItemEvent) -> ItemState {
-        var state = state
-        func setBid(_ id: BidID, _ change: (inout Bid) -> Void) {
-            if let index = state.bids.firstIndex(where: { $0.id == id }) { change(&state.bids[index]) }
-        }
         switch event {
         case .rentalPosted(let posted):
-            state.itemID = posted.itemID
-            state.kind = .rental
-            state.ownerID = posted.ownerID
-            state.title = posted.title
-            state.description = posted.description
-            state.category = posted.category
-            state.priceCents = posted.dailyPriceCents
-            state.location = posted.location
-            state.windowFrom = posted.availableFrom
-            state.windowUntil = posted.availableUntil
-            state.status = .available
+            return .posted(
+                PostedItem(
+                    id: posted.itemID, kind: .rental, ownerID: posted.ownerID, title: posted.title,
+                    description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
+                    location: posted.location, windowFrom: posted.availableFrom, windowUntil: posted.availableUntil))
         case .requestPosted(let posted):
-            state.itemID = posted.itemID
-            state.kind = .request
-            state.ownerID = posted.ownerID
-            state.title = posted.title
-            state.description = posted.description
-            state.category = posted.category
-            state.priceCents = posted.maxDailyPriceCents
-            state.location = posted.location
-            state.windowFrom = posted.neededFrom
-            state.windowUntil = posted.neededUntil
-            state.status = .available
+            return .posted(
+                PostedItem(
+                    id: posted.itemID, kind: .request, ownerID: posted.ownerID, title: posted.title,
+                    description: posted.description, category: posted.category, priceCents: posted.maxDailyPriceCents,
+                    location: posted.location, windowFrom: posted.neededFrom, windowUntil: posted.neededUntil))
+        default:
+            // Every other event changes an item that was posted; before that there is none to change.
+            guard var item = state.item else { return state }
+            evolve(&item, event)
+            return .posted(item)
+        }
+    }
+
+    static func evolve(_ item: inout PostedItem, _ event: ItemEvent) {
+        func setBid(_ id: BidID, _ change: (inout Bid) -> Void) {
+            if let index = item.bids.firstIndex(where: { $0.id == id }) { change(&item.bids[index]) }
+        }
+        switch event {
+        case .rentalPosted, .requestPosted:
+            break
         case .revised(let revised):
-            if let title = revised.title { state.title = title }
-            if let description = revised.description { state.description = description }
-            if let category = revised.category { state.category = category }
-            if let price = revised.priceCents { state.priceCents = price }
-            if let location = revised.location { state.location = location }
+            if let title = revised.title { item.title = title }
+            if let description = revised.description { item.description = description }
+            if let category = revised.category { item.category = category }
+            if let price = revised.priceCents { item.priceCents = price }
+            if let location = revised.location { item.location = location }
         case .withdrawn:
-            state.status = .withdrawn
+            item.status = .withdrawn
         case .bidPlaced(let placed):
-            state.bids.append(
+            item.bids.append(
                 Bid(
                     id: placed.bidID, bidderID: placed.bidderID, dailyPriceCents: placed.dailyPriceCents, from: placed.from,
                     until: placed.until, message: placed.message, status: .pending, reason: nil))
@@ -545,13 +553,12 @@ public enum ItemDecider {
         case .bidApproved(let approved):
             setBid(approved.bidID) { $0.status = .approved }
         case .reserved:
-            state.status = .reserved
+            item.status = .reserved
         case .closed:
-            state.status = .closed
+            item.status = .closed
         case .relisted:
-            state.status = .available
+            item.status = .available
         }
-        return state
     }
 
     /// The state after `events`, from nothing.
@@ -562,20 +569,25 @@ public enum ItemDecider {
     // MARK: Rules shared by several commands
 
 
-    static func requireOwner(_ state: ItemState, _ actor: UserID) throws {
-        guard state.exists else { throw DomainError.itemNotFound }
-        guard state.ownerID == actor else { throw DomainError(.forbidden, "not_owner", "Only the item's owner can do this.") }
+    static func requireItem(_ state: ItemState) throws -> PostedItem {
+        guard let item = state.item else { throw DomainError.itemNotFound }
+        return item
     }
 
-    static func requireAvailable(_ state: ItemState) throws {
-        guard state.status == .available else {
-            throw DomainError(.conflict, "item_not_available", "The item is \(state.status.rawValue), not available.")
+    static func requireOwner(_ state: ItemState, _ actor: UserID) throws -> PostedItem {
+        let item = try requireItem(state)
+        guard item.ownerID == actor else { throw DomainError(.forbidden, "not_owner", "Only the item's owner can do this.") }
+        return item
+    }
+
+    static func requireAvailable(_ item: PostedItem) throws {
+        guard item.status == .available else {
+            throw DomainError(.conflict, "item_not_available", "The item is \(item.status.rawValue), not available.")
         }
     }
 
-    static func requireBid(_ state: ItemState, _ id: BidID) throws -> Bid {
-        guard state.exists else { throw DomainError.itemNotFound }
-        guard let bid = state.bid(id) else { throw DomainError.bidNotFound }
+    static func requireBid(_ item: PostedItem, _ id: BidID) throws -> Bid {
+        guard let bid = item.bid(id) else { throw DomainError.bidNotFound }
         return bid
     }
 

@@ -132,12 +132,17 @@ public final class PostgresConnection: Sendable {
             if !isBroken { _ = try? await query("ROLLBACK") }
             throw error
         }
-        let commit = try await withHandle { pg in try Self.executeSimple(pg, "COMMIT") }
-        // COMMIT of a transaction that failed inside (an error the body caught) answers ROLLBACK.
-        guard commit == "COMMIT" else {
-            throw PostgresError(.server, message: "the transaction failed and was rolled back (\(commit))")
-        }
+        try await withHandle { pg in try Self.commit(pg) }
         return result
+    }
+
+    /// COMMIT, or an error when the server rolled back instead: COMMIT of a transaction that
+    /// failed inside (an error the body caught) answers ROLLBACK.
+    static func commit(_ pg: OpaquePointer) throws {
+        let answer = try executeSimple(pg, "COMMIT")
+        guard answer == "COMMIT" else {
+            throw PostgresError(.server, message: "the transaction failed and was rolled back (\(answer))")
+        }
     }
 
     /// Quotes a name for use as an identifier (PQescapeIdentifier).
@@ -491,10 +496,7 @@ public struct PostgresSession: ~Copyable {
             if PQstatus(pg) == CONNECTION_OK { _ = try? PostgresConnection.executeSimple(pg, "ROLLBACK") }
             throw error
         }
-        let commit = try PostgresConnection.executeSimple(pg, "COMMIT")
-        guard commit == "COMMIT" else {
-            throw PostgresError(.server, message: "the transaction failed and was rolled back (\(commit))")
-        }
+        try PostgresConnection.commit(pg)
         return result
     }
 }

@@ -219,12 +219,7 @@ public struct ViewRebuilder: Sendable {
                                 _ = try session.query("ALTER TABLE public.\(unsafeRaw: table) SET SCHEMA \(unsafeRaw: retired)")
                                 _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET SCHEMA public")
                             }
-                            _ = try session.query(
-                                """
-                                INSERT INTO projection_checkpoints AS c (name, position)
-                                SELECT name, \(head) FROM unnest(\(projections.map(\.name))) AS name
-                                ON CONFLICT (name) DO UPDATE SET position = excluded.position
-                                """)
+                            try EventStore.checkpoint(projections, at: head, in: &session)
                             return head
                         }
                     }

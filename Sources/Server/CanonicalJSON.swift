@@ -184,9 +184,7 @@ enum CanonicalJSON {
             switch scalar {
             case "\"": out.append(contentsOf: "\\\"".utf8)
             case "\\": out.append(contentsOf: "\\\\".utf8)
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).utf8)
+            case _ where scalar.value < 0x20: JSONSink.appendUnicodeEscape(UInt8(scalar.value), to: &out)
             default: out.append(contentsOf: String(scalar).utf8)
             }
         }

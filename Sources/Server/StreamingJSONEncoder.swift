@@ -98,6 +98,15 @@ final class JSONSink {
         }
     }
 
+    /// A control character as `\u00xx`, lower-case hex: the one spelling the encoder and
+    /// `CanonicalJSON` share.
+    static func appendUnicodeEscape(_ byte: UInt8, to bytes: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        bytes.append(contentsOf: #"\u00"#.utf8)
+        bytes.append(hex[Int(byte >> 4)])
+        bytes.append(hex[Int(byte & 0x0F)])
+    }
+
     static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         var run = 0
@@ -114,11 +123,7 @@ final class JSONSink {
             case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
             case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
             case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
-            default:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: #"\u00"#.utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0F)])
+            default: appendUnicodeEscape(byte, to: &bytes)
             }
         }
         bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...]))

@@ -49,7 +49,7 @@ struct ItemPostingTests {
         }
         #expect(posted.ownerID == alice)
         #expect(posted.itemID == post.itemID)
-        #expect(ItemDecider.fold(events).status == .available)
+        #expect(ItemDecider.fold(events).item?.status == .available)
     }
 
     @Test func everyInvalidFieldIsReportedAtOnce() {
@@ -102,7 +102,7 @@ struct ItemPostingTests {
         expectRefused(given(history, when: .revise(ReviseItem(title: "Mine now")), by: alice), .forbidden, "not_owner")
         expectRefused(given(history, when: .revise(ReviseItem()), by: owner), .invalid, "validation_failed")
         let events = try given(history, when: .revise(ReviseItem(priceCents: 1200)), by: owner).get()
-        #expect(ItemDecider.fold(history + events).priceCents == 1200)
+        #expect(ItemDecider.fold(history + events).item?.priceCents == 1200)
         let bidID = BidID()
         let reserved = history + [bid(bidID, by: alice), .bidApproved(BidApproved(bidID: bidID)),
             .reserved(ItemReserved(bidID: bidID, bidderID: alice))]
@@ -123,7 +123,7 @@ struct ItemPostingTests {
             .bidRejected(BidRejected(bidID: b, reason: "item_withdrawn")),
         ])
         let after = ItemDecider.fold(history + events)
-        #expect(after.status == .withdrawn)
+        #expect(after.item?.status == .withdrawn)
         expectRefused(given(history + events, when: .withdraw, by: owner), .conflict, "item_not_available")
     }
 }
@@ -143,7 +143,7 @@ struct ItemBidTests {
             return
         }
         #expect(placed.bidderID == alice)
-        #expect(ItemDecider.fold(posted + events).pendingBids.count == 1)
+        #expect(ItemDecider.fold(posted + events).item?.pendingBids.count == 1)
     }
 
     @Test func theOwnerCannotBid() {
@@ -199,7 +199,7 @@ struct ItemBidTests {
         let history = posted + [bid(id, by: alice)]
         expectRefused(given(history, when: .rejectBid(id, reason: nil), by: alice), .forbidden, "not_owner")
         let events = try given(history, when: .rejectBid(id, reason: "too cheap"), by: owner).get()
-        #expect(ItemDecider.fold(history + events).bid(id)?.reason == "too cheap")
+        #expect(ItemDecider.fold(history + events).item?.bid(id)?.reason == "too cheap")
         expectRefused(given(history + events, when: .rejectBid(id, reason: nil), by: owner), .conflict, "bid_not_pending")
     }
 
@@ -214,8 +214,8 @@ struct ItemBidTests {
             .bidRejected(BidRejected(bidID: b, reason: "another_bid_approved")),
         ])
         let after = ItemDecider.fold(history + events)
-        #expect(after.status == .reserved)
-        #expect(after.bids.filter { $0.status == .approved }.map(\.id) == [a])
+        #expect(after.item?.status == .reserved)
+        #expect(after.item?.bids.filter { $0.status == .approved }.map(\.id) == [a])
         // At most one approved bid per reservation.
         expectRefused(given(history + events, when: .approveBid(b), by: owner), .conflict, "item_not_available")
         expectRefused(given(history, when: .approveBid(c), by: owner), .conflict, "bid_not_pending")
@@ -227,10 +227,10 @@ struct ItemBidTests {
         expectRefused(given(posted, when: .complete, by: owner), .conflict, "item_not_reserved")
         expectRefused(given(approved, when: .complete, by: alice), .forbidden, "not_owner")
         let closed = approved + (try given(approved, when: .complete, by: owner).get())
-        #expect(ItemDecider.fold(closed).status == .closed)
+        #expect(ItemDecider.fold(closed).item?.status == .closed)
         expectRefused(given(approved, when: .relist, by: owner), .conflict, "item_not_relistable")
         let relisted = closed + (try given(closed, when: .relist, by: owner).get())
-        #expect(ItemDecider.fold(relisted).status == .available)
+        #expect(ItemDecider.fold(relisted).item?.status == .available)
         // Open to bids again.
         #expect((try? given(relisted, when: .placeBid(PlaceBid(dailyPriceCents: 1000, from: day("2026-12-10"), until: day("2026-12-11"))), by: bob).get()) != nil)
     }

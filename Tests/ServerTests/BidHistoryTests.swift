@@ -108,12 +108,14 @@ struct AuditVerifyTests {
 
 /// Runs the built `lender` executable against `database` and returns what it printed.
 func runLender(
-    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:]
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
+    directory: String? = nil
 ) throws -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let process = Process()
     process.executableURL = root.appendingPathComponent(".build/debug/lender")
     process.arguments = arguments + (database.map { ["--database-url", $0.connectionString] } ?? [])
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.environment = ["LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? ""]
         .merging(environment) { $1 }
     let output = Pipe()
@@ -128,13 +130,16 @@ func runLender(
 /// `runLender` on a thread of its own, not one of the few the concurrency pool has: for a run
 /// that may wait on the test itself (a lock the test holds), which must not stall its tasks.
 func runLenderAside(
-    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:]
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
+    directory: String? = nil
 ) async throws -> String {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread {
             continuation.resume(
                 with: Result {
-                    try runLender(arguments, database: database, expectedStatus: expectedStatus, environment: environment)
+                    try runLender(
+                        arguments, database: database, expectedStatus: expectedStatus, environment: environment,
+                        directory: directory)
                 })
         }
     }

@@ -87,7 +87,7 @@ struct CommandGatewayTests {
             #expect(handled.append != nil)
             let (state, version) = try await gateway.load(StreamID("item", item), .item)
             #expect(version == 3)
-            #expect(state.bids.map(\.id) == [first, bid.bidID])
+            #expect(state.item?.bids.map(\.id) == [first, bid.bidID])
         }
     }
 
@@ -103,7 +103,7 @@ struct CommandGatewayTests {
             #expect(bids.count == 20)
             let (state, version) = try await gateway.load(StreamID("item", item), .item)
             #expect(version == 21)
-            #expect(Set(state.pendingBids.map(\.id)) == bids)
+            #expect(Set(state.item?.pendingBids.map(\.id) ?? []) == bids)
         }
     }
 
@@ -135,10 +135,10 @@ struct CommandGatewayTests {
             #expect(refusals.allSatisfy { $0.kind == .conflict && $0.code == "item_not_available" })
 
             let (state, _) = try await gateway.load(StreamID("item", item), .item)
-            #expect(state.status == .reserved)
-            #expect(state.bids.filter { $0.status == .approved }.map(\.id) == winners)
-            #expect(state.bids.filter { $0.status == .rejected }.count == 19)
-            #expect(state.bids.filter { $0.status == .rejected }.allSatisfy { $0.reason == "another_bid_approved" })
+            #expect(state.item?.status == .reserved)
+            #expect(state.item!.bids.filter { $0.status == .approved }.map(\.id) == winners)
+            #expect(state.item!.bids.filter { $0.status == .rejected }.count == 19)
+            #expect(state.item!.bids.filter { $0.status == .rejected }.allSatisfy { $0.reason == "another_bid_approved" })
         }
     }
 

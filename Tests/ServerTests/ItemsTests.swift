@@ -76,7 +76,8 @@ struct ItemsTests {
             // The inline views are the log folded: same status, bids and bid states.
             let store = EventStore(pool: admin, logger: TestDatabase.logger)
             let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
-            let (folded, _) = try await gateway.load(StreamID("item", itemID), .item)
+            let (state, _) = try await gateway.load(StreamID("item", itemID), .item)
+            let folded = try #require(state.item)
             #expect(folded.status.rawValue == view.body["status"] as? String)
             #expect(folded.bids.count == view.body["bidCount"] as? Int)
             let viewBids = try await admin.query(
