@@ -165,6 +165,26 @@ let package = Package(
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")],
             path: "Tests/Support"
         ),
+        // The HTTP tests' shared helpers: a server per test, a client that reads typed answers,
+        // the `lender` process, and the bodies that have no public type in the server.
+        .target(
+            name: "ServerTestSupport",
+            dependencies: [
+                "EventStore",
+                "Marketplace",
+                "Postgres",
+                "Projections",
+                "Server",
+                "TestSupport",
+                "UseCases",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Tests/ServerSupport"
+        ),
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]
@@ -190,6 +210,7 @@ let package = Package(
                 "Marketplace",
                 "Payments",
                 "Projections",
+                "ServerTestSupport",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

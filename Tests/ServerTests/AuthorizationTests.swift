@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -12,8 +14,8 @@ struct AuthorizationTests {
             let owner = try await client.user("owner")
             let bidder = try await client.user("bidder")
             let other = try await client.user("other")
-            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
-            let bidID = try #require(try await client.bid(itemID, bidder.token).body["id"] as? String)
+            let itemID = try await client.postRental(owner.token).id
+            let bidID = try await client.bid(itemID, bidder.token).decode(BidResource.self).id
 
             let mutating: [(HTTPRequest.Method, String)] = [
                 (.post, "/v1/rentals"), (.post, "/v1/requests"), (.patch, "/v1/items/\(itemID)"),
@@ -26,7 +28,7 @@ struct AuthorizationTests {
             for (method, path) in mutating {
                 let anonymous = try await client.send(method, path, json: ["title": "x"])
                 #expect(anonymous.status == .unauthorized, "\(method) \(path)")
-                #expect(anonymous.body["code"] as? String == "unauthenticated", "\(method) \(path)")
+                #expect(anonymous.code == "unauthenticated", "\(method) \(path)")
                 let forged = try await client.send(method, path, json: ["title": "x"], token: "forged-token")
                 #expect(forged.status == .unauthorized, "\(method) \(path)")
             }
@@ -40,11 +42,11 @@ struct AuthorizationTests {
             for (method, path, body) in ownersOnly {
                 let response = try await client.send(method, path, json: body, token: other.token)
                 #expect(response.status == .forbidden, "\(method) \(path)")
-                #expect(response.body["code"] as? String == "not_owner", "\(method) \(path)")
+                #expect(response.code == "not_owner", "\(method) \(path)")
             }
             let notTheBidder = try await client.send(.post, "/v1/bids/\(bidID)/withdraw", token: owner.token)
             #expect(notTheBidder.status == .forbidden)
-            #expect(notTheBidder.body["code"] as? String == "not_your_bid")
+            #expect(notTheBidder.code == "not_your_bid")
 
             // Reads need a token too.
             for path in ["/v1/market", "/v1/items/\(itemID)", "/v1/items/\(itemID)/bids", "/v1/me", "/v1/users/\(owner.id)"] {

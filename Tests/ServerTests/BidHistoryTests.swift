@@ -1,13 +1,15 @@
+import Aggregates
 import EventStore
 import Foundation
 import HummingbirdTesting
 import Marketplace
 import Postgres
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 @testable import UseCases
-import Aggregates
 
 @Suite("Bid history")
 struct BidHistoryTests {
@@ -18,37 +20,37 @@ struct BidHistoryTests {
             let bob = try await client.user("bob")
             let auditor = try await client.user("auditor")
             let stranger = try await client.user("stranger")
-            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
-            let aliceBid = try #require(try await client.bid(itemID, alice.token).body["id"] as? String)
+            let itemID = try await client.postRental(owner.token).id
+            let aliceBid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             _ = try await client.bid(itemID, bob.token)
             _ = try await client.send(.post, "/v1/bids/\(aliceBid)/approve", token: owner.token)
 
             let all = try await client.send(.get, "/v1/items/\(itemID)/bids/history", token: owner.token)
             #expect(all.status == .ok)
-            let entries = all.body["data"] as? [[String: Any]] ?? []
-            #expect(entries.compactMap { $0["type"] as? String } == ["BidPlaced", "BidPlaced", "BidApproved", "BidRejected"])
-            #expect(entries.compactMap { $0["status"] as? String } == ["pending", "pending", "approved", "rejected"])
-            let positions = entries.compactMap { $0["position"] as? Int }
+            let entries = try all.decode(Page<BidHistoryEntry>.self).data
+            #expect(entries.map(\.type) == ["BidPlaced", "BidPlaced", "BidApproved", "BidRejected"])
+            #expect(entries.map(\.status) == [.pending, .pending, .approved, .rejected])
+            let positions = entries.map(\.position)
             #expect(positions == positions.sorted())
-            #expect(entries.first?["actorId"] as? String == alice.id.lowercased())
-            #expect(entries[2]["actorId"] as? String == owner.id.lowercased())
+            #expect(entries.first?.actorId == alice.id.description)
+            #expect(entries[2].actorId == owner.id.description)
             // The hashes are the log's own.
             let logged = try await admin.query("SELECT encode(hash, 'hex') AS hash FROM events WHERE position = \(positions[0])")
                 .single().decode("hash", as: String.self)
-            #expect(entries.first?["hash"] as? String == logged)
-            #expect((entries.first?["previousHash"] as? String)?.count == 64)
+            #expect(entries.first?.hash == logged)
+            #expect(entries.first?.previousHash.count == 64)
 
             let hers = try await client.send(.get, "/v1/items/\(itemID)/bids/history", token: alice.token)
-            let herEntries = hers.body["data"] as? [[String: Any]] ?? []
+            let herEntries = try hers.decode(Page<BidHistoryEntry>.self).data
             #expect(herEntries.count == 2)
-            #expect(herEntries.allSatisfy { ($0["bidderId"] as? String) == alice.id.lowercased() })
+            #expect(herEntries.allSatisfy { $0.bidderId == alice.id })
 
             let refused = try await client.send(.get, "/v1/items/\(itemID)/bids/history", token: stranger.token)
             #expect(refused.status == .forbidden)
             #expect(try await client.send(.get, "/v1/items/\(itemID)/bids/history", token: auditor.token).status == .forbidden)
-            try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
             let audited = try await client.send(.get, "/v1/items/\(itemID)/bids/history", token: auditor.token)
-            #expect((audited.body["data"] as? [Any])?.count == 4)
+            #expect(try audited.decode(Page<BidHistoryEntry>.self).data.count == 4)
         }
     }
 
@@ -64,10 +66,10 @@ struct BidHistoryTests {
                 _ = try await gateway.handle(.placeBid(bid), on: .item, id: post.itemID, actor: UserID())
 
                 let output = try runLender(["audit", "bids", "--item", post.itemID.description, "--json"], database: configuration)
-                let entries = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]] ?? []
+                let entries = try JSONDecoder.lender().decode([BidHistoryEntry].self, from: Data(output.utf8))
                 #expect(entries.count == 1)
-                #expect(entries.first?["bidId"] as? String == bid.bidID.description)
-                #expect(entries.first?["dailyPriceCents"] as? Int == 650)
+                #expect(entries.first?.bidId == bid.bidID)
+                #expect(entries.first?.dailyPriceCents == 650)
                 let table = try runLender(["audit", "bids", "--item", post.itemID.description], database: configuration)
                 #expect(table.contains("BidPlaced"))
                 #expect(table.contains(bid.bidID.description))
@@ -102,45 +104,6 @@ struct AuditVerifyTests {
                 let stream = try runLender(["audit", "verify", "--stream", "item-1"], database: configuration)
                 #expect(stream.contains("intact"))
             }
-        }
-    }
-}
-
-/// Runs the built `lender` executable against `database` and returns what it printed.
-func runLender(
-    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
-    directory: String? = nil
-) throws -> String {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    let process = Process()
-    process.executableURL = root.appendingPathComponent(".build/debug/lender")
-    process.arguments = arguments + (database.map { ["--database-url", $0.connectionString] } ?? [])
-    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-    process.environment = ["LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? ""]
-        .merging(environment) { $1 }
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == expectedStatus)
-    return String(decoding: data, as: UTF8.self)
-}
-
-/// `runLender` on a thread of its own, not one of the few the concurrency pool has: for a run
-/// that may wait on the test itself (a lock the test holds), which must not stall its tasks.
-func runLenderAside(
-    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
-    directory: String? = nil
-) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(
-                with: Result {
-                    try runLender(
-                        arguments, database: database, expectedStatus: expectedStatus, environment: environment,
-                        directory: directory)
-                })
         }
     }
 }

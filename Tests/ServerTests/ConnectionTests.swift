@@ -1,60 +1,11 @@
 import Foundation
+import ServerTestSupport
 import Testing
 import TestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A raw TCP connection to a server process, for what HTTP clients will not do: send half a
-/// request, or hold a connection with nothing on it.
-final class RawConnection: @unchecked Sendable {
-    let socket: Int32
-
-    init(port: Int) throws {
-        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(connected == 0)
-    }
-
-    private var isClosed = false
-
-    deinit { close() }
-
-    func close() {
-        guard !isClosed else { return }
-        isClosed = true
-        Glibc.close(socket)
-    }
-
-    func send(_ text: String) {
-        _ = text.withCString { Glibc.send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-    }
-
-    /// Reads until the server closes the connection, `done` says so of the text, or `within`
-    /// passes: the text, and whether the server closed. Blocks: call it off the task pool.
-    func read(within: Duration, until done: (String) -> Bool = { _ in false }) -> (text: String, closed: Bool) {
-        let clock = ContinuousClock()
-        let deadline = clock.now + within
-        var text = ""
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while clock.now < deadline, !done(text) {
-            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            let left = max(1, Int32((deadline - clock.now) / .milliseconds(1)))
-            guard poll(&poller, 1, min(left, 100)) > 0 else { continue }
-            let count = recv(socket, &buffer, buffer.count, 0)
-            if count <= 0 { return (text, true) }
-            text += String(decoding: buffer[0..<count], as: UTF8.self)
-        }
-        return (text, false)
-    }
-}
 
 /// Runs blocking work on a thread of its own, not one of the concurrency pool's few.
 func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {

@@ -1,6 +1,7 @@
 import Foundation
 import Migrations
 import Postgres
+import ServerTestSupport
 import Testing
 import TestSupport
 

@@ -5,26 +5,12 @@ import HummingbirdBcrypt
 import HummingbirdTesting
 import Marketplace
 import Postgres
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 @testable import UseCases
-@testable import Projections
-
-/// Accounts over a test database of their own, as the server runs them (lender_app).
-func withAccounts(
-    passwords: PasswordHasher = PasswordHasher(cost: 4), _ body: @escaping @Sendable (Accounts) async throws -> Void
-) async throws {
-    try await TestDatabase.withMigrated { configuration in
-        var server = configuration
-        server.role = "lender_app"
-        try await TestDatabase.withPool(server, size: 4) { pool in
-            let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
-            let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
-            try await body(Accounts(pool: pool, gateway: gateway, passwords: passwords))
-        }
-    }
-}
 
 @Suite("Logins and passwords under attack")
 struct LoginAbuseTests {
@@ -131,7 +117,7 @@ struct LoginAbuseTests {
                 .post, "/v1/users",
                 raw: #"{"handle": "nul_user", "displayName": "Nul", "email": "nul@example.org", "password": "\u0000abcdefghijk"}"#)
             #expect(response.status == .unprocessableContent)
-            #expect(fieldCodes(response.body)["password"] == "control_character")
+            #expect(response.fieldCodes["password"] == "control_character")
             #expect(try await eventCount(admin) == before)
         }
     }
@@ -153,7 +139,7 @@ struct HostileInputTests {
             for (method, path, body, field) in bodies {
                 let response = try await client.send(HTTPRequest.Method(method)!, path, raw: body, token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(method) \(path)")
-                #expect(fieldCodes(response.body)[field] == "control_character", "\(method) \(path): \(response.body)")
+                #expect(response.fieldCodes[field] == "control_character", "\(method) \(path): \(response)")
             }
             for (path, field) in [
                 ("/v1/market?q=drill%00", "q"), ("/v1/loans?sector=Food%00", "sector"), ("/v1/countries?q=%00", "q"),
@@ -161,14 +147,14 @@ struct HostileInputTests {
             ] {
                 let response = try await client.send(.get, path, token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(path)")
-                #expect(fieldCodes(response.body)[field] == "control_character", "\(path): \(response.body)")
+                #expect(response.fieldCodes[field] == "control_character", "\(path): \(response)")
             }
             // Tabs and line breaks are text.
             let described = try await client.send(
                 .post, "/v1/rentals",
                 raw: #"{"title": "Lamp", "description": "Brass.\n\tWorks.", "category": "furniture", "dailyPriceCents": 300, "location": {"lat": 27.7, "lng": 85.3}}"#,
                 token: ada.token)
-            #expect(described.status == .created, "\(described.body)")
+            #expect(described.status == .created, "\(described)")
             #expect(try await eventCount(admin) == before + 1)
         }
     }
@@ -179,11 +165,11 @@ struct HostileInputTests {
             _ = try await client.postRental(ada.token)
             let fractional = try await client.send(.get, "/v1/market?updatedSince=2020-01-01T10:00:50.123Z", token: ada.token)
             #expect(fractional.status == .ok)
-            #expect((fractional.body["data"] as? [Any])?.count == 1)
+            #expect(try fractional.decode(Page<ItemResource>.self).data.count == 1)
             for since in ["0000-01-01T00:00:00Z", "1899-12-31T23:59:59Z", "2201-01-01T00:00:00Z"] {
                 let response = try await client.send(.get, "/v1/market?updatedSince=\(since)", token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(since)")
-                #expect(fieldCodes(response.body)["updatedSince"] == "invalid_time")
+                #expect(response.fieldCodes["updatedSince"] == "invalid_time")
             }
             func cursor(_ json: String) -> String {
                 Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
@@ -218,14 +204,14 @@ struct IdempotencyDigestTests {
                 .post, "/v1/rentals",
                 raw: #"{ "location":{"lng":85.3,"lat":27.7},"dailyPriceCents":500,  "category":"t\u006fols","title":"Dr\u0069ll" }"#,
                 token: ada.token, idempotencyKey: "k1")
-            #expect(retry.status == .created, "\(retry.body)")
+            #expect(retry.status == .created, "\(retry)")
             #expect(retry.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
-            #expect(retry.body["id"] as? String == first.body["id"] as? String)
+            #expect(try retry.decode(ItemResource.self).id == first.decode(ItemResource.self).id)
             let other = try await client.send(
                 .post, "/v1/rentals", raw: Self.rental.replacingOccurrences(of: "500", with: "501"), token: ada.token,
                 idempotencyKey: "k1")
             #expect(other.status == .unprocessableContent)
-            #expect(other.body["code"] as? String == "idempotency_key_reused")
+            #expect(other.code == "idempotency_key_reused")
             #expect(try await count(admin, "SELECT count(*) FROM items_view") == 1)
         }
     }
@@ -247,7 +233,7 @@ struct IdempotencyDigestTests {
                     let response = try await client.send(
                         .post, "/v1/rentals", raw: body, token: ada.token, idempotencyKey: key.map { "\($0)-\(round)" })
                     #expect(response.status == .unprocessableContent)
-                    #expect((response.body["errors"] as? [Any])?.count == 21, "twenty fields named, and how many more")
+                    #expect(response.problem?.errors?.count == 21, "twenty fields named, and how many more")
                     best = min(best, clock.now - started)
                 }
                 return best
@@ -267,15 +253,15 @@ struct BlockingRaceTests {
         try await withServer { client, admin in
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
-            var items = [String]()
-            for index in 0..<12 { items.append(try #require(try await client.postRental(ada.token, title: "Thing \(index)")["id"] as? String)) }
+            var items = [ItemID]()
+            for index in 0..<12 { items.append(try await client.postRental(ada.token, title: "Thing \(index)").id) }
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for item in items {
                     group.addTask { Int(try await client.bid(item, bob.token).status.code) }
                 }
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(5))
-                    return Int(try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token).status.code)
+                    return Int(try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token).status.code)
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
@@ -284,14 +270,14 @@ struct BlockingRaceTests {
                 admin,
                 """
                 SELECT count(*) FROM events b
-                WHERE b.type = 'BidPlaced' AND b.data ->> 'bidderID' = \(bob.id.lowercased())
+                WHERE b.type = 'BidPlaced' AND b.data ->> 'bidderID' = \(bob.id.description)
                   AND b.position > (SELECT position FROM events WHERE type = 'UserBlocked')
                 """)
             #expect(late == 0, "bids of the blocked user committed after the block")
             // After the block, every bid is refused.
             let after = try await client.bid(items[0], bob.token)
             #expect(after.status == .forbidden)
-            #expect(after.body["code"] as? String == "blocked_by_owner")
+            #expect(after.code == "blocked_by_owner")
         }
     }
 }
@@ -308,7 +294,7 @@ struct WriteLimitTests {
             #expect(try await client.send(.post, "/v1/rentals", raw: IdempotencyDigestTests.rental, token: ada.token).status == .created)
             let third = try await client.send(.post, "/v1/rentals", raw: IdempotencyDigestTests.rental, token: ada.token)
             #expect(third.status == .tooManyRequests)
-            #expect(third.body["code"] as? String == "too_many_writes")
+            #expect(third.code == "too_many_writes")
             #expect(Int(third.headers[.retryAfter] ?? "") ?? 0 > 60)
             let loan = try await client.send(
                 .post, "/v1/loans",
@@ -320,12 +306,12 @@ struct WriteLimitTests {
             // A repeat of an answered request is answered, not counted.
             let repeated = try await client.send(.post, "/v1/rentals", raw: IdempotencyDigestTests.rental, token: ada.token, idempotencyKey: "r1")
             #expect(repeated.status == .created)
-            #expect(repeated.body["id"] as? String == first.body["id"] as? String)
+            #expect(try repeated.decode(ItemResource.self).id == first.decode(ItemResource.self).id)
             // Another user has a bucket of their own.
             #expect(try await client.send(.post, "/v1/rentals", raw: IdempotencyDigestTests.rental, token: bob.token).status == .created)
             #expect(try await count(admin, "SELECT count(*) FROM items_view") == 3)
 
-            let item = try #require(first.body["id"] as? String)
+            let item = try first.decode(ItemResource.self).id
             var bids = [HTTPResponse.Status]()
             for _ in 0..<3 { bids.append(try await client.bid(item, bob.token).status) }
             #expect(bids.filter { $0 == .tooManyRequests }.count == 1, "\(bids)")
@@ -341,11 +327,11 @@ struct ContractEdgeTests {
             _ = try await client.postRental(ada.token, title: "Cordless drill")
             _ = try await client.postRental(ada.token, title: "Ladder")
             let found = try await client.send(.get, "/v1/market?q=cordless+drill", token: ada.token)
-            #expect((found.body["data"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Cordless drill"])
+            #expect(try found.decode(Page<ItemResource>.self).data.map(\.title) == ["Cordless drill"])
             let plus = try await client.send(.get, "/v1/market?q=cordless%2Bdrill", token: ada.token)
-            #expect((plus.body["data"] as? [Any])?.isEmpty == true, "an encoded plus is a plus")
+            #expect(try plus.decode(Page<ItemResource>.self).data.isEmpty, "an encoded plus is a plus")
             let offset = try await client.send(.get, "/v1/market?updatedSince=2020-01-01T10:00:00+05:45", token: ada.token)
-            #expect(offset.status == .ok, "an offset's plus sent unencoded: \(offset.body)")
+            #expect(offset.status == .ok, "an offset's plus sent unencoded: \(offset)")
         }
     }
 
@@ -355,11 +341,11 @@ struct ContractEdgeTests {
             let missing = try await client.send(.get, "/v1/nothing-here", token: ada.token)
             #expect(missing.status == .notFound)
             #expect(missing.headers[.contentType] == "application/problem+json")
-            #expect(missing.body["code"] as? String == "not_found")
+            #expect(missing.code == "not_found")
             let wrong = try await client.send(.delete, "/v1/rentals", token: ada.token)
             #expect(wrong.status == .methodNotAllowed)
             #expect(wrong.headers[.allow] == "POST")
-            #expect(wrong.body["code"] as? String == "method_not_allowed")
+            #expect(wrong.code == "method_not_allowed")
             let item = try await client.send(.put, "/v1/items/6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11", token: ada.token)
             #expect(item.status == .methodNotAllowed)
             #expect(item.headers[.allow] == "GET, PATCH")
@@ -433,7 +419,7 @@ struct HardeningReviewTests {
             let ada = try await client.user("ada")
             let response = try await client.send(.patch, "/v1/me", raw: "{\"displayName\": \"Ada\u{85}\"}", token: ada.token)
             #expect(response.status == .unprocessableContent)
-            #expect(fieldCodes(response.body)["displayName"] == "control_character")
+            #expect(response.fieldCodes["displayName"] == "control_character")
         }
     }
 }
@@ -448,12 +434,12 @@ struct FieldContractTests {
                 raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": "500", "location": {"lat": 27.7, "lng": 85.3}}"#,
                 token: ada.token)
             #expect(response.status == .badRequest)
-            #expect(fieldCodes(response.body)["dailyPriceCents"] == "wrong_type", "\(response.body)")
+            #expect(response.fieldCodes["dailyPriceCents"] == "wrong_type", "\(response)")
             let nested = try await client.send(
                 .post, "/v1/rentals",
                 raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": "north", "lng": 85.3}}"#,
                 token: ada.token)
-            #expect(fieldCodes(nested.body)["location.lat"] == "wrong_type", "\(nested.body)")
+            #expect(nested.fieldCodes["location.lat"] == "wrong_type", "\(nested)")
         }
     }
 
@@ -463,12 +449,13 @@ struct FieldContractTests {
             for name in ["ad\u{202E}nimda", "ada\u{200B}", "\u{2066}ada\u{2069}", "a\u{FEFF}da"] {
                 let response = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(name.unicodeScalars.map { String($0.value, radix: 16) })")
-                #expect(fieldCodes(response.body)["displayName"] == "invalid_display_name")
+                #expect(response.fieldCodes["displayName"] == "invalid_display_name")
             }
             let decomposed = try await client.send(.patch, "/v1/me", json: ["displayName": "Jose\u{301}"], token: ada.token)
             #expect(decomposed.status == .ok)
-            #expect(decomposed.body["displayName"] as? String == "Jos\u{E9}")
-            #expect((decomposed.body["displayName"] as? String)?.unicodeScalars.count == 4, "composed: one scalar for é")
+            let name = try decomposed.decode(PrivateProfile.self).displayName
+            #expect(name == "Jos\u{E9}")
+            #expect(name.unicodeScalars.count == 4, "composed: one scalar for é")
         }
     }
 
@@ -479,7 +466,7 @@ struct FieldContractTests {
             let response = try await client.send(
                 .post, "/v1/me/blocks", json: ["userId": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"], token: ada.token)
             #expect(response.status == .notFound)
-            #expect(response.body["code"] as? String == "user_not_found")
+            #expect(response.code == "user_not_found")
             #expect(try await eventCount(admin) == before)
         }
     }
@@ -496,7 +483,7 @@ struct UnknownFieldTests {
                 raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "dailyPrice": 5, "colour": "red", "location": {"lat": 27.7, "lng": 85.3}}"#,
                 token: ada.token)
             #expect(response.status == .unprocessableContent)
-            #expect(fieldCodes(response.body) == ["colour": "unknown_field", "dailyPrice": "unknown_field"])
+            #expect(response.fieldCodes == ["colour": "unknown_field", "dailyPrice": "unknown_field"])
             #expect(try await eventCount(admin) == before)
         }
     }
@@ -512,7 +499,7 @@ struct ClientRuleTests {
                 .post, "/v1/users",
                 json: ["handle": "ada2", "displayName": "Ada", "email": "ADA@Example.org", "password": "correct horse battery"])
             #expect(again.status == .conflict)
-            #expect(again.body["code"] as? String == "email_taken")
+            #expect(again.code == "email_taken")
             #expect(try await eventCount(admin) == before)
         }
     }
@@ -527,16 +514,16 @@ struct ClientRuleTests {
                     "title": "Ladder", "category": "tools", "maxDailyPriceCents": 800, "neededFrom": dayFromToday(3),
                     "neededUntil": dayFromToday(5), "location": ["lat": 27.7, "lng": 85.3],
                 ], token: ada.token)
-            let id = try #require(request.body["id"] as? String)
+            let id = try request.decode(ItemResource.self).id
             let over = try await client.send(
                 .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 900, "from": dayFromToday(3), "until": dayFromToday(4)],
                 token: bob.token)
             #expect(over.status == .unprocessableContent)
-            #expect(fieldCodes(over.body)["dailyPriceCents"] == "over_max_price")
+            #expect(over.fieldCodes["dailyPriceCents"] == "over_max_price")
             let within = try await client.send(
                 .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 800, "from": dayFromToday(3), "until": dayFromToday(4)],
                 token: bob.token)
-            #expect(within.status == .created, "\(within.body)")
+            #expect(within.status == .created, "\(within)")
 
             let past = try await client.send(
                 .post, "/v1/requests",
@@ -544,7 +531,7 @@ struct ClientRuleTests {
                     "title": "Tent", "category": "sports", "neededFrom": dayFromToday(-5), "neededUntil": "9999-12-31",
                     "location": ["lat": 27.7, "lng": 85.3],
                 ], token: ada.token)
-            #expect(fieldCodes(past.body) == ["neededFrom": "in_the_past", "neededUntil": "too_far_ahead"], "\(past.body)")
+            #expect(past.fieldCodes == ["neededFrom": "in_the_past", "neededUntil": "too_far_ahead"], "\(past)")
         }
     }
 
@@ -553,8 +540,8 @@ struct ClientRuleTests {
             let ada = try await client.user("ada")
             let response = try await client.addCard(ada.token, expMonth: 12, expYear: 30)
             #expect(response.status == .unprocessableContent)
-            #expect(fieldCodes(response.body)["expYear"] == "invalid_expiry")
-            #expect(((response.body["errors"] as? [[String: Any]])?.first?["message"] as? String)?.contains("four digits") == true)
+            #expect(response.fieldCodes["expYear"] == "invalid_expiry")
+            #expect(response.problem?.errors?.first?.message.contains("four digits") == true)
         }
     }
 
@@ -564,8 +551,8 @@ struct ClientRuleTests {
             _ = try await client.postLoan(rita.token, amount: 10_000, title: "Loom")
             let lower = try await client.send(.get, "/v1/loans?sector=manufacturing", token: rita.token)
             let upper = try await client.send(.get, "/v1/loans?sector=MANUFACTURING", token: rita.token)
-            #expect((lower.body["data"] as? [Any])?.count == 1, "\(lower.body)")
-            #expect((upper.body["data"] as? [Any])?.count == 1)
+            #expect(try lower.decode(Page<LoanResource>.self).data.count == 1, "\(lower)")
+            #expect(try upper.decode(Page<LoanResource>.self).data.count == 1)
         }
     }
 }
@@ -580,7 +567,7 @@ struct AllFieldErrorsTests {
                 json: ["title": String(repeating: "t", count: 300), "category": "spaceships", "location": ["lat": 27.7, "lng": 85.3]],
                 token: ada.token)
             #expect(response.status == .unprocessableContent)
-            let codes = fieldCodes(response.body)
+            let codes = response.fieldCodes
             #expect(codes["category"] == "invalid_category", "\(codes)")
             #expect(codes["dailyPriceCents"] == "required")
             #expect(codes["title"] != nil, "the title's own problem, named with the others: \(codes)")
@@ -594,18 +581,16 @@ struct MarketRefreshTests {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
             let since = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-1))
-            let kept = try #require(try await client.postRental(ada.token, title: "Kept")["id"] as? String)
-            let gone = try #require(try await client.postRental(ada.token, title: "Gone")["id"] as? String)
+            let kept = try await client.postRental(ada.token, title: "Kept").id
+            let gone = try await client.postRental(ada.token, title: "Gone").id
             _ = try await client.send(.post, "/v1/items/\(gone)/withdraw", token: ada.token)
             let market = try await client.send(.get, "/v1/market", token: ada.token)
-            #expect((market.body["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [kept.lowercased()])
+            #expect(try market.decode(Page<ItemResource>.self).data.map(\.id) == [kept])
             let refresh = try await client.send(.get, "/v1/market?updatedSince=\(since)", token: ada.token)
-            let items = (refresh.body["data"] as? [[String: Any]]) ?? []
-            let status = Dictionary(uniqueKeysWithValues: items.compactMap { item in
-                (item["id"] as? String).map { ($0, item["status"] as? String ?? "") }
-            })
-            #expect(status[gone.lowercased()] == "withdrawn", "\(refresh.body)")
-            #expect(status[kept.lowercased()] == "available")
+            let items = try refresh.decode(Page<ItemResource>.self).data
+            let status = Dictionary(uniqueKeysWithValues: items.map { ($0.id, $0.status) })
+            #expect(status[gone] == "withdrawn", "\(refresh)")
+            #expect(status[kept] == "available")
         }
     }
 }
@@ -615,16 +600,16 @@ struct PriceFieldTests {
     @Test func aRentalsPriceIsDailyPriceCentsAndARequestsMaxDailyPriceCentsInRevisionsAndErrors() async throws {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
-            let rental = try #require(try await client.postRental(ada.token)["id"] as? String)
+            let rental = try await client.postRental(ada.token).id
             let wrongName = try await client.send(.patch, "/v1/items/\(rental)", json: ["maxDailyPriceCents": 100], token: ada.token)
             #expect(wrongName.status == .unprocessableContent)
-            #expect(fieldCodes(wrongName.body) == ["maxDailyPriceCents": "not_for_this_kind"])
+            #expect(wrongName.fieldCodes == ["maxDailyPriceCents": "not_for_this_kind"])
             let unchanged = try await client.send(.get, "/v1/items/\(rental)", token: ada.token)
-            #expect(unchanged.body["dailyPriceCents"] as? Int == 1500, "a refused revision changes nothing: \(unchanged.body)")
+            #expect(try unchanged.decode(ItemResource.self).dailyPriceCents == 1500, "a refused revision changes nothing: \(unchanged)")
             let badPrice = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 0], token: ada.token)
-            #expect(fieldCodes(badPrice.body) == ["dailyPriceCents": "invalid_price"], "named as sent, not priceCents")
+            #expect(badPrice.fieldCodes == ["dailyPriceCents": "invalid_price"], "named as sent, not priceCents")
             let revised = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 1800], token: ada.token)
-            #expect(revised.body["dailyPriceCents"] as? Int == 1800)
+            #expect(try revised.decode(ItemResource.self).dailyPriceCents == 1800)
         }
     }
 }
@@ -637,16 +622,17 @@ struct CountryTests {
             let bob = try await client.user("bob")
             _ = try await client.send(.patch, "/v1/me", json: ["country": "NP"], token: ada.token)
             _ = try await client.send(.patch, "/v1/me", json: ["country": "KE"], token: bob.token)
-            let nepali = try #require(try await client.postRental(ada.token, title: "Nepali bike")["id"] as? String)
+            let nepali = try await client.postRental(ada.token, title: "Nepali bike").id
             _ = try await client.postRental(bob.token, title: "Kenyan bike")
             let market = try await client.send(.get, "/v1/market?country=np", token: ada.token)
-            #expect((market.body["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [nepali.lowercased()])
-            #expect(fieldCodes(try await client.send(.get, "/v1/market?country=ZZ", token: ada.token).body)["country"] == "invalid_country")
+            #expect(try market.decode(Page<ItemResource>.self).data.map(\.id) == [nepali])
+            #expect(try await client.send(.get, "/v1/market?country=ZZ", token: ada.token).fieldCodes["country"] == "invalid_country")
 
             let loan = try await client.postLoan(ada.token, amount: 10_000, title: "Loom")
             let resource = try await client.send(.get, "/v1/loans/\(loan)", token: ada.token)
-            #expect(resource.body["country"] as? String == "NP")
-            #expect(resource.body["countryCode"] == nil, "one name: country")
+            #expect(try resource.decode(LoanResource.self).country == "NP")
+            // The old name must be gone from the JSON, which a typed read cannot see.
+            #expect(resource.json["countryCode"] == nil, "one name: country")
         }
     }
 }
@@ -659,14 +645,17 @@ struct MeResourceTests {
             let bob = try await client.user("bob")
             _ = try await client.postRental(ada.token)
             let patched = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada L."], token: ada.token)
-            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token)
+            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token)
             let read = try await client.send(.get, "/v1/me", token: ada.token)
-            #expect(Set(patched.body.keys) == Set(read.body.keys), "PATCH: \(patched.body.keys.sorted()), GET: \(read.body.keys.sorted())")
-            #expect(Set(blocked.body.keys) == Set(read.body.keys))
-            #expect((patched.body["posts"] as? [Any])?.count == 1)
-            #expect((read.body["blocked"] as? [String])?.map { $0.lowercased() } == [bob.id.lowercased()])
-            #expect(read.body["displayName"] as? String == "Ada L.")
-            #expect(patched.body["position"] is Int && read.body["position"] is NSNull)
+            // One resource: the same keys in every answer, read from the JSON itself.
+            let (patchedKeys, blockedKeys, readKeys) = (Set(patched.json.keys), Set(blocked.json.keys), Set(read.json.keys))
+            #expect(patchedKeys == readKeys, "PATCH: \(patchedKeys.sorted()), GET: \(readKeys.sorted())")
+            #expect(blockedKeys == readKeys)
+            #expect(try patched.decode(PrivateProfile.self).posts.count == 1)
+            let profile = try read.decode(PrivateProfile.self)
+            #expect(profile.blocked == [bob.id])
+            #expect(profile.displayName == "Ada L.")
+            #expect(patched.json["position"] is Int && read.json["position"] is NSNull, "a read's position is there, as null")
         }
     }
 }
@@ -699,7 +688,7 @@ struct NulEveryRouteTests {
             for (method, path, body, field) in routes {
                 let response = try await client.send(method, path, raw: body, token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(method) \(path): \(response.status)")
-                #expect(fieldCodes(response.body)[field] == "control_character", "\(method) \(path): \(response.body)")
+                #expect(response.fieldCodes[field] == "control_character", "\(method) \(path): \(response)")
             }
             for path in ["/v1/loans?q=\u{0}".addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed)!, "/v1/events?after=%00", "/v1/audit/checkpoints?after=%00", "/v1/items/\(id)/bids?cursor=%00"] {
                 let response = try await client.send(.get, path, token: ada.token)
@@ -716,13 +705,13 @@ struct AllFieldErrorsMoreTests {
         try await withServer { client, _ in
             let register = try await client.send(.post, "/v1/users", json: ["handle": "A B", "password": "short"])
             #expect(
-                fieldCodes(register.body)
+                register.fieldCodes
                     == ["handle": "invalid_handle", "password": "invalid_password", "displayName": "required", "email": "required"],
-                "\(register.body)")
+                "\(register)")
             let ada = try await client.user("ada")
             let loan = try await client.send(
                 .post, "/v1/loans", json: ["title": "", "country": "ZZ", "amountCents": 3000], token: ada.token)
-            let codes = fieldCodes(loan.body)
+            let codes = loan.fieldCodes
             #expect(codes["title"] == "invalid_title" && codes["country"] == "invalid_country" && codes["amountCents"] == "invalid_amount", "\(codes)")
             #expect(codes["sector"] == "required" && codes["deadline"] == "required")
         }
@@ -757,12 +746,12 @@ struct ChangeLimitTests {
     @Test func revisionsProfileAndCartChangesShareABucketPastWhichTheyAre429() async throws {
         try await withServer(writeLimits: WriteLimits(postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 8)) { client, _ in
             let ada = try await client.user("ada")
-            let item = try #require(try await client.postRental(ada.token)["id"] as? String)
+            let item = try await client.postRental(ada.token).id
             #expect(try await client.send(.patch, "/v1/me", json: ["displayName": "A"], token: ada.token).status == .ok)
             #expect(try await client.send(.patch, "/v1/items/\(item)", json: ["title": "B"], token: ada.token).status == .ok)
             let third = try await client.send(.delete, "/v1/cart", token: ada.token)
             #expect(third.status == .tooManyRequests)
-            #expect(third.body["code"] as? String == "too_many_writes")
+            #expect(third.code == "too_many_writes")
             #expect(try await client.send(.get, "/v1/me", token: ada.token).status == .ok, "reads are not counted")
         }
     }
@@ -778,12 +767,12 @@ struct UnknownNestedFieldTests {
                 raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3, "altitude": 1400}}"#,
                 token: ada.token)
             #expect(response.status == .unprocessableContent)
-            #expect(fieldCodes(response.body) == ["location.altitude": "unknown_field"], "\(response.body)")
+            #expect(response.fieldCodes == ["location.altitude": "unknown_field"], "\(response)")
             let fine = try await client.send(
                 .post, "/v1/rentals",
                 raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 500, "location": {"lat": 27.7, "lng": 85.3, "place": "Patan"}}"#,
                 token: ada.token)
-            #expect(fine.status == .created, "\(fine.body)")
+            #expect(fine.status == .created, "\(fine)")
         }
     }
 }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import Postgres
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 

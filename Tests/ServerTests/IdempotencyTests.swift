@@ -2,8 +2,11 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Marketplace
 import Postgres
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -20,15 +23,16 @@ struct IdempotencyTests {
     @Test func tenConcurrentPostsWithOneKeyCreateOneItemAndAnswerAlike() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
-            let responses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?, Int?).self) { group in
+            let responses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, ItemID?, Int64?).self) { group in
                 for _ in 0..<10 {
                     group.addTask {
                         let response = try await client.send(
                             .post, "/v1/rentals", json: Self.rental(), token: owner.token, idempotencyKey: "key-1")
-                        return (response.status, response.body["id"] as? String, response.body["position"] as? Int)
+                        let item = try? response.decode(ItemResource.self)
+                        return (response.status, item?.id, item?.position)
                     }
                 }
-                return try await group.reduce(into: [(HTTPResponse.Status, String?, Int?)]()) { $0.append($1) }
+                return try await group.reduce(into: [(HTTPResponse.Status, ItemID?, Int64?)]()) { $0.append($1) }
             }
             #expect(responses.allSatisfy { $0.0 == .created })
             #expect(Set(responses.compactMap(\.1)).count == 1)
@@ -47,20 +51,20 @@ struct IdempotencyTests {
             let first = try await client.send(.post, "/v1/rentals", json: Self.rental(), token: owner.token, idempotencyKey: "key-1")
             let again = try await client.send(.post, "/v1/rentals", json: Self.rental(), token: owner.token, idempotencyKey: "key-1")
             #expect(again.status == .created)
-            #expect(again.body["id"] as? String == first.body["id"] as? String)
+            #expect(try again.decode(ItemResource.self).id == first.decode(ItemResource.self).id)
             #expect(again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
 
             var other = Self.rental()
             other["title"] = "Another bike"
             let reused = try await client.send(.post, "/v1/rentals", json: other, token: owner.token, idempotencyKey: "key-1")
             #expect(reused.status == .unprocessableContent)
-            #expect(reused.body["code"] as? String == "idempotency_key_reused")
+            #expect(reused.code == "idempotency_key_reused")
 
             // Keys are per user: another user's key-1 is another key.
             let someoneElse = try await client.user("someone")
             let theirs = try await client.send(.post, "/v1/rentals", json: Self.rental(), token: someoneElse.token, idempotencyKey: "key-1")
             #expect(theirs.status == .created)
-            #expect(theirs.body["id"] as? String != first.body["id"] as? String)
+            #expect(try theirs.decode(ItemResource.self).id != first.decode(ItemResource.self).id)
             let items = try await admin.query("SELECT count(*) AS n FROM items_view").single().decode("n", as: Int.self)
             #expect(items == 2)
         }
@@ -75,12 +79,12 @@ struct IdempotencyTests {
             #expect(first.status == .unprocessableContent)
             let again = try await client.send(.post, "/v1/rentals", json: bad, token: owner.token, idempotencyKey: "bad-1")
             #expect(again.status == .unprocessableContent)
-            #expect(again.body["code"] as? String == first.body["code"] as? String)
+            #expect(again.code == first.code)
             #expect(again.headers[.contentType] == "application/problem+json")
             #expect(try await admin.query("SELECT count(*) AS n FROM items_view").single().decode("n", as: Int.self) == 0)
             let badKey = try await client.send(.post, "/v1/rentals", json: Self.rental(), token: owner.token, idempotencyKey: "has space")
             #expect(badKey.status == .badRequest)
-            #expect(badKey.body["code"] as? String == "invalid_idempotency_key")
+            #expect(badKey.code == "invalid_idempotency_key")
         }
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Marketplace
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 @testable import Projections
@@ -18,7 +20,7 @@ extension TestClientProtocol {
     func post(
         _ token: String, title: String, at point: (Double, Double), category: String = "bikes", price: Int = 1000,
         request: Bool = false
-    ) async throws -> String {
+    ) async throws -> ItemID {
         var body: [String: Any] = [
             "title": title, "category": category, "location": ["lat": point.0, "lng": point.1, "place": title],
         ]
@@ -30,13 +32,19 @@ extension TestClientProtocol {
             body["dailyPriceCents"] = price
         }
         let response = try await send(.post, request ? "/v1/requests" : "/v1/rentals", json: body, token: token)
-        #expect(response.status == .created, "\(response.body)")
-        return try #require(response.body["id"] as? String)
+        #expect(response.status == .created, "\(response)")
+        return try response.decode(ItemResource.self).id
     }
 
-    func market(_ query: String, _ token: String) async throws -> (status: HTTPResponse.Status, items: [[String: Any]], next: String?, body: [String: Any]) {
-        let response = try await send(.get, "/v1/market?\(query)", token: token)
-        return (response.status, response.body["data"] as? [[String: Any]] ?? [], response.body["nextCursor"] as? String, response.body)
+    func market(_ query: String, _ token: String) async throws -> Reply {
+        try await send(.get, "/v1/market?\(query)", token: token)
+    }
+
+    /// A page of the market; fails the test when the answer is not one.
+    func marketPage(_ query: String, _ token: String) async throws -> Page<ItemResource> {
+        let reply = try await market(query, token)
+        #expect(reply.status == .ok, "\(reply)")
+        return try reply.decode()
     }
 }
 
@@ -54,20 +62,20 @@ struct MarketTests {
                 _ = try await client.post(owner.token, title: title, at: point)
             }
             let viewer = try await client.user("viewer")
-            let near = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&sort=distance", viewer.token)
-            #expect(near.status == .ok)
-            #expect(near.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike", "Pokhara bike", "Delhi bike"])
-            for (item, point) in zip(near.items, [bhaktapur, pokhara, delhi]) {
-                let distance = try #require(item["distanceKm"] as? Double)
+            let near = try await client.marketPage("near=\(kathmandu.0),\(kathmandu.1)&sort=distance", viewer.token)
+            #expect(near.data.map(\.title) == ["Bhaktapur bike", "Pokhara bike", "Delhi bike"])
+            for (item, point) in zip(near.data, [bhaktapur, pokhara, delhi]) {
+                let distance = try #require(item.distanceKm)
                 let reference = haversineKm(kathmandu, point)
                 #expect(abs(distance - reference) / reference < 0.01, "\(distance) vs \(reference)")
             }
-            let within = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=200&sort=distance", viewer.token)
-            #expect(within.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike", "Pokhara bike"])
-            let close = try await client.market("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=20", viewer.token)
-            #expect(close.items.compactMap { $0["title"] as? String } == ["Bhaktapur bike"])
-            // Without `near`, no distance.
-            #expect(try await client.market("", viewer.token).items.allSatisfy { $0["distanceKm"] is NSNull })
+            let within = try await client.marketPage("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=200&sort=distance", viewer.token)
+            #expect(within.data.map(\.title) == ["Bhaktapur bike", "Pokhara bike"])
+            let close = try await client.marketPage("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=20", viewer.token)
+            #expect(close.data.map(\.title) == ["Bhaktapur bike"])
+            // Without `near`, no distance: an explicit null, read from the JSON itself.
+            let far = try await client.market("", viewer.token).json["data"] as? [[String: Any]]
+            #expect(far?.count == 3 && far?.allSatisfy { $0["distanceKm"] is NSNull } == true)
         }
     }
 
@@ -80,11 +88,11 @@ struct MarketTests {
             _ = try await client.post(owner.token, title: "Need a road bike", at: kathmandu, price: 800, request: true)
             let reserved = try await client.post(owner.token, title: "Reserved bike", at: kathmandu)
             let bidder = try await client.user("bidder")
-            let bid = try #require(try await client.bid(reserved, bidder.token).body["id"] as? String)
+            let bid = try await client.bid(reserved, bidder.token).decode(BidResource.self).id
             _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
 
             func titles(_ query: String) async throws -> Set<String> {
-                Set(try await client.market(query, bidder.token).items.compactMap { $0["title"] as? String })
+                Set(try await client.marketPage(query, bidder.token).data.map(\.title))
             }
             #expect(try await titles("") == ["Red road bike", "Blue mountain bike", "Cordless drill", "Need a road bike"])
             #expect(try await titles("kind=request") == ["Need a road bike"])
@@ -98,16 +106,15 @@ struct MarketTests {
     @Test func pagesNeitherRepeatNorSkipWhileItemsArrive() async throws {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
-            var originals = Set<String>()
+            var originals = Set<ItemID>()
             for index in 0..<7 { originals.insert(try await client.post(owner.token, title: "Item \(index)", at: kathmandu)) }
-            var seen = [String]()
+            var seen = [ItemID]()
             var cursor: String? = nil
             var added = 0
             repeat {
-                let page = try await client.market("limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token)
-                #expect(page.status == .ok)
-                seen += page.items.compactMap { $0["id"] as? String }
-                cursor = page.next
+                let page = try await client.marketPage("limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token)
+                seen += page.data.map(\.id)
+                cursor = page.nextCursor
                 // Newer items arrive between pages; they belong before the first page.
                 _ = try await client.post(owner.token, title: "Late \(added)", at: kathmandu)
                 added += 1
@@ -120,19 +127,20 @@ struct MarketTests {
     @Test func nearestFirstPagesAreStableToo() async throws {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
-            var all = Set<String>()
+            var all = Set<ItemID>()
             for index in 0..<6 {
                 all.insert(try await client.post(owner.token, title: "Spot \(index)", at: (27.70 + Double(index) * 0.05, 85.32)))
             }
             var seen = [Double]()
-            var ids = [String]()
+            var ids = [ItemID]()
             var cursor: String? = nil
             repeat {
                 let page = try await client.market(
-                    "near=27.70,85.32&sort=distance&limit=4" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token)
-                seen += page.items.compactMap { $0["distanceKm"] as? Double }
-                ids += page.items.compactMap { $0["id"] as? String }
-                cursor = page.next
+                    "near=27.70,85.32&sort=distance&limit=4" + (cursor.map { "&cursor=\($0)" } ?? ""), owner.token
+                ).decode(Page<ItemResource>.self)
+                seen += page.data.compactMap(\.distanceKm)
+                ids += page.data.map(\.id)
+                cursor = page.nextCursor
             } while cursor != nil
             #expect(Set(ids) == all)
             #expect(ids.count == all.count)
@@ -145,7 +153,7 @@ struct MarketTests {
             let viewer = try await client.user("viewer")
             let bad = try await client.market("kind=boat&near=100,0&radiusKm=-1&sort=cheapest&limit=500&updatedSince=yesterday", viewer.token)
             #expect(bad.status == .unprocessableContent)
-            let fields = Set((bad.body["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String })
+            let fields = Set((bad.problem?.errors ?? []).map(\.field))
             #expect(fields == ["kind", "near", "radiusKm", "sort", "limit", "updatedSince"])
             let lonely = try await client.market("sort=distance&radiusKm=5", viewer.token)
             #expect(lonely.status == .unprocessableContent)

@@ -1,6 +1,8 @@
 import Foundation
 import HummingbirdTesting
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -12,12 +14,13 @@ struct MeTests {
             let updated = try await client.send(
                 .patch, "/v1/me", json: ["displayName": "Ada L.", "country": "NP", "defaultShareCents": 5000], token: ada.token)
             #expect(updated.status == .ok)
-            #expect(updated.body["displayName"] as? String == "Ada L.")
-            #expect(updated.body["defaultShareCents"] as? Int == 5000)
-            #expect((updated.body["position"] as? Int ?? 0) > 0)
+            let profile = try updated.decode(PrivateProfile.self)
+            #expect(profile.displayName == "Ada L.")
+            #expect(profile.defaultShareCents == 5000)
+            #expect((profile.position ?? 0) > 0)
             let bad = try await client.send(.patch, "/v1/me", json: ["defaultShareCents": 3000], token: ada.token)
             #expect(bad.status == .unprocessableContent)
-            #expect((bad.body["errors"] as? [[String: Any]])?.first?["code"] as? String == "invalid_share")
+            #expect(bad.problem?.errors?.first?.code == "invalid_share")
             #expect(try await client.send(.patch, "/v1/me", json: ["displayName": "x"]).status == .unauthorized)
         }
     }
@@ -26,21 +29,21 @@ struct MeTests {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
             let troll = try await client.user("troll")
-            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let itemID = try await client.postRental(owner.token).id
 
-            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": troll.id], token: owner.token)
+            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(troll.id)"], token: owner.token)
             #expect(blocked.status == .ok)
-            #expect((blocked.body["blocked"] as? [String])?.map { $0.lowercased() } == [troll.id.lowercased()])
+            #expect(try blocked.decode(PrivateProfile.self).blocked == [troll.id])
             let refused = try await client.bid(itemID, troll.token)
             #expect(refused.status == .forbidden)
-            #expect(refused.body["code"] as? String == "blocked_by_owner")
+            #expect(refused.code == "blocked_by_owner")
 
-            let selfBlock = try await client.send(.post, "/v1/me/blocks", json: ["userId": owner.id], token: owner.token)
+            let selfBlock = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(owner.id)"], token: owner.token)
             #expect(selfBlock.status == .unprocessableContent)
-            #expect(selfBlock.body["code"] as? String == "cannot_block_self")
+            #expect(selfBlock.code == "cannot_block_self")
 
             let unblocked = try await client.send(.delete, "/v1/me/blocks/\(troll.id)", token: owner.token)
-            #expect((unblocked.body["blocked"] as? [String]) == [])
+            #expect(try unblocked.decode(PrivateProfile.self).blocked == [])
             #expect(try await client.bid(itemID, troll.token).status == .created)
         }
     }

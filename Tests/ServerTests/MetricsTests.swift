@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import ServerTestSupport
 import Testing
 
 @Suite("Metrics")
@@ -26,7 +27,7 @@ struct MetricsTests {
             let bad = try await client.send(.post, "/v1/rentals", json: ["title": ""], token: ada.token)
             #expect(bad.status == .unprocessableContent)
             let empty = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
-            #expect(empty.body["code"] as? String == "cart_empty")
+            #expect(empty.code == "cart_empty")
             let after = try await scrape()
 
             let posted = #"lender_commands_total{command="postRental",outcome="ok"}"#

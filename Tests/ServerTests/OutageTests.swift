@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -27,10 +28,10 @@ struct OutageTests {
             ] {
                 let started = clock.now
                 let response = try await client.send(method, uri, json: json, token: ada.token)
-                #expect(response.status == .serviceUnavailable, "\(uri): \(response.status) \(response.body)")
+                #expect(response.status == .serviceUnavailable, "\(uri): \(response.status) \(response)")
                 #expect(clock.now - started < .seconds(7), "\(uri) answered within seconds")
                 if uri != "/health/ready" {
-                    #expect(response.body["code"] as? String == "database_unavailable")
+                    #expect(response.code == "database_unavailable")
                     #expect(response.headers[.retryAfter] != nil)
                 }
             }
@@ -45,7 +46,7 @@ struct OutageTests {
                 try await Task.sleep(for: .milliseconds(200))
             }
             #expect(status == .ok)
-            #expect(try await client.postRental(ada.token)["id"] != nil)
+            _ = try await client.postRental(ada.token)  // fails the test unless the item is created
             #expect(try await client.send(.get, "/health/ready").status == .ok)
         }
     }

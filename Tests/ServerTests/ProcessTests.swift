@@ -1,6 +1,8 @@
 import Foundation
+import Marketplace
 import Postgres
-import Synchronization
+import Projections
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -24,9 +26,11 @@ func postUntilStopped(_ server: ServerProcess, tokens: [String], stop: Counter) 
                         "location": ["lat": 27.7, "lng": 85.3],
                     ]
                     do {
-                        let (status, body) = try await server.request(.post, "/v1/rentals", json: json, token: token)
-                        if status == 201, let id = body["id"] as? String { acknowledged.append(id.lowercased()) } else {
-                            others.append(status)
+                        let reply = try await server.send(.post, "/v1/rentals", json: json, token: token)
+                        if reply.status == .created, let item = try? reply.decode(ItemResource.self) {
+                            acknowledged.append(item.id.description)
+                        } else {
+                            others.append(reply.status.code)
                         }
                     } catch {
                         others.append(0)
@@ -95,7 +99,7 @@ struct ProcessTests {
             let stored = Set(
                 try await admin.query("SELECT item_id::text AS id FROM items_view").map { try $0.decode("id", as: String.self) })
             #expect(Set(acknowledged).isSubset(of: stored))
-            await #expect(throws: (any Error).self) { try await server.request(.get, "/health/live") }
+            await #expect(throws: (any Error).self) { try await server.send(.get, "/health/live") }
         }
     }
 
@@ -110,22 +114,22 @@ struct ProcessTests {
             for index in 0..<9 { bidders.append((servers[index % 3], try await servers[index % 3].user("bidder\(index)").token)) }
 
             // The approval race: nine bids, all approved at once through three servers; one wins.
-            let (_, item) = try await servers[1].request(
+            let itemID = try await servers[1].send(
                 .post, "/v1/rentals",
                 json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
-                token: owner.token)
-            let itemID = try #require(item["id"] as? String)
-            var bids = [String]()
+                token: owner.token
+            ).decode(ItemResource.self).id
+            var bids = [BidID]()
             for bidder in bidders {
-                let (status, bid) = try await bidder.server.request(
+                let bid = try await bidder.server.send(
                     .post, "/v1/items/\(itemID)/bids", json: ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"],
                     token: bidder.token)
-                #expect(status == 201, "\(bid)")
-                bids.append(try #require(bid["id"] as? String))
+                #expect(bid.status == .created, "\(bid)")
+                bids.append(try bid.decode(BidResource.self).id)
             }
             let approvals = try await withThrowingTaskGroup(of: Int.self) { group in
                 for (index, bid) in bids.enumerated() {
-                    group.addTask { try await servers[index % 3].request(.post, "/v1/bids/\(bid)/approve", token: ownerToken).0 }
+                    group.addTask { try await servers[index % 3].send(.post, "/v1/bids/\(bid)/approve", token: ownerToken).status.code }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
@@ -135,40 +139,40 @@ struct ProcessTests {
             // The checkout race: ten lenders, 2,500 each, a loan needing 10,000, through three servers.
             let borrower = try await servers[2].user("borrower")
             let deadline = dayFromToday(30)
-            let (_, loan) = try await servers[2].request(
+            let loanID = try await servers[2].send(
                 .post, "/v1/loans",
                 json: [
                     "title": "Loom", "sector": "Arts", "activity": "Weaving", "country": "NP",
                     "location": ["lat": 28.2, "lng": 83.99], "amountCents": 10_000, "deadline": deadline,
-                ], token: borrower.token)
-            let loanID = try #require(loan["id"] as? String)
+                ], token: borrower.token
+            ).decode(LoanResource.self).id
             var tokens = [String]()
             for index in 0..<10 {
                 let server = servers[index % 3]
                 let lender = try await server.user("lender\(index)")
-                let (_, card) = try await server.request(
+                let cardID = try await server.send(
                     .post, "/v1/me/cards",
                     json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2030, "cvv": "123", "holderName": "L"],
-                    token: lender.token)
-                let cardID = try #require(card["id"] as? String)
-                #expect(try await server.request(.post, "/v1/me/deposits", json: ["amountCents": 2500, "cardId": cardID], token: lender.token).0 == 201)
-                #expect(try await server.request(.post, "/v1/cart/items", json: ["loanId": loanID, "amountCents": 2500], token: lender.token).0 == 201)
+                    token: lender.token
+                ).decode(CardResource.self).id
+                #expect(try await server.send(.post, "/v1/me/deposits", json: ["amountCents": 2500, "cardId": "\(cardID)"], token: lender.token).status == .created)
+                #expect(try await server.send(.post, "/v1/cart/items", json: ["loanId": "\(loanID)", "amountCents": 2500], token: lender.token).status == .created)
                 tokens.append(lender.token)
             }
             let lenders = tokens
             let checkouts = try await withThrowingTaskGroup(of: Int.self) { group in
                 for (index, token) in lenders.enumerated() {
                     group.addTask {
-                        try await servers[(index + 1) % 3].request(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: token).0
+                        try await servers[(index + 1) % 3].send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: token).status.code
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
             #expect(checkouts.filter { $0 == 200 }.count == 4, "\(checkouts)")
             #expect(checkouts.filter { $0 == 409 }.count == 6, "\(checkouts)")
-            let (_, funded) = try await servers[0].request(.get, "/v1/loans/\(loanID)", token: borrower.token)
-            #expect(funded["fundedCents"] as? Int == 10_000)
-            #expect(funded["status"] as? String == "funded")
+            let funded = try await servers[0].send(.get, "/v1/loans/\(loanID)", token: borrower.token).decode(LoanResource.self)
+            #expect(funded.fundedCents == 10_000)
+            #expect(funded.status == "funded")
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
         }
     }
@@ -179,16 +183,16 @@ struct ProcessTests {
                 let server = try await ServerProcess(
                     database: primary, environment: ["READ_DATABASE_URL": replica.connectionString])
                 let ada = try await server.user("ada")
-                let (posted, item) = try await server.request(
+                let posted = try await server.send(
                     .post, "/v1/rentals",
                     json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
                     token: ada.token)
-                #expect(posted == 201, "the command and its answer: the primary")
-                #expect(item["title"] as? String == "Bike")
+                #expect(posted.status == .created, "the command and its answer: the primary")
+                #expect(try posted.decode(ItemResource.self).title == "Bike")
                 // The "replica" here is another database that has not heard of it: the market is read there.
-                let (listed, market) = try await server.request(.get, "/v1/market", token: ada.token)
-                #expect(listed == 200)
-                #expect((market["data"] as? [Any])?.isEmpty == true)
+                let market = try await server.send(.get, "/v1/market", token: ada.token)
+                #expect(market.status == .ok)
+                #expect(try market.decode(Page<ItemResource>.self).data.isEmpty)
                 try await TestDatabase.withPool(replica, size: 1) { pool in
                     _ = try await pool.query(
                         """
@@ -198,8 +202,8 @@ struct ProcessTests {
                                 1, 2, '', 'available', now(), now(), 1)
                         """)
                 }
-                let (_, again) = try await server.request(.get, "/v1/market", token: ada.token)
-                #expect((again["data"] as? [[String: Any]])?.first?["title"] as? String == "Only on the replica")
+                let again = try await server.send(.get, "/v1/market", token: ada.token).decode(Page<ItemResource>.self)
+                #expect(again.data.first?.title == "Only on the replica")
             }
         }
     }

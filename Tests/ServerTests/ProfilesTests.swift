@@ -1,6 +1,8 @@
 import Foundation
 import HummingbirdTesting
+import Projections
 import Server
+import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -10,20 +12,21 @@ struct ProfilesTests {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
-            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let itemID = try await client.postRental(owner.token).id
             _ = try await client.bid(itemID, alice.token)
 
-            let mine = try await client.send(.get, "/v1/me", token: owner.token)
-            #expect(mine.status == .ok)
-            #expect(mine.body["email"] as? String == "owner@example.org")
-            #expect(mine.body["balanceCents"] as? Int == 0)
-            #expect((mine.body["posts"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [itemID])
-            #expect((mine.body["bidsReceived"] as? [[String: Any]])?.count == 1)
-            #expect((mine.body["bids"] as? [Any])?.isEmpty == true)
+            let reply = try await client.send(.get, "/v1/me", token: owner.token)
+            #expect(reply.status == .ok)
+            let mine = try reply.decode(PrivateProfile.self)
+            #expect(mine.email == "owner@example.org")
+            #expect(mine.balanceCents == 0)
+            #expect(mine.posts.map(\.id) == [itemID])
+            #expect(mine.bidsReceived.count == 1)
+            #expect(mine.bids.isEmpty)
 
-            let hers = try await client.send(.get, "/v1/me", token: alice.token)
-            #expect((hers.body["bids"] as? [[String: Any]])?.first?["status"] as? String == "pending")
-            #expect((hers.body["posts"] as? [Any])?.isEmpty == true)
+            let hers = try await client.me(alice.token)
+            #expect(hers.bids.first?.status == "pending")
+            #expect(hers.posts.isEmpty)
             #expect(try await client.send(.get, "/v1/me").status == .unauthorized)
         }
     }
@@ -32,26 +35,27 @@ struct ProfilesTests {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
-            let itemID = try #require(try await client.postRental(owner.token)["id"] as? String)
+            let itemID = try await client.postRental(owner.token).id
             _ = try await client.postRental(owner.token, title: "Second bike")
-            let bid = try #require(try await client.bid(itemID, alice.token).body["id"] as? String)
+            let bid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
             _ = try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token)
 
-            let ownerProfile = try await client.send(.get, "/v1/users/\(owner.id)", token: alice.token)
-            #expect(ownerProfile.status == .ok)
-            #expect(ownerProfile.body["handle"] as? String == "owner")
-            #expect(ownerProfile.body["postCount"] as? Int == 2)
-            #expect(ownerProfile.body["completedDeals"] as? Int == 1)
-            #expect(ownerProfile.body["email"] == nil, "a public profile has no e-mail field at all")
-            let aliceProfile = try await client.send(.get, "/v1/users/\(alice.id)", token: owner.token)
-            #expect(aliceProfile.body["completedDeals"] as? Int == 1)
-            #expect(aliceProfile.body["postCount"] as? Int == 0)
-            let ownerMe = try await client.send(.get, "/v1/me", token: owner.token)
-            #expect((ownerMe.body["approvalsGiven"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [bid])
-            let aliceMe = try await client.send(.get, "/v1/me", token: alice.token)
-            #expect((aliceMe.body["approvalsReceived"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [bid])
-            #expect((aliceMe.body["approvalsGiven"] as? [Any])?.isEmpty == true)
+            let ownerReply = try await client.send(.get, "/v1/users/\(owner.id)", token: alice.token)
+            #expect(ownerReply.status == .ok)
+            let ownerProfile = try ownerReply.decode(PublicProfile.self)
+            #expect(ownerProfile.handle == "owner")
+            #expect(ownerProfile.postCount == 2)
+            #expect(ownerProfile.completedDeals == 1)
+            // Not even a null: the key itself must be absent, which a typed read cannot see.
+            #expect(ownerReply.json["email"] == nil, "a public profile has no e-mail field at all")
+            let aliceProfile = try await client.send(.get, "/v1/users/\(alice.id)", token: owner.token).decode(PublicProfile.self)
+            #expect(aliceProfile.completedDeals == 1)
+            #expect(aliceProfile.postCount == 0)
+            #expect(try await client.me(owner.token).approvalsGiven.map(\.id) == [bid])
+            let aliceMe = try await client.me(alice.token)
+            #expect(aliceMe.approvalsReceived.map(\.id) == [bid])
+            #expect(aliceMe.approvalsGiven.isEmpty)
             #expect(try await client.send(.get, "/v1/users/\(UUID())", token: owner.token).status == .notFound)
         }
     }

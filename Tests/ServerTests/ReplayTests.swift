@@ -2,17 +2,13 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Marketplace
 import Postgres
+import Projections
 import Server
-import Synchronization
+import ServerTestSupport
 import Testing
 import TestSupport
-
-/// The test database as its owner sees it: what `lender replay` runs as.
-func ownerURL(_ admin: PostgresPool) async throws -> PostgresConfiguration {
-    let name = try await admin.query("SELECT current_database() AS d").single().decode("d", as: String.self)
-    return try TestDatabase.ownerConfiguration().database(name)
-}
 
 extension TestClientProtocol {
     /// Every command of the API at least once, so that every projection sees every event type.
@@ -21,22 +17,22 @@ extension TestClientProtocol {
         let ada = try await user("ada")
         let bob = try await user("bob")
         _ = try await send(.patch, "/v1/me", json: ["displayName": "Ada L.", "country": "GB", "defaultShareCents": 5000], token: ada.token)
-        _ = try await send(.post, "/v1/me/blocks", json: ["userId": bob.id], token: ada.token)
+        _ = try await send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token)
         _ = try await send(.delete, "/v1/me/blocks/\(bob.id)", token: ada.token)
 
         // Items and bids: revise, withdraw, reject, approve (another bid rejected with it), complete, relist.
-        let bike = try #require(try await postRental(rita.token)["id"] as? String)
+        let bike = try await postRental(rita.token).id
         _ = try await send(.patch, "/v1/items/\(bike)", json: ["title": "Road bike, serviced"], token: rita.token)
-        let first = try #require(try await bid(bike, ada.token).body["id"] as? String)
+        let first = try await bid(bike, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(first)/withdraw", token: ada.token)
-        let again = try #require(try await bid(bike, ada.token).body["id"] as? String)
-        let other = try #require(try await bid(bike, bob.token).body["id"] as? String)
+        let again = try await bid(bike, ada.token).decode(BidResource.self).id
+        let other = try await bid(bike, bob.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(again)/approve", token: rita.token)
         _ = other
         _ = try await send(.post, "/v1/items/\(bike)/complete", token: rita.token)
         _ = try await send(.post, "/v1/items/\(bike)/relist", token: rita.token)
-        let lamp = try #require(try await postRental(rita.token, title: "Lamp")["id"] as? String)
-        let rejected = try #require(try await bid(lamp, ada.token).body["id"] as? String)
+        let lamp = try await postRental(rita.token, title: "Lamp").id
+        let rejected = try await bid(lamp, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(rejected)/reject", json: ["reason": "too low"], token: rita.token)
         _ = try await bid(lamp, bob.token)
         _ = try await send(.post, "/v1/items/\(lamp)/withdraw", token: rita.token)
@@ -48,10 +44,10 @@ extension TestClientProtocol {
             ], token: ada.token)
 
         // Cards, deposits, loans, cart, checkout, repayments, expiry.
-        let card = try #require(try await addCard(ada.token).body["id"] as? String)
+        let card = try await addCard(ada.token).decode(CardResource.self).id
         _ = try await addCard(ada.token, expMonth: 6, expYear: 2032)
-        _ = try await send(.post, "/v1/me/deposits", json: ["amountCents": 20_000, "cardId": card], token: ada.token)
-        let spare = try #require(try await addCard(ada.token, number: "5555555555554444").body["id"] as? String)
+        _ = try await send(.post, "/v1/me/deposits", json: ["amountCents": 20_000, "cardId": "\(card)"], token: ada.token)
+        let spare = try await addCard(ada.token, number: "5555555555554444").decode(CardResource.self).id
         _ = try await send(.delete, "/v1/me/cards/\(spare)", token: ada.token)
         try await fund(bob.token, 10_000)
         let loom = try await postLoan(rita.token, amount: 7500, title: "Loom")
@@ -66,7 +62,7 @@ extension TestClientProtocol {
         #expect(try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
         _ = try await addToCart(bob.token, loom, 5000)
         #expect(
-            try await send(.post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": card], token: bob.token).status
+            try await send(.post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": "\(card)"], token: bob.token).status
                 == .notFound, "not bob's card")
         #expect(try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token).status == .ok)
         try await fund(rita.token, 1000)
@@ -138,10 +134,10 @@ struct ReplayTests {
                 defer { replaying.add(-1) }
                 return try runLender(["replay"], database: database)
             }
-            let outcomes = try await withThrowingTaskGroup(of: ([String], [Int]).self) { group in
+            let outcomes = try await withThrowingTaskGroup(of: ([ItemID], [Int]).self) { group in
                 for (index, token) in tokens.enumerated() {
                     group.addTask {
-                        var posted = [String]()
+                        var posted = [ItemID]()
                         var failures = [Int]()
                         var rounds = 0
                         // Until the replay is over, and a few rounds at least.
@@ -153,7 +149,7 @@ struct ReplayTests {
                                     "title": "Item \(index)-\(rounds)", "category": "tools", "dailyPriceCents": 100 + rounds,
                                     "location": ["lat": 27.7, "lng": 85.3],
                                 ], token: token)
-                            if response.status == .created, let id = response.body["id"] as? String { posted.append(id) } else {
+                            if response.status == .created, let id = try? response.decode(ItemResource.self).id { posted.append(id) } else {
                                 failures.append(Int(response.status.code))
                             }
                             let market = try await client.send(.get, "/v1/market?limit=5", token: token)
@@ -164,12 +160,12 @@ struct ReplayTests {
                         return (posted, failures)
                     }
                 }
-                return try await group.reduce(into: [([String], [Int])]()) { $0.append($1) }
+                return try await group.reduce(into: [([ItemID], [Int])]()) { $0.append($1) }
             }
             let output = try await replay.value
             #expect(output.contains("Rebuilt"), "\(output)")
             #expect(outcomes.flatMap(\.1).isEmpty, "failed requests: \(outcomes.flatMap(\.1))")
-            let acknowledged = Set(outcomes.flatMap(\.0).map { $0.lowercased() })
+            let acknowledged = Set(outcomes.flatMap(\.0).map(\.description))
             #expect(acknowledged.count >= 40)
             let stored = Set(
                 try await admin.query("SELECT item_id::text AS id FROM items_view").map { try $0.decode("id", as: String.self) })
@@ -182,10 +178,10 @@ struct ReplayTests {
         try await withServer { client, admin in
             let rita = try await client.user("rita")
             let ada = try await client.user("ada")
-            let item = try #require(try await client.postRental(rita.token)["id"] as? String)
-            let bid = try await client.bid(item, ada.token).body
-            let bidID = try #require(bid["id"] as? String)
-            let before = try #require(bid["position"] as? Int)
+            let item = try await client.postRental(rita.token).id
+            let bid = try await client.bid(item, ada.token).decode(BidResource.self)
+            let bidID = bid.id
+            let before = try #require(bid.position)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: rita.token).status == .ok)
 
             let database = try await ownerURL(admin)
@@ -208,24 +204,23 @@ struct ReplayTests {
             let auditor = try await client.user("auditor")
             #expect(try await client.send(.get, "/v1/events", token: auditor.token).status == .forbidden)
             #expect(try await client.send(.get, "/v1/events/stream", token: auditor.token).status == .forbidden)
-            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
             var tokens = [String]()
             for index in 0..<8 { tokens.append(try await client.user("writer\(index)").token) }
             let writing = Counter(8)
 
-            async let seen: [Int] = {
-                var positions = [Int]()
-                var after = 0
+            async let seen: [Int64] = {
+                var positions = [Int64]()
+                var after: Int64 = 0
                 while true {
                     let done = writing.value == 0
                     let page = try await client.send(.get, "/v1/events?after=\(after)&limit=50", token: auditor.token)
                     #expect(page.status == .ok)
-                    let events = (page.body["data"] as? [[String: Any]]) ?? []
+                    // Decoding checks each event's shape: a stream id, and data that is an object.
+                    let events = try page.decode(Page<LoggedEvent>.self).data
                     for event in events {
-                        let position = event["position"] as? Int ?? -1
-                        positions.append(position)
-                        #expect((event["hash"] as? String)?.count == 64)
-                        #expect(event["streamId"] is String && event["data"] is [String: Any])
+                        positions.append(event.position)
+                        #expect(event.hash.count == 64)
                     }
                     after = positions.last ?? after
                     if events.isEmpty && done { return positions }
@@ -233,20 +228,12 @@ struct ReplayTests {
             }()
             try await client.postRentalsAtOnce(tokens, each: 10) { writing.add(-1) }
             let positions = try await seen
-            let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
+            let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
             #expect(positions == Array(1...head), "every position once, in order")
             let invalid = try await client.send(.get, "/v1/events?after=-1&limit=5000", token: auditor.token)
-            #expect(Set(fieldCodes(invalid.body).keys) == ["after", "limit"])
+            #expect(Set(invalid.fieldCodes.keys) == ["after", "limit"])
         }
     }
-}
-
-/// A count shared between tasks.
-final class Counter: Sendable {
-    private let state: Mutex<Int>
-    init(_ value: Int) { state = Mutex(value) }
-    var value: Int { state.withLock { $0 } }
-    func add(_ delta: Int) { state.withLock { $0 += delta } }
 }
 
 #if canImport(Glibc)
@@ -306,7 +293,7 @@ struct EventStreamTests {
     @Test func aQuietStreamWritesHeartbeatsAndStillDeliversEvents() async throws {
         try await withServer(testing: .live, heartbeat: .milliseconds(200)) { client, admin in
             let auditor = try await client.user("auditor")
-            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
             let head = try await admin.query("SELECT position FROM log_head").single().decode("position", as: Int.self)
             let port = try #require(client.port)
             let reader = try StreamReader(port: port, path: "/v1/events/stream?after=\(head)", token: auditor.token)
@@ -329,7 +316,7 @@ struct EventStreamTests {
     @Test func theStreamDeliversEveryEventInOrderWhileEightWritersPost() async throws {
         try await withServer(testing: .live) { client, admin in
             let auditor = try await client.user("auditor")
-            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(UUID(uuidString: auditor.id)!))")
+            _ = try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
             var tokens = [String]()
             for index in 0..<8 { tokens.append(try await client.user("writer\(index)").token) }
             let port = try #require(client.port)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import ServerTestSupport
 import Testing
 
 @Suite("Request ids and the request log")

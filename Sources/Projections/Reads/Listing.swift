@@ -21,6 +21,9 @@ public struct Page<Element: Encodable & Sendable>: Encodable, Sendable {
     enum CodingKeys: String, CodingKey { case data, nextCursor }
 }
 
+// Read back by Swift clients of the API, such as the HTTP tests.
+extension Page: Decodable where Element: Decodable {}
+
 /// An opaque keyset position: the sort key and id of the last row a page held. Stable while
 /// rows arrive: the next page starts strictly after it, so none is seen twice or skipped.
 public struct Cursor: Codable, Sendable {

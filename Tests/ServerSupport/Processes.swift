@@ -1,0 +1,161 @@
+import Foundation
+import HTTPTypes
+import Marketplace
+import Postgres
+import Testing
+import UseCases
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The repository's root, where `.build/debug/lender` is.
+private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// Runs the built `lender` executable against `database` and returns what it printed.
+public func runLender(
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
+    directory: String? = nil
+) throws -> String {
+    let process = Process()
+    process.executableURL = root.appendingPathComponent(".build/debug/lender")
+    process.arguments = arguments + (database.map { ["--database-url", $0.connectionString] } ?? [])
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    process.environment = ["LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? ""]
+        .merging(environment) { $1 }
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == expectedStatus)
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// `runLender` on a thread of its own, not one of the few the concurrency pool has: for a run
+/// that may wait on the test itself (a lock the test holds), which must not stall its tasks.
+public func runLenderAside(
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
+    directory: String? = nil
+) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(
+                with: Result {
+                    try runLender(
+                        arguments, database: database, expectedStatus: expectedStatus, environment: environment,
+                        directory: directory)
+                })
+        }
+    }
+}
+
+/// A real `lender serve` process on a port of its own, against a test database: what the
+/// crash, shutdown and several-servers tests need, since they kill and signal it.
+public final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    public let port: Int
+    let output = Pipe()
+
+    /// Starts the server as the owner of `database` (it runs its pool as lender_app) and waits
+    /// until it is ready.
+    public init(database: PostgresConfiguration, environment: [String: String] = [:]) async throws {
+        port = try Self.freePort()
+        process.executableURL = root.appendingPathComponent(".build/debug/lender")
+        process.arguments = ["serve", "--database-url", database.connectionString]
+        process.environment = [
+            "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
+            "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0", "WRITE_LIMIT_CHANGES_PER_HOUR": "0",
+            "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self),
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
+        ].merging(environment) { $1 }
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let clock = ContinuousClock()
+        let started = clock.now
+        while clock.now - started < .seconds(30) {
+            if let ready = try? await send(.get, "/health/ready"), ready.status == .ok { return }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.terminate()
+        throw ServerProcessError.notReady(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self))
+    }
+
+    enum ServerProcessError: Error { case notReady(String) }
+
+    /// A port nobody listens on now: the kernel's pick for a socket bound to port 0.
+    static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(socket, pointer, length) == 0 && getsockname(socket, pointer, &length) == 0
+            }
+        }
+        try #require(bound)
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Sends a request, JSON and an `Idempotency-Key` if given; the whole answer. Throws when the
+    /// server cannot be reached.
+    public func send(
+        _ method: HTTPRequest.Method, _ path: String, json: [String: Any]? = nil, token: String? = nil,
+        idempotencyKey: String? = nil
+    ) async throws -> Reply {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method.rawValue
+        request.timeoutInterval = 30
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
+        if let json {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try jsonBody(json)
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        var headers = HTTPFields()
+        for (name, value) in http.allHeaderFields {
+            guard let name = (name as? String).flatMap({ HTTPField.Name($0) }), let value = value as? String else { continue }
+            headers[name] = value
+        }
+        return Reply(status: HTTPResponse.Status(code: http.statusCode), headers: headers, data: data)
+    }
+
+    /// A registered, logged-in user: id and token.
+    public func user(_ handle: String) async throws -> (id: UserID, token: String) {
+        let registered = try await send(
+            .post, "/v1/users",
+            json: ["handle": handle, "displayName": handle, "email": "\(handle)@example.org", "password": "correct horse battery"])
+        #expect(registered.status == .created, "\(registered)")
+        let session = try await send(.post, "/v1/sessions", json: ["handle": handle, "password": "correct horse battery"])
+        return (try registered.decode(RegisteredUser.self).id, try session.decode(Session.self).token)
+    }
+
+    public func kill(_ signal: Int32) { Glibc.kill(process.processIdentifier, signal) }
+
+    /// Waits for the process to end; its exit status, or nil if it is still running after `timeout`.
+    public func waitForExit(timeout: Duration = .seconds(20)) async -> Int32? {
+        let clock = ContinuousClock()
+        let started = clock.now
+        while process.isRunning {
+            if clock.now - started > timeout { return nil }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+    }
+}

@@ -1,0 +1,84 @@
+import EventStore
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Marketplace
+import Postgres
+import Projections
+import Server
+import TestSupport
+import UseCases
+
+/// The card fingerprint key of every test server.
+public let testCardSecret = Data("lender-tests-card-fingerprint-secret".utf8)
+
+/// The application on a migrated database of its own, as the server runs (role lender_app,
+/// bcrypt at its cheapest), with a superuser pool on the side for looking behind it.
+public func withServer(
+    logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
+    writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
+    _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
+) async throws {
+    try await TestDatabase.withMigrated { configuration in
+        var server = configuration
+        server.role = "lender_app"
+        let pool = PostgresPool(configuration: server, options: .init(size: 4), logger: TestDatabase.logger)
+        let migrator = try Migrator(directory: TestDatabase.migrationsDirectory, logger: TestDatabase.logger)
+        let application = buildApplication(
+            configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
+            logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
+            writeLimits: writeLimits, allowedOrigins: allowedOrigins)
+        let admin = try TestDatabase.adminConfiguration().database(configuration.database)
+        try await TestDatabase.withPool(admin, size: 1) { adminPool in
+            try await application.test(testing) { client in try await test(client, adminPool) }
+        }
+    }
+}
+
+/// Accounts over a test database of their own, as the server runs them (lender_app).
+public func withAccounts(
+    passwords: PasswordHasher = PasswordHasher(cost: 4), _ body: @escaping @Sendable (Accounts) async throws -> Void
+) async throws {
+    try await TestDatabase.withMigrated { configuration in
+        var server = configuration
+        server.role = "lender_app"
+        try await TestDatabase.withPool(server, size: 4) { pool in
+            let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
+            let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
+            try await body(Accounts(pool: pool, gateway: gateway, passwords: passwords))
+        }
+    }
+}
+
+/// A migrated database of its own, its owner's URL, and a superuser pool on it: for tests
+/// that run the server as a process.
+public func withServerDatabase(_ body: @escaping @Sendable (PostgresConfiguration, PostgresPool) async throws -> Void)
+    async throws
+{
+    try await TestDatabase.withMigrated { configuration in
+        let admin = try TestDatabase.adminConfiguration().database(configuration.database)
+        try await TestDatabase.withPool(admin, size: 1) { adminPool in try await body(configuration, adminPool) }
+    }
+}
+
+/// The test database as its owner sees it: what `lender replay` and the audits run as.
+public func ownerURL(_ admin: PostgresPool) async throws -> PostgresConfiguration {
+    let name = try await admin.query("SELECT current_database() AS d").single().decode("d", as: String.self)
+    return try TestDatabase.ownerConfiguration().database(name)
+}
+
+/// How many events the log holds.
+public func eventCount(_ admin: PostgresPool) async throws -> Int {
+    try await admin.query("SELECT count(*) AS n FROM events").single().decode("n", as: Int.self)
+}
+
+/// The one number a `SELECT count(*) ...` answers.
+public func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> Int {
+    try await admin.query(sql).single().decode(0, as: Int.self)
+}
+
+/// A day `days` from today (UTC), as `YYYY-MM-DD`.
+public func dayFromToday(_ days: Int) -> String {
+    Day(Date().addingTimeInterval(Double(days) * 86_400)).description
+}
