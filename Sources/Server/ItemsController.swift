@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Hummingbird
@@ -63,7 +64,7 @@ struct ItemsController: Sendable {
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
             location: location!, availableFrom: from, availableUntil: until)
         let handled = try await gateway.handle(
-            .postRental(post), on: .item, id: post.itemID, actor: context.user, newStream: true)
+            .postRental(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
     }
 
@@ -84,7 +85,7 @@ struct ItemsController: Sendable {
             title: body.title!, description: body.description ?? "", category: category!,
             maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
         let handled = try await gateway.handle(
-            .postRequest(post), on: .item, id: post.itemID, actor: context.user, newStream: true)
+            .postRequest(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
     }
 

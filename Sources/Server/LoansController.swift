@@ -1,3 +1,4 @@
+import Aggregates
 import Foundation
 import Hummingbird
 import Marketplace
@@ -58,7 +59,7 @@ struct LoansController: Sendable {
             sector: body.sector!, activity: body.activity!, countryCode: body.country!, location: location!,
             amountCents: body.amountCents!, deadline: deadline!)
         let handled = try await gateway.handle(
-            .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: context.user, newStream: true)
+            .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: context.user, first: .newStream)
         // Named by the state: a repeated request answers the first one's loan.
         guard let loanID = handled.state.loanID else { throw DomainError.loanNotFound }
         return EditedResponse(status: .created, response: try await loans.loan(loanID, position: handled.append?.lastPosition))

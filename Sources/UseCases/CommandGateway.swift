@@ -6,6 +6,19 @@ import Postgres
 import Projections
 import Synchronization
 
+/// What the first attempt of a command decides on.
+public enum FirstAttempt<State: Sendable>: Sendable {
+    /// The stream as it is read now.
+    case read
+    /// Nothing: the id was just made (a fresh UUID), so the stream is taken to be empty without
+    /// reading it; were it not, the append would fail on `.noStream` and the command would be
+    /// decided again on what is there.
+    case newStream
+    /// The stream's state and version as the caller just loaded them (to read something else
+    /// the command needs from it).
+    case loaded(State, version: Int)
+}
+
 /// What a handled command wrote, and the stream's state after it.
 public struct Handled<State: Sendable, Event: Sendable>: Sendable {
     public var state: State
@@ -33,17 +46,11 @@ public struct CommandGateway: Sendable {
         self.states = StreamStates(capacity: cachedStreams)
     }
 
+    /// `first`: what the first attempt decides on (later ones read the stream).
     /// `alongside` runs in the transaction that appends the command's events (see `EventStore.append`).
-    ///
-    /// `newStream`: the id was just made (a fresh UUID), so the stream is taken to be empty
-    /// without reading it; were it not, the append would fail on `.noStream` and the command
-    /// would be decided again on what is there.
-    ///
-    /// `loaded`: the stream's state and version as the caller just loaded them (to read
-    /// something else the command needs from it), decided on at the first attempt.
     public func handle<State, Command, Event>(
         _ command: Command, on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
-        actor: UserID, metadata: EventMetadata = EventMetadata(), newStream: Bool = false, loaded: (State, Int)? = nil,
+        actor: UserID, metadata: EventMetadata = EventMetadata(), first: FirstAttempt<State> = .read,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
         let stream = aggregate.stream(id)
@@ -54,8 +61,10 @@ public struct CommandGateway: Sendable {
         metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
         return try await retrying { attempt in
             let (state, version) =
-                if attempt == 1, let loaded { loaded } else if newStream && attempt == 1 { (aggregate.initial, 0) } else {
-                    try await load(stream, aggregate)
+                switch attempt == 1 ? first : .read {
+                case .read: try await load(stream, aggregate)
+                case .newStream: (aggregate.initial, 0)
+                case .loaded(let state, let version): (state, version)
                 }
             let events: [Event]
             do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {

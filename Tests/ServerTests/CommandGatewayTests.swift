@@ -41,7 +41,7 @@ struct CommandGatewayTests {
             let again = PostRental(
                 itemID: item, title: "Same id", description: "", category: .tools, dailyPriceCents: 100, location: here)
             let error = try await #require(throws: DomainError.self) {
-                try await gateway.handle(.postRental(again), on: .item, id: item, actor: owner, newStream: true)
+                try await gateway.handle(.postRental(again), on: .item, id: item, actor: owner, first: .newStream)
             }
             #expect(error.code == "item_exists")
             #expect(try await gateway.store.readStream(StreamID("item", item)).count == 1)
@@ -83,7 +83,7 @@ struct CommandGatewayTests {
             let stale = try await gateway.load(StreamID("item", item), .item)
             let first = try await placeBid(gateway, on: item, by: UserID())
             let bid = PlaceBid(dailyPriceCents: 1300, from: Day("2026-12-08")!, until: Day("2026-12-09")!)
-            let handled = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: UserID(), loaded: stale)
+            let handled = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: UserID(), first: .loaded(stale.0, version: stale.1))
             #expect(handled.append != nil)
             let (state, version) = try await gateway.load(StreamID("item", item), .item)
             #expect(version == 3)
