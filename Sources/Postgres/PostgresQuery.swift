@@ -80,3 +80,35 @@ struct StableHasher {
         value &*= 0x0000_0100_0000_01b3
     }
 }
+
+extension PostgresQuery {
+    /// Appends `other`, its parameters renumbered after this one's: for a statement built from
+    /// the parts that apply. Only for SQL written in code, where `$` and digits is a parameter.
+    public mutating func append(_ other: PostgresQuery) {
+        let offset = bindings.count
+        bindings += other.bindings
+        guard offset > 0, other.sql.contains("$") else {
+            sql += other.sql
+            return
+        }
+        var rest = Substring(other.sql)
+        while let dollar = rest.firstIndex(of: "$") {
+            sql += rest[..<dollar]
+            let digits = rest[rest.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
+            sql += "$"
+            if let number = Int(digits) { sql += String(number + offset) }
+            rest = rest[digits.endIndex...]
+        }
+        sql += rest
+    }
+
+    /// `parts` joined by `separator`, their parameters renumbered in order.
+    public static func joined(_ parts: [PostgresQuery], separator: String) -> PostgresQuery {
+        var joined = PostgresQuery(unsafeSQL: "")
+        for (index, part) in parts.enumerated() {
+            if index > 0 { joined.sql += separator }
+            joined.append(part)
+        }
+        return joined
+    }
+}

@@ -68,46 +68,23 @@ public struct ItemsView: Sendable {
         return Page(data: bids, nextCursor: next)
     }
 
-    /// The market: available items, filtered, newest first or nearest first, in keyset pages.
-    /// One statement for both orders: the filters are shared, the keyset differs. A refresh
-    /// (`updatedSince`) also answers the items that left the market since, with their status
-    /// (tombstones), so a client can take their pins away; its own text, so the plain
-    /// market's statement keeps its plan on the available items' index.
+    /// The market: available items, filtered, newest first or nearest first, in keyset pages;
+    /// the statement holds only the filters that are set. A refresh (`updatedSince`) also
+    /// answers the items that left the market since, with their status (tombstones), so a
+    /// client can take their pins away.
     public func market(_ filter: MarketFilter) async throws -> Page<ItemResource> {
-        let query = filter.listing
-        let point = query.nearPoint
-        let after = query.cursor
+        var filters: [PostgresQuery] = []
+        if filter.listing.updatedSince == nil { filters.append("status = 'available'") }
+        if let kind = filter.kind { filters.append("kind = \(kind.rawValue)") }
+        if let category = filter.category { filters.append("category = \(category.rawValue)") }
+        if let minimum = filter.minPriceCents { filters.append("price_cents >= \(minimum)") }
+        if let maximum = filter.maxPriceCents { filters.append("price_cents <= \(maximum)") }
+        if let country = filter.country {
+            filters.append("owner_id IN (SELECT user_id FROM users_view WHERE country = \(country))")
+        }
         let rows = try await pool.query(
-            """
-            WITH candidates AS (
-                SELECT \(unsafeRaw: ItemResource.columns),
-                       CASE WHEN \(point)::cube IS NULL THEN NULL
-                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
-                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
-                       END AS distance_km
-                FROM items_view
-                WHERE \(unsafeRaw: query.updatedSince == nil ? "status = 'available'" : "true")
-                  AND (\(filter.kind?.rawValue)::text IS NULL OR kind = \(filter.kind?.rawValue))
-                  AND (\(filter.category?.rawValue)::text IS NULL OR category = \(filter.category?.rawValue))
-                  AND (\(filter.minPriceCents)::int IS NULL OR price_cents >= \(filter.minPriceCents))
-                  AND (\(filter.maxPriceCents)::int IS NULL OR price_cents <= \(filter.maxPriceCents))
-                  AND \(unsafeRaw: filter.ownersCountryClause)
-                  AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
-                  AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
-                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
-            )
-            SELECT * FROM candidates
-            WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))
-              AND (\(after?.id)::uuid IS NULL
-                   OR (\(query.byDistance) AND (distance_km, item_id) > (\(after?.km), \(after?.id)))
-                   OR (NOT \(query.byDistance) AND (created_at, item_id) < (\(after?.at), \(after?.id))))
-            ORDER BY
-                CASE WHEN \(query.byDistance) THEN distance_km END ASC,
-                CASE WHEN \(query.byDistance) THEN item_id END ASC,
-                created_at DESC, item_id DESC
-            LIMIT \(query.limit + 1)
-            """)
-        return query.page(
+            filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters))
+        return filter.listing.page(
             try rows.map { try ItemResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
     }
 }
@@ -123,15 +100,6 @@ public struct MarketFilter: Sendable {
     public var country: String?
 
     public init(listing: MapListing) { self.listing = listing }
-
-    /// The country filter as SQL, only when there is one, so the plain market's statement
-    /// keeps its plan. The code is one of `Countries.alpha2` (two letters), safe inline.
-    var ownersCountryClause: String {
-        guard let country, Countries.alpha2.contains(country), country.allSatisfy({ $0.isASCII && $0.isLetter }) else {
-            return "true"
-        }
-        return "owner_id IN (SELECT user_id FROM users_view WHERE country = '\(country)')"
-    }
 }
 
 /// An item as clients read it (SPEC §6).

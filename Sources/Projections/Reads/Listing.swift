@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Marketplace
 
 /// `{ "data": [...], "nextCursor": ... }`, the shape of every list.
@@ -128,6 +129,43 @@ public struct MapListing: Sendable {
     var radiusBox: String? {
         guard let near, let radiusKm else { return nil }
         return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
+    }
+
+    /// The list's statement over `view` (a view with `earth`, `title`, `created_at` and
+    /// `updated_at`, keyed by the column `id`): `columns` and the distance from `near`, the
+    /// view's own `filters` and the listing's, each only when set, then the order and keyset
+    /// the listing asks for, and one row more than a page.
+    func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
+        var conditions = filters
+        if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
+        if !words.isEmpty {
+            conditions.append("NOT EXISTS (SELECT FROM unnest(\(titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)")
+        }
+        if let radiusBox { conditions.append("earth <@ \(radiusBox)::cube") }
+        var statement: PostgresQuery = "WITH candidates AS (SELECT \(unsafeRaw: columns), "
+        if let nearPoint {
+            // `earth_km` written out: a SQL function would be planned, or run per row, as one.
+            statement.append(
+                """
+                2 * \(unsafeRaw: Earth.radiusSQL) * asin(least(1.0, cube_distance(earth, \(nearPoint)::cube)
+                    / (2 * \(unsafeRaw: Earth.radiusSQL)))) AS distance_km
+                """)
+        } else {
+            statement.append("NULL::float8 AS distance_km")
+        }
+        statement.append(" FROM \(unsafeRaw: view) WHERE ")
+        statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
+        statement.append(") SELECT * FROM candidates WHERE true")
+        if let radiusKm { statement.append(" AND distance_km <= \(radiusKm)") }
+        if byDistance {
+            if let cursor { statement.append(" AND (distance_km, \(unsafeRaw: id)) > (\(cursor.km), \(cursor.id))") }
+            statement.append(" ORDER BY distance_km, \(unsafeRaw: id)")
+        } else {
+            if let cursor { statement.append(" AND (created_at, \(unsafeRaw: id)) < (\(cursor.at), \(cursor.id))") }
+            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC")
+        }
+        statement.append(" LIMIT \(limit + 1)")
+        return statement
     }
 
     /// A page of the rows fetched (one more than `limit` when there are more), with the

@@ -31,37 +31,13 @@ public struct LoansView: Sendable {
 
     /// Loans, filtered, newest first or nearest first, in keyset pages.
     public func list(_ filter: LoanFilter) async throws -> Page<LoanResource> {
-        let query = filter.listing
-        let point = query.nearPoint
-        let after = query.cursor
+        var filters: [PostgresQuery] = []
+        if let country = filter.country { filters.append("country_code = \(country)") }
+        if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }
+        if let status = filter.status { filters.append("status = \(status.rawValue)") }
         let rows = try await pool.query(
-            """
-            WITH candidates AS (
-                SELECT \(unsafeRaw: LoanResource.columns),
-                       CASE WHEN \(point)::cube IS NULL THEN NULL
-                            ELSE 2 * \(unsafeRaw: Earth.radiusSQL)
-                                 * asin(least(1.0, cube_distance(earth, \(point)::cube) / (2 * \(unsafeRaw: Earth.radiusSQL))))
-                       END AS distance_km
-                FROM loans_view
-                WHERE (\(filter.country)::text IS NULL OR country_code = \(filter.country))
-                  AND (\(filter.sector)::text IS NULL OR lower(sector) = lower(\(filter.sector)))
-                  AND (\(filter.status?.rawValue)::text IS NULL OR status = \(filter.status?.rawValue))
-                  AND (\(query.updatedSince)::timestamptz IS NULL OR updated_at > \(query.updatedSince))
-                  AND NOT EXISTS (SELECT FROM unnest(\(query.titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)
-                  AND (\(query.radiusBox)::cube IS NULL OR earth <@ \(query.radiusBox)::cube)
-            )
-            SELECT * FROM candidates
-            WHERE (\(query.radiusKm)::float8 IS NULL OR distance_km <= \(query.radiusKm))
-              AND (\(after?.id)::uuid IS NULL
-                   OR (\(query.byDistance) AND (distance_km, loan_id) > (\(after?.km), \(after?.id)))
-                   OR (NOT \(query.byDistance) AND (created_at, loan_id) < (\(after?.at), \(after?.id))))
-            ORDER BY
-                CASE WHEN \(query.byDistance) THEN distance_km END ASC,
-                CASE WHEN \(query.byDistance) THEN loan_id END ASC,
-                created_at DESC, loan_id DESC
-            LIMIT \(query.limit + 1)
-            """)
-        return query.page(
+            filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters))
+        return filter.listing.page(
             try rows.map { try LoanResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
     }
 }

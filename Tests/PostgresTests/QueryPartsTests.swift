@@ -1,0 +1,24 @@
+import Postgres
+import Testing
+import TestSupport
+
+@Suite("Statements built from parts")
+struct QueryPartsTests {
+    /// Each part numbers its own parameters from 1; appended, they follow the ones before,
+    /// two-digit numbers too, and each value reaches the column it was written for.
+    @Test func appendedPartsKeepTheirOwnValues() async throws {
+        var statement: PostgresQuery = "SELECT "
+        let parts: [PostgresQuery] = (1...11).map { number in "\(number * 10)::int AS c\(unsafeRaw: String(number))" }
+        statement.append(.joined(parts, separator: ", "))
+        statement.append(" WHERE \("x") = \("x")")
+        #expect(statement.bindings.count == 13)
+        #expect(statement.sql.hasPrefix("SELECT $1::int AS c1, $2::int AS c2"))
+        #expect(statement.sql.contains("$11::int AS c11 WHERE $12 = $13"))
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let row = try await pool.query(statement).single()
+                for number in 1...11 { #expect(try row.decode("c\(number)", as: Int.self) == number * 10) }
+            }
+        }
+    }
+}
