@@ -1,9 +1,10 @@
 import EventStore
 import Marketplace
 
-/// One kind of stream: its category (the stream name's prefix), its events' codec, and its
-/// decider. Everything that names a stream, writes or reads its events starts here.
-public struct Aggregate<State: Sendable, Command: Sendable, Event: Sendable>: Sendable {
+/// One kind of stream: its category (the stream name's prefix), the type of its ids, its
+/// events' codec, and its decider. Everything that names a stream, writes or reads its
+/// events starts here.
+public struct Aggregate<ID: CustomStringConvertible & Sendable, State: Sendable, Command: Sendable, Event: Sendable>: Sendable {
     public let category: String
     public let initial: State
     public let evolve: @Sendable (State, Event) -> State
@@ -11,32 +12,32 @@ public struct Aggregate<State: Sendable, Command: Sendable, Event: Sendable>: Se
     public let codec: DomainCodec<Event>
 
     /// The stream of the aggregate with this id.
-    public func stream(_ id: some CustomStringConvertible) -> StreamID { StreamID(category, id) }
+    public func stream(_ id: ID) -> StreamID { StreamID(category, id) }
 
     /// Whether a stream is one of this aggregate's.
     public func owns(_ stream: StreamID) -> Bool { stream.category == category }
 }
 
-extension Aggregate where State == UserState, Command == UserCommand, Event == UserEvent {
+extension Aggregate where ID == UserID, State == UserState, Command == UserCommand, Event == UserEvent {
     /// The actor is the stream's own user: `decide` needs no other.
     public static let user = Aggregate(
         category: "user", initial: UserDecider.initial, evolve: UserDecider.evolve,
         decide: { command, state, _ in try UserDecider.decide(command, state) }, codec: .user)
 }
 
-extension Aggregate where State == ItemState, Command == ItemCommand, Event == ItemEvent {
+extension Aggregate where ID == ItemID, State == ItemState, Command == ItemCommand, Event == ItemEvent {
     public static let item = Aggregate(
         category: "item", initial: ItemDecider.initial, evolve: ItemDecider.evolve,
         decide: { command, state, actor in try ItemDecider.decide(command, state, actor: actor) }, codec: .item)
 }
 
-extension Aggregate where State == LoanState, Command == LoanCommand, Event == LoanEvent {
+extension Aggregate where ID == LoanID, State == LoanState, Command == LoanCommand, Event == LoanEvent {
     public static let loan = Aggregate(
         category: "loan", initial: LoanDecider.initial, evolve: LoanDecider.evolve,
         decide: { command, state, actor in try LoanDecider.decide(command, state, actor: actor) }, codec: .loan)
 }
 
-extension Aggregate where State == CartState, Command == CartCommand, Event == CartEvent {
+extension Aggregate where ID == UserID, State == CartState, Command == CartCommand, Event == CartEvent {
     /// A cart's stream is named by its owner's id, so the actor is the owner.
     public static let cart = Aggregate(
         category: "cart", initial: CartDecider.initial, evolve: CartDecider.evolve,

@@ -36,6 +36,11 @@ extension CartItemRemoved: EventPayload {}
 extension CartCleared: EventPayload {}
 extension CartCheckedOut: EventPayload {}
 
+/// A domain event whose case does not wrap exactly one payload: a defect of the domain's enum.
+public enum EventEncodingError: Error, Hashable {
+    case notOnePayload(String)
+}
+
 /// Maps an aggregate's events to the log and back. Each domain event is an enum case that
 /// wraps one payload, so encoding takes the payload out of the case: an event type is named
 /// once here, at its registration, and nowhere else outside the domain.
@@ -44,9 +49,12 @@ public struct DomainCodec<Event: Sendable>: Sendable {
 
     init(_ codec: EventCodec<Event>) { self.codec = codec }
 
+    /// Throws, never stores, for a case that wraps no registered payload (`EncodingTests`
+    /// encode and decode one event of every case).
     public func encode(_ event: Event) throws -> NewEvent {
-        guard let payload = Mirror(reflecting: event).children.first?.value as? any EventPayload else {
-            preconditionFailure("\(Event.self).\(event) does not wrap an event payload")
+        let children = Mirror(reflecting: event).children
+        guard children.count == 1, let payload = children.first?.value as? any EventPayload else {
+            throw EventEncodingError.notOnePayload("\(Event.self).\(event)")
         }
         return try codec.encode(payload)
     }

@@ -47,8 +47,11 @@ public struct EventCodec<Event: Sendable>: Sendable {
             decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
     }
 
+    /// Refuses a payload this codec would not read back: an event is never stored that no
+    /// reader of its stream knows.
     public func encode<Payload: EventPayload>(_ payload: Payload) throws -> NewEvent {
-        NewEvent(type: Payload.eventType, schemaVersion: Payload.schemaVersion, data: try JSONB(payload))
+        guard entries[Payload.eventType] != nil else { throw EventDecodingError.unknownType(Payload.eventType) }
+        return NewEvent(type: Payload.eventType, schemaVersion: Payload.schemaVersion, data: try JSONB(payload))
     }
 
     public func decode(_ event: RecordedEvent) throws -> Event {

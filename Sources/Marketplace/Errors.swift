@@ -63,6 +63,11 @@ extension DomainError {
     public static let concurrencyConflict = DomainError(
         .conflict, "concurrency_conflict", "Too many concurrent changes; try again.")
 
+    /// The same refusal, in words for this case.
+    public func saying(_ message: String) -> DomainError {
+        DomainError(kind, code, message, fields: fields)
+    }
+
     public static func handleTaken(_ handle: String) -> DomainError {
         DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
     }

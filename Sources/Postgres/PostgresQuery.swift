@@ -8,25 +8,32 @@
 public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolation {
     public var sql: String
     public var bindings: [PostgresBinding]
+    /// Where each parameter's `$n` starts in `sql` (UTF-8 offsets), as interpolation wrote
+    /// them: what `append` renumbers, and nothing else. Nil for SQL given as text.
+    var placeholders: [Int]?
 
     public init(unsafeSQL sql: String, bindings: [PostgresBinding] = []) {
         self.sql = sql
         self.bindings = bindings
+        self.placeholders = bindings.isEmpty ? [] : nil
     }
 
     public init(stringLiteral value: String) {
         self.sql = value
         self.bindings = []
+        self.placeholders = []
     }
 
     public init(stringInterpolation: StringInterpolation) {
         self.sql = stringInterpolation.sql
         self.bindings = stringInterpolation.bindings
+        self.placeholders = stringInterpolation.placeholders
     }
 
     public struct StringInterpolation: StringInterpolationProtocol {
         var sql = ""
         var bindings: [PostgresBinding] = []
+        var placeholders: [Int] = []
 
         public init(literalCapacity: Int, interpolationCount: Int) {
             sql.reserveCapacity(literalCapacity + interpolationCount * 3)
@@ -52,6 +59,7 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
 
         mutating func bind(_ binding: PostgresBinding) {
             bindings.append(binding)
+            placeholders.append(sql.utf8.count)
             sql += "$\(bindings.count)"
         }
     }
@@ -83,30 +91,37 @@ struct StableHasher {
 
 extension PostgresQuery {
     /// Appends `other`, its parameters renumbered after this one's: for a statement built from
-    /// the parts that apply. Only for SQL written in code, where `$` and digits is a parameter.
+    /// the parts that apply. Only the placeholders interpolation wrote are renumbered; a `$`
+    /// in literal text (a string, a dollar quote) is left as it is.
     public mutating func append(_ other: PostgresQuery) {
+        guard let theirs = other.placeholders else {
+            preconditionFailure("only statements made by interpolation can be appended with parameters")
+        }
         let offset = bindings.count
+        let start = sql.utf8.count
+        var text = Array(other.sql.utf8)
+        // From the last placeholder back, so the offsets before each one stay true.
+        for (index, position) in theirs.enumerated().reversed() {
+            let old = Array("$\(index + 1)".utf8)
+            let new = Array("$\(index + 1 + offset)".utf8)
+            text.replaceSubrange(position..<position + old.count, with: new)
+        }
+        // Their new offsets, front to back: each earlier renumbering lengthened the text.
+        var shift = 0
+        let moved = theirs.enumerated().map { index, position in
+            defer { shift += "\(index + 1 + offset)".utf8.count - "\(index + 1)".utf8.count }
+            return start + position + shift
+        }
+        sql += String(decoding: text, as: UTF8.self)
         bindings += other.bindings
-        guard offset > 0, other.sql.contains("$") else {
-            sql += other.sql
-            return
-        }
-        var rest = Substring(other.sql)
-        while let dollar = rest.firstIndex(of: "$") {
-            sql += rest[..<dollar]
-            let digits = rest[rest.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
-            sql += "$"
-            if let number = Int(digits) { sql += String(number + offset) }
-            rest = rest[digits.endIndex...]
-        }
-        sql += rest
+        placeholders = placeholders.map { $0 + moved }
     }
 
     /// `parts` joined by `separator`, their parameters renumbered in order.
     public static func joined(_ parts: [PostgresQuery], separator: String) -> PostgresQuery {
-        var joined = PostgresQuery(unsafeSQL: "")
+        var joined: PostgresQuery = ""
         for (index, part) in parts.enumerated() {
-            if index > 0 { joined.sql += separator }
+            if index > 0 { joined.append(PostgresQuery(stringLiteral: separator)) }
             joined.append(part)
         }
         return joined

@@ -35,7 +35,8 @@ public func buildRouter(
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
-    let items = ItemsController(gateway: gateway)
+    let items = ItemsController(
+        gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary))
     let market = MarketController(items: ItemsView(reads))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary), reads: ProfilesView(reads))
@@ -55,7 +56,6 @@ public func buildRouter(
     if !allowedOrigins.isEmpty { router.add(middleware: CORSMiddleware(allowedOrigins: allowedOrigins)) }
     router.add(middleware: UnexpectedErrorMiddleware())
     router.add(middleware: QueryTextMiddleware())
-    router.add(middleware: BearerAuthenticator(accounts: accounts))
 
     // Operators.
     router.get("/metrics", use: MetricsController(pool: primary).metrics)
@@ -66,8 +66,10 @@ public func buildRouter(
     router.post("/v1/users", use: accountRoutes.register)
     router.post("/v1/sessions", use: accountRoutes.login)
 
-    // A signed-in user (401 without a live token).
-    let signedIn = router.group("/v1", context: UserContext.self)
+    // A signed-in user (401 without a live token). Only here is a token looked up: health,
+    // metrics and the public routes answer without the database's sessions.
+    let signedIn = router.group("/v1").add(middleware: BearerAuthenticator(accounts: accounts))
+        .group(context: UserContext.self)
     signedIn.delete("sessions/current", use: accountRoutes.logout)
     signedIn.get("me", use: profiles.me)
     signedIn.get("users/:userID", use: profiles.user)
@@ -116,7 +118,7 @@ public func buildRouter(
     changes.post("cart/checkout", use: cart.checkout)
 
     // Auditors only (403 for anyone else).
-    let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: Auditors(primary)))
+    let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))
     auditors.get("events", use: events.page)
     auditors.get("events/stream", use: events.stream)
     auditors.get("audit/checkpoints", use: events.checkpoints)

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import HummingbirdAuth
 import Marketplace
@@ -55,14 +56,24 @@ public struct UserContext: ChildRequestContext {
 
 /// Says who a request's bearer token belongs to, while the session is live; says nothing for
 /// a request without one, or with a dead one (the routes that need a user refuse it then).
+/// A HummingbirdAuth authenticator.
 struct BearerAuthenticator: AuthenticatorMiddleware {
     typealias Context = AppRequestContext
     let accounts: Accounts
 
     func authenticate(request: Request, context: AppRequestContext) async throws -> SignedIn? {
-        guard let token = request.headers.bearer?.token, let user = try await accounts.authenticate(token: token) else {
-            return nil
-        }
+        guard let token = Self.token(request.headers[.authorization]), let user = try await accounts.authenticate(token: token)
+        else { return nil }
         return SignedIn(user: user, token: token)
+    }
+
+    /// The token of `Bearer <token>`, the scheme in any case (RFC 9110 §11.1), which
+    /// HummingbirdAuth's `headers.bearer` reads only as `Bearer`.
+    static func token(_ authorization: String?) -> String? {
+        guard let authorization else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
     }
 }

@@ -15,12 +15,6 @@ struct ItemsController: Sendable {
     let items: ItemsView
     let auditors: Auditors
 
-    init(gateway: CommandGateway) {
-        self.gateway = gateway
-        self.bidding = Bidding(gateway: gateway)
-        self.items = ItemsView(gateway.store.pool)
-        self.auditors = Auditors(gateway.store.pool)
-    }
 
     struct PostingBody: Decodable {
         var title: String?
@@ -192,9 +186,10 @@ struct ItemsController: Sendable {
 
     /// The owner sees every bid on the item; anyone else, only their own. Newest first.
     @Sendable func bids(_ request: Request, context: UserContext) async throws -> Page<BidResource> {
+        let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let limit = try request.pageLimit()
         let after = try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
-        let item = try await items.item(ItemID(try context.parameters.requireUUID("itemID")))
+        let item = try await items.item(itemID)
         return try await items.bids(
             on: item.id, onlyBy: context.user == item.ownerId ? nil : context.user, limit: limit, after: after)
     }

@@ -48,7 +48,7 @@ struct ListQuery {
         do { listing.cursor = try Cursor(query: text("cursor")) } catch {
             bad("cursor", "invalid_cursor", "not a cursor this server gave")
         }
-        if listing.byDistance, listing.cursor != nil, listing.cursor?.km == nil {
+        if listing.byDistance, let cursor = listing.cursor, cursor.sortChordKm == nil {
             bad("cursor", "invalid_cursor", "a cursor of another sort")
         }
     }

@@ -31,7 +31,7 @@ public struct Bidding: Sendable {
             let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
             // The bid the events name: a repeated request answers the first one's bid.
             guard case .bidPlaced(let placed)? = events.first else {
-                throw DomainError(.notFound, DomainError.bidNotFound.code, "No bid was placed.")
+                throw DomainError.bidNotFound.saying("No bid was placed.")
             }
             return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
         }

@@ -125,3 +125,22 @@ public struct PaymentLimits: Sendable {
         }
     }
 }
+
+/// What the money use cases need: the processor charges go to (made on the server's pool,
+/// where the sandbox keeps its books), and the card fingerprint key.
+public struct PaymentsSetup: Sendable {
+    public var makeProcessor: @Sendable (PostgresPool) -> any PaymentProcessor
+    public var fingerprinter: CardFingerprinter
+    /// Card adds, and card charges, per user and hour.
+    public var attemptsPerHour = 10
+
+    public init(makeProcessor: @escaping @Sendable (PostgresPool) -> any PaymentProcessor, fingerprinter: CardFingerprinter) {
+        self.makeProcessor = makeProcessor
+        self.fingerprinter = fingerprinter
+    }
+
+    /// The sandbox processor, with fingerprints keyed by `secret`.
+    public static func sandbox(secret: Data) throws -> PaymentsSetup {
+        PaymentsSetup(makeProcessor: { SandboxPaymentProcessor(pool: $0) }, fingerprinter: try CardFingerprinter(secret: secret))
+    }
+}

@@ -3,7 +3,6 @@ import EventStore
 import Logging
 import Marketplace
 import Postgres
-import Projections
 import Synchronization
 
 /// What the first attempt of a command decides on.
@@ -48,8 +47,8 @@ public struct CommandGateway: Sendable {
 
     /// `first`: what the first attempt decides on (later ones read the stream).
     /// `alongside` runs in the transaction that appends the command's events (see `EventStore.append`).
-    public func handle<State, Command, Event>(
-        _ command: Command, on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
+    public func handle<ID, State, Command, Event>(
+        _ command: Command, on aggregate: Aggregate<ID, State, Command, Event>, id: ID,
         actor: UserID, metadata: EventMetadata = EventMetadata(), first: FirstAttempt<State> = .read,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> Handled<State, Event> {
@@ -168,8 +167,8 @@ public struct CommandGateway: Sendable {
     }
 
     /// The stream's state and version, folded from its events.
-    public func load<State, Command, Event>(
-        _ stream: StreamID, _ aggregate: Aggregate<State, Command, Event>
+    public func load<ID, State, Command, Event>(
+        _ stream: StreamID, _ aggregate: Aggregate<ID, State, Command, Event>
     ) async throws -> (State, Int) {
         var (state, version) = states.state(of: stream, as: State.self) ?? (aggregate.initial, 0)
         let known = version
@@ -187,8 +186,8 @@ public struct CommandGateway: Sendable {
 extension CommandGateway {
     /// For a use case that must not act again on a repeat (charge a card): the first request's
     /// answer, when the current request repeats one, else nil.
-    public func replayed<State, Command, Event>(
-        on aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
+    public func replayed<ID, State, Command, Event>(
+        on aggregate: Aggregate<ID, State, Command, Event>, id: ID
     ) async throws -> Handled<State, Event>? {
         guard let recorded = IdempotentRequest.current?.recorded else { return nil }
         return try await replay(recorded, on: aggregate, stream: aggregate.stream(id))
@@ -203,8 +202,8 @@ extension CommandGateway {
     /// The first request's result, rebuilt from the log: the events it appended to a stream of
     /// this aggregate (whichever id this request made up for a new one), and that stream's
     /// state just after them. A first request that decided nothing gets the state as it is.
-    func replay<State, Command, Event>(
-        _ recorded: IdempotencyRecord, on aggregate: Aggregate<State, Command, Event>, stream: StreamID
+    func replay<ID, State, Command, Event>(
+        _ recorded: IdempotencyRecord, on aggregate: Aggregate<ID, State, Command, Event>, stream: StreamID
     ) async throws -> Handled<State, Event> {
         IdempotentRequest.current?.markReplayed()
         let own = try await store.events(at: recorded.positions).filter { aggregate.owns($0.streamID) }
@@ -287,8 +286,8 @@ public struct StreamReads: Sendable {
     let gateway: CommandGateway
     public private(set) var versions: [StreamID: Int] = [:]
 
-    public mutating func load<State, Command, Event>(
-        _ aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible
+    public mutating func load<ID, State, Command, Event>(
+        _ aggregate: Aggregate<ID, State, Command, Event>, id: ID
     ) async throws -> State {
         let stream = aggregate.stream(id)
         let (state, version) = try await gateway.load(stream, aggregate)
@@ -305,8 +304,8 @@ public struct StreamWrite: Sendable {
     /// of their stream (a credit to a lender's balance), so they need not have been read.
     public var checked: Bool
 
-    public init<State, Command, Event>(
-        _ events: [Event], to aggregate: Aggregate<State, Command, Event>, id: some CustomStringConvertible,
+    public init<ID, State, Command, Event>(
+        _ events: [Event], to aggregate: Aggregate<ID, State, Command, Event>, id: ID,
         checked: Bool = true
     ) throws {
         self.stream = aggregate.stream(id)

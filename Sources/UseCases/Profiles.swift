@@ -17,7 +17,7 @@ public struct Profiles: Sendable {
     public func block(_ other: UserID, by me: UserID) async throws -> (blocked: Set<UserID>, append: AppendResult?) {
         // Whether the other user exists is their stream's to say, not this one's.
         guard try await gateway.store.version(of: .user(other)) > 0 else {
-            throw DomainError(.notFound, DomainError.userNotFound.code, "No user has the id \(other).")
+            throw DomainError.userNotFound.saying("No user has the id \(other).")
         }
         return try await handle(.block(other), for: me)
     }

@@ -5,25 +5,6 @@ import Marketplace
 import Payments
 import Postgres
 
-/// What the money use cases need: the processor charges go to (made on the server's pool,
-/// where the sandbox keeps its books), and the card fingerprint key.
-public struct PaymentsSetup: Sendable {
-    public var makeProcessor: @Sendable (PostgresPool) -> any PaymentProcessor
-    public var fingerprinter: CardFingerprinter
-    /// Card adds, and card charges, per user and hour.
-    public var attemptsPerHour = 10
-
-    public init(makeProcessor: @escaping @Sendable (PostgresPool) -> any PaymentProcessor, fingerprinter: CardFingerprinter) {
-        self.makeProcessor = makeProcessor
-        self.fingerprinter = fingerprinter
-    }
-
-    /// The sandbox processor, with fingerprints keyed by `secret`.
-    public static func sandbox(secret: Data) throws -> PaymentsSetup {
-        PaymentsSetup(makeProcessor: { SandboxPaymentProcessor(pool: $0) }, fingerprinter: try CardFingerprinter(secret: secret))
-    }
-}
-
 /// A user's cards and deposits. A card's number reaches the processor and the fingerprint,
 /// and no event, table or log line.
 public struct Wallet: Sendable {
@@ -48,7 +29,7 @@ public struct Wallet: Sendable {
         let fingerprint = fingerprinter.fingerprint(card)
         // A repeat answers the first request's card, and registers nothing, counts nothing.
         if let handled = try await gateway.replayed(on: .user, id: me) { return try added(handled, fingerprint) }
-        let (state, _) = try await gateway.load(.user(me), .user)
+        let (state, version) = try await gateway.load(.user(me), .user)
         // A card already on file is not registered with the processor again.
         let token: String
         if let known = state.cards.first(where: { $0.fingerprint == fingerprint }) {
@@ -60,13 +41,15 @@ public struct Wallet: Sendable {
         let onFile = CardOnFile(
             cardID: CardID(), network: card.network, last4: card.last4, expMonth: card.expMonth, expYear: card.expYear,
             fingerprint: fingerprint, processorToken: token)
-        return try added(try await gateway.handle(.addCard(onFile), on: .user, id: me, actor: me), fingerprint)
+        let handled = try await gateway.handle(
+            .addCard(onFile), on: .user, id: me, actor: me, first: .loaded(state, version: version))
+        return try added(handled, fingerprint)
     }
 
     func added(_ handled: Handled<UserState, UserEvent>, _ fingerprint: String) throws -> CardAdded {
         // Only a repeat of a request that found the card on file, after it was removed since.
         guard let kept = handled.state.cards.first(where: { $0.fingerprint == fingerprint }) else {
-            throw DomainError(.notFound, DomainError.cardNotFound.code, "The card is no longer on file.")
+            throw DomainError.cardNotFound.saying("The card is no longer on file.")
         }
         let added = handled.events.contains { if case .cardAdded = $0 { true } else { false } }
         return CardAdded(card: kept, added: added, append: handled.append)
@@ -89,12 +72,12 @@ public struct Wallet: Sendable {
             handled = replayed
         } else {
             // The rules first, so that nothing is charged for a deposit that would be refused.
-            let (state, _) = try await gateway.load(.user(me), .user)
+            let (state, version) = try await gateway.load(.user(me), .user)
             let card = try UserDecider.checkDeposit(amountCents: amount, cardID: cardID, state, today: today)
             handled = try await payments.pay(amount, with: card, for: me, purpose: "deposit") { charge in
                 try await gateway.handle(
                     .deposit(amountCents: amount, cardID: cardID, chargeID: charge.id, today: today), on: .user, id: me,
-                    actor: me)
+                    actor: me, first: .loaded(state, version: version))
             }
         }
         guard case .fundsDeposited(let deposited)? = handled.events.first else {

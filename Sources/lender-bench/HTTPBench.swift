@@ -9,9 +9,9 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts or market_near.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, market_near or market_newest.")
 
-    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "market_near"]
+    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "market_near", "market_newest"]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
     @Option var port: Int
@@ -85,6 +85,8 @@ struct HTTPBench: AsyncParsableCommand {
                         switch scenario {
                         case "market_near":
                             succeeded = try await Self.get(client, Self.marketQuery, token) == 200
+                        case "market_newest":
+                            succeeded = try await Self.get(client, Self.newestQuery, token) == 200
                         case "me_200_posts":
                             succeeded = try await Self.get(client, "/v1/me", token) == 200
                         case "post_rentals":
@@ -120,6 +122,9 @@ struct HTTPBench: AsyncParsableCommand {
 
     /// The market near a point, nearest first: what `queries` also runs through pgbench.
     static let marketQuery = "/v1/market?near=27.7172,85.3240&radiusKm=25&sort=distance&limit=20"
+
+    /// The market newest first in one category: what `queries` also runs through pgbench.
+    static let newestQuery = "/v1/market?category=tools&limit=20"
 
     static func get(_ client: TestClient, _ uri: String, _ token: String) async throws -> Int {
         let headers: HTTPFields = [.authorization: "Bearer \(token)", .connection: "keep-alive"]

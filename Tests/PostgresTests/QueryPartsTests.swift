@@ -21,4 +21,20 @@ struct QueryPartsTests {
             }
         }
     }
+
+    /// A `$` in a part's own text (a string, a dollar quote) is text, not a parameter.
+    @Test func aDollarInTheTextStaysAsWritten() async throws {
+        var statement: PostgresQuery = "SELECT \(7)::int AS n, "
+        statement.append("'costs $1, not $2' AS said, $$ $3 $$ AS quoted, \("x")::text AS x")
+        #expect(statement.sql == "SELECT $1::int AS n, 'costs $1, not $2' AS said, $$ $3 $$ AS quoted, $2::text AS x")
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let row = try await pool.query(statement).single()
+                #expect(try row.decode("n", as: Int.self) == 7)
+                #expect(try row.decode("said", as: String.self) == "costs $1, not $2")
+                #expect(try row.decode("quoted", as: String.self) == " $3 ")
+                #expect(try row.decode("x", as: String.self) == "x")
+            }
+        }
+    }
 }

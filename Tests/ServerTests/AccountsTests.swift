@@ -132,6 +132,53 @@ struct AccountsTests {
         }
     }
 
+    /// RFC 9110: the scheme is case-insensitive.
+    @Test func theBearerSchemeIsReadInAnyCase() async throws {
+        try await withServer { client, _ in
+            _ = try await client.register("ada")
+            let token = try await client.login("ada")
+            for scheme in ["bearer", "BEARER", "Bearer"] {
+                let reply = try await client.execute(
+                    uri: "/v1/me", method: .get, headers: [.authorization: "\(scheme) \(token)"], body: nil) { $0.status }
+                #expect(reply == .ok, "\(scheme)")
+            }
+            let other = try await client.execute(uri: "/v1/me", method: .get, headers: [.authorization: "Basic \(token)"], body: nil) {
+                $0.status
+            }
+            #expect(other == .unauthorized)
+        }
+    }
+
+    /// Health, metrics and the public routes never look a token up: with the sessions table
+    /// locked (as an outage or a long migration would leave it), a probe that sends a bearer
+    /// header still gets its answer at once.
+    @Test func onlyTheSignedInRoutesLookTheTokenUp() async throws {
+        try await withServer { client, admin in
+            try await admin.withConnection { connection in
+                try await connection.query("BEGIN")
+                try await connection.query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
+                let done = Counter(0)
+                let probe = Task {
+                    var statuses = [HTTPResponse.Status]()
+                    for path in ["/health/live", "/openapi.json", "/metrics"] {
+                        statuses.append(
+                            try await client.execute(
+                                uri: path, method: .get, headers: [.authorization: "Bearer some-token"], body: nil
+                            ) { $0.status })
+                    }
+                    done.add(1)
+                    return statuses
+                }
+                // Polled, not awaited: a probe stuck on the lock is released only by the ROLLBACK below.
+                for _ in 0..<30 where done.value == 0 { try await Task.sleep(for: .milliseconds(100)) }
+                let answered = done.value == 1
+                try await connection.query("ROLLBACK")
+                #expect(answered, "the routes waited on the sessions table")
+                #expect(try await probe.value == [.ok, .ok, .ok])
+            }
+        }
+    }
+
     @Test func wrongPasswordsUnknownHandlesAndBadTokensAre401() async throws {
         try await withServer { client, admin in
             _ = try await client.register("ada")

@@ -32,4 +32,29 @@ struct EmbeddedMigrationsTests {
             #expect(status.contains("The schema is up to date."), "\(status)")
         }
     }
+
+    /// A binary copied without its resource folder says what is missing, and stops with an
+    /// error, not a crash.
+    @Test func aBinaryWithoutItsMigrationsSaysSo() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let alone = FileManager.default.temporaryDirectory.appendingPathComponent("lender-alone-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: alone) }
+        let binary = alone.appendingPathComponent("lender")
+        try FileManager.default.copyItem(at: root.appendingPathComponent(".build/debug/lender"), to: binary)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["migrate", "--status"]
+        process.environment = ["DATABASE_URL": "postgresql://127.0.0.1:1/nothing", "LOG_LEVEL": "error"]
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = Pipe()
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 1)
+        #expect(text.contains("lender_Migrations.resources"), "\(text)")
+    }
 }

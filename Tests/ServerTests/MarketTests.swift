@@ -148,6 +148,41 @@ struct MarketTests {
         }
     }
 
+    /// Items at one and the same point tie on distance: the keyset's id settles the order,
+    /// and a page boundary inside the tie neither repeats nor skips one, within a radius too.
+    @Test func nearestFirstPagesThroughTiesAtOnePoint() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            var all = Set<ItemID>()
+            for index in 0..<9 { all.insert(try await client.post(owner.token, title: "Stall \(index)", at: kathmandu)) }
+            for index in 0..<3 { all.insert(try await client.post(owner.token, title: "Near \(index)", at: bhaktapur)) }
+            _ = try await client.post(owner.token, title: "Far away", at: delhi)
+            var ids = [ItemID]()
+            var cursor: String? = nil
+            repeat {
+                let page = try await client.marketPage(
+                    "near=\(kathmandu.0),\(kathmandu.1)&radiusKm=50&sort=distance&limit=4" + (cursor.map { "&cursor=\($0)" } ?? ""),
+                    owner.token)
+                ids += page.data.map(\.id)
+                cursor = page.nextCursor
+            } while cursor != nil
+            #expect(ids.count == 12, "\(ids.count) items, Delhi is beyond 50 km")
+            #expect(Set(ids) == all)
+            #expect(Array(ids.prefix(9)).map(\.rawValue.uuidString) == Array(ids.prefix(9)).map(\.rawValue.uuidString).sorted(),
+                "the tie at Kathmandu in id order")
+        }
+    }
+
+    /// A cursor made before the distance was kept as the index measures it (great-circle
+    /// kilometres in `km`) still pages on.
+    @Test func anOlderDistanceCursorStillPages() async throws {
+        var old = Cursor(at: Date(), id: UUID())
+        old.km = 1.0
+        #expect(old.sortChordKm.map { abs($0 - 1.0) < 1e-6 } == true)
+        let decoded = try #require(try Cursor(query: old.encoded))
+        #expect(decoded.sortChordKm != nil)
+    }
+
     @Test func badParametersAreListedNot500() async throws {
         try await withServer { client, _ in
             let viewer = try await client.user("viewer")

@@ -23,6 +23,12 @@ public enum Earth {
         return cube(centre.map { $0 - km }) + "," + cube(centre.map { $0 + km })
     }
 
+    /// The straight-line distance through the earth between two points `km` apart along its
+    /// surface: what `earth <-> point` measures, and orders the same way.
+    public static func chord(ofArcKm km: Double) -> Double {
+        2 * radiusKm * sin(min(km, .pi * radiusKm) / (2 * radiusKm))
+    }
+
     /// The radius as a SQL constant, for `earth_km`'s body written out:
     /// `2 * R * asin(least(1.0, cube_distance(a, b) / (2 * R)))`.
     public static let radiusSQL = "\(radiusKm)::float8"

@@ -84,8 +84,7 @@ public struct ItemsView: Sendable {
         }
         let rows = try await pool.query(
             filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters))
-        return filter.listing.page(
-            try rows.map { try ItemResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
+        return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try ItemResource($0, position: nil) }
     }
 }
 

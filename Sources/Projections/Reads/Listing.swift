@@ -30,10 +30,16 @@ extension Page: Decodable where Element: Decodable {}
 public struct Cursor: Codable, Sendable {
     public var at: Date
     public var id: UUID
-    /// The distance of the last row, when the list is sorted by it.
-    public var km: Double?
+    /// When the list is sorted by distance: the last row's straight-line distance from the
+    /// point, in kilometres, exactly as the index orders by it (`earth <-> point`).
+    public var chordKm: Double?
+    /// The great-circle distance cursors of before `chordKm` held; read, never written.
+    var km: Double?
     /// The sort key of a list ordered by text (countries by name).
     public var key: String?
+
+    /// The sort distance to page on after this row.
+    public var sortChordKm: Double? { chordKm ?? km.map(Earth.chord(ofArcKm:)) }
 
     public var encoded: String {
         let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
@@ -41,10 +47,10 @@ public struct Cursor: Codable, Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    public init(at: Date, id: UUID, km: Double? = nil, key: String? = nil) {
+    public init(at: Date, id: UUID, chordKm: Double? = nil, key: String? = nil) {
         self.at = at
         self.id = id
-        self.km = km
+        self.chordKm = chordKm
         self.key = key
     }
 
@@ -54,7 +60,7 @@ public struct Cursor: Codable, Sendable {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
-            RFC3339.range.contains(cursor.at), cursor.km.map({ $0.isFinite && $0 >= 0 }) ?? true
+            RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true
         else {
             throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])
         }
@@ -132,47 +138,68 @@ public struct MapListing: Sendable {
     }
 
     /// The list's statement over `view` (a view with `earth`, `title`, `created_at` and
-    /// `updated_at`, keyed by the column `id`): `columns` and the distance from `near`, the
-    /// view's own `filters` and the listing's, each only when set, then the order and keyset
-    /// the listing asks for, and one row more than a page.
+    /// `updated_at`, keyed by the column `id`): `columns`, the distance from `near`, the view's
+    /// own `filters` and the listing's, each only when set, then one order, chosen here, that
+    /// an index gives as it is: nearest first by the GiST index (`earth <-> point`, which
+    /// orders as the great-circle distance does), or newest first by `(created_at, id)`. The
+    /// keyset is the order's own, so every page stays on the index. One row more than a page.
     func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
         if !words.isEmpty {
             conditions.append("NOT EXISTS (SELECT FROM unnest(\(titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)")
         }
-        if let radiusBox { conditions.append("earth <@ \(radiusBox)::cube") }
-        var statement: PostgresQuery = "WITH candidates AS (SELECT \(unsafeRaw: columns), "
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
+        let order: PostgresQuery
         if let nearPoint {
-            // `earth_km` written out: a SQL function would be planned, or run per row, as one.
-            statement.append(
-                """
-                2 * \(unsafeRaw: Earth.radiusSQL) * asin(least(1.0, cube_distance(earth, \(nearPoint)::cube)
-                    / (2 * \(unsafeRaw: Earth.radiusSQL)))) AS distance_km
-                """)
+            let chord: PostgresQuery = "(earth <-> \(nearPoint)::cube)"
+            // `earth_km` written out over the chord: a SQL function would be planned, or run per row, as one.
+            statement.append("2 * \(unsafeRaw: Earth.radiusSQL) * asin(least(1.0, ")
+            statement.append(chord)
+            statement.append(" / (2 * \(unsafeRaw: Earth.radiusSQL)))) AS distance_km, ")
+            statement.append(chord)
+            statement.append(" AS chord_km")
+            if let radiusBox, let radiusKm {
+                conditions.append("earth <@ \(radiusBox)::cube")
+                var within = chord
+                within.append(" <= \(Earth.chord(ofArcKm: radiusKm))")
+                conditions.append(within)
+            }
+            if byDistance {
+                if let cursor {
+                    var after: PostgresQuery = "("
+                    after.append(chord)
+                    after.append(", \(unsafeRaw: id)) > (\(cursor.sortChordKm), \(cursor.id))")
+                    conditions.append(after)
+                }
+                var nearest: PostgresQuery = " ORDER BY "
+                nearest.append(chord)
+                nearest.append(", \(unsafeRaw: id)")
+                order = nearest
+            } else {
+                order = " ORDER BY created_at DESC, \(unsafeRaw: id) DESC"
+            }
         } else {
-            statement.append("NULL::float8 AS distance_km")
+            statement.append("NULL::float8 AS distance_km, NULL::float8 AS chord_km")
+            order = " ORDER BY created_at DESC, \(unsafeRaw: id) DESC"
         }
+        if !byDistance, let cursor { conditions.append("(created_at, \(unsafeRaw: id)) < (\(cursor.at), \(cursor.id))") }
         statement.append(" FROM \(unsafeRaw: view) WHERE ")
         statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
-        statement.append(") SELECT * FROM candidates WHERE true")
-        if let radiusKm { statement.append(" AND distance_km <= \(radiusKm)") }
-        if byDistance {
-            if let cursor { statement.append(" AND (distance_km, \(unsafeRaw: id)) > (\(cursor.km), \(cursor.id))") }
-            statement.append(" ORDER BY distance_km, \(unsafeRaw: id)")
-        } else {
-            if let cursor { statement.append(" AND (created_at, \(unsafeRaw: id)) < (\(cursor.at), \(cursor.id))") }
-            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC")
-        }
+        statement.append(order)
         statement.append(" LIMIT \(limit + 1)")
         return statement
     }
 
-    /// A page of the rows fetched (one more than `limit` when there are more), with the
-    /// cursor after its last row, or nil at the end.
-    func page<Row>(_ rows: [Row], at: (Row) -> Date, id: (Row) -> UUID, km: (Row) -> Double?) -> Page<Row> {
-        let kept = Array(rows.prefix(limit))
-        guard rows.count > limit, let last = kept.last else { return Page(data: kept, nextCursor: nil) }
-        return Page(data: kept, nextCursor: Cursor(at: at(last), id: id(last), km: byDistance ? km(last) : nil).encoded)
+    /// A page of the rows fetched by `statement` (one more than `limit` when there are more),
+    /// made into resources, with the cursor after its last row, or nil at the end.
+    func page<Resource>(
+        _ rows: PostgresRows, at: (Resource) -> Date, id: (Resource) -> UUID, _ make: (PostgresRow) throws -> Resource
+    ) throws -> Page<Resource> {
+        let kept = rows.prefix(limit)
+        let data = try kept.map(make)
+        guard rows.count > limit, let lastRow = kept.last, let last = data.last else { return Page(data: data, nextCursor: nil) }
+        let chord = byDistance ? try lastRow.decode("chord_km", as: Double?.self) : nil
+        return Page(data: data, nextCursor: Cursor(at: at(last), id: id(last), chordKm: chord).encoded)
     }
 }

@@ -37,8 +37,7 @@ public struct LoansView: Sendable {
         if let status = filter.status { filters.append("status = \(status.rawValue)") }
         let rows = try await pool.query(
             filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters))
-        return filter.listing.page(
-            try rows.map { try LoanResource($0, position: nil) }, at: \.createdAt, id: \.id.rawValue, km: \.distanceKm)
+        return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try LoanResource($0, position: nil) }
     }
 }
 
