@@ -1,44 +1,16 @@
 import EventStore
 import Marketplace
 
-// The log's names for the domain's events: each payload's `eventType`, schema version 1.
-extension UserRegistered: EventPayload {}
-extension ProfileUpdated: EventPayload {}
-extension UserBlocked: EventPayload {}
-extension UserUnblocked: EventPayload {}
-extension RentalPosted: EventPayload {}
-extension RequestPosted: EventPayload {}
-extension ItemRevised: EventPayload {}
-extension ItemWithdrawn: EventPayload {}
-extension BidPlaced: EventPayload {}
-extension BidWithdrawn: EventPayload {}
-extension BidRejected: EventPayload {}
-extension BidApproved: EventPayload {}
-extension ItemReserved: EventPayload {}
-extension ItemClosed: EventPayload {}
-extension ItemRelisted: EventPayload {}
-extension PaymentCardAdded: EventPayload {}
-extension PaymentCardExpiryUpdated: EventPayload {}
-extension PaymentCardRemoved: EventPayload {}
-extension FundsDeposited: EventPayload {}
-extension BalanceDebited: EventPayload {}
-extension CardCharged: EventPayload {}
-extension BalanceCredited: EventPayload {}
-extension LoanPosted: EventPayload {}
-extension LoanSharePurchased: EventPayload {}
-extension LoanFunded: EventPayload {}
-extension LoanRepaymentRecorded: EventPayload {}
-extension LoanRepaid: EventPayload {}
-extension LoanExpired: EventPayload {}
-extension CartItemAdded: EventPayload {}
-extension CartItemAmountChanged: EventPayload {}
-extension CartItemRemoved: EventPayload {}
-extension CartCleared: EventPayload {}
-extension CartCheckedOut: EventPayload {}
-
 /// A domain event whose case does not wrap exactly one payload: a defect of the domain's enum.
 public enum EventEncodingError: Error, Hashable {
     case notOnePayload(String)
+}
+
+extension EventCodec {
+    /// Registers a domain event's body under its own name (`EventBody.eventType`).
+    mutating func register<Body: EventBody>(_ body: Body.Type, wrap: @escaping @Sendable (Body) -> Event) {
+        register(body, as: Body.eventType, wrap: wrap)
+    }
 }
 
 /// Maps an aggregate's events to the log and back. Each domain event is an enum case that
@@ -53,7 +25,7 @@ public struct DomainCodec<Event: Sendable>: Sendable {
     /// encode and decode one event of every case).
     public func encode(_ event: Event) throws -> NewEvent {
         let children = Mirror(reflecting: event).children
-        guard children.count == 1, let payload = children.first?.value as? any EventPayload else {
+        guard children.count == 1, let payload = children.first?.value as? any EventBody else {
             throw EventEncodingError.notOnePayload("\(Event.self).\(event)")
         }
         return try codec.encode(payload)

@@ -32,26 +32,45 @@ public struct EventCodec<Event: Sendable>: Sendable {
         var decode: @Sendable (Data) throws -> Event
     }
 
+    private struct Name: Sendable {
+        var type: String
+        var schemaVersion: Int
+    }
+
     private var entries: [String: Entry] = [:]
+    /// The name each registered payload type is stored under.
+    private var names: [ObjectIdentifier: Name] = [:]
 
     public init() {}
 
-    /// Registers `payload` under its type name; `wrap` makes the codec's event from it.
+    /// Registers `payload` under the type name `type`, written at `schemaVersion`; `wrap`
+    /// makes the codec's event from it.
+    public mutating func register<Payload: Codable & Sendable>(
+        _ payload: Payload.Type, as type: String, schemaVersion: Int = 1, upcasters: [Upcaster] = [],
+        wrap: @escaping @Sendable (Payload) -> Event
+    ) {
+        precondition(entries[type] == nil, "event type \(type) registered twice")
+        entries[type] = Entry(
+            schemaVersion: schemaVersion,
+            upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }),
+            decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
+        names[ObjectIdentifier(payload)] = Name(type: type, schemaVersion: schemaVersion)
+    }
+
+    /// Registers `payload` under its own type name and schema version.
     public mutating func register<Payload: EventPayload>(
         _ payload: Payload.Type, upcasters: [Upcaster] = [], wrap: @escaping @Sendable (Payload) -> Event
     ) {
-        precondition(entries[Payload.eventType] == nil, "event type \(Payload.eventType) registered twice")
-        entries[Payload.eventType] = Entry(
-            schemaVersion: Payload.schemaVersion,
-            upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }),
-            decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
+        register(payload, as: Payload.eventType, schemaVersion: Payload.schemaVersion, upcasters: upcasters, wrap: wrap)
     }
 
     /// Refuses a payload this codec would not read back: an event is never stored that no
     /// reader of its stream knows.
-    public func encode<Payload: EventPayload>(_ payload: Payload) throws -> NewEvent {
-        guard entries[Payload.eventType] != nil else { throw EventDecodingError.unknownType(Payload.eventType) }
-        return NewEvent(type: Payload.eventType, schemaVersion: Payload.schemaVersion, data: try JSONB(payload))
+    public func encode(_ payload: some Encodable & Sendable) throws -> NewEvent {
+        guard let name = names[ObjectIdentifier(type(of: payload))] else {
+            throw EventDecodingError.unknownType("\(type(of: payload))")
+        }
+        return NewEvent(type: name.type, schemaVersion: name.schemaVersion, data: try JSONB(payload))
     }
 
     public func decode(_ event: RecordedEvent) throws -> Event {

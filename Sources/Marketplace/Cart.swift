@@ -1,6 +1,6 @@
 // MARK: Events (stream `cart-{userID}`)
 
-public struct CartItemAdded: Codable, Hashable, Sendable {
+public struct CartItemAdded: EventBody, Hashable {
     public static let eventType = "CartItemAdded"
     public var loanID: LoanID
     public var amountCents: Int
@@ -11,7 +11,7 @@ public struct CartItemAdded: Codable, Hashable, Sendable {
     }
 }
 
-public struct CartItemAmountChanged: Codable, Hashable, Sendable {
+public struct CartItemAmountChanged: EventBody, Hashable {
     public static let eventType = "CartItemAmountChanged"
     public var loanID: LoanID
     public var amountCents: Int
@@ -22,7 +22,7 @@ public struct CartItemAmountChanged: Codable, Hashable, Sendable {
     }
 }
 
-public struct CartItemRemoved: Codable, Hashable, Sendable {
+public struct CartItemRemoved: EventBody, Hashable {
     public static let eventType = "CartItemRemoved"
     public var loanID: LoanID
 
@@ -31,13 +31,13 @@ public struct CartItemRemoved: Codable, Hashable, Sendable {
     }
 }
 
-public struct CartCleared: Codable, Hashable, Sendable {
+public struct CartCleared: EventBody, Hashable {
     public static let eventType = "CartCleared"
 
     public init() {}
 }
 
-public struct CartCheckedOut: Codable, Hashable, Sendable {
+public struct CartCheckedOut: EventBody, Hashable {
     public static let eventType = "CartCheckedOut"
     public var purchases: [LoanAmount]
     public var totalCents: Int

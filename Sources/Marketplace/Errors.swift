@@ -1,3 +1,9 @@
+/// The body of a domain event: what the log stores for it, under its stable name. Each
+/// aggregate's event enum wraps one body per case.
+public protocol EventBody: Codable, Sendable {
+    static var eventType: String { get }
+}
+
 /// One invalid field of a command, with a stable code.
 public struct FieldError: Hashable, Sendable, Codable {
     public var field: String

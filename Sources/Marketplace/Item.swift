@@ -14,7 +14,7 @@ public enum BidStatus: String, Hashable, Sendable, Codable {
     case pending, approved, rejected, withdrawn
 }
 
-public struct RentalPosted: Codable, Hashable, Sendable {
+public struct RentalPosted: EventBody, Hashable {
     public static let eventType = "RentalPosted"
     public var itemID: ItemID
     public var ownerID: UserID
@@ -42,7 +42,7 @@ public struct RentalPosted: Codable, Hashable, Sendable {
     }
 }
 
-public struct RequestPosted: Codable, Hashable, Sendable {
+public struct RequestPosted: EventBody, Hashable {
     public static let eventType = "RequestPosted"
     public var itemID: ItemID
     public var ownerID: UserID
@@ -71,7 +71,7 @@ public struct RequestPosted: Codable, Hashable, Sendable {
 }
 
 /// Only the fields that changed. `priceCents` is the daily price of a rental, the maximum of a request.
-public struct ItemRevised: Codable, Hashable, Sendable {
+public struct ItemRevised: EventBody, Hashable {
     public static let eventType = "ItemRevised"
     public var title: String?
     public var description: String?
@@ -91,13 +91,13 @@ public struct ItemRevised: Codable, Hashable, Sendable {
     }
 }
 
-public struct ItemWithdrawn: Codable, Hashable, Sendable {
+public struct ItemWithdrawn: EventBody, Hashable {
     public static let eventType = "ItemWithdrawn"
 
     public init() {}
 }
 
-public struct BidPlaced: Codable, Hashable, Sendable {
+public struct BidPlaced: EventBody, Hashable {
     public static let eventType = "BidPlaced"
     public var bidID: BidID
     public var bidderID: UserID
@@ -116,7 +116,7 @@ public struct BidPlaced: Codable, Hashable, Sendable {
     }
 }
 
-public struct BidWithdrawn: Codable, Hashable, Sendable {
+public struct BidWithdrawn: EventBody, Hashable {
     public static let eventType = "BidWithdrawn"
     public var bidID: BidID
 
@@ -125,7 +125,7 @@ public struct BidWithdrawn: Codable, Hashable, Sendable {
     }
 }
 
-public struct BidRejected: Codable, Hashable, Sendable {
+public struct BidRejected: EventBody, Hashable {
     public static let eventType = "BidRejected"
     public var bidID: BidID
     /// `item_withdrawn`, `another_bid_approved`, or the owner's own words.
@@ -137,7 +137,7 @@ public struct BidRejected: Codable, Hashable, Sendable {
     }
 }
 
-public struct BidApproved: Codable, Hashable, Sendable {
+public struct BidApproved: EventBody, Hashable {
     public static let eventType = "BidApproved"
     public var bidID: BidID
 
@@ -146,7 +146,7 @@ public struct BidApproved: Codable, Hashable, Sendable {
     }
 }
 
-public struct ItemReserved: Codable, Hashable, Sendable {
+public struct ItemReserved: EventBody, Hashable {
     public static let eventType = "ItemReserved"
     public var bidID: BidID
     public var bidderID: UserID
@@ -157,13 +157,13 @@ public struct ItemReserved: Codable, Hashable, Sendable {
     }
 }
 
-public struct ItemClosed: Codable, Hashable, Sendable {
+public struct ItemClosed: EventBody, Hashable {
     public static let eventType = "ItemClosed"
 
     public init() {}
 }
 
-public struct ItemRelisted: Codable, Hashable, Sendable {
+public struct ItemRelisted: EventBody, Hashable {
     public static let eventType = "ItemRelisted"
 
     public init() {}

@@ -9,7 +9,7 @@ public enum LoanStatus: String, Hashable, Sendable, Codable {
 
 // MARK: Events (stream `loan-{loanID}`)
 
-public struct LoanPosted: Codable, Hashable, Sendable {
+public struct LoanPosted: EventBody, Hashable {
     public static let eventType = "LoanPosted"
     public var loanID: LoanID
     public var borrowerID: UserID
@@ -39,7 +39,7 @@ public struct LoanPosted: Codable, Hashable, Sendable {
     }
 }
 
-public struct LoanSharePurchased: Codable, Hashable, Sendable {
+public struct LoanSharePurchased: EventBody, Hashable {
     public static let eventType = "LoanSharePurchased"
     public var lenderID: UserID
     public var amountCents: Int
@@ -50,14 +50,14 @@ public struct LoanSharePurchased: Codable, Hashable, Sendable {
     }
 }
 
-public struct LoanFunded: Codable, Hashable, Sendable {
+public struct LoanFunded: EventBody, Hashable {
     public static let eventType = "LoanFunded"
 
     public init() {}
 }
 
 /// A repayment and how it was split: each lender's credit, adding up to the amount exactly.
-public struct LoanRepaymentRecorded: Codable, Hashable, Sendable {
+public struct LoanRepaymentRecorded: EventBody, Hashable {
     public static let eventType = "LoanRepaymentRecorded"
     public var amountCents: Int
     public var credits: [LenderAmount]
@@ -68,13 +68,13 @@ public struct LoanRepaymentRecorded: Codable, Hashable, Sendable {
     }
 }
 
-public struct LoanRepaid: Codable, Hashable, Sendable {
+public struct LoanRepaid: EventBody, Hashable {
     public static let eventType = "LoanRepaid"
 
     public init() {}
 }
 
-public struct LoanExpired: Codable, Hashable, Sendable {
+public struct LoanExpired: EventBody, Hashable {
     public static let eventType = "LoanExpired"
     public var refunds: [LenderAmount]
 

@@ -2,7 +2,7 @@ import Foundation
 
 // MARK: Events (stream `user-{userID}`)
 
-public struct UserRegistered: Codable, Hashable, Sendable {
+public struct UserRegistered: EventBody, Hashable {
     public static let eventType = "UserRegistered"
     public var userID: UserID
     public var handle: String
@@ -19,7 +19,7 @@ public struct UserRegistered: Codable, Hashable, Sendable {
     }
 }
 
-public struct ProfileUpdated: Codable, Hashable, Sendable {
+public struct ProfileUpdated: EventBody, Hashable {
     public static let eventType = "ProfileUpdated"
     public var displayName: String?
     public var country: String?
@@ -32,7 +32,7 @@ public struct ProfileUpdated: Codable, Hashable, Sendable {
     }
 }
 
-public struct UserBlocked: Codable, Hashable, Sendable {
+public struct UserBlocked: EventBody, Hashable {
     public static let eventType = "UserBlocked"
     public var userID: UserID
 
@@ -41,7 +41,7 @@ public struct UserBlocked: Codable, Hashable, Sendable {
     }
 }
 
-public struct UserUnblocked: Codable, Hashable, Sendable {
+public struct UserUnblocked: EventBody, Hashable {
     public static let eventType = "UserUnblocked"
     public var userID: UserID
 

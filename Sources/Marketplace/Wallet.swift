@@ -34,12 +34,12 @@ public struct CardOnFile: Codable, Hashable, Sendable {
 }
 
 public typealias PaymentCardAdded = CardOnFile
-extension CardOnFile {
+extension CardOnFile: EventBody {
     public static let eventType = "PaymentCardAdded"
 }
 
 /// The same card added again with another expiry: the card on file is kept, its expiry updated.
-public struct PaymentCardExpiryUpdated: Codable, Hashable, Sendable {
+public struct PaymentCardExpiryUpdated: EventBody, Hashable {
     public static let eventType = "PaymentCardExpiryUpdated"
     public var cardID: CardID
     public var expMonth: Int
@@ -52,7 +52,7 @@ public struct PaymentCardExpiryUpdated: Codable, Hashable, Sendable {
     }
 }
 
-public struct PaymentCardRemoved: Codable, Hashable, Sendable {
+public struct PaymentCardRemoved: EventBody, Hashable {
     public static let eventType = "PaymentCardRemoved"
     public var cardID: CardID
 
@@ -61,7 +61,7 @@ public struct PaymentCardRemoved: Codable, Hashable, Sendable {
     }
 }
 
-public struct FundsDeposited: Codable, Hashable, Sendable {
+public struct FundsDeposited: EventBody, Hashable {
     public static let eventType = "FundsDeposited"
     public var amountCents: Int
     public var cardID: CardID
@@ -84,7 +84,7 @@ public enum PaymentPurpose: String, Codable, Hashable, Sendable {
 }
 
 /// A checkout or a repayment paid from the balance.
-public struct BalanceDebited: Codable, Hashable, Sendable {
+public struct BalanceDebited: EventBody, Hashable {
     public static let eventType = "BalanceDebited"
     public var amountCents: Int
     public var reason: PaymentPurpose
@@ -99,7 +99,7 @@ public struct BalanceDebited: Codable, Hashable, Sendable {
 }
 
 /// A checkout or a repayment paid by card: the balance is untouched.
-public struct CardCharged: Codable, Hashable, Sendable {
+public struct CardCharged: EventBody, Hashable {
     public static let eventType = "CardCharged"
     public var cardID: CardID
     public var amountCents: Int
@@ -120,7 +120,7 @@ public struct CardCharged: Codable, Hashable, Sendable {
 
 /// A lender's part of a repayment, or a refund of an expired loan, written on the lender's
 /// stream in the same append as the loan's event, so the balance folds from one stream.
-public struct BalanceCredited: Codable, Hashable, Sendable {
+public struct BalanceCredited: EventBody, Hashable {
     public static let eventType = "BalanceCredited"
     public enum Reason: String, Codable, Hashable, Sendable { case repayment, refund }
     public var amountCents: Int
