@@ -102,7 +102,7 @@ cluster_init() {
 port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$PG_SOCKET'
-max_connections = 300
+max_connections = 500
 shared_buffers = 256MB
 CONF
 }
@@ -118,6 +118,11 @@ cluster_start() {
         say "port $(pg_port) is taken; the cluster moves to $port"
         echo "port = $port" >>"$PGDATA/postgresql.conf"
         echo "$port" >"$PG_DIR/port"
+    fi
+    # The whole suite, run in parallel, peaks above 300 connections: clusters made with that
+    # limit get the current one.
+    if [ "$(grep '^max_connections' "$PGDATA/postgresql.conf" | tail -1)" = "max_connections = 300" ]; then
+        echo "max_connections = 500" >>"$PGDATA/postgresql.conf"
     fi
     say "starting PostgreSQL on 127.0.0.1:$port"
     as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -l "$PG_LOGDIR/postgres.log" -w -t 60 start >/dev/null ||
@@ -201,5 +206,14 @@ setup_audit_key() {
 
 build() {
     say "building ($*)"
-    (cd "$ROOT" && swift build "$@")
+    # Package.swift lists migrations/*.sql as the binary's resources when it is read; SwiftPM
+    # caches what it read, and its build plan. When the built resources are not the folder's
+    # (a migration added since), build without those caches, so that the new file goes in.
+    local configuration=debug flags=()
+    case " $* " in *" release "*) configuration=release ;; esac
+    local built="$ROOT/.build/$configuration/lender_Migrations.resources"
+    if [ "$(cd "$ROOT/migrations" && ls -- *.sql)" != "$(cd "$built" 2>/dev/null && ls -- *.sql 2>/dev/null)" ]; then
+        flags=(--manifest-cache none --disable-build-manifest-caching)
+    fi
+    (cd "$ROOT" && swift build "${flags[@]}" "$@")
 }

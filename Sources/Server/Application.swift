@@ -126,24 +126,31 @@ public func buildRouter(
 }
 
 /// The server, with the pool as a service that closes after the server has stopped.
+///
+/// `sessionCache`: how long a checked session is taken on trust (zero: never); a logout
+/// anywhere ends it everywhere at once (`SessionAnnouncements`).
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
-    writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
+    writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10)
 ) -> some ApplicationProtocol {
     let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
     let gateway = CommandGateway(store: store, logger: logger)
+    let sessions = SessionCache(lifetime: sessionCache)
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
-            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost), payments: payments,
+            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost, sessions: sessions), payments: payments,
             reads: readPool, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)
     application.addServices(PoolService(pool: pool))
+    if sessionCache > .zero {
+        application.addServices(SessionAnnouncements(sessions: sessions, configuration: pool.configuration, logger: logger))
+    }
     if let readPool { application.addServices(PoolService(pool: readPool)) }
     if let auditCheckpoints {
         application.addServices(AuditCheckpointService(store: store, schedule: auditCheckpoints, logger: logger))

@@ -20,18 +20,21 @@ public struct Accounts: Sendable {
     public let gateway: CommandGateway
     /// bcrypt at 12 in production; tests use the minimum, 4, because bcrypt is slow on purpose.
     public let passwords: PasswordHasher
+    /// The sessions checked lately; shared by every copy of these accounts in the process.
+    public let sessions: SessionCache
     public var sessionLifetime: TimeInterval = 30 * 24 * 3600
 
     private let decoy: DecoyHash
 
-    public init(pool: PostgresPool, gateway: CommandGateway, bcryptCost: UInt8 = 12) {
-        self.init(pool: pool, gateway: gateway, passwords: PasswordHasher(cost: bcryptCost))
+    public init(pool: PostgresPool, gateway: CommandGateway, bcryptCost: UInt8 = 12, sessions: SessionCache = SessionCache()) {
+        self.init(pool: pool, gateway: gateway, passwords: PasswordHasher(cost: bcryptCost), sessions: sessions)
     }
 
-    public init(pool: PostgresPool, gateway: CommandGateway, passwords: PasswordHasher) {
+    public init(pool: PostgresPool, gateway: CommandGateway, passwords: PasswordHasher, sessions: SessionCache = SessionCache()) {
         self.pool = pool
         self.gateway = gateway
         self.passwords = passwords
+        self.sessions = sessions
         self.decoy = DecoyHash(passwords)
     }
 
@@ -182,22 +185,31 @@ public struct Accounts: Sendable {
         return Session(token: token, expiresAt: expiresAt, userId: userID)
     }
 
-    /// The user a token belongs to, while it is neither expired nor revoked.
+    /// The user a token belongs to, while it is neither expired nor revoked: from the cache
+    /// of sessions checked lately, else from the database.
     public func authenticate(token: String) async throws -> UserID? {
+        let digest = Self.digest(token)
+        if let user = sessions.user(for: digest) { return user }
         let rows = try await pool.query(
             """
-            SELECT user_id FROM sessions
-            WHERE token_hash = \(Self.digest(token)) AND revoked_at IS NULL AND expires_at > now()
+            SELECT user_id, expires_at FROM sessions
+            WHERE token_hash = \(digest) AND revoked_at IS NULL AND expires_at > now()
             """, prepared: true)
-        return try rows.first.map { UserID(try $0.decode("user_id", as: UUID.self)) }
+        guard let row = rows.first else { return nil }
+        let user = UserID(try row.decode("user_id", as: UUID.self))
+        sessions.store(user, expiresAt: try row.decode("expires_at"), for: digest)
+        return user
     }
 
-    /// Revokes the session; returns whether there was a live one.
+    /// Revokes the session; returns whether there was a live one. This server forgets it at
+    /// once; the others when the database announces it (migration 0014).
     public func logout(token: String) async throws -> Bool {
-        try await pool.query(
+        let digest = Self.digest(token)
+        defer { sessions.forget(digest) }
+        return try await pool.query(
             """
             UPDATE sessions SET revoked_at = now()
-            WHERE token_hash = \(Self.digest(token)) AND revoked_at IS NULL
+            WHERE token_hash = \(digest) AND revoked_at IS NULL
             """
         ).affectedRows == 1
     }

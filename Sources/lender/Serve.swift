@@ -64,7 +64,8 @@ struct Serve: AsyncParsableCommand {
             connections: try connectionLimits(environment), writeLimits: try writeLimits(environment),
             allowedOrigins: Set(
                 (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { !$0.isEmpty }))
+                    .filter { !$0.isEmpty }),
+            sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)))
         try await application.runService()
     }
 

@@ -8,7 +8,9 @@ import TestSupport
 @Suite("Migrations built into the binary")
 struct EmbeddedMigrationsTests {
     /// `Package.swift` lists the folder's files as resources when the manifest is read: a file
-    /// added since (a manifest cached from before) would be missing from the binary.
+    /// added since (a manifest cached from before) would be missing from the binary. The
+    /// scripts' `build` rebuilds without SwiftPM's caches then; a plain `swift build` needs
+    /// `--manifest-cache none --disable-build-manifest-caching` once.
     @Test func theBinaryHoldsEveryMigrationOfTheFolderByteForByte() throws {
         let embedded = try EmbeddedMigrations.load()
         let folder = try Migration.load(from: TestDatabase.migrationsDirectory)
