@@ -83,7 +83,8 @@ public struct ItemsView: Sendable {
             filters.append("owner_id IN (SELECT user_id FROM users_view WHERE country = \(country))")
         }
         let rows = try await pool.query(
-            filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters))
+            filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters),
+            prepared: filter.listing.near == nil)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try ItemResource($0, position: nil) }
     }
 }

@@ -143,6 +143,9 @@ public struct MapListing: Sendable {
     /// an index gives as it is: nearest first by the GiST index (`earth <-> point`, which
     /// orders as the great-circle distance does), or newest first by `(created_at, id)`. The
     /// keyset is the order's own, so every page stays on the index. One row more than a page.
+    /// Run it prepared only without `near`: a generic plan does not see the point and the box,
+    /// and scans (measured: 600 rather than 1,009 requests/s near a point; newest first,
+    /// prepared, 2,268 rather than 1,994).
     func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }

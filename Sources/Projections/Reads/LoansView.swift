@@ -36,7 +36,8 @@ public struct LoansView: Sendable {
         if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }
         if let status = filter.status { filters.append("status = \(status.rawValue)") }
         let rows = try await pool.query(
-            filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters))
+            filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters),
+            prepared: filter.listing.near == nil)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try LoanResource($0, position: nil) }
     }
 }
