@@ -190,6 +190,7 @@ public struct Accounts: Sendable {
     public func authenticate(token: String) async throws -> UserID? {
         let digest = Self.digest(token)
         if let user = sessions.user(for: digest) { return user }
+        let ticket = sessions.ticket()
         let rows = try await pool.query(
             """
             SELECT user_id, expires_at FROM sessions
@@ -197,7 +198,7 @@ public struct Accounts: Sendable {
             """, prepared: true)
         guard let row = rows.first else { return nil }
         let user = UserID(try row.decode("user_id", as: UUID.self))
-        sessions.store(user, expiresAt: try row.decode("expires_at"), for: digest)
+        sessions.store(user, expiresAt: try row.decode("expires_at"), for: digest, ticket: ticket)
         return user
     }
 

@@ -17,7 +17,7 @@ public final class SessionCache: Sendable {
 
     let capacity: Int
     let lifetime: Duration
-    private let entries = Mutex<[Data: Entry]>([:])
+    private let entries = Mutex<(byDigest: [Data: Entry], forgets: Int)>(([:], 0))
 
     /// `lifetime` zero turns the cache off: every request checks its session in the database.
     public init(capacity: Int = 100_000, lifetime: Duration = .seconds(10)) {
@@ -29,25 +29,33 @@ public final class SessionCache: Sendable {
         guard lifetime > .zero else { return nil }
         let clock = ContinuousClock.now
         return entries.withLock { entries in
-            guard let entry = entries[digest] else { return nil }
+            guard let entry = entries.byDigest[digest] else { return nil }
             guard entry.expiresAt > now, clock - entry.checkedAt < lifetime else {
-                entries[digest] = nil
+                entries.byDigest[digest] = nil
                 return nil
             }
             return entry.user
         }
     }
 
-    func store(_ user: UserID, expiresAt: Date, for digest: Data) {
+    /// Taken before a session is read from the database, and given back to `store`: a read
+    /// that a forget overtook (a logout committed meanwhile) is not kept.
+    func ticket() -> Int { entries.withLock { $0.forgets } }
+
+    func store(_ user: UserID, expiresAt: Date, for digest: Data, ticket: Int) {
         guard lifetime > .zero else { return }
         entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[digest] = Entry(user: user, expiresAt: expiresAt, checkedAt: .now)
+            guard entries.forgets == ticket else { return }
+            if entries.byDigest.count >= capacity { entries.byDigest.removeAll(keepingCapacity: true) }
+            entries.byDigest[digest] = Entry(user: user, expiresAt: expiresAt, checkedAt: .now)
         }
     }
 
     func forget(_ digest: Data) {
-        _ = entries.withLock { $0.removeValue(forKey: digest) }
+        entries.withLock { entries in
+            entries.byDigest[digest] = nil
+            entries.forgets &+= 1
+        }
     }
 
     /// Forgets the session whose digest an announcement names (hex).
@@ -58,7 +66,10 @@ public final class SessionCache: Sendable {
 
     /// Forgets everything: after announcements may have been missed (the listener reconnected).
     public func forgetAll() {
-        entries.withLock { $0.removeAll() }
+        entries.withLock { entries in
+            entries.byDigest.removeAll()
+            entries.forgets &+= 1
+        }
     }
 }
 

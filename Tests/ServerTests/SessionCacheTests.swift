@@ -17,25 +17,32 @@ struct SessionCacheTests {
 
     @Test func anEntryLivesItsLifetimeAndNeverPastItsSession() async throws {
         let cache = SessionCache(lifetime: .milliseconds(200))
-        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest)
+        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest, ticket: cache.ticket())
         #expect(cache.user(for: digest) == user)
         try await Task.sleep(for: .milliseconds(250))
         #expect(cache.user(for: digest) == nil, "past its lifetime")
 
-        cache.store(user, expiresAt: Date().addingTimeInterval(-1), for: digest)
+        cache.store(user, expiresAt: Date().addingTimeInterval(-1), for: digest, ticket: cache.ticket())
         #expect(cache.user(for: digest) == nil, "past its session's expiry")
 
-        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest)
+        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest, ticket: cache.ticket())
         cache.forget(announced: "01020304")
         #expect(cache.user(for: digest) == nil, "announced")
-        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest)
+        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest, ticket: cache.ticket())
         cache.forget(announced: "not hex")
         #expect(cache.user(for: digest) == user)
         cache.forgetAll()
         #expect(cache.user(for: digest) == nil)
 
+        // A read the database answered before a logout, stored after the logout was forgotten:
+        // not kept.
+        let ticket = cache.ticket()
+        cache.forget(announced: "ffff")
+        cache.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest, ticket: ticket)
+        #expect(cache.user(for: digest) == nil, "a read overtaken by a forget")
+
         let off = SessionCache(lifetime: .zero)
-        off.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest)
+        off.store(user, expiresAt: Date().addingTimeInterval(3600), for: digest, ticket: off.ticket())
         #expect(off.user(for: digest) == nil, "a lifetime of zero keeps nothing")
     }
 
