@@ -9,9 +9,11 @@ let migrationFiles =
 
 let package = Package(
     name: "lender",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v17)],
     products: [
         .executable(name: "lender", targets: ["lender"]),
+        // The typed Swift client the apps use (docs/CLIENTS.md).
+        .library(name: "LenderClient", targets: ["LenderClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
@@ -25,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession.git", from: "1.4.0"),
     ],
     targets: [
         // libpq, found through pkg-config (Debian: libpq-dev).
@@ -142,6 +146,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The apps' client: generated from the server's OpenAPI document by scripts/generate-client
+        // (committed in Generated/), with a bearer token, dates and idempotent retries by hand.
+        .target(
+            name: "LenderClient",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            exclude: ["openapi-generator-config.yaml"]
+        ),
         // Load generators for scripts/bench.
         .executableTarget(
             name: "lender-bench",
@@ -196,6 +211,17 @@ let package = Package(
             name: "EventStoreTests",
             dependencies: ["EventStore", "Postgres", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
             resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "LenderClientTests",
+            dependencies: [
+                "LenderClient",
+                "ServerTestSupport",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ]
         ),
         .testTarget(
             name: "ServerTests",

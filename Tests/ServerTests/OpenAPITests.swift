@@ -39,6 +39,30 @@ struct OpenAPITests {
         #expect(served.count > 20)
     }
 
+    /// Generated clients name their methods after `operationId` and group them by tag: each
+    /// operation has one, camelCase, unique, and one tag the document declares.
+    @Test func everyOperationHasAUniqueCamelCaseIdAndADeclaredTag() {
+        let paths = Self.repositoryDocument["paths"] as? [String: [String: Any]] ?? [:]
+        let declaredTags = Set(((Self.repositoryDocument["tags"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String })
+        var ids: [String: String] = [:]
+        for (path, operations) in paths {
+            for (method, operation) in operations {
+                let route = "\(method.uppercased()) \(path)"
+                let operation = operation as? [String: Any] ?? [:]
+                guard let id = operation["operationId"] as? String else {
+                    Issue.record("\(route) has no operationId")
+                    continue
+                }
+                #expect(id.wholeMatch(of: /[a-z]+([A-Z][a-z0-9]*|API)*/) != nil, "\(route): \(id) is not camelCase")
+                #expect(ids.updateValue(route, forKey: id) == nil, "\(id) names both \(route) and \(ids[id] ?? "")")
+                let tags = operation["tags"] as? [String] ?? []
+                #expect(tags.count == 1 && declaredTags.contains(tags[0]), "\(route): tags \(tags)")
+            }
+        }
+        #expect(ids.count == documented.count)
+        #expect(ids["placeBid"] == "POST /v1/items/{itemID}/bids")
+    }
+
     @Test func theServerServesTheRepositoryDocument() async throws {
         try await withServer { client, _ in
             let response = try await client.send(.get, "/openapi.json")

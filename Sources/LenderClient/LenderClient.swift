@@ -1,0 +1,150 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import OpenAPIURLSession
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// What the generator leaves to the app: the bearer token, idempotent retries, dates the
+// server writes as calendar days, and the two answers of adding a card.
+
+extension Client {
+    /// A client of the Lender server at `serverURL` (`http://127.0.0.1:8080` from `scripts/serve`),
+    /// over URLSession, signed in with `token` when there is one. Unsafe requests carry an
+    /// `Idempotency-Key` and are retried with it (`IdempotentRetries`), so a retried payment
+    /// moves money once.
+    public static func lender(
+        at serverURL: URL, token: String? = nil, session: URLSession = .shared, retries: IdempotentRetries = .init()
+    ) -> Client {
+        var middlewares: [any ClientMiddleware] = [retries]
+        if let token { middlewares.append(BearerToken(token)) }
+        return Client(
+            serverURL: serverURL, configuration: Configuration(dateTranscoder: ServerDates()),
+            transport: URLSessionTransport(configuration: .init(session: session)), middlewares: middlewares)
+    }
+}
+
+/// Signs every request with the token `logIn` answered.
+public struct BearerToken: ClientMiddleware {
+    public let token: String
+
+    public init(_ token: String) { self.token = token }
+
+    public func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        var request = request
+        request.headerFields[.authorization] = "Bearer \(token)"
+        return try await next(request, body, baseURL)
+    }
+}
+
+/// The one `Idempotency-Key` helper: every POST, PUT, PATCH and DELETE without a key gets a
+/// fresh one, and is sent again with the same key when the connection fails or the server
+/// answers 503 (`database_unavailable`, `Retry-After`). The server answers a repeated key with
+/// the first answer, so a command is carried out once however often it is sent. A request
+/// whose body cannot be sent twice (a stream) is not retried.
+public struct IdempotentRetries: ClientMiddleware {
+    /// Sends after the first; 0 turns retrying off but keeps the keys.
+    public var attempts: Int
+    /// The longest wait between two sends, whatever `Retry-After` says.
+    public var maximumDelay: Duration
+
+    public init(attempts: Int = 3, maximumDelay: Duration = .seconds(5)) {
+        self.attempts = attempts
+        self.maximumDelay = maximumDelay
+    }
+
+    public static let keyField = HTTPField.Name("Idempotency-Key")!
+
+    public func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        guard [.post, .put, .patch, .delete].contains(request.method) else { return try await next(request, body, baseURL) }
+        var request = request
+        if request.headerFields[Self.keyField] == nil { request.headerFields[Self.keyField] = UUID().uuidString }
+        let repeatable = body.map { $0.iterationBehavior == .multiple } ?? true
+        var sent = 0
+        while true {
+            sent += 1
+            let last = !repeatable || sent > attempts
+            do {
+                let (response, responseBody) = try await next(request, body, baseURL)
+                guard response.status == .serviceUnavailable, !last else { return (response, responseBody) }
+                try await Task.sleep(for: delay(response.headerFields[.retryAfter], sent: sent))
+            } catch let error where !last && !(error is CancellationError) {
+                try await Task.sleep(for: delay(nil, sent: sent))
+            }
+        }
+    }
+
+    /// `Retry-After` in seconds when given, else 0.2 s doubled per send; never over `maximumDelay`.
+    func delay(_ retryAfter: String?, sent: Int) -> Duration {
+        let asked = retryAfter.flatMap(Int.init).map { Duration.seconds($0) } ?? .milliseconds(200 << min(sent - 1, 10))
+        return min(asked, maximumDelay)
+    }
+}
+
+/// The server's timestamps: RFC 3339 in UTC, whole seconds; fractional ones are read as well.
+public struct ServerDates: DateTranscoder {
+    public init() {}
+
+    public func encode(_ date: Date) throws -> String { try ISO8601DateTranscoder.iso8601.encode(date) }
+
+    public func decode(_ text: String) throws -> Date {
+        if let date = try? ISO8601DateTranscoder.iso8601.decode(text) { return date }
+        return try ISO8601DateTranscoder.iso8601WithFractionalSeconds.decode(text)
+    }
+}
+
+/// A calendar day (`Components.Schemas.Day`, `YYYY-MM-DD`): what availability, bids and loan
+/// deadlines are in, a day in no time zone. The generator leaves it a string.
+public enum CalendarDay {
+    private static var calendar: Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }
+
+    /// The day `date` falls on in UTC.
+    public static func string(from date: Date) -> String {
+        let day = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", day.year!, day.month!, day.day!)
+    }
+
+    /// The day `days` after today's in UTC (before it when negative).
+    public static func fromToday(_ days: Int) -> String {
+        string(from: calendar.date(byAdding: .day, value: days, to: Date())!)
+    }
+
+    /// Midnight UTC of `day`, or nil when it is no `YYYY-MM-DD` day.
+    public static func date(from day: String) -> Date? {
+        let parts = day.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
+        guard parts.count == 3, let year = parts[0], let month = parts[1], let dayOfMonth = parts[2] else { return nil }
+        let components = DateComponents(year: year, month: month, day: dayOfMonth)
+        guard components.isValidDate(in: calendar) else { return nil }
+        return calendar.date(from: components)
+    }
+}
+
+/// An answer the caller did not expect: its status, and the problem the server described.
+public struct UnexpectedAnswer: Error, CustomStringConvertible {
+    public let description: String
+}
+
+extension Operations.AddCard.Output {
+    /// The card on file: added now (201), or already there with its expiry updated (200).
+    public var card: Components.Schemas.Card {
+        get throws {
+            switch self {
+            case .created(let created): return try created.body.json
+            case .ok(let ok): return try ok.body.json
+            default: throw UnexpectedAnswer(description: "adding a card: \(self)")
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import LenderClient
+import OpenAPIRuntime
+import ServerTestSupport
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+@Suite("LenderClient, the generated Swift client")
+struct LenderClientTests {
+    /// The committed code is what `scripts/generate-client` makes of the document and the
+    /// configuration as they are now: a changed route without a new client fails here.
+    @Test func theCommittedClientWasGeneratedFromTheDocumentAsItIs() throws {
+        func digest(_ path: String) throws -> String {
+            let data = try Data(contentsOf: root.appendingPathComponent(path))
+            return SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        }
+        #expect(
+            try digest("Sources/Server/Resources/openapi.json") == GeneratedFrom.documentSHA256,
+            "openapi.json changed since LenderClient was generated: run scripts/generate-client")
+        #expect(
+            try digest("Sources/LenderClient/openapi-generator-config.yaml") == GeneratedFrom.configurationSHA256,
+            "the generator's configuration changed since LenderClient was generated: run scripts/generate-client")
+    }
+
+    /// The main flows of the apps, through `LenderClient` only, against a real `lender serve`.
+    @Test func anAppDrivesEveryMainFlowThroughTheTypedClient() async throws {
+        try await withServerDatabase { database, _ in
+            let server = try await ServerProcess(database: database)
+            defer { server.kill(SIGTERM) }
+            let url = URL(string: "http://127.0.0.1:\(server.port)")!
+            let anonymous = Client.lender(at: url)
+
+            // Register and log in.
+            func signUp(_ handle: String) async throws -> (id: UUID, client: Client) {
+                let created = try await anonymous.registerUser(
+                    body: .json(
+                        .init(
+                            handle: handle, displayName: handle.capitalized, email: "\(handle)@example.org",
+                            password: "correct horse battery", country: "NP"))
+                ).created.body.json
+                #expect(created.handle == handle)
+                #expect(created.position > 0)
+                let session = try await anonymous.logIn(
+                    body: .json(.init(handle: handle, password: "correct horse battery"))
+                ).created.body.json
+                #expect(session.userId == created.id)
+                #expect(session.expiresAt > Date())
+                return (created.id, Client.lender(at: url, token: session.token))
+            }
+            let (adaID, ada) = try await signUp("ada")
+            let (bobID, bob) = try await signUp("bob")
+            let (_, rita) = try await signUp("rita")
+
+            // A wrong password is a typed problem, not a thrown decoding error.
+            let refused = try await anonymous.logIn(body: .json(.init(handle: "ada", password: "wrong password")))
+            #expect(try refused.unauthorized.body.applicationProblemJson.code == "invalid_credentials")
+
+            // Profile.
+            let profile = try await ada.updateProfile(
+                body: .json(.init(displayName: "Ada Lovelace", defaultShareCents: 5000))
+            ).ok.body.json
+            #expect(profile.displayName == "Ada Lovelace")
+            #expect(profile.defaultShareCents == 5000)
+            #expect(profile.position != nil)
+            let me = try await ada.getMyProfile().ok.body.json
+            #expect(me.id == adaID)
+            #expect(me.position == nil)
+            #expect(try await bob.getUser(path: .init(userID: adaID)).ok.body.json.handle == "ada")
+
+            // A rental and a request, then the market near them.
+            let kathmandu = Components.Schemas.LocationInput(lat: 27.7, lng: 85.3, place: "Kathmandu")
+            let from = CalendarDay.fromToday(10)
+            let until = CalendarDay.fromToday(40)
+            let rental = try await ada.postRental(
+                body: .json(
+                    .init(
+                        title: "Road bike", description: "Fast", category: .bikes, dailyPriceCents: 1500,
+                        location: kathmandu, availableFrom: from, availableUntil: until))
+            ).created.body.json
+            #expect(rental.kind == .rental)
+            #expect(rental.status == .available)
+            #expect(rental.ownerId == adaID)
+            #expect(rental.availableFrom == from)
+            #expect(CalendarDay.date(from: rental.availableFrom ?? "") != nil)
+            let request = try await bob.postRequest(
+                body: .json(
+                    .init(
+                        title: "A tent", category: .sports, maxDailyPriceCents: 900, location: kathmandu,
+                        neededFrom: from, neededUntil: until))
+            ).created.body.json
+            #expect(request.kind == .request)
+            let market = try await bob.listMarket(query: .init(near: "27.7,85.3", radiusKm: 5)).ok.body.json
+            #expect(Set(market.data.map(\.id)) == [rental.id, request.id])
+            #expect(market.data.allSatisfy { $0.distanceKm != nil })
+            let bikes = try await bob.listMarket(query: .init(category: .bikes, sort: .newest)).ok.body.json
+            #expect(bikes.data.map(\.id) == [rental.id])
+
+            // Bid, approve, complete.
+            let bid = try await bob.placeBid(
+                path: .init(itemID: rental.id),
+                body: .json(.init(dailyPriceCents: 1400, from: from, until: CalendarDay.fromToday(12)))
+            ).created.body.json
+            #expect(bid.status == .pending)
+            #expect(bid.bidderId == bobID)
+            let notHis = try await bob.approveBid(path: .init(bidID: bid.id))
+            #expect(try notHis.forbidden.body.applicationProblemJson.code == "not_owner")
+            let approved = try await ada.approveBid(path: .init(bidID: bid.id)).ok.body.json
+            #expect(approved.status == .approved)
+            let reserved = try await bob.getItem(path: .init(itemID: rental.id)).ok.body.json
+            #expect(reserved.status == .reserved)
+            #expect(reserved.contactEmail == "ada@example.org")
+            let completed = try await ada.completeItem(path: .init(itemID: rental.id)).ok.body.json
+            #expect(completed.status == .closed)
+            let bids = try await ada.listBids(path: .init(itemID: rental.id)).ok.body.json
+            #expect(bids.data.map(\.id) == [bid.id])
+
+            // A loan, funded through a card, a deposit, the cart and its checkout.
+            let loan = try await rita.postLoan(
+                body: .json(
+                    .init(
+                        title: "Sewing machine", description: "A second machine", sector: "Manufacturing",
+                        activity: "Tailoring", country: "NP", location: .init(lat: 28.2, lng: 83.99, place: "Pokhara"),
+                        amountCents: 5000, deadline: CalendarDay.fromToday(30)))
+            ).created.body.json
+            #expect(loan.status == .fundraising)
+            let card = try await ada.addCard(
+                body: .json(.init(number: "4242 4242 4242 4242", expMonth: 12, expYear: 2030, cvv: "123", holderName: "Ada"))
+            ).card
+            #expect(card.network == .visa)
+            let again = try await ada.addCard(
+                body: .json(.init(number: "4242 4242 4242 4242", expMonth: 11, expYear: 2031, cvv: "123", holderName: "Ada"))
+            ).card
+            #expect(again.id == card.id)
+            let deposit = try await ada.deposit(
+                headers: .init(idempotencyKey: "first-deposit"), body: .json(.init(amountCents: 10_000, cardId: card.id))
+            ).created.body.json
+            #expect(deposit.balanceCents == 10_000)
+            let replayed = try await ada.deposit(
+                headers: .init(idempotencyKey: "first-deposit"), body: .json(.init(amountCents: 10_000, cardId: card.id))
+            ).created.body.json
+            #expect(replayed.position == deposit.position)
+            #expect(replayed.chargeId == deposit.chargeId)
+            _ = try await ada.addToCart(body: .json(.init(loanId: loan.id))).created.body.json
+            let cart = try await ada.getCart().ok.body.json
+            #expect(cart.lines.map(\.loanId) == [loan.id])
+            #expect(cart.totalCents == 5000)
+            let paid = try await ada.checkout(body: .json(.init(payWith: .balance))).ok.body.json
+            #expect(paid.purchases.map(\.loanId) == [loan.id])
+            let funded = try await rita.getLoan(path: .init(loanID: loan.id)).ok.body.json
+            #expect(funded.status == .funded)
+            #expect(funded.fundedCents == 5000)
+            let loans = try await ada.listLoans(query: .init(near: "28.2,83.99", radiusKm: 5)).ok.body.json
+            #expect(loans.data.map(\.id) == [loan.id])
+
+            // The borrower repays with a card of her own; the lender is credited.
+            let ritasCard = try await rita.addCard(
+                body: .json(.init(number: "5555 5555 5555 4444", expMonth: 1, expYear: 2031, cvv: "321", holderName: "Rita"))
+            ).card
+            let repayment = try await rita.recordRepayment(
+                path: .init(loanID: loan.id), body: .json(.init(amountCents: 1000, payWith: .card, cardId: ritasCard.id))
+            ).created.body.json
+            #expect(repayment.credits.map(\.lenderId) == [adaID])
+            #expect(repayment.paidWith.method == .card)
+            #expect(try await ada.getMyProfile().ok.body.json.balanceCents == 10_000 - 5000 + 1000)
+
+            let countries = try await ada.listCountries(query: .init(q: "nep")).ok.body.json
+            #expect(countries.data.map(\.code) == ["NP"])
+            #expect(countries.data.first?.fundraisingLoans == 0)
+
+            // Logged out, the token is refused.
+            _ = try await ada.logOut().noContent
+            #expect(try await ada.getMyProfile().unauthorized.body.applicationProblemJson.code == "unauthenticated")
+        }
+    }
+}
+
+/// `IdempotentRetries` against a stand-in for the transport: what goes out on each send.
+@Suite("LenderClient's idempotent retries")
+struct IdempotentRetriesTests {
+    /// The sends one request made: their keys, in order.
+    final class Sends: @unchecked Sendable {
+        private let lock = NSLock()
+        private var keys: [String?] = []
+        func record(_ request: HTTPRequest) {
+            lock.withLock { keys.append(request.headerFields[IdempotentRetries.keyField]) }
+        }
+        var all: [String?] { lock.withLock { keys } }
+    }
+
+    func send(
+        _ method: HTTPRequest.Method, key: String? = nil, body: HTTPBody? = HTTPBody("{}"),
+        answers: [HTTPResponse.Status?], retries: IdempotentRetries = .init(attempts: 3, maximumDelay: .milliseconds(10))
+    ) async -> (Result<HTTPResponse.Status, any Error>, [String?]) {
+        let sends = Sends()
+        var request = HTTPRequest(method: method, scheme: "http", authority: "lender", path: "/v1/me/deposits")
+        if let key { request.headerFields[IdempotentRetries.keyField] = key }
+        do {
+            let (response, _) = try await retries.intercept(
+                request, body: body, baseURL: URL(string: "http://lender")!, operationID: "deposit"
+            ) { request, _, _ in
+                sends.record(request)
+                guard let status = answers[min(sends.all.count - 1, answers.count - 1)] else {
+                    throw URLError(.networkConnectionLost)
+                }
+                return (HTTPResponse(status: status), nil)
+            }
+            return (.success(response.status), sends.all)
+        } catch {
+            return (.failure(error), sends.all)
+        }
+    }
+
+    @Test func aCommandIsSentAgainWithTheSameKeyAfterA503OrALostConnection() async throws {
+        let (result, keys) = await send(.post, answers: [.serviceUnavailable, nil, .created])
+        #expect(try result.get() == .created)
+        #expect(keys.count == 3)
+        #expect(keys[0] != nil && UUID(uuidString: keys[0]!) != nil)
+        #expect(Set(keys).count == 1, "every send carries the first key: \(keys)")
+    }
+
+    @Test func theCallersKeyIsKeptAndTheLastAnswerReturnedWhenRetriesRunOut() async throws {
+        let (result, keys) = await send(.patch, key: "mine", answers: [.serviceUnavailable])
+        #expect(try result.get() == .serviceUnavailable)
+        #expect(keys == ["mine", "mine", "mine", "mine"])
+        let (failed, _) = await send(.delete, answers: [nil])
+        #expect(throws: URLError.self) { try failed.get() }
+    }
+
+    @Test func readsGetNoKeyAndAStreamedBodyIsSentOnce() async throws {
+        let (read, readKeys) = await send(.get, body: nil, answers: [.serviceUnavailable])
+        #expect(try read.get() == .serviceUnavailable)
+        #expect(readKeys == [nil])
+        let stream = HTTPBody(AsyncStream<ArraySlice<UInt8>> { $0.finish() }, length: .unknown, iterationBehavior: .single)
+        let (once, onceKeys) = await send(.post, body: stream, answers: [.serviceUnavailable])
+        #expect(try once.get() == .serviceUnavailable)
+        #expect(onceKeys.count == 1)
+    }
+}
