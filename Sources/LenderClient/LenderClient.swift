@@ -42,11 +42,13 @@ public struct BearerToken: ClientMiddleware {
     }
 }
 
-/// The one `Idempotency-Key` helper: every POST, PUT, PATCH and DELETE without a key gets a
-/// fresh one, and is sent again with the same key when the connection fails or the server
-/// answers 503 (`database_unavailable`, `Retry-After`). The server answers a repeated key with
-/// the first answer, so a command is carried out once however often it is sent. A request
-/// whose body cannot be sent twice (a stream) is not retried.
+/// The one `Idempotency-Key` helper: every command the server keeps answers for (each
+/// operation with an `Idempotency-Key` parameter) gets a fresh key when it has none, and is
+/// sent again with the same key when the connection fails on the way or the server answers
+/// 503 (`database_unavailable`, `Retry-After`). The server answers a repeated key with the
+/// first answer, so a command is carried out once however often it is sent. Registering and
+/// logging in or out have no key, so they are sent once; so is a request whose body cannot
+/// be sent twice (a stream).
 public struct IdempotentRetries: ClientMiddleware {
     /// Sends after the first; 0 turns retrying off but keeps the keys.
     public var attempts: Int
@@ -60,11 +62,18 @@ public struct IdempotentRetries: ClientMiddleware {
 
     public static let keyField = HTTPField.Name("Idempotency-Key")!
 
+    /// The commands without an `Idempotency-Key` parameter: a second send of one is a second
+    /// command (a second account attempt, a second session). `LenderClientTests` holds this
+    /// list to the document.
+    public static let unkeyedOperations: Set<String> = ["registerUser", "logIn", "logOut"]
+
     public func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
-        guard [.post, .put, .patch, .delete].contains(request.method) else { return try await next(request, body, baseURL) }
+        guard [.post, .put, .patch, .delete].contains(request.method), !Self.unkeyedOperations.contains(operationID) else {
+            return try await next(request, body, baseURL)
+        }
         var request = request
         if request.headerFields[Self.keyField] == nil { request.headerFields[Self.keyField] = UUID().uuidString }
         let repeatable = body.map { $0.iterationBehavior == .multiple } ?? true
@@ -76,10 +85,23 @@ public struct IdempotentRetries: ClientMiddleware {
                 let (response, responseBody) = try await next(request, body, baseURL)
                 guard response.status == .serviceUnavailable, !last else { return (response, responseBody) }
                 try await Task.sleep(for: delay(response.headerFields[.retryAfter], sent: sent))
-            } catch let error where !last && !(error is CancellationError) {
+            } catch {
+                guard !last, !Task.isCancelled, Self.isTransient(error) else { throw error }
                 try await Task.sleep(for: delay(nil, sent: sent))
             }
         }
+    }
+
+    /// A failure that another send may not meet: the connection, not the request. The
+    /// runtime hands the transport's errors on wrapped in `ClientError`.
+    static func isTransient(_ error: any Error) -> Bool {
+        let cause = (error as? ClientError)?.underlyingError ?? error
+        guard let failure = cause as? URLError else { return false }
+        let transient: Set<URLError.Code> = [
+            .networkConnectionLost, .timedOut, .cannotConnectToHost, .notConnectedToInternet, .cannotFindHost,
+            .dnsLookupFailed,
+        ]
+        return transient.contains(failure.code)
     }
 
     /// `Retry-After` in seconds when given, else 0.2 s doubled per send; never over `maximumDelay`.
@@ -101,31 +123,35 @@ public struct ServerDates: DateTranscoder {
     }
 }
 
-/// A calendar day (`Components.Schemas.Day`, `YYYY-MM-DD`): what availability, bids and loan
-/// deadlines are in, a day in no time zone. The generator leaves it a string.
+/// A calendar day (`Components.Schemas.Day`, `YYYY-MM-DD`): availability, bid dates and loan
+/// deadlines are days, not instants, and the generator leaves them strings. A `Date` is an
+/// instant, so which day it falls on depends on where: the user's time zone by default, the
+/// one a date picker shows.
 public enum CalendarDay {
-    private static var calendar: Calendar {
+    private static func calendar(_ timeZone: TimeZone) -> Calendar {
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
+        calendar.timeZone = timeZone
         return calendar
     }
 
-    /// The day `date` falls on in UTC.
-    public static func string(from date: Date) -> String {
-        let day = calendar.dateComponents([.year, .month, .day], from: date)
+    /// The day `date` falls on in `timeZone`.
+    public static func string(from date: Date, in timeZone: TimeZone = .current) -> String {
+        let day = calendar(timeZone).dateComponents([.year, .month, .day], from: date)
         return String(format: "%04d-%02d-%02d", day.year!, day.month!, day.day!)
     }
 
-    /// The day `days` after today's in UTC (before it when negative).
-    public static func fromToday(_ days: Int) -> String {
-        string(from: calendar.date(byAdding: .day, value: days, to: Date())!)
+    /// The day `days` after today in `timeZone` (before it when negative).
+    public static func fromToday(_ days: Int, in timeZone: TimeZone = .current) -> String {
+        let calendar = calendar(timeZone)
+        return string(from: calendar.date(byAdding: .day, value: days, to: Date())!, in: timeZone)
     }
 
-    /// Midnight UTC of `day`, or nil when it is no `YYYY-MM-DD` day.
-    public static func date(from day: String) -> Date? {
-        let parts = day.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
-        guard parts.count == 3, let year = parts[0], let month = parts[1], let dayOfMonth = parts[2] else { return nil }
-        let components = DateComponents(year: year, month: month, day: dayOfMonth)
+    /// The start of `day` in `timeZone`, or nil when it is not a `YYYY-MM-DD` day that exists.
+    public static func date(from day: String, in timeZone: TimeZone = .current) -> Date? {
+        guard day.utf8.count == 10, day.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil else { return nil }
+        let parts = day.split(separator: "-").compactMap { Int($0) }
+        let components = DateComponents(year: parts[0], month: parts[1], day: parts[2])
+        let calendar = calendar(timeZone)
         guard components.isValidDate(in: calendar) else { return nil }
         return calendar.date(from: components)
     }
@@ -136,7 +162,7 @@ public struct UnexpectedAnswer: Error, CustomStringConvertible {
     public let description: String
 }
 
-extension Operations.AddCard.Output {
+extension Operations.AddPaymentCard.Output {
     /// The card on file: added now (201), or already there with its expiry updated (200).
     public var card: Components.Schemas.Card {
         get throws {

@@ -60,9 +60,10 @@ public struct ItemsProjection: InlineProjection {
             case .bidPlaced(let placed):
                 try session.query(
                     """
-                    INSERT INTO bids_view (bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day, until_day,
-                                           message, status, created_at, updated_at)
-                    VALUES (\(placed.bidID.rawValue), \(item), \(placed.bidderID.rawValue),
+                    INSERT INTO bids_view (bid_id, item_id, owner_id, bidder_id, bidder_handle, daily_price_cents, from_day,
+                                           until_day, message, status, created_at, updated_at)
+                    VALUES (\(placed.bidID.rawValue), \(item), (SELECT owner_id FROM items_view WHERE item_id = \(item)),
+                            \(placed.bidderID.rawValue),
                             coalesce((SELECT handle FROM users_view WHERE user_id = \(placed.bidderID.rawValue)), ''),
                             \(placed.dailyPriceCents), \(placed.from.description)::date, \(placed.until.description)::date,
                             \(placed.message), 'pending', \(at), \(at))

@@ -72,6 +72,10 @@ public func buildRouter(
         .group(context: UserContext.self)
     signedIn.delete("sessions/current", use: accountRoutes.logout)
     signedIn.get("me", use: profiles.me)
+    signedIn.get("me/posts", use: profiles.posts)
+    signedIn.get("me/bids", use: profiles.bids)
+    signedIn.get("me/bids/received", use: profiles.bidsReceived)
+    signedIn.get("me/loans", use: profiles.loans)
     signedIn.get("users/:userID", use: profiles.user)
     signedIn.get("countries", use: countries.list)
 

@@ -5,7 +5,8 @@ import Projections
 import UseCases
 
 /// The signed-in user's profile and commands on it: `GET/PATCH /v1/me`, `POST /v1/me/blocks`,
-/// `DELETE /v1/me/blocks/{userId}`; and `GET /v1/users/{id}`, the public profile.
+/// `DELETE /v1/me/blocks/{userId}`; the lists the profile begins (`GET /v1/me/posts` …); and
+/// `GET /v1/users/{id}`, the public profile.
 struct ProfilesController: Sendable {
     let profiles: Profiles
     /// Answers after a command: from the primary, where the command's views committed with its events.
@@ -25,6 +26,26 @@ struct ProfilesController: Sendable {
 
     @Sendable func me(_ request: Request, context: UserContext) async throws -> PrivateProfile {
         try await reads.privateProfile(context.user, blocked: try await profiles.blocked(by: context.user))
+    }
+
+    @Sendable func posts(_ request: Request, context: UserContext) async throws -> Page<ItemResource> {
+        let page = try HistoryPage(request, statuses: false)
+        return try await reads.posts(of: context.user, after: page.cursor, limit: page.limit)
+    }
+
+    @Sendable func bids(_ request: Request, context: UserContext) async throws -> Page<BidResource> {
+        let page = try HistoryPage(request, statuses: true)
+        return try await reads.bids(.bids, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
+    }
+
+    @Sendable func bidsReceived(_ request: Request, context: UserContext) async throws -> Page<BidResource> {
+        let page = try HistoryPage(request, statuses: true)
+        return try await reads.bids(.bidsReceived, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
+    }
+
+    @Sendable func loans(_ request: Request, context: UserContext) async throws -> Page<MyLoan> {
+        let page = try HistoryPage(request, statuses: false)
+        return try await reads.loans(of: context.user, after: page.cursor, limit: page.limit)
     }
 
     @Sendable func user(_ request: Request, context: UserContext) async throws -> PublicProfile {
@@ -57,5 +78,28 @@ struct ProfilesController: Sendable {
     /// The profile as the command left it: the same resource as `GET /v1/me`.
     func answer(_ handled: (blocked: Set<UserID>, append: AppendResult?), _ context: UserContext) async throws -> PrivateProfile {
         try await primary.privateProfile(context.user, blocked: handled.blocked, position: handled.append?.lastPosition)
+    }
+}
+
+/// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad
+/// one named in a single 422.
+struct HistoryPage {
+    var limit = 20
+    var cursor: Cursor?
+    var status: BidStatus?
+
+    init(_ request: Request, statuses: Bool) throws {
+        var problems: [FieldError] = []
+        do { limit = try request.pageLimit() } catch { problems.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100")) }
+        do { cursor = try Cursor(query: request.uri.queryParameters["cursor"].map(String.init)) } catch {
+            problems.append(FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave"))
+        }
+        if statuses, let text = request.uri.queryParameters["status"].map(String.init) {
+            status = BidStatus(rawValue: text)
+            if status == nil {
+                problems.append(FieldError(field: "status", code: "invalid_status", message: "pending, approved, rejected or withdrawn"))
+            }
+        }
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
     }
 }

@@ -9,9 +9,9 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, market_near or market_newest.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near or market_newest.")
 
-    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "market_near", "market_newest"]
+    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest"]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
     @Option var port: Int
@@ -52,10 +52,10 @@ struct HTTPBench: AsyncParsableCommand {
                     }
                 }
             }
-        case "me_200_posts":
-            // Every connection reads the profile of one user with 200 posts.
+        case "me_200_posts", "me_2000_posts":
+            // Every connection reads the profile of one user with 200 (or 2,000) posts.
             let owner = try await Self.user("m\(run)", setup)
-            for index in 0..<200 {
+            for index in 0..<(scenario == "me_200_posts" ? 200 : 2000) {
                 guard try await Self.send(setup, .post, "/v1/rentals", Self.rental("Post \(index)"), owner).0 == 201 else {
                     throw ValidationError("a post failed")
                 }
@@ -87,7 +87,7 @@ struct HTTPBench: AsyncParsableCommand {
                             succeeded = try await Self.get(client, Self.marketQuery, token) == 200
                         case "market_newest":
                             succeeded = try await Self.get(client, Self.newestQuery, token) == 200
-                        case "me_200_posts":
+                        case "me_200_posts", "me_2000_posts":
                             succeeded = try await Self.get(client, "/v1/me", token) == 200
                         case "post_rentals":
                             let rental = #"{"title":"Bench \#(connection)-\#(index)","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}"#

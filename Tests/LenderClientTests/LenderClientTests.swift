@@ -29,6 +29,43 @@ struct LenderClientTests {
         #expect(
             try digest("Sources/LenderClient/openapi-generator-config.yaml") == GeneratedFrom.configurationSHA256,
             "the generator's configuration changed since LenderClient was generated: run scripts/generate-client")
+        let generated = root.appendingPathComponent("Sources/LenderClient/Generated")
+        let files = try FileManager.default.contentsOfDirectory(atPath: generated.path)
+            .filter { $0.hasSuffix(".swift") && $0 != "GeneratedFrom.swift" }.sorted()
+        let text = try files.reduce(into: Data()) { $0 += try Data(contentsOf: generated.appendingPathComponent($1)) }
+        #expect(files.count >= 3)
+        #expect(
+            SHA256.hash(data: text).map { String(format: "%02x", $0) }.joined() == GeneratedFrom.generatedSHA256,
+            "the generated code was edited by hand: run scripts/generate-client")
+    }
+
+    /// The commands the retries leave alone are exactly the ones the document gives no key.
+    @Test func theUnkeyedCommandsAreTheDocumentsCommandsWithoutAnIdempotencyKey() throws {
+        let data = try Data(contentsOf: root.appendingPathComponent("Sources/Server/Resources/openapi.json"))
+        let document = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+        var unkeyed: Set<String> = []
+        for case let (_, operations as [String: Any]) in document["paths"] as? [String: Any] ?? [:] {
+            for (method, operation) in operations where ["post", "put", "patch", "delete"].contains(method) {
+                let operation = operation as? [String: Any] ?? [:]
+                let parameters = operation["parameters"] as? [[String: Any]] ?? []
+                if !parameters.contains(where: { $0["name"] as? String == "Idempotency-Key" }) {
+                    unkeyed.insert(operation["operationId"] as? String ?? "?")
+                }
+            }
+        }
+        #expect(unkeyed == IdempotentRetries.unkeyedOperations)
+    }
+
+    @Test func aCalendarDayIsTheDayInTheGivenTimeZone() throws {
+        let instant = try #require(ISO8601DateFormatter().date(from: "2026-05-09T20:00:00Z"))
+        #expect(CalendarDay.string(from: instant, in: TimeZone(identifier: "UTC")!) == "2026-05-09")
+        #expect(CalendarDay.string(from: instant, in: TimeZone(identifier: "Asia/Kathmandu")!) == "2026-05-10")
+        let kathmandu = TimeZone(identifier: "Asia/Kathmandu")!
+        let start = try #require(CalendarDay.date(from: "2026-05-10", in: kathmandu))
+        #expect(CalendarDay.string(from: start, in: kathmandu) == "2026-05-10")
+        for wrong in ["2026-1-5", "+2026-01-05", "2026-02-30", "2026-01-05T00:00", ""] {
+            #expect(CalendarDay.date(from: wrong) == nil, "\(wrong)")
+        }
     }
 
     /// The main flows of the apps, through `LenderClient` only, against a real `lender serve`.
@@ -122,6 +159,11 @@ struct LenderClientTests {
             #expect(completed.status == .closed)
             let bids = try await ada.listBids(path: .init(itemID: rental.id)).ok.body.json
             #expect(bids.data.map(\.id) == [bid.id])
+            let received = try await ada.listBidsReceived(query: .init(status: .approved)).ok.body.json
+            #expect(received.data.map(\.id) == [bid.id])
+            let adaNow = try await ada.getMyProfile().ok.body.json
+            #expect(adaNow.posts.map(\.id) == [rental.id])
+            #expect(adaNow.links.posts == nil)
 
             // A loan, funded through a card, a deposit, the cart and its checkout.
             let loan = try await rita.postLoan(
@@ -132,11 +174,11 @@ struct LenderClientTests {
                         amountCents: 5000, deadline: CalendarDay.fromToday(30)))
             ).created.body.json
             #expect(loan.status == .fundraising)
-            let card = try await ada.addCard(
+            let card = try await ada.addPaymentCard(
                 body: .json(.init(number: "4242 4242 4242 4242", expMonth: 12, expYear: 2030, cvv: "123", holderName: "Ada"))
             ).card
             #expect(card.network == .visa)
-            let again = try await ada.addCard(
+            let again = try await ada.addPaymentCard(
                 body: .json(.init(number: "4242 4242 4242 4242", expMonth: 11, expYear: 2031, cvv: "123", holderName: "Ada"))
             ).card
             #expect(again.id == card.id)
@@ -160,9 +202,12 @@ struct LenderClientTests {
             #expect(funded.fundedCents == 5000)
             let loans = try await ada.listLoans(query: .init(near: "28.2,83.99", radiusKm: 5)).ok.body.json
             #expect(loans.data.map(\.id) == [loan.id])
+            let lent = try await ada.listMyLoans().ok.body.json
+            #expect(lent.data.map(\.loanId) == [loan.id])
+            #expect(lent.nextCursor == nil)
 
             // The borrower repays with a card of her own; the lender is credited.
-            let ritasCard = try await rita.addCard(
+            let ritasCard = try await rita.addPaymentCard(
                 body: .json(.init(number: "5555 5555 5555 4444", expMonth: 1, expYear: 2031, cvv: "321", holderName: "Rita"))
             ).card
             let repayment = try await rita.recordRepayment(
@@ -196,20 +241,25 @@ struct IdempotentRetriesTests {
         var all: [String?] { lock.withLock { keys } }
     }
 
+    /// Sends one request through the middleware to a transport that gives `answers` in turn,
+    /// nil standing for a lost connection (wrapped as the runtime wraps it) or `failure`.
     func send(
-        _ method: HTTPRequest.Method, key: String? = nil, body: HTTPBody? = HTTPBody("{}"),
-        answers: [HTTPResponse.Status?], retries: IdempotentRetries = .init(attempts: 3, maximumDelay: .milliseconds(10))
+        _ method: HTTPRequest.Method, operation: String = "deposit", key: String? = nil, body: HTTPBody? = HTTPBody("{}"),
+        answers: [HTTPResponse.Status?], failure: URLError = URLError(.networkConnectionLost),
+        retries: IdempotentRetries = .init(attempts: 3, maximumDelay: .milliseconds(10))
     ) async -> (Result<HTTPResponse.Status, any Error>, [String?]) {
         let sends = Sends()
         var request = HTTPRequest(method: method, scheme: "http", authority: "lender", path: "/v1/me/deposits")
         if let key { request.headerFields[IdempotentRetries.keyField] = key }
         do {
             let (response, _) = try await retries.intercept(
-                request, body: body, baseURL: URL(string: "http://lender")!, operationID: "deposit"
+                request, body: body, baseURL: URL(string: "http://lender")!, operationID: operation
             ) { request, _, _ in
                 sends.record(request)
                 guard let status = answers[min(sends.all.count - 1, answers.count - 1)] else {
-                    throw URLError(.networkConnectionLost)
+                    throw ClientError(
+                        operationID: operation, operationInput: "", causeDescription: "Transport threw error.",
+                        underlyingError: failure)
                 }
                 return (HTTPResponse(status: status), nil)
             }
@@ -231,8 +281,18 @@ struct IdempotentRetriesTests {
         let (result, keys) = await send(.patch, key: "mine", answers: [.serviceUnavailable])
         #expect(try result.get() == .serviceUnavailable)
         #expect(keys == ["mine", "mine", "mine", "mine"])
-        let (failed, _) = await send(.delete, answers: [nil])
-        #expect(throws: URLError.self) { try failed.get() }
+        let (failed, failedKeys) = await send(.delete, answers: [nil])
+        #expect(throws: ClientError.self) { try failed.get() }
+        #expect(failedKeys.count == 4)
+    }
+
+    @Test func aFailureOfTheRequestItselfAndAnUnkeyedCommandAreSentOnce() async throws {
+        let (refused, refusedKeys) = await send(.post, answers: [nil], failure: URLError(.badURL))
+        #expect(throws: ClientError.self) { try refused.get() }
+        #expect(refusedKeys.count == 1)
+        let (login, loginKeys) = await send(.post, operation: "logIn", answers: [.serviceUnavailable])
+        #expect(try login.get() == .serviceUnavailable)
+        #expect(loginKeys == [nil])
     }
 
     @Test func readsGetNoKeyAndAStreamedBodyIsSentOnce() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import HummingbirdTesting
+import Marketplace
 import Projections
 import Server
 import ServerTestSupport
@@ -57,6 +58,63 @@ struct ProfilesTests {
             #expect(aliceMe.approvalsReceived.map(\.id) == [bid])
             #expect(aliceMe.approvalsGiven.isEmpty)
             #expect(try await client.send(.get, "/v1/users/\(UUID())", token: owner.token).status == .notFound)
+        }
+    }
+
+    /// `GET /v1/me` shows the newest 20 of each list and links to the rest; following the
+    /// links reads every one exactly once, and a page is only ever the caller's own.
+    @Test func theProfileShowsTheNewestTwentyOfEachListAndLinksToTheRest() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let alice = try await client.user("alice")
+            var posted: [ItemID] = []
+            for index in 0..<23 { posted.append(try await client.postRental(owner.token, title: "Bike \(index)").id) }
+            var bids: [BidID] = []
+            for item in posted.prefix(22) { bids.append(try await client.bid(item, alice.token).decode(BidResource.self).id) }
+            for bid in bids.prefix(21) {
+                #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
+            }
+
+            let me = try await client.me(owner.token)
+            #expect(me.posts.map(\.id) == Array(posted.reversed().prefix(20)))
+            #expect(me.bidsReceived.map(\.id) == Array(bids.reversed().prefix(20)))
+            #expect(me.approvalsGiven.count == 20)
+            #expect(me.bids.isEmpty && me.links.bids == nil && me.links.loans == nil)
+
+            // Following each link to its end gathers the whole list, newest first, once.
+            func all<Element: Codable & Sendable>(
+                _ first: [Element], _ link: String?, _ id: (Element) -> UUID, token: String? = nil
+            ) async throws -> [UUID] {
+                var ids = first.map(id)
+                var next = link
+                while let path = next {
+                    let reply = try await client.send(.get, path, token: token ?? owner.token)
+                    #expect(reply.status == .ok, "\(path): \(reply)")
+                    let page = try reply.decode(Page<Element>.self)
+                    ids += page.data.map(id)
+                    next = page.nextCursor.map { path.replacing(/cursor=[^&]*/, with: "cursor=\($0)") }
+                }
+                return ids
+            }
+            #expect(try await all(me.posts, me.links.posts, \.id.rawValue) == posted.reversed().map(\.rawValue))
+            #expect(try await all(me.bidsReceived, me.links.bidsReceived, \.id.rawValue) == bids.reversed().map(\.rawValue))
+            #expect(try await all(me.approvalsGiven, me.links.approvalsGiven, \.id.rawValue) == bids.prefix(21).reversed().map(\.rawValue))
+            let hers = try await client.me(alice.token)
+            #expect(
+                try await all(hers.approvalsReceived, hers.links.approvalsReceived, \.id.rawValue, token: alice.token)
+                    == bids.prefix(21).reversed().map(\.rawValue))
+
+            // A small page, a status filter, and the caller's own list only.
+            let two = try await client.send(.get, "/v1/me/bids?limit=2&status=approved", token: alice.token).decode(Page<BidResource>.self)
+            #expect(two.data.map(\.id) == Array(bids.prefix(21).reversed().prefix(2)))
+            let pending = try await client.send(.get, "/v1/me/bids?status=pending", token: alice.token).decode(Page<BidResource>.self)
+            #expect(pending.data.map(\.id) == [bids[21]])
+            let none = try await client.send(.get, "/v1/me/posts", token: alice.token).decode(Page<ItemResource>.self)
+            #expect(none.data.isEmpty && none.nextCursor == nil)
+            let bad = try await client.send(.get, "/v1/me/bids/received?limit=0&cursor=nope&status=lost", token: owner.token)
+            #expect(bad.status == .unprocessableContent)
+            #expect(bad.fieldCodes == ["limit": "out_of_range", "cursor": "invalid_cursor", "status": "invalid_status"])
+            #expect(try await client.send(.get, "/v1/me/loans").status == .unauthorized)
         }
     }
 }

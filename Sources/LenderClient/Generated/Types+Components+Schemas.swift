@@ -36,6 +36,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/code`.
             public var code: Swift.String
+            /// Each invalid field, on a 422; absent otherwise
+            ///
             /// - Remark: Generated from `#/components/schemas/Problem/errors`.
             public var errors: [Components.Schemas.FieldError]?
             /// Creates a new `Problem`.
@@ -46,7 +48,7 @@ extension Components {
             ///   - status:
             ///   - detail:
             ///   - code: Stable, for clients
-            ///   - errors:
+            ///   - errors: Each invalid field, on a 422; absent otherwise
             public init(
                 _type: Swift.String,
                 title: Swift.String,
@@ -696,21 +698,27 @@ extension Components {
             public var completedDeals: Swift.Int?
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/cards`.
             public var cards: [Components.Schemas.Card]
+            /// the newest 20; `links.posts` goes on
+            ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/posts`.
             public var posts: [Components.Schemas.Item]
+            /// the newest 20; `links.bids` goes on
+            ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/bids`.
             public var bids: [Components.Schemas.Bid]
+            /// the newest 20; `links.bidsReceived` goes on
+            ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/bidsReceived`.
             public var bidsReceived: [Components.Schemas.Bid]
-            /// Loans I lent to
+            /// Loans I lent to: the newest 20; `links.loans` goes on
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/loans`.
             public var loans: [Components.Schemas.MyLoan]
-            /// Bids on my items that I approved
+            /// Bids on my items that I approved: the newest 20; `links.approvalsGiven` goes on
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/approvalsGiven`.
             public var approvalsGiven: [Components.Schemas.Bid]
-            /// My bids that owners approved
+            /// My bids that owners approved: the newest 20; `links.approvalsReceived` goes on
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/approvalsReceived`.
             public var approvalsReceived: [Components.Schemas.Bid]
@@ -718,6 +726,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/blocked`.
             public var blocked: [Components.Schemas.Uuid]
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/links`.
+            public var links: Components.Schemas.ProfileLinks
             /// The log position of the command's last event; null on a read
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/position`.
@@ -735,13 +745,14 @@ extension Components {
             ///   - defaultShareCents:
             ///   - completedDeals:
             ///   - cards:
-            ///   - posts:
-            ///   - bids:
-            ///   - bidsReceived:
-            ///   - loans: Loans I lent to
-            ///   - approvalsGiven: Bids on my items that I approved
-            ///   - approvalsReceived: My bids that owners approved
+            ///   - posts: the newest 20; `links.posts` goes on
+            ///   - bids: the newest 20; `links.bids` goes on
+            ///   - bidsReceived: the newest 20; `links.bidsReceived` goes on
+            ///   - loans: Loans I lent to: the newest 20; `links.loans` goes on
+            ///   - approvalsGiven: Bids on my items that I approved: the newest 20; `links.approvalsGiven` goes on
+            ///   - approvalsReceived: My bids that owners approved: the newest 20; `links.approvalsReceived` goes on
             ///   - blocked: Whom this user blocked
+            ///   - links:
             ///   - position: The log position of the command's last event; null on a read
             public init(
                 id: Components.Schemas.Uuid,
@@ -761,6 +772,7 @@ extension Components {
                 approvalsGiven: [Components.Schemas.Bid],
                 approvalsReceived: [Components.Schemas.Bid],
                 blocked: [Components.Schemas.Uuid],
+                links: Components.Schemas.ProfileLinks,
                 position: Swift.Int64? = nil
             ) {
                 self.id = id
@@ -780,6 +792,7 @@ extension Components {
                 self.approvalsGiven = approvalsGiven
                 self.approvalsReceived = approvalsReceived
                 self.blocked = blocked
+                self.links = links
                 self.position = position
             }
             public enum CodingKeys: String, CodingKey {
@@ -800,6 +813,7 @@ extension Components {
                 case approvalsGiven
                 case approvalsReceived
                 case blocked
+                case links
                 case position
             }
         }
@@ -1340,15 +1354,15 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/Removed`.
         public struct Removed: Codable, Hashable, Sendable {
-            /// The log position of the command's last event; null on a read
+            /// The log position of the command's last event
             ///
             /// - Remark: Generated from `#/components/schemas/Removed/position`.
-            public var position: Swift.Int64?
+            public var position: Swift.Int64
             /// Creates a new `Removed`.
             ///
             /// - Parameters:
-            ///   - position: The log position of the command's last event; null on a read
-            public init(position: Swift.Int64? = nil) {
+            ///   - position: The log position of the command's last event
+            public init(position: Swift.Int64) {
                 self.position = position
             }
             public enum CodingKeys: String, CodingKey {
@@ -1388,10 +1402,10 @@ extension Components {
             public var chargeId: Swift.String
             /// - Remark: Generated from `#/components/schemas/Deposit/balanceCents`.
             public var balanceCents: Swift.Int
-            /// The log position of the command's last event; null on a read
+            /// The log position of the command's last event
             ///
             /// - Remark: Generated from `#/components/schemas/Deposit/position`.
-            public var position: Swift.Int64?
+            public var position: Swift.Int64
             /// Creates a new `Deposit`.
             ///
             /// - Parameters:
@@ -1399,13 +1413,13 @@ extension Components {
             ///   - cardId:
             ///   - chargeId:
             ///   - balanceCents:
-            ///   - position: The log position of the command's last event; null on a read
+            ///   - position: The log position of the command's last event
             public init(
                 amountCents: Swift.Int,
                 cardId: Components.Schemas.Uuid,
                 chargeId: Swift.String,
                 balanceCents: Swift.Int,
-                position: Swift.Int64? = nil
+                position: Swift.Int64
             ) {
                 self.amountCents = amountCents
                 self.cardId = cardId
@@ -1717,10 +1731,10 @@ extension Components {
             public var credits: [Components.Schemas.LenderAmount]
             /// - Remark: Generated from `#/components/schemas/Repayment/loan`.
             public var loan: Components.Schemas.Loan
-            /// The log position of the command's last event; null on a read
+            /// The log position of the command's last event
             ///
             /// - Remark: Generated from `#/components/schemas/Repayment/position`.
-            public var position: Swift.Int64?
+            public var position: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/Repayment/paidWith`.
             public var paidWith: Components.Schemas.PaidWith
             /// The borrower's balance after the repayment
@@ -1733,14 +1747,14 @@ extension Components {
             ///   - amountCents:
             ///   - credits: Each lender's part, pro rata, adding up to the amount exactly
             ///   - loan:
-            ///   - position: The log position of the command's last event; null on a read
+            ///   - position: The log position of the command's last event
             ///   - paidWith:
             ///   - balanceCents: The borrower's balance after the repayment
             public init(
                 amountCents: Swift.Int,
                 credits: [Components.Schemas.LenderAmount],
                 loan: Components.Schemas.Loan,
-                position: Swift.Int64? = nil,
+                position: Swift.Int64,
                 paidWith: Components.Schemas.PaidWith,
                 balanceCents: Swift.Int
             ) {
@@ -1939,10 +1953,10 @@ extension Components {
             public var paidWith: Components.Schemas.PaidWith
             /// - Remark: Generated from `#/components/schemas/PaidCart/balanceCents`.
             public var balanceCents: Swift.Int
-            /// The log position of the command's last event; null on a read
+            /// The log position of the command's last event
             ///
             /// - Remark: Generated from `#/components/schemas/PaidCart/position`.
-            public var position: Swift.Int64?
+            public var position: Swift.Int64
             /// Creates a new `PaidCart`.
             ///
             /// - Parameters:
@@ -1950,13 +1964,13 @@ extension Components {
             ///   - totalCents:
             ///   - paidWith:
             ///   - balanceCents:
-            ///   - position: The log position of the command's last event; null on a read
+            ///   - position: The log position of the command's last event
             public init(
                 purchases: Components.Schemas.PaidCart.PurchasesPayload,
                 totalCents: Swift.Int,
                 paidWith: Components.Schemas.PaidWith,
                 balanceCents: Swift.Int,
-                position: Swift.Int64? = nil
+                position: Swift.Int64
             ) {
                 self.purchases = purchases
                 self.totalCents = totalCents
@@ -2317,5 +2331,91 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/UUIDOrNull`.
         public typealias UUIDOrNull = UUID
+        /// - Remark: Generated from `#/components/schemas/MyLoanPage`.
+        public struct MyLoanPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MyLoanPage/data`.
+            public var data: [Components.Schemas.MyLoan]
+            /// Pass as `cursor` for the next page; null on the last
+            ///
+            /// - Remark: Generated from `#/components/schemas/MyLoanPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `MyLoanPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor: Pass as `cursor` for the next page; null on the last
+            public init(
+                data: [Components.Schemas.MyLoan],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// Where each list of the profile goes on after its first 20: a path to GET with the same token
+        ///
+        /// - Remark: Generated from `#/components/schemas/ProfileLinks`.
+        public struct ProfileLinks: Codable, Hashable, Sendable {
+            /// The next page of `posts`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/posts`.
+            public var posts: Swift.String?
+            /// The next page of `bids`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/bids`.
+            public var bids: Swift.String?
+            /// The next page of `bidsReceived`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/bidsReceived`.
+            public var bidsReceived: Swift.String?
+            /// The next page of `loans`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/loans`.
+            public var loans: Swift.String?
+            /// The next page of `approvalsGiven`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/approvalsGiven`.
+            public var approvalsGiven: Swift.String?
+            /// The next page of `approvalsReceived`, or null when it shows them all
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProfileLinks/approvalsReceived`.
+            public var approvalsReceived: Swift.String?
+            /// Creates a new `ProfileLinks`.
+            ///
+            /// - Parameters:
+            ///   - posts: The next page of `posts`, or null when it shows them all
+            ///   - bids: The next page of `bids`, or null when it shows them all
+            ///   - bidsReceived: The next page of `bidsReceived`, or null when it shows them all
+            ///   - loans: The next page of `loans`, or null when it shows them all
+            ///   - approvalsGiven: The next page of `approvalsGiven`, or null when it shows them all
+            ///   - approvalsReceived: The next page of `approvalsReceived`, or null when it shows them all
+            public init(
+                posts: Swift.String? = nil,
+                bids: Swift.String? = nil,
+                bidsReceived: Swift.String? = nil,
+                loans: Swift.String? = nil,
+                approvalsGiven: Swift.String? = nil,
+                approvalsReceived: Swift.String? = nil
+            ) {
+                self.posts = posts
+                self.bids = bids
+                self.bidsReceived = bidsReceived
+                self.loans = loans
+                self.approvalsGiven = approvalsGiven
+                self.approvalsReceived = approvalsReceived
+            }
+            public enum CodingKeys: String, CodingKey {
+                case posts
+                case bids
+                case bidsReceived
+                case loans
+                case approvalsGiven
+                case approvalsReceived
+            }
+        }
     }
 }

@@ -1012,6 +1012,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userID}/get(getUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -1533,21 +1556,12 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/sessions/current/DELETE/header`.
             public struct Headers: Sendable, Hashable {
-                /// The same key with the same body from the same user returns the first response again and writes nothing.
-                ///
-                /// - Remark: Generated from `#/paths/v1/sessions/current/DELETE/header/Idempotency-Key`.
-                public var idempotencyKey: Swift.String?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LogOut.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The same key with the same body from the same user returns the first response again and writes nothing.
                 ///   - accept:
-                public init(
-                    idempotencyKey: Swift.String? = nil,
-                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LogOut.AcceptableContentType>] = .defaultValues()
-                ) {
-                    self.idempotencyKey = idempotencyKey
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LogOut.AcceptableContentType>] = .defaultValues()) {
                     self.accept = accept
                 }
             }
@@ -1693,6 +1707,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/sessions/current/delete(logOut)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -1905,6 +1942,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/get(getMyProfile)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -2373,6 +2433,1145 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// My posts
+    ///
+    /// Every rental and request I posted, whatever its status, newest first: where `links.posts` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/posts`.
+    /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)`.
+    public enum ListMyPosts {
+        public static let id: Swift.String = "listMyPosts"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/posts/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// The `nextCursor` of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/query/cursor`.
+                public var cursor: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: Page size
+                ///   - cursor: The `nextCursor` of the previous page
+                public init(
+                    limit: Swift.Int? = nil,
+                    cursor: Swift.String? = nil
+                ) {
+                    self.limit = limit
+                    self.cursor = cursor
+                }
+            }
+            public var query: Operations.ListMyPosts.Input.Query
+            /// - Remark: Generated from `#/paths/v1/me/posts/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyPosts.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyPosts.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListMyPosts.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.ListMyPosts.Input.Query = .init(),
+                headers: Operations.ListMyPosts.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ItemPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ItemPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyPosts.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyPosts.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// A page, newest first
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListMyPosts.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListMyPosts.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyPosts.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyPosts.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.ListMyPosts.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.ListMyPosts.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyPosts.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyPosts.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.ListMyPosts.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.ListMyPosts.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// My bids
+    ///
+    /// The bids I placed, newest first: where `links.bids` and `links.approvalsReceived` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)`.
+    public enum ListMyBids {
+        public static let id: Swift.String = "listMyBids"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/bids/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// The `nextCursor` of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/query/cursor`.
+                public var cursor: Swift.String?
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/query/status`.
+                @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case pending = "pending"
+                    case approved = "approved"
+                    case rejected = "rejected"
+                    case withdrawn = "withdrawn"
+                }
+                /// Only bids of this status
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/query/status`.
+                public var status: Operations.ListMyBids.Input.Query.StatusPayload?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: Page size
+                ///   - cursor: The `nextCursor` of the previous page
+                ///   - status: Only bids of this status
+                public init(
+                    limit: Swift.Int? = nil,
+                    cursor: Swift.String? = nil,
+                    status: Operations.ListMyBids.Input.Query.StatusPayload? = nil
+                ) {
+                    self.limit = limit
+                    self.cursor = cursor
+                    self.status = status
+                }
+            }
+            public var query: Operations.ListMyBids.Input.Query
+            /// - Remark: Generated from `#/paths/v1/me/bids/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyBids.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyBids.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListMyBids.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.ListMyBids.Input.Query = .init(),
+                headers: Operations.ListMyBids.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BidPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.BidPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyBids.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyBids.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// A page, newest first
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListMyBids.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListMyBids.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyBids.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyBids.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.ListMyBids.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.ListMyBids.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyBids.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyBids.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.ListMyBids.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.ListMyBids.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Bids on my items
+    ///
+    /// The bids on my items, newest first: where `links.bidsReceived` and `links.approvalsGiven` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids/received`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)`.
+    public enum ListBidsReceived {
+        public static let id: Swift.String = "listBidsReceived"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// The `nextCursor` of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/query/cursor`.
+                public var cursor: Swift.String?
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/query/status`.
+                @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case pending = "pending"
+                    case approved = "approved"
+                    case rejected = "rejected"
+                    case withdrawn = "withdrawn"
+                }
+                /// Only bids of this status
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/query/status`.
+                public var status: Operations.ListBidsReceived.Input.Query.StatusPayload?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: Page size
+                ///   - cursor: The `nextCursor` of the previous page
+                ///   - status: Only bids of this status
+                public init(
+                    limit: Swift.Int? = nil,
+                    cursor: Swift.String? = nil,
+                    status: Operations.ListBidsReceived.Input.Query.StatusPayload? = nil
+                ) {
+                    self.limit = limit
+                    self.cursor = cursor
+                    self.status = status
+                }
+            }
+            public var query: Operations.ListBidsReceived.Input.Query
+            /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListBidsReceived.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListBidsReceived.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListBidsReceived.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.ListBidsReceived.Input.Query = .init(),
+                headers: Operations.ListBidsReceived.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BidPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.BidPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListBidsReceived.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListBidsReceived.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// A page, newest first
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListBidsReceived.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListBidsReceived.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListBidsReceived.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListBidsReceived.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.ListBidsReceived.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.ListBidsReceived.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListBidsReceived.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListBidsReceived.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.ListBidsReceived.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.ListBidsReceived.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Loans I lent to
+    ///
+    /// My shares of loans, the newest first bought first: where `links.loans` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/loans`.
+    /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)`.
+    public enum ListMyLoans {
+        public static let id: Swift.String = "listMyLoans"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/loans/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Page size
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// The `nextCursor` of the previous page
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/query/cursor`.
+                public var cursor: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: Page size
+                ///   - cursor: The `nextCursor` of the previous page
+                public init(
+                    limit: Swift.Int? = nil,
+                    cursor: Swift.String? = nil
+                ) {
+                    self.limit = limit
+                    self.cursor = cursor
+                }
+            }
+            public var query: Operations.ListMyLoans.Input.Query
+            /// - Remark: Generated from `#/paths/v1/me/loans/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyLoans.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyLoans.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListMyLoans.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.ListMyLoans.Input.Query = .init(),
+                headers: Operations.ListMyLoans.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.MyLoanPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.MyLoanPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyLoans.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyLoans.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// A page, newest first
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListMyLoans.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListMyLoans.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyLoans.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyLoans.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.ListMyLoans.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.ListMyLoans.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListMyLoans.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListMyLoans.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.ListMyLoans.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.ListMyLoans.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -2836,6 +4035,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/blocks/post(blockUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -3252,6 +4474,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/blocks/{userID}/delete(unblockUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -3720,6 +4965,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/rentals/post(postRental)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -4183,6 +5451,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/requests/post(postRequest)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -4510,6 +5801,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -4743,6 +6057,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/get(getItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -5331,6 +6668,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/patch(reviseItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -5900,6 +7260,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/withdraw/post(withdrawItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -6479,6 +7862,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -7053,6 +8459,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -7364,6 +8793,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/get(listBids)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -7952,6 +9404,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/post(placeBid)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -8236,6 +9711,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/history/get(getBidHistory)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -8810,6 +10308,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -9398,6 +10919,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/bids/{bidID}/reject/post(rejectBid)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -9972,6 +11516,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/bids/{bidID}/withdraw/post(withdrawBid)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -10012,9 +11579,9 @@ public enum Operations {
     /// AddPaymentCard
     ///
     /// - Remark: HTTP `POST /v1/me/cards`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)`.
-    public enum AddCard {
-        public static let id: Swift.String = "addCard"
+    /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)`.
+    public enum AddPaymentCard {
+        public static let id: Swift.String = "addPaymentCard"
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/me/cards/POST/header`.
             public struct Headers: Sendable, Hashable {
@@ -10022,7 +11589,7 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/me/cards/POST/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
-                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddCard.AcceptableContentType>]
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddPaymentCard.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
@@ -10030,27 +11597,27 @@ public enum Operations {
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
-                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddCard.AcceptableContentType>] = .defaultValues()
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddPaymentCard.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
                     self.accept = accept
                 }
             }
-            public var headers: Operations.AddCard.Input.Headers
+            public var headers: Operations.AddPaymentCard.Input.Headers
             /// - Remark: Generated from `#/paths/v1/me/cards/POST/requestBody`.
             @frozen public enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/me/cards/POST/requestBody/content/application\/json`.
                 case json(Components.Schemas.CardBody)
             }
-            public var body: Operations.AddCard.Input.Body
+            public var body: Operations.AddPaymentCard.Input.Body
             /// Creates a new `Input`.
             ///
             /// - Parameters:
             ///   - headers:
             ///   - body:
             public init(
-                headers: Operations.AddCard.Input.Headers = .init(),
-                body: Operations.AddCard.Input.Body
+                headers: Operations.AddPaymentCard.Input.Headers = .init(),
+                body: Operations.AddPaymentCard.Input.Body
             ) {
                 self.headers = headers
                 self.body = body
@@ -10076,26 +11643,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.Ok.Body
+                public var body: Operations.AddPaymentCard.Output.Ok.Body
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.Ok.Body) {
+                public init(body: Operations.AddPaymentCard.Output.Ok.Body) {
                     self.body = body
                 }
             }
             /// The same card was on file already: it, with its expiry updated
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/200`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/200`.
             ///
             /// HTTP response code: `200 ok`.
-            case ok(Operations.AddCard.Output.Ok)
+            case ok(Operations.AddPaymentCard.Output.Ok)
             /// The associated value of the enum case if `self` is `.ok`.
             ///
             /// - Throws: An error if `self` is not `.ok`.
             /// - SeeAlso: `.ok`.
-            public var ok: Operations.AddCard.Output.Ok {
+            public var ok: Operations.AddPaymentCard.Output.Ok {
                 get throws {
                     switch self {
                     case let .ok(response):
@@ -10127,26 +11694,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.Created.Body
+                public var body: Operations.AddPaymentCard.Output.Created.Body
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.Created.Body) {
+                public init(body: Operations.AddPaymentCard.Output.Created.Body) {
                     self.body = body
                 }
             }
             /// Added
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/201`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/201`.
             ///
             /// HTTP response code: `201 created`.
-            case created(Operations.AddCard.Output.Created)
+            case created(Operations.AddPaymentCard.Output.Created)
             /// The associated value of the enum case if `self` is `.created`.
             ///
             /// - Throws: An error if `self` is not `.created`.
             /// - SeeAlso: `.created`.
-            public var created: Operations.AddCard.Output.Created {
+            public var created: Operations.AddPaymentCard.Output.Created {
                 get throws {
                     switch self {
                     case let .created(response):
@@ -10178,26 +11745,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.BadRequest.Body
+                public var body: Operations.AddPaymentCard.Output.BadRequest.Body
                 /// Creates a new `BadRequest`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.BadRequest.Body) {
+                public init(body: Operations.AddPaymentCard.Output.BadRequest.Body) {
                     self.body = body
                 }
             }
             /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/400`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Operations.AddCard.Output.BadRequest)
+            case badRequest(Operations.AddPaymentCard.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            public var badRequest: Operations.AddCard.Output.BadRequest {
+            public var badRequest: Operations.AddPaymentCard.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -10229,26 +11796,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.Unauthorized.Body
+                public var body: Operations.AddPaymentCard.Output.Unauthorized.Body
                 /// Creates a new `Unauthorized`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.Unauthorized.Body) {
+                public init(body: Operations.AddPaymentCard.Output.Unauthorized.Body) {
                     self.body = body
                 }
             }
             /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/401`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/401`.
             ///
             /// HTTP response code: `401 unauthorized`.
-            case unauthorized(Operations.AddCard.Output.Unauthorized)
+            case unauthorized(Operations.AddPaymentCard.Output.Unauthorized)
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
             /// - SeeAlso: `.unauthorized`.
-            public var unauthorized: Operations.AddCard.Output.Unauthorized {
+            public var unauthorized: Operations.AddPaymentCard.Output.Unauthorized {
                 get throws {
                     switch self {
                     case let .unauthorized(response):
@@ -10280,26 +11847,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.NotFound.Body
+                public var body: Operations.AddPaymentCard.Output.NotFound.Body
                 /// Creates a new `NotFound`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.NotFound.Body) {
+                public init(body: Operations.AddPaymentCard.Output.NotFound.Body) {
                     self.body = body
                 }
             }
             /// Unknown (`user_not_found`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/404`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/404`.
             ///
             /// HTTP response code: `404 notFound`.
-            case notFound(Operations.AddCard.Output.NotFound)
+            case notFound(Operations.AddPaymentCard.Output.NotFound)
             /// The associated value of the enum case if `self` is `.notFound`.
             ///
             /// - Throws: An error if `self` is not `.notFound`.
             /// - SeeAlso: `.notFound`.
-            public var notFound: Operations.AddCard.Output.NotFound {
+            public var notFound: Operations.AddPaymentCard.Output.NotFound {
                 get throws {
                     switch self {
                     case let .notFound(response):
@@ -10331,26 +11898,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.ContentTooLarge.Body
+                public var body: Operations.AddPaymentCard.Output.ContentTooLarge.Body
                 /// Creates a new `ContentTooLarge`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.ContentTooLarge.Body) {
+                public init(body: Operations.AddPaymentCard.Output.ContentTooLarge.Body) {
                     self.body = body
                 }
             }
             /// Body over 1 MiB (`body_too_large`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/413`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/413`.
             ///
             /// HTTP response code: `413 contentTooLarge`.
-            case contentTooLarge(Operations.AddCard.Output.ContentTooLarge)
+            case contentTooLarge(Operations.AddPaymentCard.Output.ContentTooLarge)
             /// The associated value of the enum case if `self` is `.contentTooLarge`.
             ///
             /// - Throws: An error if `self` is not `.contentTooLarge`.
             /// - SeeAlso: `.contentTooLarge`.
-            public var contentTooLarge: Operations.AddCard.Output.ContentTooLarge {
+            public var contentTooLarge: Operations.AddPaymentCard.Output.ContentTooLarge {
                 get throws {
                     switch self {
                     case let .contentTooLarge(response):
@@ -10382,26 +11949,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.UnprocessableContent.Body
+                public var body: Operations.AddPaymentCard.Output.UnprocessableContent.Body
                 /// Creates a new `UnprocessableContent`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddCard.Output.UnprocessableContent.Body) {
+                public init(body: Operations.AddPaymentCard.Output.UnprocessableContent.Body) {
                     self.body = body
                 }
             }
             /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/422`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Operations.AddCard.Output.UnprocessableContent)
+            case unprocessableContent(Operations.AddPaymentCard.Output.UnprocessableContent)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            public var unprocessableContent: Operations.AddCard.Output.UnprocessableContent {
+            public var unprocessableContent: Operations.AddPaymentCard.Output.UnprocessableContent {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -10430,7 +11997,7 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response headers
-                public var headers: Operations.AddCard.Output.TooManyRequests.Headers
+                public var headers: Operations.AddPaymentCard.Output.TooManyRequests.Headers
                 /// - Remark: Generated from `#/paths/v1/me/cards/POST/responses/429/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/cards/POST/responses/429/content/application\/problem+json`.
@@ -10449,15 +12016,15 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.AddCard.Output.TooManyRequests.Body
+                public var body: Operations.AddPaymentCard.Output.TooManyRequests.Body
                 /// Creates a new `TooManyRequests`.
                 ///
                 /// - Parameters:
                 ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
                 public init(
-                    headers: Operations.AddCard.Output.TooManyRequests.Headers = .init(),
-                    body: Operations.AddCard.Output.TooManyRequests.Body
+                    headers: Operations.AddPaymentCard.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.AddPaymentCard.Output.TooManyRequests.Body
                 ) {
                     self.headers = headers
                     self.body = body
@@ -10465,15 +12032,15 @@ public enum Operations {
             }
             /// At most 10 card adds per user an hour (`too_many_payment_attempts`); `Retry-After` says when to try again
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)/responses/429`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/429`.
             ///
             /// HTTP response code: `429 tooManyRequests`.
-            case tooManyRequests(Operations.AddCard.Output.TooManyRequests)
+            case tooManyRequests(Operations.AddPaymentCard.Output.TooManyRequests)
             /// The associated value of the enum case if `self` is `.tooManyRequests`.
             ///
             /// - Throws: An error if `self` is not `.tooManyRequests`.
             /// - SeeAlso: `.tooManyRequests`.
-            public var tooManyRequests: Operations.AddCard.Output.TooManyRequests {
+            public var tooManyRequests: Operations.AddPaymentCard.Output.TooManyRequests {
                 get throws {
                     switch self {
                     case let .tooManyRequests(response):
@@ -10481,6 +12048,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -10526,9 +12116,9 @@ public enum Operations {
     /// RemovePaymentCard
     ///
     /// - Remark: HTTP `DELETE /v1/me/cards/{cardID}`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)`.
-    public enum RemoveCard {
-        public static let id: Swift.String = "removeCard"
+    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)`.
+    public enum RemovePaymentCard {
+        public static let id: Swift.String = "removePaymentCard"
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/me/cards/{cardID}/DELETE/path`.
             public struct Path: Sendable, Hashable {
@@ -10544,14 +12134,14 @@ public enum Operations {
                     self.cardID = cardID
                 }
             }
-            public var path: Operations.RemoveCard.Input.Path
+            public var path: Operations.RemovePaymentCard.Input.Path
             /// - Remark: Generated from `#/paths/v1/me/cards/{cardID}/DELETE/header`.
             public struct Headers: Sendable, Hashable {
                 /// The same key with the same body from the same user returns the first response again and writes nothing.
                 ///
                 /// - Remark: Generated from `#/paths/v1/me/cards/{cardID}/DELETE/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
-                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveCard.AcceptableContentType>]
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemovePaymentCard.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
@@ -10559,21 +12149,21 @@ public enum Operations {
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
-                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveCard.AcceptableContentType>] = .defaultValues()
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemovePaymentCard.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
                     self.accept = accept
                 }
             }
-            public var headers: Operations.RemoveCard.Input.Headers
+            public var headers: Operations.RemovePaymentCard.Input.Headers
             /// Creates a new `Input`.
             ///
             /// - Parameters:
             ///   - path:
             ///   - headers:
             public init(
-                path: Operations.RemoveCard.Input.Path,
-                headers: Operations.RemoveCard.Input.Headers = .init()
+                path: Operations.RemovePaymentCard.Input.Path,
+                headers: Operations.RemovePaymentCard.Input.Headers = .init()
             ) {
                 self.path = path
                 self.headers = headers
@@ -10599,26 +12189,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.Ok.Body
+                public var body: Operations.RemovePaymentCard.Output.Ok.Body
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveCard.Output.Ok.Body) {
+                public init(body: Operations.RemovePaymentCard.Output.Ok.Body) {
                     self.body = body
                 }
             }
             /// Done; `position` is the log position of its last event
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/200`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/200`.
             ///
             /// HTTP response code: `200 ok`.
-            case ok(Operations.RemoveCard.Output.Ok)
+            case ok(Operations.RemovePaymentCard.Output.Ok)
             /// The associated value of the enum case if `self` is `.ok`.
             ///
             /// - Throws: An error if `self` is not `.ok`.
             /// - SeeAlso: `.ok`.
-            public var ok: Operations.RemoveCard.Output.Ok {
+            public var ok: Operations.RemovePaymentCard.Output.Ok {
                 get throws {
                     switch self {
                     case let .ok(response):
@@ -10650,26 +12240,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.BadRequest.Body
+                public var body: Operations.RemovePaymentCard.Output.BadRequest.Body
                 /// Creates a new `BadRequest`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveCard.Output.BadRequest.Body) {
+                public init(body: Operations.RemovePaymentCard.Output.BadRequest.Body) {
                     self.body = body
                 }
             }
             /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/400`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Operations.RemoveCard.Output.BadRequest)
+            case badRequest(Operations.RemovePaymentCard.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            public var badRequest: Operations.RemoveCard.Output.BadRequest {
+            public var badRequest: Operations.RemovePaymentCard.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -10701,26 +12291,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.Unauthorized.Body
+                public var body: Operations.RemovePaymentCard.Output.Unauthorized.Body
                 /// Creates a new `Unauthorized`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveCard.Output.Unauthorized.Body) {
+                public init(body: Operations.RemovePaymentCard.Output.Unauthorized.Body) {
                     self.body = body
                 }
             }
             /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/401`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/401`.
             ///
             /// HTTP response code: `401 unauthorized`.
-            case unauthorized(Operations.RemoveCard.Output.Unauthorized)
+            case unauthorized(Operations.RemovePaymentCard.Output.Unauthorized)
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
             /// - SeeAlso: `.unauthorized`.
-            public var unauthorized: Operations.RemoveCard.Output.Unauthorized {
+            public var unauthorized: Operations.RemovePaymentCard.Output.Unauthorized {
                 get throws {
                     switch self {
                     case let .unauthorized(response):
@@ -10752,26 +12342,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.NotFound.Body
+                public var body: Operations.RemovePaymentCard.Output.NotFound.Body
                 /// Creates a new `NotFound`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveCard.Output.NotFound.Body) {
+                public init(body: Operations.RemovePaymentCard.Output.NotFound.Body) {
                     self.body = body
                 }
             }
             /// Unknown (`card_not_found`)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/404`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/404`.
             ///
             /// HTTP response code: `404 notFound`.
-            case notFound(Operations.RemoveCard.Output.NotFound)
+            case notFound(Operations.RemovePaymentCard.Output.NotFound)
             /// The associated value of the enum case if `self` is `.notFound`.
             ///
             /// - Throws: An error if `self` is not `.notFound`.
             /// - SeeAlso: `.notFound`.
-            public var notFound: Operations.RemoveCard.Output.NotFound {
+            public var notFound: Operations.RemovePaymentCard.Output.NotFound {
                 get throws {
                     switch self {
                     case let .notFound(response):
@@ -10803,26 +12393,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.UnprocessableContent.Body
+                public var body: Operations.RemovePaymentCard.Output.UnprocessableContent.Body
                 /// Creates a new `UnprocessableContent`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveCard.Output.UnprocessableContent.Body) {
+                public init(body: Operations.RemovePaymentCard.Output.UnprocessableContent.Body) {
                     self.body = body
                 }
             }
             /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...)
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/422`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Operations.RemoveCard.Output.UnprocessableContent)
+            case unprocessableContent(Operations.RemovePaymentCard.Output.UnprocessableContent)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            public var unprocessableContent: Operations.RemoveCard.Output.UnprocessableContent {
+            public var unprocessableContent: Operations.RemovePaymentCard.Output.UnprocessableContent {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -10851,7 +12441,7 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response headers
-                public var headers: Operations.RemoveCard.Output.TooManyRequests.Headers
+                public var headers: Operations.RemovePaymentCard.Output.TooManyRequests.Headers
                 /// - Remark: Generated from `#/paths/v1/me/cards/{cardID}/DELETE/responses/429/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/cards/{cardID}/DELETE/responses/429/content/application\/problem+json`.
@@ -10870,15 +12460,15 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.RemoveCard.Output.TooManyRequests.Body
+                public var body: Operations.RemovePaymentCard.Output.TooManyRequests.Body
                 /// Creates a new `TooManyRequests`.
                 ///
                 /// - Parameters:
                 ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
                 public init(
-                    headers: Operations.RemoveCard.Output.TooManyRequests.Headers = .init(),
-                    body: Operations.RemoveCard.Output.TooManyRequests.Body
+                    headers: Operations.RemovePaymentCard.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.RemovePaymentCard.Output.TooManyRequests.Body
                 ) {
                     self.headers = headers
                     self.body = body
@@ -10886,15 +12476,15 @@ public enum Operations {
             }
             /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
             ///
-            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)/responses/429`.
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/429`.
             ///
             /// HTTP response code: `429 tooManyRequests`.
-            case tooManyRequests(Operations.RemoveCard.Output.TooManyRequests)
+            case tooManyRequests(Operations.RemovePaymentCard.Output.TooManyRequests)
             /// The associated value of the enum case if `self` is `.tooManyRequests`.
             ///
             /// - Throws: An error if `self` is not `.tooManyRequests`.
             /// - SeeAlso: `.tooManyRequests`.
-            public var tooManyRequests: Operations.RemoveCard.Output.TooManyRequests {
+            public var tooManyRequests: Operations.RemovePaymentCard.Output.TooManyRequests {
                 get throws {
                     switch self {
                     case let .tooManyRequests(response):
@@ -10902,6 +12492,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -11472,6 +13085,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/deposits/post(deposit)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -11775,6 +13411,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -12192,6 +13851,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/loans/post(postLoan)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -12425,6 +14107,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/loans/{loanID}/get(getLoan)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -13066,6 +14771,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -13228,6 +14956,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/get(getCart)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -13578,6 +15329,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/delete(clearCart)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -14148,6 +15922,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/items/post(addToCart)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -14188,9 +15985,9 @@ public enum Operations {
     /// ChangeCartAmount
     ///
     /// - Remark: HTTP `PATCH /v1/cart/items/{loanID}`.
-    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)`.
-    public enum ChangeCartLine {
-        public static let id: Swift.String = "changeCartLine"
+    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)`.
+    public enum ChangeCartAmount {
+        public static let id: Swift.String = "changeCartAmount"
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/path`.
             public struct Path: Sendable, Hashable {
@@ -14206,14 +16003,14 @@ public enum Operations {
                     self.loanID = loanID
                 }
             }
-            public var path: Operations.ChangeCartLine.Input.Path
+            public var path: Operations.ChangeCartAmount.Input.Path
             /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/header`.
             public struct Headers: Sendable, Hashable {
                 /// The same key with the same body from the same user returns the first response again and writes nothing.
                 ///
                 /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/header/Idempotency-Key`.
                 public var idempotencyKey: Swift.String?
-                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangeCartLine.AcceptableContentType>]
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangeCartAmount.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
@@ -14221,19 +16018,19 @@ public enum Operations {
                 ///   - accept:
                 public init(
                     idempotencyKey: Swift.String? = nil,
-                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangeCartLine.AcceptableContentType>] = .defaultValues()
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangeCartAmount.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
                     self.accept = accept
                 }
             }
-            public var headers: Operations.ChangeCartLine.Input.Headers
+            public var headers: Operations.ChangeCartAmount.Input.Headers
             /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/requestBody`.
             @frozen public enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/requestBody/content/application\/json`.
                 case json(Components.Schemas.CartAmountBody)
             }
-            public var body: Operations.ChangeCartLine.Input.Body
+            public var body: Operations.ChangeCartAmount.Input.Body
             /// Creates a new `Input`.
             ///
             /// - Parameters:
@@ -14241,9 +16038,9 @@ public enum Operations {
             ///   - headers:
             ///   - body:
             public init(
-                path: Operations.ChangeCartLine.Input.Path,
-                headers: Operations.ChangeCartLine.Input.Headers = .init(),
-                body: Operations.ChangeCartLine.Input.Body
+                path: Operations.ChangeCartAmount.Input.Path,
+                headers: Operations.ChangeCartAmount.Input.Headers = .init(),
+                body: Operations.ChangeCartAmount.Input.Body
             ) {
                 self.path = path
                 self.headers = headers
@@ -14270,26 +16067,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.Ok.Body
+                public var body: Operations.ChangeCartAmount.Output.Ok.Body
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.Ok.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.Ok.Body) {
                     self.body = body
                 }
             }
             /// Done; `position` is the log position of its last event
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/200`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/200`.
             ///
             /// HTTP response code: `200 ok`.
-            case ok(Operations.ChangeCartLine.Output.Ok)
+            case ok(Operations.ChangeCartAmount.Output.Ok)
             /// The associated value of the enum case if `self` is `.ok`.
             ///
             /// - Throws: An error if `self` is not `.ok`.
             /// - SeeAlso: `.ok`.
-            public var ok: Operations.ChangeCartLine.Output.Ok {
+            public var ok: Operations.ChangeCartAmount.Output.Ok {
                 get throws {
                     switch self {
                     case let .ok(response):
@@ -14321,26 +16118,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.BadRequest.Body
+                public var body: Operations.ChangeCartAmount.Output.BadRequest.Body
                 /// Creates a new `BadRequest`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.BadRequest.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.BadRequest.Body) {
                     self.body = body
                 }
             }
             /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/400`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Operations.ChangeCartLine.Output.BadRequest)
+            case badRequest(Operations.ChangeCartAmount.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            public var badRequest: Operations.ChangeCartLine.Output.BadRequest {
+            public var badRequest: Operations.ChangeCartAmount.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -14372,26 +16169,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.Unauthorized.Body
+                public var body: Operations.ChangeCartAmount.Output.Unauthorized.Body
                 /// Creates a new `Unauthorized`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.Unauthorized.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.Unauthorized.Body) {
                     self.body = body
                 }
             }
             /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/401`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/401`.
             ///
             /// HTTP response code: `401 unauthorized`.
-            case unauthorized(Operations.ChangeCartLine.Output.Unauthorized)
+            case unauthorized(Operations.ChangeCartAmount.Output.Unauthorized)
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
             /// - SeeAlso: `.unauthorized`.
-            public var unauthorized: Operations.ChangeCartLine.Output.Unauthorized {
+            public var unauthorized: Operations.ChangeCartAmount.Output.Unauthorized {
                 get throws {
                     switch self {
                     case let .unauthorized(response):
@@ -14423,26 +16220,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.NotFound.Body
+                public var body: Operations.ChangeCartAmount.Output.NotFound.Body
                 /// Creates a new `NotFound`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.NotFound.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.NotFound.Body) {
                     self.body = body
                 }
             }
             /// Unknown (`not_in_cart`, `loan_not_found`)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/404`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/404`.
             ///
             /// HTTP response code: `404 notFound`.
-            case notFound(Operations.ChangeCartLine.Output.NotFound)
+            case notFound(Operations.ChangeCartAmount.Output.NotFound)
             /// The associated value of the enum case if `self` is `.notFound`.
             ///
             /// - Throws: An error if `self` is not `.notFound`.
             /// - SeeAlso: `.notFound`.
-            public var notFound: Operations.ChangeCartLine.Output.NotFound {
+            public var notFound: Operations.ChangeCartAmount.Output.NotFound {
                 get throws {
                     switch self {
                     case let .notFound(response):
@@ -14474,26 +16271,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.Conflict.Body
+                public var body: Operations.ChangeCartAmount.Output.Conflict.Body
                 /// Creates a new `Conflict`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.Conflict.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.Conflict.Body) {
                     self.body = body
                 }
             }
             /// The state does not allow it (`loan_not_fundraising`, `exceeds_need`)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/409`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/409`.
             ///
             /// HTTP response code: `409 conflict`.
-            case conflict(Operations.ChangeCartLine.Output.Conflict)
+            case conflict(Operations.ChangeCartAmount.Output.Conflict)
             /// The associated value of the enum case if `self` is `.conflict`.
             ///
             /// - Throws: An error if `self` is not `.conflict`.
             /// - SeeAlso: `.conflict`.
-            public var conflict: Operations.ChangeCartLine.Output.Conflict {
+            public var conflict: Operations.ChangeCartAmount.Output.Conflict {
                 get throws {
                     switch self {
                     case let .conflict(response):
@@ -14525,26 +16322,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.ContentTooLarge.Body
+                public var body: Operations.ChangeCartAmount.Output.ContentTooLarge.Body
                 /// Creates a new `ContentTooLarge`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.ContentTooLarge.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.ContentTooLarge.Body) {
                     self.body = body
                 }
             }
             /// Body over 1 MiB (`body_too_large`)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/413`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/413`.
             ///
             /// HTTP response code: `413 contentTooLarge`.
-            case contentTooLarge(Operations.ChangeCartLine.Output.ContentTooLarge)
+            case contentTooLarge(Operations.ChangeCartAmount.Output.ContentTooLarge)
             /// The associated value of the enum case if `self` is `.contentTooLarge`.
             ///
             /// - Throws: An error if `self` is not `.contentTooLarge`.
             /// - SeeAlso: `.contentTooLarge`.
-            public var contentTooLarge: Operations.ChangeCartLine.Output.ContentTooLarge {
+            public var contentTooLarge: Operations.ChangeCartAmount.Output.ContentTooLarge {
                 get throws {
                     switch self {
                     case let .contentTooLarge(response):
@@ -14576,26 +16373,26 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.UnprocessableContent.Body
+                public var body: Operations.ChangeCartAmount.Output.UnprocessableContent.Body
                 /// Creates a new `UnprocessableContent`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ChangeCartLine.Output.UnprocessableContent.Body) {
+                public init(body: Operations.ChangeCartAmount.Output.UnprocessableContent.Body) {
                     self.body = body
                 }
             }
             /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...)
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/422`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Operations.ChangeCartLine.Output.UnprocessableContent)
+            case unprocessableContent(Operations.ChangeCartAmount.Output.UnprocessableContent)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            public var unprocessableContent: Operations.ChangeCartLine.Output.UnprocessableContent {
+            public var unprocessableContent: Operations.ChangeCartAmount.Output.UnprocessableContent {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -14624,7 +16421,7 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response headers
-                public var headers: Operations.ChangeCartLine.Output.TooManyRequests.Headers
+                public var headers: Operations.ChangeCartAmount.Output.TooManyRequests.Headers
                 /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/responses/429/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/cart/items/{loanID}/PATCH/responses/429/content/application\/problem+json`.
@@ -14643,15 +16440,15 @@ public enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                public var body: Operations.ChangeCartLine.Output.TooManyRequests.Body
+                public var body: Operations.ChangeCartAmount.Output.TooManyRequests.Body
                 /// Creates a new `TooManyRequests`.
                 ///
                 /// - Parameters:
                 ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
                 public init(
-                    headers: Operations.ChangeCartLine.Output.TooManyRequests.Headers = .init(),
-                    body: Operations.ChangeCartLine.Output.TooManyRequests.Body
+                    headers: Operations.ChangeCartAmount.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.ChangeCartAmount.Output.TooManyRequests.Body
                 ) {
                     self.headers = headers
                     self.body = body
@@ -14659,15 +16456,15 @@ public enum Operations {
             }
             /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
             ///
-            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)/responses/429`.
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/429`.
             ///
             /// HTTP response code: `429 tooManyRequests`.
-            case tooManyRequests(Operations.ChangeCartLine.Output.TooManyRequests)
+            case tooManyRequests(Operations.ChangeCartAmount.Output.TooManyRequests)
             /// The associated value of the enum case if `self` is `.tooManyRequests`.
             ///
             /// - Throws: An error if `self` is not `.tooManyRequests`.
             /// - SeeAlso: `.tooManyRequests`.
-            public var tooManyRequests: Operations.ChangeCartLine.Output.TooManyRequests {
+            public var tooManyRequests: Operations.ChangeCartAmount.Output.TooManyRequests {
                 get throws {
                     switch self {
                     case let .tooManyRequests(response):
@@ -14675,6 +16472,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -15096,6 +16916,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/delete(removeFromCart)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -15666,6 +17509,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/cart/checkout/post(checkout)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -15920,6 +17786,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/countries/get(listCountries)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -15969,7 +17858,7 @@ public enum Operations {
                 /// Events after this log position
                 ///
                 /// - Remark: Generated from `#/paths/v1/events/GET/query/after`.
-                public var after: Swift.Int?
+                public var after: Swift.Int64?
                 /// Page size
                 ///
                 /// - Remark: Generated from `#/paths/v1/events/GET/query/limit`.
@@ -15980,7 +17869,7 @@ public enum Operations {
                 ///   - after: Events after this log position
                 ///   - limit: Page size
                 public init(
-                    after: Swift.Int? = nil,
+                    after: Swift.Int64? = nil,
                     limit: Swift.Int? = nil
                 ) {
                     self.after = after
@@ -16218,6 +18107,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/get(listEvents)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -16267,12 +18179,12 @@ public enum Operations {
                 /// Events after this log position
                 ///
                 /// - Remark: Generated from `#/paths/v1/events/stream/GET/query/after`.
-                public var after: Swift.Int?
+                public var after: Swift.Int64?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - after: Events after this log position
-                public init(after: Swift.Int? = nil) {
+                public init(after: Swift.Int64? = nil) {
                     self.after = after
                 }
             }
@@ -16516,6 +18428,29 @@ public enum Operations {
                     }
                 }
             }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/stream/get(followEvents)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -16567,7 +18502,7 @@ public enum Operations {
                 /// Checkpoints after this id
                 ///
                 /// - Remark: Generated from `#/paths/v1/audit/checkpoints/GET/query/after`.
-                public var after: Swift.Int?
+                public var after: Swift.Int64?
                 /// Page size
                 ///
                 /// - Remark: Generated from `#/paths/v1/audit/checkpoints/GET/query/limit`.
@@ -16578,7 +18513,7 @@ public enum Operations {
                 ///   - after: Checkpoints after this id
                 ///   - limit: Page size
                 public init(
-                    after: Swift.Int? = nil,
+                    after: Swift.Int64? = nil,
                     limit: Swift.Int? = nil
                 ) {
                     self.after = after
@@ -16811,6 +18746,29 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            ///
+            /// - Remark: Generated from `#/paths//v1/audit/checkpoints/get(listCheckpoints)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }

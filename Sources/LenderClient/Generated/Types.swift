@@ -66,6 +66,34 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PATCH /v1/me`.
     /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)`.
     func updateProfile(_ input: Operations.UpdateProfile.Input) async throws -> Operations.UpdateProfile.Output
+    /// My posts
+    ///
+    /// Every rental and request I posted, whatever its status, newest first: where `links.posts` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/posts`.
+    /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)`.
+    func listMyPosts(_ input: Operations.ListMyPosts.Input) async throws -> Operations.ListMyPosts.Output
+    /// My bids
+    ///
+    /// The bids I placed, newest first: where `links.bids` and `links.approvalsReceived` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)`.
+    func listMyBids(_ input: Operations.ListMyBids.Input) async throws -> Operations.ListMyBids.Output
+    /// Bids on my items
+    ///
+    /// The bids on my items, newest first: where `links.bidsReceived` and `links.approvalsGiven` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids/received`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)`.
+    func listBidsReceived(_ input: Operations.ListBidsReceived.Input) async throws -> Operations.ListBidsReceived.Output
+    /// Loans I lent to
+    ///
+    /// My shares of loans, the newest first bought first: where `links.loans` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/loans`.
+    /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)`.
+    func listMyLoans(_ input: Operations.ListMyLoans.Input) async throws -> Operations.ListMyLoans.Output
     /// BlockUser
     ///
     /// - Remark: HTTP `POST /v1/me/blocks`.
@@ -149,13 +177,13 @@ public protocol APIProtocol: Sendable {
     /// AddPaymentCard
     ///
     /// - Remark: HTTP `POST /v1/me/cards`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)`.
-    func addCard(_ input: Operations.AddCard.Input) async throws -> Operations.AddCard.Output
+    /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)`.
+    func addPaymentCard(_ input: Operations.AddPaymentCard.Input) async throws -> Operations.AddPaymentCard.Output
     /// RemovePaymentCard
     ///
     /// - Remark: HTTP `DELETE /v1/me/cards/{cardID}`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)`.
-    func removeCard(_ input: Operations.RemoveCard.Input) async throws -> Operations.RemoveCard.Output
+    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)`.
+    func removePaymentCard(_ input: Operations.RemovePaymentCard.Input) async throws -> Operations.RemovePaymentCard.Output
     /// Deposit
     ///
     /// - Remark: HTTP `POST /v1/me/deposits`.
@@ -201,8 +229,8 @@ public protocol APIProtocol: Sendable {
     /// ChangeCartAmount
     ///
     /// - Remark: HTTP `PATCH /v1/cart/items/{loanID}`.
-    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)`.
-    func changeCartLine(_ input: Operations.ChangeCartLine.Input) async throws -> Operations.ChangeCartLine.Output
+    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)`.
+    func changeCartAmount(_ input: Operations.ChangeCartAmount.Input) async throws -> Operations.ChangeCartAmount.Output
     /// RemoveFromCart
     ///
     /// - Remark: HTTP `DELETE /v1/cart/items/{loanID}`.
@@ -329,6 +357,66 @@ extension APIProtocol {
         try await updateProfile(Operations.UpdateProfile.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// My posts
+    ///
+    /// Every rental and request I posted, whatever its status, newest first: where `links.posts` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/posts`.
+    /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)`.
+    public func listMyPosts(
+        query: Operations.ListMyPosts.Input.Query = .init(),
+        headers: Operations.ListMyPosts.Input.Headers = .init()
+    ) async throws -> Operations.ListMyPosts.Output {
+        try await listMyPosts(Operations.ListMyPosts.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// My bids
+    ///
+    /// The bids I placed, newest first: where `links.bids` and `links.approvalsReceived` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)`.
+    public func listMyBids(
+        query: Operations.ListMyBids.Input.Query = .init(),
+        headers: Operations.ListMyBids.Input.Headers = .init()
+    ) async throws -> Operations.ListMyBids.Output {
+        try await listMyBids(Operations.ListMyBids.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Bids on my items
+    ///
+    /// The bids on my items, newest first: where `links.bidsReceived` and `links.approvalsGiven` (`status=approved`) of GET /v1/me go on
+    ///
+    /// - Remark: HTTP `GET /v1/me/bids/received`.
+    /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)`.
+    public func listBidsReceived(
+        query: Operations.ListBidsReceived.Input.Query = .init(),
+        headers: Operations.ListBidsReceived.Input.Headers = .init()
+    ) async throws -> Operations.ListBidsReceived.Output {
+        try await listBidsReceived(Operations.ListBidsReceived.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Loans I lent to
+    ///
+    /// My shares of loans, the newest first bought first: where `links.loans` of GET /v1/me goes on
+    ///
+    /// - Remark: HTTP `GET /v1/me/loans`.
+    /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)`.
+    public func listMyLoans(
+        query: Operations.ListMyLoans.Input.Query = .init(),
+        headers: Operations.ListMyLoans.Input.Headers = .init()
+    ) async throws -> Operations.ListMyLoans.Output {
+        try await listMyLoans(Operations.ListMyLoans.Input(
+            query: query,
+            headers: headers
         ))
     }
     /// BlockUser
@@ -550,12 +638,12 @@ extension APIProtocol {
     /// AddPaymentCard
     ///
     /// - Remark: HTTP `POST /v1/me/cards`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/post(addCard)`.
-    public func addCard(
-        headers: Operations.AddCard.Input.Headers = .init(),
-        body: Operations.AddCard.Input.Body
-    ) async throws -> Operations.AddCard.Output {
-        try await addCard(Operations.AddCard.Input(
+    /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)`.
+    public func addPaymentCard(
+        headers: Operations.AddPaymentCard.Input.Headers = .init(),
+        body: Operations.AddPaymentCard.Input.Body
+    ) async throws -> Operations.AddPaymentCard.Output {
+        try await addPaymentCard(Operations.AddPaymentCard.Input(
             headers: headers,
             body: body
         ))
@@ -563,12 +651,12 @@ extension APIProtocol {
     /// RemovePaymentCard
     ///
     /// - Remark: HTTP `DELETE /v1/me/cards/{cardID}`.
-    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removeCard)`.
-    public func removeCard(
-        path: Operations.RemoveCard.Input.Path,
-        headers: Operations.RemoveCard.Input.Headers = .init()
-    ) async throws -> Operations.RemoveCard.Output {
-        try await removeCard(Operations.RemoveCard.Input(
+    /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)`.
+    public func removePaymentCard(
+        path: Operations.RemovePaymentCard.Input.Path,
+        headers: Operations.RemovePaymentCard.Input.Headers = .init()
+    ) async throws -> Operations.RemovePaymentCard.Output {
+        try await removePaymentCard(Operations.RemovePaymentCard.Input(
             path: path,
             headers: headers
         ))
@@ -672,13 +760,13 @@ extension APIProtocol {
     /// ChangeCartAmount
     ///
     /// - Remark: HTTP `PATCH /v1/cart/items/{loanID}`.
-    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartLine)`.
-    public func changeCartLine(
-        path: Operations.ChangeCartLine.Input.Path,
-        headers: Operations.ChangeCartLine.Input.Headers = .init(),
-        body: Operations.ChangeCartLine.Input.Body
-    ) async throws -> Operations.ChangeCartLine.Output {
-        try await changeCartLine(Operations.ChangeCartLine.Input(
+    /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)`.
+    public func changeCartAmount(
+        path: Operations.ChangeCartAmount.Input.Path,
+        headers: Operations.ChangeCartAmount.Input.Headers = .init(),
+        body: Operations.ChangeCartAmount.Input.Body
+    ) async throws -> Operations.ChangeCartAmount.Output {
+        try await changeCartAmount(Operations.ChangeCartAmount.Input(
             path: path,
             headers: headers,
             body: body

@@ -149,9 +149,8 @@ public struct MapListing: Sendable {
     func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
-        if !words.isEmpty {
-            conditions.append("NOT EXISTS (SELECT FROM unnest(\(titlePatterns)::text[]) AS p WHERE title NOT ILIKE p)")
-        }
+        // One condition a word, each one the title's trigram index can answer (migration 0016).
+        for pattern in titlePatterns { conditions.append("title ILIKE \(pattern)") }
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
         let order: PostgresQuery
         if let nearPoint {

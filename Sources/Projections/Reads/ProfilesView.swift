@@ -25,51 +25,41 @@ public struct ProfilesView: Sendable {
     }
 
     /// The private profile, from six views in one round trip and one snapshot, so that the
-    /// balance and the loans it paid for agree. `blocked` is the user's own stream's to say.
+    /// balance and the loans it paid for agree: the first page of each list (`MyList`), with
+    /// links to the rest. `blocked` is the user's own stream's to say.
     public func privateProfile(_ user: UserID, blocked: Set<UserID>, position: Int64? = nil) async throws -> PrivateProfile {
-        let me = user.rawValue
-        let answers = try await pool.snapshot([
-            """
-            SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
-            FROM users_view WHERE user_id = \(me)
-            """,
-            """
-            SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view
-            WHERE owner_id = \(me) ORDER BY created_at DESC, item_id DESC LIMIT 200
-            """,
-            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bidder_id = \(me) ORDER BY created_at DESC LIMIT 200",
-            """
-            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
-            WHERE item_id IN (SELECT item_id FROM items_view WHERE owner_id = \(me))
-            ORDER BY created_at DESC LIMIT 200
-            """,
-            "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(me) ORDER BY added_at",
-            """
-            SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status
-            FROM loan_shares_view s JOIN loans_view l USING (loan_id)
-            WHERE s.lender_id = \(me) ORDER BY s.first_bought_at DESC LIMIT 200
-            """,
-        ])
+        let first = MyList.profileLength
+        let lists: [MyList] = [.posts, .bids, .bidsReceived, .loans, .approvalsGiven, .approvalsReceived]
+        let answers = try await pool.snapshot(
+            [
+                """
+                SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
+                FROM users_view WHERE user_id = \(user.rawValue)
+                """,
+                "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
+            ] + lists.map { $0.statement(of: user, after: nil, limit: first) })
         guard let row = answers[0].first else { throw DomainError.userNotFound }
-        let posts = try answers[1].map { try ItemResource($0, position: nil) }
-        let bids = try answers[2].map { try BidResource($0, position: nil) }
-        let received = try answers[3].map { try BidResource($0, position: nil) }
-        let cards = try answers[4].map { try CardResource(row: $0) }
-        let loans = try answers[5].map { row in
-            MyLoan(
-                loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title"),
-                amountCents: try row.decode("amount_cents"), repaidCents: try row.decode("repaid_cents"),
-                status: try row.decode("status"))
-        }
+        let cards = try answers[1].map { try CardResource(row: $0) }
+        let posts = try MyList.page(answers[2], limit: first, ItemResource.keyed)
+        let bids = try MyList.page(answers[3], limit: first, BidResource.keyed)
+        let received = try MyList.page(answers[4], limit: first, BidResource.keyed)
+        let loans = try MyList.page(answers[5], limit: first, MyLoan.keyed)
+        let given = try MyList.page(answers[6], limit: first, BidResource.keyed)
+        let approved = try MyList.page(answers[7], limit: first, BidResource.keyed)
         return PrivateProfile(
             id: user, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
             email: try row.decode("email"), country: try row.decode("country", as: String?.self),
             memberSince: try row.decode("member_since"), balanceCents: try row.decode("balance_cents"),
             defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
-            completedDeals: try row.decode("completed_deals"), cards: cards, posts: posts, bids: bids,
-            bidsReceived: received, approvalsGiven: received.filter { $0.status == BidStatus.approved.rawValue },
-            approvalsReceived: bids.filter { $0.status == BidStatus.approved.rawValue }, loans: loans,
-            blocked: blocked.sorted { $0.description < $1.description }, position: position)
+            completedDeals: try row.decode("completed_deals"), cards: cards, posts: posts.data, bids: bids.data,
+            bidsReceived: received.data, approvalsGiven: given.data, approvalsReceived: approved.data, loans: loans.data,
+            blocked: blocked.sorted { $0.description < $1.description },
+            links: ProfileLinks(
+                posts: MyList.posts.link(after: posts), bids: MyList.bids.link(after: bids),
+                bidsReceived: MyList.bidsReceived.link(after: received), loans: MyList.loans.link(after: loans),
+                approvalsGiven: MyList.approvalsGiven.link(after: given),
+                approvalsReceived: MyList.approvalsReceived.link(after: approved)),
+            position: position)
     }
 }
 
@@ -97,6 +87,7 @@ public struct PrivateProfile: Codable, Sendable {
     public var defaultShareCents: Int?
     public var completedDeals: Int
     public var cards: [CardResource]
+    /// The newest 20 of each list; `links` says where the rest are.
     public var posts: [ItemResource]
     public var bids: [BidResource]
     public var bidsReceived: [BidResource]
@@ -108,6 +99,8 @@ public struct PrivateProfile: Codable, Sendable {
     public var loans: [MyLoan]
     /// Whom I blocked: from my own stream.
     public var blocked: [UserID]
+    /// The next page of each list above, when it holds more than its first 20.
+    public var links: ProfileLinks
     /// The log position of the command that answered with it, if one did.
     public var position: Int64?
 }
