@@ -9,9 +9,11 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near or market_newest.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words or loans_near.")
 
-    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest"]
+    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest", "market_words",
+        "loans_near",
+    ]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
     @Option var port: Int
@@ -87,6 +89,10 @@ struct HTTPBench: AsyncParsableCommand {
                             succeeded = try await Self.get(client, Self.marketQuery, token) == 200
                         case "market_newest":
                             succeeded = try await Self.get(client, Self.newestQuery, token) == 200
+                        case "market_words":
+                            succeeded = try await Self.get(client, Self.wordsQuery, token) == 200
+                        case "loans_near":
+                            succeeded = try await Self.get(client, Self.loansQuery, token) == 200
                         case "me_200_posts", "me_2000_posts":
                             succeeded = try await Self.get(client, "/v1/me", token) == 200
                         case "post_rentals":
@@ -125,6 +131,9 @@ struct HTTPBench: AsyncParsableCommand {
 
     /// The market newest first in one category: what `queries` also runs through pgbench.
     static let newestQuery = "/v1/market?category=tools&limit=20"
+    /// Titles holding "234" (about one in three hundred of the bench's), newest first.
+    static let wordsQuery = "/v1/market?q=234&limit=20"
+    static let loansQuery = "/v1/loans?near=27.7172,85.3240&radiusKm=25&sort=distance&limit=20"
 
     static func get(_ client: TestClient, _ uri: String, _ token: String) async throws -> Int {
         let headers: HTTPFields = [.authorization: "Bearer \(token)", .connection: "keep-alive"]

@@ -11,10 +11,12 @@ import Projections
 /// from it, as `lender replay` builds them. The market's readers sign up through the server.
 struct ItemsLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "load-items", abstract: "Load N available rentals around Kathmandu into a fresh, migrated database.")
+        commandName: "load-items",
+        abstract: "Load N available rentals, and M fundraising loans, around Kathmandu into a fresh, migrated database.")
 
     @Option(name: .customLong("database-url"), help: "The database, as its owner.") var databaseURL: String
     @Option var items = 100_000
+    @Option var loans = 0
 
     func run() async throws {
         var logger = Logger(label: "lender-bench")
@@ -46,6 +48,26 @@ struct ItemsLoad: AsyncParsableCommand {
                 }
                 _ = try await store.append(appends)
             }
+            // Loans of the same owner over the same region, fundraising until two months from now.
+            let deadline = Day(Date().addingTimeInterval(60 * 86_400))
+            var lent = 0
+            while lent < loans {
+                var appends = [StreamAppend]()
+                for _ in 0..<min(1000, loans - lent) {
+                    let loan = LoanID()
+                    let location = Location(
+                        lat: 27.7172 + Double.random(in: -2.7...2.7, using: &generator),
+                        lng: 85.3240 + Double.random(in: -3...3, using: &generator), place: "Nepal")
+                    let posted = LoanPosted(
+                        loanID: loan, borrowerID: owner, title: "Loan \(lent)", description: "For the loans benchmark",
+                        sector: "Retail", activity: "Shop", countryCode: "NP", location: location, amountCents: 100_000,
+                        deadline: deadline)
+                    appends.append(
+                        StreamAppend(.loan(loan), expectedVersion: .noStream, events: [try Aggregate.loan.codec.encode(.posted(posted))]))
+                    lent += 1
+                }
+                _ = try await store.append(appends)
+            }
             // The views, from the log, as `lender replay` builds them.
             let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: logger)
             let schema = ViewRebuilder.temporarySchema()
@@ -53,7 +75,8 @@ struct ItemsLoad: AsyncParsableCommand {
             let built = try await rebuilder.build(schema, after: 0)
             _ = try await rebuilder.swapIn(schema, builtTo: built)
             _ = try await pool.query("ANALYZE items_view")
-            FileHandle.standardError.write(Data("loaded \(loaded) items\n".utf8))
+            _ = try await pool.query("ANALYZE loans_view")
+            FileHandle.standardError.write(Data("loaded \(loaded) items and \(lent) loans\n".utf8))
         }
     }
 }
