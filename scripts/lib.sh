@@ -190,6 +190,20 @@ setup_card_secret() {
     fi
 }
 
+# The master key of personal data (SPEC §11.3): wraps every person's data key. Generated once
+# into .local (its lines are base64 keys, newest first; `lender keys rotate-master` adds one);
+# DATA_KEY_FILE from the environment wins. Lose it and no personal data in the log can be read.
+setup_data_keys() {
+    if [ -z "${DATA_KEY_FILE:-}" ]; then
+        export DATA_KEY_FILE="$LOCAL/data-keys"
+    fi
+    if [ ! -s "$DATA_KEY_FILE" ]; then
+        mkdir -p "$(dirname "$DATA_KEY_FILE")"
+        (umask 077 && head -c 32 /dev/urandom | base64 >"$DATA_KEY_FILE")
+        say "generated the master key of personal data in $DATA_KEY_FILE"
+    fi
+}
+
 # The key that signs audit checkpoints (`lender audit checkpoint`, AUDIT_CHECKPOINT_EVERY):
 # AUDIT_SIGNING_KEY_FILE from the environment, else one generated into .local once. Auditors
 # hold its public key (`lender audit public-key`); a new key starts a new line of checkpoints.

@@ -8,8 +8,10 @@ public enum EventEncodingError: Error, Hashable {
 
 extension EventCodec {
     /// Registers a domain event's body under its own name (`EventBody.eventType`).
-    mutating func register<Body: EventBody>(_ body: Body.Type, wrap: @escaping @Sendable (Body) -> Event) {
-        register(body, as: Body.eventType, wrap: wrap)
+    mutating func register<Body: EventBody>(
+        _ body: Body.Type, personal: [PersonalField] = [], wrap: @escaping @Sendable (Body) -> Event
+    ) {
+        register(body, as: Body.eventType, personal: personal, wrap: wrap)
     }
 }
 
@@ -41,11 +43,26 @@ public struct DomainCodec<Event: Sendable>: Sendable {
 extension DomainCodec where Event == UserEvent {
     public static let user: DomainCodec = {
         var codec = EventCodec<UserEvent>()
-        codec.register(UserRegistered.self, wrap: UserEvent.registered)
-        codec.register(ProfileUpdated.self, wrap: UserEvent.profileUpdated)
+        codec.register(
+            UserRegistered.self,
+            personal: [
+                .init("displayName", of: .stream, redacted: .string(Redacted.name)),
+                .init("email", of: .stream, redacted: .string(Redacted.text)), .init("country", of: .stream, redacted: .null),
+            ], wrap: UserEvent.registered)
+        codec.register(UserForgotten.self, wrap: UserEvent.forgotten)
+        codec.register(
+            ProfileUpdated.self,
+            personal: [
+                .init("displayName", of: .stream, redacted: .string(Redacted.name)), .init("country", of: .stream, redacted: .null),
+            ], wrap: UserEvent.profileUpdated)
         codec.register(UserBlocked.self, wrap: UserEvent.blocked)
         codec.register(UserUnblocked.self, wrap: UserEvent.unblocked)
-        codec.register(PaymentCardAdded.self, wrap: UserEvent.cardAdded)
+        codec.register(
+            PaymentCardAdded.self,
+            personal: [
+                .init("fingerprint", of: .stream, redacted: .string(Redacted.text)),
+                .init("processorToken", of: .stream, redacted: .string(Redacted.text)),
+            ], wrap: UserEvent.cardAdded)
         codec.register(PaymentCardExpiryUpdated.self, wrap: UserEvent.cardExpiryUpdated)
         codec.register(PaymentCardRemoved.self, wrap: UserEvent.cardRemoved)
         codec.register(FundsDeposited.self, wrap: UserEvent.fundsDeposited)
@@ -59,11 +76,19 @@ extension DomainCodec where Event == UserEvent {
 extension DomainCodec where Event == ItemEvent {
     public static let item: DomainCodec = {
         var codec = EventCodec<ItemEvent>()
-        codec.register(RentalPosted.self, wrap: ItemEvent.rentalPosted)
-        codec.register(RequestPosted.self, wrap: ItemEvent.requestPosted)
-        codec.register(ItemRevised.self, wrap: ItemEvent.revised)
+        codec.register(
+            RentalPosted.self, personal: [.init("location", of: .field("ownerID"), redacted: Redacted.location)],
+            wrap: ItemEvent.rentalPosted)
+        codec.register(
+            RequestPosted.self, personal: [.init("location", of: .field("ownerID"), redacted: Redacted.location)],
+            wrap: ItemEvent.requestPosted)
+        // Only the owner revises an item.
+        codec.register(
+            ItemRevised.self, personal: [.init("location", of: .actor, redacted: Redacted.location)], wrap: ItemEvent.revised)
         codec.register(ItemWithdrawn.self, wrap: ItemEvent.withdrawn)
-        codec.register(BidPlaced.self, wrap: ItemEvent.bidPlaced)
+        codec.register(
+            BidPlaced.self, personal: [.init("message", of: .field("bidderID"), redacted: .string(Redacted.text))],
+            wrap: ItemEvent.bidPlaced)
         codec.register(BidWithdrawn.self, wrap: ItemEvent.bidWithdrawn)
         codec.register(BidRejected.self, wrap: ItemEvent.bidRejected)
         codec.register(BidApproved.self, wrap: ItemEvent.bidApproved)
@@ -77,7 +102,9 @@ extension DomainCodec where Event == ItemEvent {
 extension DomainCodec where Event == LoanEvent {
     public static let loan: DomainCodec = {
         var codec = EventCodec<LoanEvent>()
-        codec.register(LoanPosted.self, wrap: LoanEvent.posted)
+        codec.register(
+            LoanPosted.self, personal: [.init("location", of: .field("borrowerID"), redacted: Redacted.location)],
+            wrap: LoanEvent.posted)
         codec.register(LoanSharePurchased.self, wrap: LoanEvent.sharePurchased)
         codec.register(LoanFunded.self, wrap: LoanEvent.funded)
         codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
@@ -97,4 +124,26 @@ extension DomainCodec where Event == CartEvent {
         codec.register(CartCheckedOut.self, wrap: CartEvent.checkedOut)
         return DomainCodec(codec)
     }()
+}
+
+/// What a forgotten person's sealed fields read as (SPEC §11.3).
+public enum Redacted {
+    public static let name = "former user"
+    public static let text = "[removed]"
+    /// No place: views of a forgotten person's items and loans show it at 0, 0.
+    public static let location: JSONValue = .object(["lat": .int(0), "lng": .int(0), "place": .string(text)])
+}
+
+/// The personal fields of every event the server writes (SPEC §11.3): e-mail, display name,
+/// country, where a person keeps or needs things and where a borrower works, what a bidder
+/// wrote, card fingerprints and processor tokens. Titles, descriptions, amounts, ids,
+/// statuses and handles stay clear: they are the listing's or public.
+public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.codec.personalFields
+    .merging(DomainCodec.item.codec.personalFields) { $1 }
+    .merging(DomainCodec.loan.codec.personalFields) { $1 }
+    .merging(DomainCodec.cart.codec.personalFields) { $1 }
+
+extension UserID {
+    /// The name of this user's data key.
+    public var dataSubject: String { description }
 }

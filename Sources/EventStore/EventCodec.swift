@@ -29,6 +29,7 @@ public struct EventCodec<Event: Sendable>: Sendable {
     private struct Entry: Sendable {
         var schemaVersion: Int
         var upcasters: [Int: Upcaster]
+        var personal: [PersonalField]
         var decode: @Sendable (Data) throws -> Event
     }
 
@@ -45,23 +46,32 @@ public struct EventCodec<Event: Sendable>: Sendable {
 
     /// Registers `payload` under the type name `type`, written at `schemaVersion`; `wrap`
     /// makes the codec's event from it.
+    /// `personal`: the fields the event store seals with a person's data key.
     public mutating func register<Payload: Codable & Sendable>(
         _ payload: Payload.Type, as type: String, schemaVersion: Int = 1, upcasters: [Upcaster] = [],
-        wrap: @escaping @Sendable (Payload) -> Event
+        personal: [PersonalField] = [], wrap: @escaping @Sendable (Payload) -> Event
     ) {
         precondition(entries[type] == nil, "event type \(type) registered twice")
         entries[type] = Entry(
             schemaVersion: schemaVersion,
-            upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }),
+            upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }), personal: personal,
             decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
         names[ObjectIdentifier(payload)] = Name(type: type, schemaVersion: schemaVersion)
     }
 
     /// Registers `payload` under its own type name and schema version.
     public mutating func register<Payload: EventPayload>(
-        _ payload: Payload.Type, upcasters: [Upcaster] = [], wrap: @escaping @Sendable (Payload) -> Event
+        _ payload: Payload.Type, upcasters: [Upcaster] = [], personal: [PersonalField] = [],
+        wrap: @escaping @Sendable (Payload) -> Event
     ) {
-        register(payload, as: Payload.eventType, schemaVersion: Payload.schemaVersion, upcasters: upcasters, wrap: wrap)
+        register(
+            payload, as: Payload.eventType, schemaVersion: Payload.schemaVersion, upcasters: upcasters, personal: personal,
+            wrap: wrap)
+    }
+
+    /// The personal fields of each event type that has any.
+    public var personalFields: [String: [PersonalField]] {
+        entries.compactMapValues { $0.personal.isEmpty ? nil : $0.personal }
     }
 
     /// Refuses a payload this codec would not read back: an event is never stored that no
@@ -82,10 +92,13 @@ public struct EventCodec<Event: Sendable>: Sendable {
         guard schemaVersion <= entry.schemaVersion else {
             throw EventDecodingError.newerThanKnown(type: type, stored: schemaVersion, known: entry.schemaVersion)
         }
-        if schemaVersion == entry.schemaVersion {
+        // A field still sealed here belongs to someone forgotten: it reads as redacted.
+        let sealed = Envelope.mayHold(data)
+        if schemaVersion == entry.schemaVersion, !sealed {
             return try entry.decode(Data(data.text.utf8))
         }
         var value = try data.decode(JSONValue.self)
+        if sealed { value = value.redactingSealed(entry.personal) }
         for version in schemaVersion..<entry.schemaVersion {
             guard let upcaster = entry.upcasters[version] else {
                 throw EventDecodingError.noUpcaster(type: type, from: version)

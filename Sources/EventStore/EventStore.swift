@@ -51,13 +51,18 @@ public final class EventStore: Sendable {
     /// Views written in the appending transaction (see `InlineProjection`).
     public let projections: [any InlineProjection]
 
+    /// Seals personal fields on append and opens them on `readStream` and `events(at:)`.
+    /// Inline projections see the fields clear; `read(after:)` gives them as stored.
+    public let personalData: PersonalData?
+
     public init(
-        pool: PostgresPool, logger: Logger, projections: [any InlineProjection] = [], maxBatchSize: Int = 256,
-        maxBatchesInFlight: Int = 1
+        pool: PostgresPool, logger: Logger, projections: [any InlineProjection] = [], personalData: PersonalData? = nil,
+        maxBatchSize: Int = 256, maxBatchesInFlight: Int = 1
     ) {
         self.pool = pool
         self.logger = logger
         self.projections = projections
+        self.personalData = personalData
         self.maxBatchSize = maxBatchSize
         self.maxFlushers = max(1, min(maxBatchesInFlight, pool.options.size))
     }
@@ -78,7 +83,8 @@ public final class EventStore: Sendable {
         response: (@Sendable (AppendResult) throws -> JSONB)? = nil,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendOutcome {
-        let request = try Self.encodeRequest(appends, metadata: metadata, idempotency: idempotency)
+        let stored = try await personalData?.seal(appends, metadata: metadata) ?? appends
+        let request = try Self.encodeRequest(stored, metadata: metadata, idempotency: idempotency)
         let outcome = try await withCheckedThrowingContinuation { continuation in
             let startFlushing = queue.withLock { queue in
                 queue.pending.append(
@@ -440,14 +446,20 @@ public final class EventStore: Sendable {
         return record
     }
 
-    /// The events at `positions`, in order.
+    /// The events at `positions`, in order, opened.
     public func events(at positions: [Int64]) async throws -> [RecordedEvent] {
         guard !positions.isEmpty else { return [] }
-        return try await pool.query(
-            """
-            SELECT \(unsafeRaw: Self.columns) FROM events WHERE position = ANY(\(positions)) ORDER BY position
-            """
-        ).map(Self.recordedEvent)
+        return try await opened(
+            try await pool.query(
+                """
+                SELECT \(unsafeRaw: Self.columns) FROM events WHERE position = ANY(\(positions)) ORDER BY position
+                """
+            ).map(Self.recordedEvent))
+    }
+
+    private func opened(_ events: [RecordedEvent]) async throws -> [RecordedEvent] {
+        guard let personalData else { return events }
+        return try await personalData.open(events)
     }
 
     // MARK: Read
@@ -456,18 +468,19 @@ public final class EventStore: Sendable {
         position, stream_id, stream_version, type, schema_version, data, metadata, recorded_at, previous_hash, hash
         """
 
-    /// A stream's events from `version` on, in order.
+    /// A stream's events from `version` on, in order, opened.
     public func readStream(_ stream: StreamID, from version: Int = 1) async throws -> [RecordedEvent] {
-        try await pool.query(
+        try await opened(try await pool.query(
             """
             SELECT \(unsafeRaw: Self.columns) FROM events
             WHERE stream_id = \(stream.rawValue) AND stream_version >= \(version)
             ORDER BY stream_version
             """, prepared: true
-        ).map(Self.recordedEvent)
+        ).map(Self.recordedEvent))
     }
 
-    /// Up to `limit` events of the whole log after `position`, in order.
+    /// Up to `limit` events of the whole log after `position`, in order, as stored: personal
+    /// fields sealed (what auditors receive).
     public func read(after position: Int64, limit: Int = 1000) async throws -> [RecordedEvent] {
         try await pool.query(
             """

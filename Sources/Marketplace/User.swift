@@ -50,8 +50,20 @@ public struct UserUnblocked: EventBody, Hashable {
     }
 }
 
+/// The person closed their account and is forgotten: their data key is destroyed with this
+/// event, so what the log holds sealed about them reads as removed from now on.
+public struct UserForgotten: EventBody, Hashable {
+    public static let eventType = "UserForgotten"
+    public var userID: UserID
+
+    public init(userID: UserID) {
+        self.userID = userID
+    }
+}
+
 public enum UserEvent: Hashable, Sendable {
     case registered(UserRegistered)
+    case forgotten(UserForgotten)
     case profileUpdated(ProfileUpdated)
     case blocked(UserBlocked)
     case unblocked(UserUnblocked)
@@ -78,6 +90,8 @@ public enum UserCommand: Hashable, Sendable {
     case removeCard(CardID)
     /// Recorded after the processor approved `chargeID`; the rules are checked before charging too.
     case deposit(amountCents: Int, cardID: CardID, chargeID: String, today: Day)
+    /// Closes the account for good (the password was checked before, like registration's).
+    case forget
 }
 
 // MARK: Decider
@@ -95,8 +109,10 @@ public struct UserState: Hashable, Sendable {
     public var balanceCents = 0
     /// Every processor charge recorded on this stream (deposits, card payments).
     public var chargeIDs: Set<String> = []
+    /// Closed and forgotten: no command of theirs is taken any more.
+    public var forgotten = false
 
-    public var exists: Bool { userID != nil }
+    public var exists: Bool { userID != nil && !forgotten }
     public init() {}
 }
 
@@ -110,7 +126,7 @@ public enum UserDecider {
     public static func decide(_ command: UserCommand, _ state: UserState) throws -> [UserEvent] {
         switch command {
         case .register(let userID, let handle, let displayName, let email, let password, let country):
-            guard !state.exists else { throw DomainError.userExists }
+            guard state.userID == nil else { throw DomainError.userExists }
             try DomainError.throwIfAny(
                 givenRegistrationProblems(handle: handle, displayName: displayName, email: email, password: password, country: country))
             return [
@@ -165,6 +181,10 @@ public enum UserDecider {
             }
             return [.cardRemoved(PaymentCardRemoved(cardID: cardID))]
 
+        case .forget:
+            guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
+            return [.forgotten(UserForgotten(userID: me))]
+
         case .deposit(let amount, let cardID, let chargeID, let today):
             _ = try checkDeposit(amountCents: amount, cardID: cardID, state, today: today)
             try checkNewCharge(chargeID, in: state)
@@ -181,6 +201,12 @@ public enum UserDecider {
             state.displayName = registered.displayName
             state.email = registered.email
             state.country = registered.country
+        case .forgotten:
+            state.forgotten = true
+            state.displayName = ""
+            state.email = ""
+            state.country = nil
+            state.cards = []
         case .profileUpdated(let updated):
             if let displayName = updated.displayName { state.displayName = displayName }
             if let country = updated.country { state.country = country }

@@ -13,7 +13,12 @@ public struct ItemsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where Aggregate.item.owns(event.streamID) {
+        for event in events {
+            if event.type == UserForgotten.eventType {
+                try forget(event, &session)
+                continue
+            }
+            guard Aggregate.item.owns(event.streamID) else { continue }
             let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
             let at = event.recordedAt
             switch try Aggregate.item.codec.decode(event) {
@@ -82,6 +87,25 @@ public struct ItemsProjection: InlineProjection {
                 try setBid(&session, approved.bidID, .approved, reason: nil, event)
             }
         }
+    }
+
+    /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
+    /// bids lose their message. Both show `former user`, in step with the sealed fields' redaction.
+    private func forget(_ event: ProjectedEvent, _ session: inout PostgresSession) throws {
+        guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
+        let user = forgotten.userID.rawValue
+        try session.query(
+            """
+            UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
+                   updated_at = \(event.recordedAt), position = \(event.position)
+            WHERE owner_id = \(user)
+            """, prepared: true)
+        try session.query(
+            """
+            UPDATE bids_view SET bidder_handle = \(Redacted.name),
+                   message = CASE WHEN message IS NULL THEN NULL ELSE \(Redacted.text) END
+            WHERE bidder_id = \(user)
+            """, prepared: true)
     }
 
     private func insertItem(

@@ -11,7 +11,18 @@ public struct LoansProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        for event in events where Aggregate.loan.owns(event.streamID) {
+        for event in events {
+            if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
+                // A forgotten borrower's loans stay (lenders' money is in them) without the place.
+                try session.query(
+                    """
+                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), updated_at = \(event.recordedAt),
+                           position = \(event.position)
+                    WHERE borrower_id = \(forgotten.userID.rawValue)
+                    """, prepared: true)
+                continue
+            }
+            guard Aggregate.loan.owns(event.streamID) else { continue }
             let loan = UUID(uuidString: String(event.streamID.rawValue.dropFirst("loan-".count)))
             let at = event.recordedAt
             switch try Aggregate.loan.codec.decode(event) {

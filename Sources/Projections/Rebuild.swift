@@ -86,11 +86,15 @@ public struct ViewRebuilder: Sendable {
     public let groups: [ViewGroup]
     public let logger: Logger
     public var batchSize = 5000
+    /// Opens personal fields before projecting, as the appending server saw them; without it
+    /// they read as a forgotten person's (`lender replay` always has it).
+    public let personalData: PersonalData?
 
-    public init(pool: PostgresPool, groups: [ViewGroup], logger: Logger) {
+    public init(pool: PostgresPool, groups: [ViewGroup], logger: Logger, personalData: PersonalData? = nil) {
         self.pool = pool
         self.groups = groups
         self.logger = logger
+        self.personalData = personalData
     }
 
     var tables: [String] { groups.flatMap(\.tables) }
@@ -140,7 +144,7 @@ public struct ViewRebuilder: Sendable {
                 var done = position
                 while done < target {
                     done = try session.withTransaction { session in
-                        try Self.applyBatch(&session, schema, projections, after: done, until: target, limit: batchSize)
+                        try Self.applyBatch(&session, schema, projections, personalData, after: done, until: target, limit: batchSize)
                     }
                     progress(done, target)
                 }
@@ -152,16 +156,17 @@ public struct ViewRebuilder: Sendable {
     /// One batch, in the caller's transaction: the events after `position` (at most `limit`,
     /// none past `until`) applied to the tables of `schema`.
     static func applyBatch(
-        _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection], after position: Int64,
-        until: Int64, limit: Int
+        _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection],
+        _ personalData: PersonalData?, after position: Int64, until: Int64, limit: Int
     ) throws -> Int64 {
-        let events = try session.query(
+        var events = try session.query(
             """
             SELECT \(unsafeRaw: EventStore.columns) FROM events
             WHERE position > \(position) AND position <= \(until) ORDER BY position LIMIT \(limit)
             """, prepared: true
         ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
         guard let last = events.last?.position else { return until }
+        if let personalData { events = try personalData.open(events, in: &session) }
         // The projections' unqualified tables are the schema's while they write; pipelined,
         // their writes go back to back, not one round trip each.
         _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
@@ -210,7 +215,7 @@ public struct ViewRebuilder: Sendable {
                             guard head - from <= 2 * closeEnough else { throw SwapDeferred() }
                             var done = from
                             while done < head {
-                                done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+                                done = try Self.applyBatch(&session, schema, projections, personalData, after: done, until: head, limit: 50_000)
                             }
                             _ = try session.query(
                                 "LOCK TABLE \(unsafeRaw: tables.map { "public.\($0)" }.joined(separator: ", ")) IN ACCESS EXCLUSIVE MODE")
@@ -269,7 +274,7 @@ public struct ViewRebuilder: Sendable {
                     let head = try session.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
                     var done = built
                     while done < head {
-                        done = try Self.applyBatch(&session, schema, projections, after: done, until: head, limit: 50_000)
+                        done = try Self.applyBatch(&session, schema, projections, personalData, after: done, until: head, limit: 50_000)
                     }
                     var differences = [ViewDifference]()
                     for table in tables {

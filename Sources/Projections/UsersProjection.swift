@@ -32,6 +32,16 @@ public struct UsersProjection: InlineProjection {
                     """, prepared: true)
             case .blocked, .unblocked, .cardCharged:
                 break
+            case .forgotten(let forgotten):
+                // Ids, handle and money stay; nothing personal does (SPEC §11.3).
+                try session.query(
+                    """
+                    UPDATE users_view
+                    SET display_name = \(Redacted.name), email = \(Redacted.text), country = NULL, default_share_cents = NULL,
+                        forgotten_at = \(event.recordedAt), updated_at = \(event.recordedAt)
+                    WHERE user_id = \(forgotten.userID.rawValue)
+                    """, prepared: true)
+                try session.query("DELETE FROM cards_view WHERE user_id = \(forgotten.userID.rawValue)", prepared: true)
             case .cardAdded(let card):
                 try session.query(
                     """

@@ -3,7 +3,7 @@ import Hummingbird
 import Marketplace
 import UseCases
 
-/// `POST /v1/users`, `POST /v1/sessions`, `DELETE /v1/sessions/current`.
+/// `POST /v1/users`, `POST /v1/sessions`, `DELETE /v1/sessions/current`, `DELETE /v1/me`.
 struct AccountsController: Sendable {
     let accounts: Accounts
 
@@ -66,5 +66,20 @@ struct AccountsController: Sendable {
         }
         return .noContent
     }
-}
 
+    struct CloseBody: Decodable {
+        var password: String?
+    }
+
+    /// Closes the account and forgets its user (SPEC §11.3), once the password is confirmed.
+    @Sendable func close(_ request: Request, context: UserContext) async throws -> HTTPResponse.Status {
+        let body = try await request.decodeBody(CloseBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("password", body.password))
+        try fields.throwIfAny()
+        try await accounts.confirmPassword(
+            of: context.user, password: body.password!, address: context.clientAddress ?? "unknown")
+        _ = try await accounts.forget(context.user)
+        return .noContent
+    }
+}

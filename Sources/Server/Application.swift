@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Hummingbird
 import Logging
@@ -76,6 +77,8 @@ public func buildRouter(
     signedIn.get("me/bids", use: profiles.bids)
     signedIn.get("me/bids/received", use: profiles.bidsReceived)
     signedIn.get("me/loans", use: profiles.loans)
+    signedIn.get("me/export", use: profiles.export)
+    signedIn.delete("me", use: accountRoutes.close)
     signedIn.get("users/:userID", use: profiles.user)
     signedIn.get("countries", use: countries.list)
 
@@ -131,15 +134,21 @@ public func buildRouter(
 
 /// The server, with the pool as a service that closes after the server has stopped.
 ///
+/// `masterKeys` wrap every person's data key (`DATA_KEY_FILE`, read again from
+/// `masterKeyFile` when a key wrapped by a newer master key turns up).
 /// `sessionCache`: how long a checked session is taken on trust (zero: never); a logout
 /// anywhere ends it everywhere at once (`SessionAnnouncements`).
 public func buildApplication(
     configuration: ServerConfiguration, pool: PostgresPool, migrator: Migrator, logger: Logger, payments: PaymentsSetup,
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
-    writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10)
+    writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
+    masterKeys: MasterKeys, masterKeyFile: String? = nil
 ) -> some ApplicationProtocol {
-    let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
+    let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
+    let store = EventStore(
+        pool: pool, logger: logger, projections: lenderProjections,
+        personalData: PersonalData(keys: dataKeys, fields: lenderPersonalFields))
     let gateway = CommandGateway(store: store, logger: logger)
     let sessions = SessionCache(lifetime: sessionCache)
     var application = Application(

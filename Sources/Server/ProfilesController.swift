@@ -1,3 +1,4 @@
+import Foundation
 import EventStore
 import Hummingbird
 import Marketplace
@@ -48,6 +49,19 @@ struct ProfilesController: Sendable {
         return try await reads.loans(of: context.user, after: page.cursor, limit: page.limit)
     }
 
+    /// Everything held about the caller (SPEC §11.3): the profile with its cards, every post,
+    /// bid and loan, and every movement of their money with its log position.
+    @Sendable func export(_ request: Request, context: UserContext) async throws -> PersonalExport {
+        let me = context.user
+        let reads = primary
+        return PersonalExport(
+            exportedAt: Date(), profile: try await reads.privateProfile(me, blocked: try await profiles.blocked(by: me)),
+            posts: try await reads.all { try await reads.posts(of: me, after: $0, limit: 100) },
+            bids: try await reads.all { try await reads.bids(.bids, of: me, status: nil, after: $0, limit: 100) },
+            loansLent: try await reads.all { try await reads.loans(of: me, after: $0, limit: 100) },
+            loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me))
+    }
+
     @Sendable func user(_ request: Request, context: UserContext) async throws -> PublicProfile {
         try await reads.publicProfile(UserID(try context.parameters.requireUUID("userID")))
     }
@@ -79,6 +93,17 @@ struct ProfilesController: Sendable {
     func answer(_ handled: (blocked: Set<UserID>, append: AppendResult?), _ context: UserContext) async throws -> PrivateProfile {
         try await primary.privateProfile(context.user, blocked: handled.blocked, position: handled.append?.lastPosition)
     }
+}
+
+/// `GET /v1/me/export`.
+struct PersonalExport: ResponseEncodable {
+    var exportedAt: Date
+    var profile: PrivateProfile
+    var posts: [ItemResource]
+    var bids: [BidResource]
+    var loansLent: [MyLoan]
+    var loansBorrowed: [BorrowedLoan]
+    var balanceHistory: [BalanceEntry]
 }
 
 /// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad

@@ -59,7 +59,8 @@ public struct Accounts: Sendable {
         guard try await pool.query("SELECT 1 FROM credentials WHERE handle = \(handle)").isEmpty else {
             throw DomainError.handleTaken(handle)
         }
-        guard try await pool.query("SELECT 1 FROM email_claims WHERE email = lower(\(email))").isEmpty else {
+        let emailDigest = try await emailIndex().digest(email)
+        guard try await pool.query("SELECT 1 FROM email_index WHERE digest = \(emailDigest)").isEmpty else {
             throw Self.emailTaken
         }
 
@@ -72,7 +73,7 @@ public struct Accounts: Sendable {
                     INSERT INTO credentials (user_id, handle, password_hash)
                     VALUES (\(userID.rawValue), \(handle), \(hash))
                     """)
-                try session.query("INSERT INTO email_claims (email, user_id) VALUES (lower(\(email)), \(userID.rawValue))")
+                try session.query("INSERT INTO email_index (digest, user_id) VALUES (\(emailDigest), \(userID.rawValue))")
             }
             guard case .registered(let registered) = handled.events.first, let append = handled.append else {
                 throw DomainError.userExists
@@ -80,9 +81,17 @@ public struct Accounts: Sendable {
             return Registered(user: registered, position: append.lastPosition)
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "credentials_handle_key" {
             throw DomainError.handleTaken(handle)
-        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "email_claims_pkey" {
+        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "email_index_pkey" {
             throw Self.emailTaken
         }
+    }
+
+    /// The store's data keys hold the index's key: a server always has them (`DATA_KEY_FILE`).
+    func emailIndex() throws -> EmailIndex {
+        guard let keys = gateway.store.personalData?.keys else {
+            throw DataKeyError.noMasterKey("the event store was built without personal data keys")
+        }
+        return EmailIndex(keys: keys)
     }
 
     static let emailTaken = DomainError(.conflict, "email_taken", "An account with this e-mail address exists already.")
@@ -102,6 +111,21 @@ public struct Accounts: Sendable {
     /// no more checks than a sequence: the rest are 429 with `Retry-After`. A success takes
     /// its handle's failures back. The limits live in the database, so servers share them.
     public func login(handle: String, password: String, address: String = "unknown") async throws -> Session {
+        try await attempt(handle: handle, address: address) { try await verifiedLogin(handle: handle, password: password) }
+    }
+
+    /// Checks a signed-in user's password again (closing the account asks for it), counted
+    /// against the same limits as a login, so that a stolen token cannot guess it.
+    public func confirmPassword(of user: UserID, password: String, address: String = "unknown") async throws {
+        let rows = try await pool.query("SELECT handle FROM credentials WHERE user_id = \(user.rawValue)")
+        guard let handle = try rows.first?.decode("handle", as: String.self) else { throw DomainError.invalidCredentials }
+        try await attempt(handle: handle, address: address) {
+            _ = try await verifiedHash(handle: handle, password: password)
+        }
+    }
+
+    /// Runs a password check under the rate limits (see `login`).
+    private func attempt<Result>(handle: String, address: String, _ check: () async throws -> Result) async throws -> Result {
         // No such handle can exist: refused before anything is counted or hashed (a handle of
         // kilobytes would not even fit the failures' index).
         guard UserDecider.isValidHandle(handle) else {
@@ -109,11 +133,11 @@ public struct Accounts: Sendable {
         }
         let reservation = try await reserveLoginAttempt(handle: handle, address: address)
         do {
-            let session = try await verifiedLogin(handle: handle, password: password)
+            let result = try await check()
             // The owner's success takes back the failures from their own address only: a
             // guesser elsewhere gets no fresh tries from it.
             try await pool.query("DELETE FROM login_failures WHERE handle = \(handle) AND address = \(address)")
-            return session
+            return result
         } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
             throw error
         } catch {
@@ -165,16 +189,7 @@ public struct Accounts: Sendable {
     }
 
     private func verifiedLogin(handle: String, password: String) async throws -> Session {
-        let rows = try await pool.query("SELECT user_id, password_hash FROM credentials WHERE handle = \(handle)")
-        let row = rows.first
-        // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.
-        let stored = try row?.decode("password_hash", as: String.self)
-        let hash = if let stored { stored } else { try await decoy.value() }
-        let matches = try await passwords.verify(password, hash: hash)
-        guard matches, let row else {
-            throw DomainError.invalidCredentials
-        }
-        let userID = UserID(try row.decode("user_id", as: UUID.self))
+        let userID = try await verifiedHash(handle: handle, password: password)
         let token = Self.newToken()
         let expiresAt = Date().addingTimeInterval(sessionLifetime)
         try await pool.query(
@@ -183,6 +198,21 @@ public struct Accounts: Sendable {
             VALUES (\(Self.digest(token)), \(userID.rawValue), \(expiresAt))
             """)
         return Session(token: token, expiresAt: expiresAt, userId: userID)
+    }
+
+    /// The handle's user, when the password is theirs.
+    private func verifiedHash(handle: String, password: String) async throws -> UserID {
+        let rows = try await pool.query("SELECT user_id, password_hash FROM credentials WHERE handle = \(handle)")
+        let row = rows.first
+        // An unknown handle costs a bcrypt check too, so timing does not tell handles apart.
+        // A forgotten account's hash is empty: checked against the decoy, never matching.
+        let stored = try row?.decode("password_hash", as: String.self).nonEmpty
+        let hash = if let stored { stored } else { try await decoy.value() }
+        let matches = try await passwords.verify(password, hash: hash)
+        guard matches, stored != nil, let row else {
+            throw DomainError.invalidCredentials
+        }
+        return UserID(try row.decode("user_id", as: UUID.self))
     }
 
     /// The user a token belongs to, while it is neither expired nor revoked: from the cache
@@ -243,4 +273,8 @@ final class DecoyHash: Sendable {
         cached.withLock { $0 = $0 ?? hash }
         return hash
     }
+}
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
 }

@@ -64,6 +64,14 @@ public final class SessionCache: Sendable {
         forget(digest)
     }
 
+    /// Forgets every session of `user` (their account was closed).
+    func forget(user: UserID) {
+        entries.withLock { entries in
+            entries.byDigest = entries.byDigest.filter { $0.value.user != user }
+            entries.forgets &+= 1
+        }
+    }
+
     /// Forgets everything: after announcements may have been missed (the listener reconnected).
     public func forgetAll() {
         entries.withLock { entries in

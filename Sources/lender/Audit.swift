@@ -1,3 +1,4 @@
+import Aggregates
 import ArgumentParser
 import Crypto
 import EventStore
@@ -6,6 +7,7 @@ import Marketplace
 import Payments
 import Postgres
 import Projections
+import UseCases
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -213,7 +215,42 @@ enum AuditKeys {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage users' roles.", subcommands: [GrantAuditor.self, RevokeAuditor.self])
+        abstract: "Manage users: roles, and forgetting one.", subcommands: [GrantAuditor.self, RevokeAuditor.self, Forget.self])
+
+    struct Forget: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Close a user's account and forget them, as DELETE /v1/me does (SPEC §11.3).",
+            discussion: """
+                Their open items and pending bids are withdrawn, their data key destroyed, their \
+                sessions revoked. Money history (amounts, ids) stays; the log still verifies.
+                """)
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+
+        func run() async throws {
+            let logger = Logs.bootstrap()
+            var configuration = try database.configuration()
+            // As the server writes: a role that may append to the log, never rewrite it.
+            let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
+            configuration.role = role.isEmpty ? nil : role
+            try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+                let rows = try await pool.query("SELECT user_id FROM credentials WHERE handle = \(handle)")
+                guard let userID = try rows.first?.decode("user_id", as: UUID.self) else {
+                    throw CommandFailure("No user has the handle \(handle).")
+                }
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
+                let accounts = Accounts(pool: pool, gateway: CommandGateway(store: store, logger: logger))
+                do {
+                    let position = try await accounts.forget(UserID(userID), metadata: EventMetadata(actorID: "operator"))
+                    print("\(handle) is forgotten (position \(position)).")
+                } catch let error as DomainError where error == .userNotFound {
+                    throw CommandFailure("\(handle) was forgotten already.")
+                }
+            }
+        }
+    }
 
     struct GrantAuditor: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Let a user read every bid history and the log.")

@@ -34,7 +34,9 @@ struct Loans: AsyncParsableCommand {
             configuration.role = role.isEmpty ? nil : role
             let expired = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) {
                 pool in
-                let store = EventStore(pool: pool, logger: logger, projections: lenderProjections)
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
                 return try await ExpireLoans(gateway: CommandGateway(store: store, logger: logger)).run(today: today)
             }
             for loan in expired {

@@ -1,4 +1,6 @@
+import Aggregates
 import ArgumentParser
+import EventStore
 import Foundation
 import Logging
 import Migrations
@@ -80,5 +82,27 @@ enum Logs {
             return handler
         }
         return Logger(label: "lender")
+    }
+}
+
+/// Where the master keys are (`DATA_KEY_FILE`, else the checkout's `.local/data-keys` that
+/// `scripts/serve` makes): required wherever events are written or views rebuilt, since a
+/// rebuild without them would read everyone as forgotten.
+enum DataKeyOptions {
+    static func file(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        if let path = environment["DATA_KEY_FILE"], !path.isEmpty { return path }
+        if let path = Checkout.find(".local/data-keys") { return path }
+        throw ValidationError(
+            """
+            No master key: set DATA_KEY_FILE to a file of master keys. Make one with
+              (umask 077; lender keys new-master > data-keys)
+            and keep it safe and backed up: without it no personal data in the log can be read.
+            """)
+    }
+
+    static func personalData(pool: PostgresPool) throws -> PersonalData {
+        let file = try file()
+        return PersonalData(
+            keys: DataKeys(pool: pool, masters: try MasterKeys(file: file), file: file), fields: lenderPersonalFields)
     }
 }

@@ -44,7 +44,8 @@ struct Replay: AsyncParsableCommand {
         // As the owner: a rebuild creates and moves tables.
         try await database.withPool(size: 2, logger: logger) {
             pool in
-            let rebuilder = ViewRebuilder(pool: pool, groups: groups, logger: logger)
+            let rebuilder = ViewRebuilder(
+                pool: pool, groups: groups, logger: logger, personalData: try DataKeyOptions.personalData(pool: pool))
             let progress = Progress()
             if let until, let into {
                 let position = try await self.position(of: until, pool)

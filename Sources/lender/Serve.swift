@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventStore
 import Foundation
 import Hummingbird
 import Logging
@@ -9,7 +10,7 @@ import UseCases
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, SERVER_DATABASE_URL, READ_DATABASE_URL, LOG_LEVEL from the environment).")
+        abstract: "Serve the HTTP API (HOST, PORT, DATABASE_URL, SERVER_DATABASE_URL, READ_DATABASE_URL, DATA_KEY_FILE, LOG_LEVEL from the environment).")
 
     @OptionGroup var database: DatabaseOptions
 
@@ -37,6 +38,8 @@ struct Serve: AsyncParsableCommand {
                     + Failpoints.Point.allCases.map(\.rawValue).joined(separator: ", ") + ").")
         }
         let auditCheckpoints = try auditCheckpointSchedule(environment)
+        let keyFile = try DataKeyOptions.file(environment)
+        let masterKeys = try MasterKeys(file: keyFile)
         let migrator = try database.migrator(logger: logger)
         let owner = try database.configuration()
         try await checkSchema(owner, migrator: migrator, logger: logger)
@@ -58,6 +61,9 @@ struct Serve: AsyncParsableCommand {
             replica.role = configuration.role
             readPool = PostgresPool(configuration: replica, options: .init(size: size), logger: logger)
         }
+        // Addresses the first release kept in clear become digests before anyone registers.
+        let moved = try await EmailIndex(keys: DataKeys(pool: pool, masters: masterKeys)).moveClaims(pool)
+        if moved > 0 { logger.info("moved e-mail claims into the blind index", metadata: ["count": "\(moved)"]) }
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
             payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints,
@@ -65,7 +71,8 @@ struct Serve: AsyncParsableCommand {
             allowedOrigins: Set(
                 (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }),
-            sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)))
+            sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
+            masterKeyFile: keyFile)
         try await application.runService()
     }
 

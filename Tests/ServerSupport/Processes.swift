@@ -25,8 +25,9 @@ public func runLender(
     process.executableURL = root.appendingPathComponent(".build/debug/lender")
     process.arguments = arguments + (database.map { ["--database-url", $0.connectionString] } ?? [])
     if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-    process.environment = ["LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? ""]
-        .merging(environment) { $1 }
+    process.environment = [
+        "LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "", "DATA_KEY_FILE": testMasterKeyFile,
+    ].merging(environment) { $1 }
     let output = Pipe()
     process.standardOutput = output
     try process.run()
@@ -70,7 +71,7 @@ public final class ServerProcess: @unchecked Sendable {
         process.environment = [
             "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
             "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0", "WRITE_LIMIT_CHANGES_PER_HOUR": "0",
-            "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self),
+            "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self), "DATA_KEY_FILE": testMasterKeyFile,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
         ].merging(environment) { $1 }
         process.standardOutput = output

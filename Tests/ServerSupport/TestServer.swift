@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Hummingbird
@@ -12,6 +13,22 @@ import UseCases
 
 /// The card fingerprint key of every test server.
 public let testCardSecret = Data("lender-tests-card-fingerprint-secret".utf8)
+
+/// The master key of every test server and of the `lender` processes tests run.
+public let testMasterKeyLine = "bGVuZGVyLXRlc3RzLW1hc3Rlci1rZXktMzItYnl0ZXM="
+public let testMasterKeys = try! MasterKeys(text: testMasterKeyLine)
+
+/// A file holding `testMasterKeyLine`, for `DATA_KEY_FILE`.
+public let testMasterKeyFile: String = {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("lender-test-data-keys-\(getpid())").path
+    FileManager.default.createFile(atPath: path, contents: Data((testMasterKeyLine + "\n").utf8))
+    return path
+}()
+
+/// The personal data of an event store on `pool`, with the tests' master key.
+public func testPersonalData(_ pool: PostgresPool) -> PersonalData {
+    PersonalData(keys: DataKeys(pool: pool, masters: testMasterKeys), fields: lenderPersonalFields)
+}
 
 /// The application on a migrated database of its own, as the server runs (role lender_app,
 /// bcrypt at its cheapest), with a superuser pool on the side for looking behind it.
@@ -28,7 +45,7 @@ public func withServer(
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
-            writeLimits: writeLimits, allowedOrigins: allowedOrigins)
+            writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
             try await application.test(testing) { client in try await test(client, adminPool) }
@@ -44,7 +61,8 @@ public func withAccounts(
         var server = configuration
         server.role = "lender_app"
         try await TestDatabase.withPool(server, size: 4) { pool in
-            let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
+            let store = EventStore(
+                pool: pool, logger: TestDatabase.logger, projections: lenderProjections, personalData: testPersonalData(pool))
             let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
             try await body(Accounts(pool: pool, gateway: gateway, passwords: passwords))
         }

@@ -27,7 +27,7 @@ struct EventEncodingTests {
         let users: [UserEvent] = [
             .registered(UserRegistered(userID: user, handle: "ada", displayName: "Ada", email: "ada@example.org", country: "NP")),
             .profileUpdated(ProfileUpdated(displayName: "Ada L.", country: "GB", defaultShareCents: 2500)),
-            .blocked(UserBlocked(userID: other)), .unblocked(UserUnblocked(userID: other)),
+            .blocked(UserBlocked(userID: other)), .unblocked(UserUnblocked(userID: other)), .forgotten(UserForgotten(userID: user)),
             .cardAdded(
                 CardOnFile(
                     cardID: card, network: .visa, last4: "4242", expMonth: 12, expYear: 2030, fingerprint: "f",
@@ -71,7 +71,7 @@ struct EventEncodingTests {
             .checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: loan, amountCents: 3000)], totalCents: 3000, paidWith: "balance")),
         ]
         let names = try roundTrip(users, .user) + roundTrip(items, .item) + roundTrip(loans, .loan) + roundTrip(carts, .cart)
-        #expect(names.count == 33)
+        #expect(names.count == 34)
         #expect(Set(names).count == names.count, "one name per event type")
     }
 

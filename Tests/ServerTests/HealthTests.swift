@@ -19,7 +19,7 @@ struct HealthTests {
         let pool = PostgresPool(configuration: configuration, options: .init(size: 2), logger: TestDatabase.logger)
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
-            logger: TestDatabase.logger, payments: try .sandbox(secret: testCardSecret))
+            logger: TestDatabase.logger, payments: try .sandbox(secret: testCardSecret), masterKeys: testMasterKeys)
         try await application.test(.router, test)
     }
 

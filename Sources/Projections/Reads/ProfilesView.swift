@@ -142,3 +142,45 @@ public struct CardResource: Codable, Sendable {
         redacted = CardRules.redacted(last4: last4)
     }
 }
+
+/// A loan the user borrowed, as their export lists it.
+public struct BorrowedLoan: Codable, Sendable {
+    public var loanId: LoanID
+    public var title: String
+    public var amountCents: Int
+    public var fundedCents: Int
+    public var repaidCents: Int
+    public var status: String
+    public var place: String
+    public var createdAt: Date
+}
+
+extension ProfilesView {
+    /// Every page of a list, for an export: the lists are the user's own, so bounded by
+    /// what one person did.
+    public func all<Element>(_ page: (Cursor?) async throws -> Page<Element>) async throws -> [Element] {
+        var elements = [Element]()
+        var cursor: Cursor?
+        repeat {
+            let next = try await page(cursor)
+            elements += next.data
+            cursor = try Cursor(query: next.nextCursor)
+        } while cursor != nil
+        return elements
+    }
+
+    public func borrowedLoans(of user: UserID) async throws -> [BorrowedLoan] {
+        try await pool.query(
+            """
+            SELECT loan_id, title, amount_cents, funded_cents, repaid_cents, status, place, created_at
+            FROM loans_view WHERE borrower_id = \(user.rawValue) ORDER BY created_at, loan_id
+            """
+        ).map { row in
+            BorrowedLoan(
+                loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title"),
+                amountCents: try row.decode("amount_cents"), fundedCents: try row.decode("funded_cents"),
+                repaidCents: try row.decode("repaid_cents"), status: try row.decode("status"), place: try row.decode("place"),
+                createdAt: try row.decode("created_at"))
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import Crypto
+import Foundation
+import Postgres
+
+/// A top-level field of an event's body that says something about a person: stored sealed
+/// with that person's data key, read back clear while the key lives, and as `redacted`
+/// once they are forgotten.
+public struct PersonalField: Sendable, Hashable {
+    /// Whose data key seals the field.
+    public enum Subject: Sendable, Hashable {
+        /// The stream's own id (`user-{id}`).
+        case stream
+        /// The id in another field of the same body (`ownerID`).
+        case field(String)
+        /// Whoever appended the event (`EventMetadata.actorID`).
+        case actor
+    }
+
+    public var name: String
+    public var subject: Subject
+    public var redacted: JSONValue
+
+    public init(_ name: String, of subject: Subject, redacted: JSONValue) {
+        self.name = name
+        self.subject = subject
+        self.redacted = redacted
+    }
+}
+
+/// A sealed field as the log stores it, in place of its value:
+/// `{"$sealed": {"key": subject, "nonce": base64, "ciphertext": base64}}`. The ciphertext
+/// (with its tag) is the value's JSON, bound to the event type and the field's name.
+enum Envelope {
+    static let marker = "$sealed"
+
+    static func seal(_ value: JSONValue, subject: String, key: SymmetricKey, context: String) throws -> JSONValue {
+        let plain = try JSONEncoder().encode(value)
+        let box = try AES.GCM.seal(plain, using: key, authenticating: Data(context.utf8))
+        return .object([
+            marker: .object([
+                "key": .string(subject), "nonce": .string(Data(box.nonce).base64EncodedString()),
+                "ciphertext": .string((box.ciphertext + box.tag).base64EncodedString()),
+            ])
+        ])
+    }
+
+    /// The subject whose key sealed `value`, if it is an envelope.
+    static func subject(of value: JSONValue) -> String? {
+        guard case .string(let subject) = value[marker]?["key"] else { return nil }
+        return subject
+    }
+
+    static func open(_ value: JSONValue, key: SymmetricKey, context: String) throws -> JSONValue {
+        guard case .string(let nonceText) = value[marker]?["nonce"], case .string(let sealedText) = value[marker]?["ciphertext"],
+            let nonceBytes = Data(base64Encoded: nonceText), let sealed = Data(base64Encoded: sealedText), sealed.count >= 16
+        else { throw PersonalDataError.malformedEnvelope(context) }
+        let box = try AES.GCM.SealedBox(
+            nonce: try AES.GCM.Nonce(data: nonceBytes), ciphertext: sealed.dropLast(16), tag: sealed.suffix(16))
+        return try JSONDecoder().decode(JSONValue.self, from: try AES.GCM.open(box, using: key, authenticating: Data(context.utf8)))
+    }
+
+    /// Cheap test before parsing: does the body hold an envelope at all?
+    static func mayHold(_ data: JSONB) -> Bool { data.text.contains("\"\(marker)\"") }
+}
+
+public enum PersonalDataError: Error, Sendable, Hashable, CustomStringConvertible {
+    case malformedEnvelope(String)
+    case noSubject(String)
+
+    public var description: String {
+        switch self {
+        case .malformedEnvelope(let field): "the sealed field \(field) is malformed"
+        case .noSubject(let field): "no person to seal \(field) for"
+        }
+    }
+}
+
+/// Which fields of which events are personal, and the keys that seal them: the event store
+/// seals on append and opens on read with it.
+public struct PersonalData: Sendable {
+    public let keys: DataKeys
+    /// By event type.
+    public let fields: [String: [PersonalField]]
+
+    public init(keys: DataKeys, fields: [String: [PersonalField]]) {
+        self.keys = keys
+        self.fields = fields
+    }
+
+    /// The appends as they are to be stored: every personal field sealed.
+    func seal(_ appends: [StreamAppend], metadata: EventMetadata) async throws -> [StreamAppend] {
+        var sealed = appends
+        for (a, append) in appends.enumerated() {
+            for (e, event) in append.events.enumerated() {
+                guard let personal = fields[event.type] else { continue }
+                var body = try event.data.decode(JSONValue.self)
+                var changed = false
+                for field in personal {
+                    guard let value = body[field.name], value != .null, Envelope.subject(of: value) == nil else { continue }
+                    guard let subject = Self.subject(field.subject, of: body, in: append.stream, metadata: metadata) else {
+                        throw PersonalDataError.noSubject("\(event.type).\(field.name)")
+                    }
+                    let key = try await keys.sealingKey(for: subject)
+                    body[field.name] = try Envelope.seal(value, subject: subject, key: key, context: "\(event.type).\(field.name)")
+                    changed = true
+                }
+                if changed { sealed[a].events[e].data = try JSONB(body) }
+            }
+        }
+        return sealed
+    }
+
+    static func subject(_ subject: PersonalField.Subject, of body: JSONValue, in stream: StreamID, metadata: EventMetadata)
+        -> String?
+    {
+        let found: String? =
+            switch subject {
+            case .stream: String(stream.rawValue.drop { $0 != "-" }.dropFirst())
+            case .field(let name): if case .string(let id) = body[name] { id } else { nil }
+            case .actor: metadata.actorID
+            }
+        return found.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+    }
+
+    /// The events with every field whose key lives opened; a forgotten person's stay sealed,
+    /// for the codecs to read as redacted.
+    public func open(_ events: [RecordedEvent]) async throws -> [RecordedEvent] {
+        let subjects = Self.subjects(in: events.map(\.data))
+        guard !subjects.isEmpty else { return events }
+        let keys = try await keys.openingKeys(for: subjects)
+        return try events.map { event in
+            var event = event
+            event.data = try Self.open(event.data, type: event.type, keys: keys)
+            return event
+        }
+    }
+
+    /// `open` in the caller's session, for projected events (a rebuild).
+    public func open(_ events: [ProjectedEvent], in session: inout PostgresSession) throws -> [ProjectedEvent] {
+        let subjects = Self.subjects(in: events.map(\.data))
+        guard !subjects.isEmpty else { return events }
+        let keys = try keys.openingKeys(for: subjects, in: &session)
+        return try events.map { event in
+            var event = event
+            event.data = try Self.open(event.data, type: event.type, keys: keys)
+            return event
+        }
+    }
+
+    static func subjects(in bodies: [JSONB]) -> Set<String> {
+        var subjects = Set<String>()
+        for data in bodies where Envelope.mayHold(data) {
+            guard case .object(let body)? = try? data.decode(JSONValue.self) else { continue }
+            for value in body.values { if let subject = Envelope.subject(of: value) { subjects.insert(subject) } }
+        }
+        return subjects
+    }
+
+    static func open(_ data: JSONB, type: String, keys: [String: SymmetricKey]) throws -> JSONB {
+        guard Envelope.mayHold(data), case .object(var body) = try data.decode(JSONValue.self) else { return data }
+        var changed = false
+        for (name, value) in body {
+            guard let subject = Envelope.subject(of: value), let key = keys[subject] else { continue }
+            body[name] = try Envelope.open(value, key: key, context: "\(type).\(name)")
+            changed = true
+        }
+        return changed ? try JSONB(JSONValue.object(body)) : data
+    }
+}
+
+extension JSONValue {
+    /// Every envelope in a body replaced by its field's `redacted` value (null for a field
+    /// not declared personal): how an event reads once its person is forgotten.
+    public func redactingSealed(_ fields: [PersonalField]) -> JSONValue {
+        guard case .object(var body) = self else { return self }
+        for (name, value) in body where Envelope.subject(of: value) != nil {
+            body[name] = fields.first { $0.name == name }?.redacted ?? .null
+        }
+        return .object(body)
+    }
+}

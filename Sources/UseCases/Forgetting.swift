@@ -1,0 +1,58 @@
+import Aggregates
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+
+extension Accounts {
+    /// Closes `user`'s account and forgets them (SPEC §11.3): their open items are withdrawn
+    /// and their pending bids withdrawn, as they could do themselves, so that every reader of
+    /// those streams agrees; then `UserForgotten` is appended with, in its transaction, their
+    /// data key destroyed, their login closed (the handle stays taken), their e-mail's index
+    /// entry deleted and their sessions revoked (announced to every server). Returns the
+    /// position of `UserForgotten`.
+    public func forget(_ user: UserID, metadata: EventMetadata = EventMetadata()) async throws -> Int64 {
+        guard let keys = gateway.store.personalData?.keys else {
+            throw DataKeyError.noMasterKey("the event store was built without personal data keys")
+        }
+        // Several commands for one request: none of them is the request's idempotent command.
+        return try await IdempotentRequest.$current.withValue(nil) {
+            let items = try await pool.query(
+                "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
+            for row in items {
+                try await closing {
+                    _ = try await gateway.handle(
+                        ItemCommand.withdraw, on: .item, id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user,
+                        metadata: metadata)
+                }
+            }
+            let bids = try await pool.query(
+                "SELECT bid_id, item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'")
+            for row in bids {
+                try await closing {
+                    _ = try await gateway.handle(
+                        ItemCommand.withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))), on: .item,
+                        id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
+                }
+            }
+            let handled = try await gateway.handle(UserCommand.forget, on: .user, id: user, actor: user, metadata: metadata) {
+                session in
+                try DataKeys.forget(user.dataSubject, in: &session)
+                try session.query("UPDATE credentials SET password_hash = '' WHERE user_id = \(user.rawValue)")
+                try session.query("DELETE FROM email_index WHERE user_id = \(user.rawValue)")
+                try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
+                try session.query(
+                    "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")
+            }
+            keys.forgotLocally(user.dataSubject)
+            sessions.forget(user: user)
+            return handled.append?.lastPosition ?? 0
+        }
+    }
+
+    /// An item or bid that another request closed meanwhile is closed all the same.
+    private func closing(_ command: () async throws -> Void) async throws {
+        do { try await command() } catch let error as DomainError
+            where (error.kind == .conflict && error.code != DomainError.concurrencyConflict.code) || error.kind == .notFound {}
+    }
+}

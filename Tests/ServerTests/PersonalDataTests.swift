@@ -1,0 +1,280 @@
+import Aggregates
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+import UseCases
+
+/// Personal data in the append-only log (SPEC §11.3): sealed with each person's key,
+/// forgotten by destroying it, exported on request, never handed to auditors in clear.
+@Suite("Personal data", .serialized)
+struct PersonalDataTests {
+    /// Strings found nowhere else, so that a dump holding one holds it because of this user.
+    let mark = String(UUID().uuidString.prefix(8)).lowercased()
+
+    @Test func aForgottenUserLeavesNothingPersonalInTheDatabase() async throws {
+        try await withServer { client, admin in
+            let name = "Zelda Quixotic \(mark)"
+            let email = "zq\(mark)@forget.example"
+            let place = "Hidden Lane \(mark)"
+            let message = "call me on 555-\(mark)"
+            let registered = try await client.send(
+                .post, "/v1/users",
+                json: ["handle": "zelda", "displayName": name, "email": email, "password": "correct horse battery", "country": "NP"])
+            #expect(registered.status == .created, "\(registered)")
+            let zelda = try await client.login("zelda")
+            let bob = try await client.user("bob")
+
+            // Zelda does everything there is: a card and a deposit, a rental where she lives,
+            // a bid with a message, a loan she borrows, a share of Bob's loan.
+            try await client.fund(zelda, 5000)
+            let rental = try await client.send(
+                .post, "/v1/rentals",
+                json: [
+                    "title": "Ladder", "description": "Tall", "category": "tools", "dailyPriceCents": 500,
+                    "location": ["lat": 12.3456789, "lng": 98.7654321, "place": place],
+                ], token: zelda)
+            #expect(rental.status == .created, "\(rental)")
+            let ladder = try rental.decode(ItemResource.self)
+            let bikes = try await client.postRental(bob.token)
+            let bid = try await client.send(
+                .post, "/v1/items/\(bikes.id)/bids",
+                json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "message": message], token: zelda)
+            #expect(bid.status == .created, "\(bid)")
+            #expect(try await client.bid(ladder.id, bob.token).status == .created)
+            let zeldasLoan = try await client.send(
+                .post, "/v1/loans",
+                json: [
+                    "title": "Loom", "description": "For weaving", "sector": "Manufacturing", "activity": "Weaving",
+                    "country": "NP", "location": ["lat": 27.1234567, "lng": 84.7654321, "place": "Loom Street \(mark)"],
+                    "amountCents": 10_000, "deadline": dayFromToday(30),
+                ], token: zelda)
+            #expect(zeldasLoan.status == .created, "\(zeldasLoan)")
+            let bobsLoan = try await client.postLoan(bob.token)
+            _ = try await client.addToCart(zelda, bobsLoan, 2500)
+            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: zelda).status == .ok)
+            try await client.fund(bob.token, 2500)
+            _ = try await client.addToCart(bob.token, try zeldasLoan.decode(LoanResource.self).id, 2500)
+            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token).status == .ok)
+
+            // Sealed in the log already: the auditors' copy holds none of it in clear.
+            let log = try await admin.query("SELECT string_agg(data::text, ' ') AS t FROM events").single().decode("t", as: String.self)
+            for secret in [name, email, place, message, "12.3456789"] { #expect(!log.contains(secret), "\(secret) in the log") }
+            #expect(log.contains("\"$sealed\""))
+
+            // The password is asked for, and a wrong one changes nothing.
+            let before = try await eventCount(admin)
+            let missing = try await client.send(.delete, "/v1/me", json: [:], token: zelda)
+            #expect(missing.status == .unprocessableContent, "\(missing)")
+            let wrong = try await client.send(.delete, "/v1/me", json: ["password": "not the password"], token: zelda)
+            #expect(wrong.status == .unauthorized && wrong.json["code"] as? String == "invalid_credentials", "\(wrong)")
+            #expect(try await eventCount(admin) == before)
+
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zelda)
+            #expect(closed.status == .noContent, "\(closed)")
+
+            // Her sessions are dead, her login closed, her handle still taken.
+            #expect(try await client.send(.get, "/v1/me", token: zelda).status == .unauthorized)
+            #expect(try await client.send(.post, "/v1/sessions", json: ["handle": "zelda", "password": "correct horse battery"]).status == .unauthorized)
+            let again = try await client.send(
+                .post, "/v1/users",
+                json: ["handle": "zelda", "displayName": "New", "email": "new@example.org", "password": "correct horse battery"])
+            #expect(again.status == .conflict, "\(again)")
+            // Her e-mail may serve a new account: its index entry went with her.
+            let reuse = try await client.send(
+                .post, "/v1/users",
+                json: ["handle": "newcomer", "displayName": "New", "email": email, "password": "correct horse battery"])
+            #expect(reuse.status == .created, "\(reuse)")
+            _ = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: try await client.login("newcomer"))
+
+            // Her items and bids show a former user; her open ones were withdrawn.
+            let item = try await client.send(.get, "/v1/items/\(ladder.id)", token: bob.token).decode(ItemResource.self)
+            #expect(item.ownerHandle == Redacted.name && item.status == "withdrawn" && item.location.place == Redacted.text)
+            let bids = try await client.send(.get, "/v1/items/\(bikes.id)/bids", token: bob.token).json["data"] as? [[String: Any]]
+            let hers = bids?.first { $0["bidderHandle"] as? String == Redacted.name }
+            #expect(hers?["message"] as? String == Redacted.text && hers?["status"] as? String == "withdrawn", "\(bids ?? [])")
+            let profile = try await client.send(.get, "/v1/users/\(try registered.decode(RegisteredUser.self).id)", token: bob.token)
+            #expect(profile.json["displayName"] as? String == Redacted.name && profile.json["country"] is NSNull, "\(profile)")
+
+            // Nothing personal of hers anywhere in a full dump; Bob's is all there.
+            let dump = try pgDump(admin)
+            for secret in [name, email, place, message, "Loom Street \(mark)", "12.3456789", "98.7654321", "27.1234567"] {
+                #expect(!dump.contains(secret), "the dump holds \(secret)")
+            }
+            #expect(dump.contains("User bob") && dump.contains("bob@example.org"), "another user's data is untouched")
+            #expect(try await client.me(bob.token).displayName == "User bob")
+
+            // The log still verifies, the views are what a replay makes, the money adds up.
+            let database = try await ownerURL(admin)
+            #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+
+    @Test func anOperatorForgetsByHandle() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            _ = try await client.postRental(ada.token)
+            let database = try await ownerURL(admin)
+            #expect(try runLender(["users", "forget", "ada"], database: database).contains("ada is forgotten"))
+            #expect(try await client.send(.get, "/v1/me", token: ada.token).status == .unauthorized)
+            #expect(try await count(admin, "SELECT count(*) FROM users_view WHERE display_name = 'User ada'") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM data_keys WHERE forgotten_at IS NOT NULL AND wrapped IS NULL") == 1)
+            _ = try runLender(["users", "forget", "ada"], database: database, expectedStatus: 1)
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
+
+    @Test func theExportHoldsEverythingTheUserMadeAsTheLogSaysIt() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            try await client.fund(ada.token, 7500)
+            var posted = Set<String>()
+            for title in ["Tent", "Kayak", "Drill"] { posted.insert("\(try await client.postRental(ada.token, title: title).id)") }
+            let bikes = try await client.postRental(bob.token)
+            #expect(try await client.bid(bikes.id, ada.token).status == .created)
+            let loan = try await client.postLoan(bob.token)
+            _ = try await client.addToCart(ada.token, loan, 2500)
+            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
+            let own = try await client.postLoan(ada.token, title: "Oven")
+
+            let reply = try await client.send(.get, "/v1/me/export", token: ada.token)
+            #expect(reply.status == .ok, "\(reply)")
+            let export = reply.json
+            #expect((export["profile"] as? [String: Any])?["email"] as? String == "ada@example.org")
+            #expect(((export["profile"] as? [String: Any])?["cards"] as? [Any])?.count == 1)
+            // Against the log: every item she posted, bid she placed, loan she borrowed or lent
+            // to, and every movement of her money, at its position.
+            let items = try await admin.query(
+                "SELECT stream_id FROM events WHERE type IN ('RentalPosted', 'RequestPosted') AND metadata->>'actorID' = \("\(ada.id)")")
+            let logged = Set(try items.map { String(try $0.decode("stream_id", as: String.self).dropFirst("item-".count)) })
+            #expect(Set((export["posts"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }) == logged)
+            #expect(logged == posted)
+            #expect((export["bids"] as? [[String: Any]])?.map { $0["itemId"] as? String } == ["\(bikes.id)"])
+            #expect((export["loansLent"] as? [[String: Any]])?.map { $0["loanId"] as? String } == ["\(loan)"])
+            #expect((export["loansBorrowed"] as? [[String: Any]])?.map { $0["loanId"] as? String } == ["\(own)"])
+            let money = try await admin.query(
+                """
+                SELECT position FROM events WHERE stream_id = \("user-\(ada.id)")
+                AND type IN ('FundsDeposited', 'BalanceDebited', 'CardCharged', 'BalanceCredited') ORDER BY position
+                """)
+            let positions = try money.map { try $0.decode("position", as: Int64.self) }
+            #expect(positions.count == 2)
+            #expect((export["balanceHistory"] as? [[String: Any]])?.compactMap { ($0["position"] as? NSNumber)?.int64Value } == positions)
+            // Another user's export is theirs alone.
+            let bobs = try await client.send(.get, "/v1/me/export", token: bob.token).json
+            #expect((bobs["posts"] as? [[String: Any]])?.count == 1 && (bobs["bids"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test func theAuditorsFeedCarriesPersonalFieldsSealed() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            try await admin.query("INSERT INTO auditors (user_id) VALUES (\(ada.id.rawValue))")
+            _ = try await client.postRental(ada.token)
+            let feed = try await client.send(.get, "/v1/events", token: ada.token)
+            #expect(feed.status == .ok)
+            let text = String(decoding: feed.data, as: UTF8.self)
+            #expect(text.contains("RentalPosted") && text.contains("$sealed"))
+            #expect(!text.contains("ada@example.org") && !text.contains("User ada") && !text.contains("Kathmandu"), "\(text)")
+        }
+    }
+
+    /// Events as the first release stored them, in clear: they read as they always did.
+    @Test func clearTextEventsOfTheFirstReleaseStillRead() async throws {
+        try await withServer { _, admin in
+            let user = UserID()
+            let item = ItemID()
+            let fixture: [(StreamID, String, String)] = [
+                (
+                    .user(user), "UserRegistered",
+                    #"{"userID":"\#(user)","handle":"old","displayName":"Old Timer","email":"old@example.org","country":"NP"}"#
+                ),
+                (
+                    .user(user), "PaymentCardAdded",
+                    #"{"cardID":"\#(CardID())","network":"visa","last4":"4242","expMonth":12,"expYear":2030,"fingerprint":"fp1","processorToken":"tok_1"}"#
+                ),
+                (
+                    .item(item), "RentalPosted",
+                    #"{"itemID":"\#(item)","ownerID":"\#(user)","title":"Saw","description":"","category":"tools","dailyPriceCents":300,"location":{"lat":27.7,"lng":85.3,"place":"Patan"}}"#
+                ),
+            ]
+            let configuration = try await ownerURL(admin)
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let old = EventStore(pool: pool, logger: TestDatabase.logger)
+                for (stream, type, json) in fixture {
+                    try await old.append(to: stream, expectedVersion: .any, events: [NewEvent(type: type, data: JSONB(text: json))])
+                }
+                let store = EventStore(pool: pool, logger: TestDatabase.logger, personalData: testPersonalData(pool))
+                let events = try await store.readStream(.user(user)).map(Aggregate.user.codec.decode)
+                guard case .registered(let registered) = events.first, case .cardAdded(let card) = events.last else {
+                    Issue.record("\(events)")
+                    return
+                }
+                #expect(registered.email == "old@example.org" && registered.displayName == "Old Timer")
+                #expect(card.fingerprint == "fp1" && card.processorToken == "tok_1")
+                let posted = try await store.readStream(.item(item)).map(Aggregate.item.codec.decode)
+                guard case .rentalPosted(let rental) = posted.first else { Issue.record("\(posted)"); return }
+                #expect(rental.location.place == "Patan")
+            }
+        }
+    }
+
+    @Test func aRotatedMasterKeyStillOpensEverything() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let database = try await ownerURL(admin)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("rotate-\(mark)").path
+            try Data((testMasterKeyLine + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            let output = try runLender(["keys", "rotate-master"], database: database, environment: ["DATA_KEY_FILE": file])
+            #expect(output.contains("Rewrapped 2 data keys"), "ada's and the e-mail index's: \(output)")
+            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 2 && lines.last.map(String.init) == testMasterKeyLine)
+            // The rotated file opens every key; the old key alone opens none.
+            #expect(try await count(admin, "SELECT count(*) FROM data_keys WHERE master_key_id = \(try MasterKeys(file: file).currentID)") == 2)
+            try await TestDatabase.withPool(database, size: 1) { pool in
+                let rotated = DataKeys(pool: pool, masters: try MasterKeys(file: file))
+                #expect(try await rotated.openingKeys(for: [ada.id.dataSubject]).count == 1)
+                let stale = DataKeys(pool: pool, masters: testMasterKeys)
+                await #expect(throws: DataKeyError.self) { try await stale.openingKeys(for: [ada.id.dataSubject]) }
+            }
+            #expect(try runLender(["replay", "--verify"], database: database, environment: ["DATA_KEY_FILE": file]).contains("no differences"))
+        }
+    }
+
+    @Test func serveRefusesToStartWithoutAMasterKey() async throws {
+        try await withServerDatabase { configuration, _ in
+            let empty = FileManager.default.temporaryDirectory.appendingPathComponent("no-keys-\(mark)").path
+            FileManager.default.createFile(atPath: empty, contents: Data())
+            defer { try? FileManager.default.removeItem(atPath: empty) }
+            _ = try runLender(
+                ["serve"], database: configuration, expectedStatus: 1,
+                environment: ["DATA_KEY_FILE": empty, "CARD_FINGERPRINT_SECRET": "lender-tests-card-fingerprint-secret", "PORT": "0"])
+        }
+    }
+
+    /// A full dump of the test database, as an operator would take one.
+    func pgDump(_ admin: PostgresPool) throws -> String {
+        let name = admin.configuration.database
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        var configuration = try TestDatabase.adminConfiguration().database(name)
+        configuration.role = nil
+        process.arguments = ["pg_dump", "--no-owner", "--dbname", configuration.connectionString]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(data.count > 10_000, "a dump of the whole database")
+        return String(decoding: data, as: UTF8.self)
+    }
+}
