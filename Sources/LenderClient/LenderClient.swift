@@ -63,9 +63,9 @@ public struct IdempotentRetries: ClientMiddleware {
     public static let keyField = HTTPField.Name("Idempotency-Key")!
 
     /// The commands without an `Idempotency-Key` parameter: a second send of one is a second
-    /// command (a second account attempt, a second session). `LenderClientTests` holds this
-    /// list to the document.
-    public static let unkeyedOperations: Set<String> = ["registerUser", "logIn", "logOut"]
+    /// command (a second account attempt, a second session; a closed account answers 401).
+    /// `LenderClientTests` holds this list to the document.
+    public static let unkeyedOperations: Set<String> = ["registerUser", "logIn", "logOut", "closeAccount"]
 
     public func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,

@@ -108,8 +108,19 @@ struct PersonalDataTests {
             #expect(dump.contains("User bob") && dump.contains("bob@example.org"), "another user's data is untouched")
             #expect(try await client.me(bob.token).displayName == "User bob")
 
-            // The log still verifies, the views are what a replay makes, the money adds up.
+            // Her key is gone: her events, read with every key the server has, say nothing of her.
             let database = try await ownerURL(admin)
+            let zeldaID = try registered.decode(RegisteredUser.self).id
+            try await TestDatabase.withPool(database, size: 1) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger, personalData: testPersonalData(pool))
+                let events = try await store.readStream(.user(zeldaID)).map(Aggregate.user.codec.decode)
+                guard case .registered(let read) = events.first else { Issue.record("\(events)"); return }
+                #expect(read.displayName == Redacted.name && read.email == Redacted.text && read.country == nil)
+                let bids = try await store.readStream(.item(bikes.id)).map(Aggregate.item.codec.decode)
+                #expect(bids.contains { if case .bidPlaced(let placed) = $0 { placed.message == Redacted.text } else { false } })
+            }
+
+            // The log still verifies, the views are what a replay makes, the money adds up.
             #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
             #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))

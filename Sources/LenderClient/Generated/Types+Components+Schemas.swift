@@ -2417,5 +2417,206 @@ extension Components {
                 case approvalsReceived
             }
         }
+        /// - Remark: Generated from `#/components/schemas/CloseAccountBody`.
+        public struct CloseAccountBody: Codable, Hashable, Sendable {
+            /// The account's password, checked again (and counted against the login limits)
+            ///
+            /// - Remark: Generated from `#/components/schemas/CloseAccountBody/password`.
+            public var password: Swift.String
+            /// Creates a new `CloseAccountBody`.
+            ///
+            /// - Parameters:
+            ///   - password: The account's password, checked again (and counted against the login limits)
+            public init(password: Swift.String) {
+                self.password = password
+            }
+            public enum CodingKeys: String, CodingKey {
+                case password
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BalanceEntry`.
+        public struct BalanceEntry: Codable, Hashable, Sendable {
+            /// Where the movement is in the log
+            ///
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/position`.
+            public var position: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/at`.
+            public var at: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
+            @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case deposit = "deposit"
+                case debit = "debit"
+                case cardCharge = "card_charge"
+                case credit = "credit"
+            }
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
+            public var kind: Components.Schemas.BalanceEntry.KindPayload
+            /// Added to the balance; negative when taken; 0 for a card charge
+            ///
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/balanceChangeCents`.
+            public var balanceChangeCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/amountCents`.
+            public var amountCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/loanId`.
+            public var loanId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/cardId`.
+            public var cardId: Components.Schemas.UUIDOrNull?
+            /// Creates a new `BalanceEntry`.
+            ///
+            /// - Parameters:
+            ///   - position: Where the movement is in the log
+            ///   - at:
+            ///   - kind:
+            ///   - balanceChangeCents: Added to the balance; negative when taken; 0 for a card charge
+            ///   - amountCents:
+            ///   - loanId:
+            ///   - cardId:
+            public init(
+                position: Swift.Int64,
+                at: Foundation.Date,
+                kind: Components.Schemas.BalanceEntry.KindPayload,
+                balanceChangeCents: Swift.Int,
+                amountCents: Swift.Int,
+                loanId: Components.Schemas.UUIDOrNull? = nil,
+                cardId: Components.Schemas.UUIDOrNull? = nil
+            ) {
+                self.position = position
+                self.at = at
+                self.kind = kind
+                self.balanceChangeCents = balanceChangeCents
+                self.amountCents = amountCents
+                self.loanId = loanId
+                self.cardId = cardId
+            }
+            public enum CodingKeys: String, CodingKey {
+                case position
+                case at
+                case kind
+                case balanceChangeCents
+                case amountCents
+                case loanId
+                case cardId
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BorrowedLoan`.
+        public struct BorrowedLoan: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/loanId`.
+            public var loanId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/title`.
+            public var title: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/amountCents`.
+            public var amountCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/fundedCents`.
+            public var fundedCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/repaidCents`.
+            public var repaidCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/status`.
+            public var status: Components.Schemas.LoanStatus
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/place`.
+            public var place: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BorrowedLoan/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Creates a new `BorrowedLoan`.
+            ///
+            /// - Parameters:
+            ///   - loanId:
+            ///   - title:
+            ///   - amountCents:
+            ///   - fundedCents:
+            ///   - repaidCents:
+            ///   - status:
+            ///   - place:
+            ///   - createdAt:
+            public init(
+                loanId: Components.Schemas.Uuid,
+                title: Swift.String,
+                amountCents: Swift.Int,
+                fundedCents: Swift.Int,
+                repaidCents: Swift.Int,
+                status: Components.Schemas.LoanStatus,
+                place: Swift.String,
+                createdAt: Foundation.Date
+            ) {
+                self.loanId = loanId
+                self.title = title
+                self.amountCents = amountCents
+                self.fundedCents = fundedCents
+                self.repaidCents = repaidCents
+                self.status = status
+                self.place = place
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case loanId
+                case title
+                case amountCents
+                case fundedCents
+                case repaidCents
+                case status
+                case place
+                case createdAt
+            }
+        }
+        /// Everything the service holds about the caller (SPEC §11.3)
+        ///
+        /// - Remark: Generated from `#/components/schemas/PersonalExport`.
+        public struct PersonalExport: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/exportedAt`.
+            public var exportedAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/profile`.
+            public var profile: Components.Schemas.PrivateProfile
+            /// Every item I posted
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/posts`.
+            public var posts: [Components.Schemas.Item]
+            /// Every bid I placed
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/bids`.
+            public var bids: [Components.Schemas.Bid]
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/loansLent`.
+            public var loansLent: [Components.Schemas.MyLoan]
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/loansBorrowed`.
+            public var loansBorrowed: [Components.Schemas.BorrowedLoan]
+            /// Every movement of my money, oldest first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/balanceHistory`.
+            public var balanceHistory: [Components.Schemas.BalanceEntry]
+            /// Creates a new `PersonalExport`.
+            ///
+            /// - Parameters:
+            ///   - exportedAt:
+            ///   - profile:
+            ///   - posts: Every item I posted
+            ///   - bids: Every bid I placed
+            ///   - loansLent:
+            ///   - loansBorrowed:
+            ///   - balanceHistory: Every movement of my money, oldest first
+            public init(
+                exportedAt: Foundation.Date,
+                profile: Components.Schemas.PrivateProfile,
+                posts: [Components.Schemas.Item],
+                bids: [Components.Schemas.Bid],
+                loansLent: [Components.Schemas.MyLoan],
+                loansBorrowed: [Components.Schemas.BorrowedLoan],
+                balanceHistory: [Components.Schemas.BalanceEntry]
+            ) {
+                self.exportedAt = exportedAt
+                self.profile = profile
+                self.posts = posts
+                self.bids = bids
+                self.loansLent = loansLent
+                self.loansBorrowed = loansBorrowed
+                self.balanceHistory = balanceHistory
+            }
+            public enum CodingKeys: String, CodingKey {
+                case exportedAt
+                case profile
+                case posts
+                case bids
+                case loansLent
+                case loansBorrowed
+                case balanceHistory
+            }
+        }
     }
 }

@@ -66,6 +66,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PATCH /v1/me`.
     /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)`.
     func updateProfile(_ input: Operations.UpdateProfile.Input) async throws -> Operations.UpdateProfile.Output
+    /// Close the account and forget me
+    ///
+    /// Withdraws my open items and pending bids, appends `UserForgotten`, destroys my data key (what the log holds sealed about me can never be read again), closes my login (the handle stays taken) and revokes every session. Money history (amounts, ids) stays; my items and bids show `former user` (SPEC §11.3). No Idempotency-Key: a repeat finds no session and answers 401.
+    ///
+    /// - Remark: HTTP `DELETE /v1/me`.
+    /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)`.
+    func closeAccount(_ input: Operations.CloseAccount.Input) async throws -> Operations.CloseAccount.Output
     /// My posts
     ///
     /// Every rental and request I posted, whatever its status, newest first: where `links.posts` of GET /v1/me goes on
@@ -268,6 +275,11 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /metrics`.
     /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output
+    /// Everything held about me, as one document
+    ///
+    /// - Remark: HTTP `GET /v1/me/export`.
+    /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)`.
+    func exportMyData(_ input: Operations.ExportMyData.Input) async throws -> Operations.ExportMyData.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -355,6 +367,21 @@ extension APIProtocol {
         body: Operations.UpdateProfile.Input.Body
     ) async throws -> Operations.UpdateProfile.Output {
         try await updateProfile(Operations.UpdateProfile.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Close the account and forget me
+    ///
+    /// Withdraws my open items and pending bids, appends `UserForgotten`, destroys my data key (what the log holds sealed about me can never be read again), closes my login (the handle stays taken) and revokes every session. Money history (amounts, ids) stays; my items and bids show `former user` (SPEC §11.3). No Idempotency-Key: a repeat finds no session and answers 401.
+    ///
+    /// - Remark: HTTP `DELETE /v1/me`.
+    /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)`.
+    public func closeAccount(
+        headers: Operations.CloseAccount.Input.Headers = .init(),
+        body: Operations.CloseAccount.Input.Body
+    ) async throws -> Operations.CloseAccount.Output {
+        try await closeAccount(Operations.CloseAccount.Input(
             headers: headers,
             body: body
         ))
@@ -858,6 +885,13 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
     public func getMetrics(headers: Operations.GetMetrics.Input.Headers = .init()) async throws -> Operations.GetMetrics.Output {
         try await getMetrics(Operations.GetMetrics.Input(headers: headers))
+    }
+    /// Everything held about me, as one document
+    ///
+    /// - Remark: HTTP `GET /v1/me/export`.
+    /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)`.
+    public func exportMyData(headers: Operations.ExportMyData.Input.Headers = .init()) async throws -> Operations.ExportMyData.Output {
+        try await exportMyData(Operations.ExportMyData.Input(headers: headers))
     }
 }
 
