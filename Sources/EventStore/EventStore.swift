@@ -35,6 +35,8 @@ public final class EventStore: Sendable {
         var appends: [StreamAppend]
         var metadata: EventMetadata
         var alongside: (@Sendable (inout PostgresSession) throws -> Void)?
+        /// Whose data keys sealed its events.
+        var sealedFor: Set<String>
         var continuation: CheckedContinuation<AppendOutcome, any Error>
     }
 
@@ -83,14 +85,14 @@ public final class EventStore: Sendable {
         response: (@Sendable (AppendResult) throws -> JSONB)? = nil,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendOutcome {
-        let stored = try await personalData?.seal(appends, metadata: metadata) ?? appends
+        let (stored, sealedFor) = try await personalData?.seal(appends, metadata: metadata) ?? (appends, [])
         let request = try Self.encodeRequest(stored, metadata: metadata, idempotency: idempotency)
         let outcome = try await withCheckedThrowingContinuation { continuation in
             let startFlushing = queue.withLock { queue in
                 queue.pending.append(
                     Pending(
                         request: request, idempotency: idempotency, response: response, appends: appends,
-                        metadata: metadata, alongside: alongside, continuation: continuation))
+                        metadata: metadata, alongside: alongside, sealedFor: sealedFor, continuation: continuation))
                 guard queue.flushers < maxFlushers else { return false }
                 queue.flushers += 1
                 return true
@@ -191,14 +193,16 @@ public final class EventStore: Sendable {
         let requests = JSONB(text: "[" + batch.map(\.request).joined(separator: ",") + "]")
         let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
         let hasAlongside = batch.contains { $0.alongside != nil }
+        let sealedFor = batch.reduce(into: Set<String>()) { $0.formUnion($1.sealedFor) }
         do {
             let rows: [BatchRow]
             var responses = [String: JSONB]()
-            if needsResponses || hasAlongside || !projections.isEmpty {
+            if needsResponses || hasAlongside || !projections.isEmpty || !sealedFor.isEmpty {
                 // One transaction: the events, the views that follow from them, what must go
                 // with them, the responses.
                 (rows, responses) = try session.withTransaction { session in
                     let rows = try Self.runBatch(requests, &session)
+                    try PersonalData.checkNotForgotten(sealedFor, in: &session)
                     // What must go with the events comes before the views that follow from them:
                     // a claim refused here (a taken handle) is the append's answer.
                     for (pending, row) in zip(batch, rows) where row.outcome == "appended" {

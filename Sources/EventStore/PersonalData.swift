@@ -87,9 +87,11 @@ public struct PersonalData: Sendable {
         self.fields = fields
     }
 
-    /// The appends as they are to be stored: every personal field sealed.
-    func seal(_ appends: [StreamAppend], metadata: EventMetadata) async throws -> [StreamAppend] {
+    /// The appends as they are to be stored, every personal field sealed, and whose keys
+    /// sealed them (the append checks, under the log head, that none was forgotten meanwhile).
+    func seal(_ appends: [StreamAppend], metadata: EventMetadata) async throws -> (appends: [StreamAppend], subjects: Set<String>) {
         var sealed = appends
+        var subjects = Set<String>()
         for (a, append) in appends.enumerated() {
             for (e, event) in append.events.enumerated() {
                 guard let personal = fields[event.type] else { continue }
@@ -101,13 +103,24 @@ public struct PersonalData: Sendable {
                         throw PersonalDataError.noSubject("\(event.type).\(field.name)")
                     }
                     let key = try await keys.sealingKey(for: subject)
+                    subjects.insert(subject)
                     body[field.name] = try Envelope.seal(value, subject: subject, key: key, context: "\(event.type).\(field.name)")
                     changed = true
                 }
                 if changed { sealed[a].events[e].data = try JSONB(body) }
             }
         }
-        return sealed
+        return (sealed, subjects)
+    }
+
+    /// Refuses, in the appending transaction and under the log head, an append sealed for
+    /// someone forgotten since their key was fetched: every forgetting is an append too, so
+    /// it committed either before this check (seen here) or after this append's events.
+    static func checkNotForgotten(_ subjects: Set<String>, in session: inout PostgresSession) throws {
+        guard !subjects.isEmpty else { return }
+        let rows = try session.query(
+            "SELECT subject FROM data_keys WHERE subject = ANY(\(Array(subjects))) AND wrapped IS NULL", prepared: true)
+        if let row = rows.first { throw DataKeyError.forgotten(try row.decode("subject")) }
     }
 
     static func subject(_ subject: PersonalField.Subject, of body: JSONValue, in stream: StreamID, metadata: EventMetadata)

@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import Hummingbird
 import Postgres
@@ -98,6 +99,10 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw Problem(.notFound, code: "not_found", detail: "No such resource: \(request.uri.path).")
         } catch let error as any HTTPResponseError {
             throw error
+        } catch DataKeyError.forgotten {
+            // Everything sealed is sealed for the person acting: their account closed while
+            // this request was on its way, and its session with it.
+            throw Problem(.unauthorized, code: "unauthenticated", detail: "This account was closed.")
         } catch let error as PostgresError where error.isUnavailable {
             // The database is down, unreachable or saturated: say so at once, and when to retry.
             context.logger.error("database unavailable", metadata: ["error": "\(error)"])

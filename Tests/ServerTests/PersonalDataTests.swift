@@ -127,6 +127,30 @@ struct PersonalDataTests {
         }
     }
 
+    /// Another server forgets Ada while this one still holds her key in its cache: what this
+    /// one would seal for her after that is refused at the append, under the log head.
+    @Test func nothingIsSealedForSomeoneForgottenElsewhere() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            _ = try await client.postRental(ada.token)
+            try await admin.query(
+                "UPDATE data_keys SET wrapped = NULL, master_key_id = NULL, forgotten_at = now() WHERE subject = \(ada.id.dataSubject)")
+            let before = try await eventCount(admin)
+            let late = try await client.send(
+                .post, "/v1/rentals",
+                json: [
+                    "title": "Late", "description": "", "category": "tools", "dailyPriceCents": 500,
+                    "location": ["lat": 1.5, "lng": 2.5, "place": "Somewhere"],
+                ], token: ada.token)
+            #expect(late.status == .unauthorized && late.json["code"] as? String == "unauthenticated", "\(late)")
+            #expect(try await eventCount(admin) == before)
+            #expect(try await count(admin, "SELECT count(*) FROM items_view WHERE place = 'Somewhere'") == 0)
+            // Bob, in the same moment, is not held up by her.
+            let bob = try await client.user("bob")
+            _ = try await client.postRental(bob.token)
+        }
+    }
+
     @Test func anOperatorForgetsByHandle() async throws {
         try await withServer { client, admin in
             let ada = try await client.user("ada")
