@@ -12,7 +12,7 @@ struct HTTPBench: AsyncParsableCommand {
         abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words or loans_near.")
 
     static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest", "market_words",
-        "loans_near",
+        "loans_near", "register_users",
     ]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
@@ -95,6 +95,10 @@ struct HTTPBench: AsyncParsableCommand {
                             succeeded = try await Self.get(client, Self.loansQuery, token) == 200
                         case "me_200_posts", "me_2000_posts":
                             succeeded = try await Self.get(client, "/v1/me", token) == 200
+                        case "register_users":
+                            // A new account each time (bcrypt at the server's BCRYPT_COST): its data key, its sealed fields.
+                            let user = #"{"handle":"r\#(run)_\#(connection)_\#(index)","displayName":"Bench \#(index)","email":"r\#(run)_\#(connection)_\#(index)@bench.example","password":"correct horse battery","country":"NP"}"#
+                            succeeded = try await Self.post(client, "/v1/users", user, token) == 201
                         case "post_rentals":
                             let rental = #"{"title":"Bench \#(connection)-\#(index)","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}"#
                             succeeded = try await Self.post(client, "/v1/rentals", rental, token) == 201
