@@ -99,11 +99,29 @@ public final class DataKeys: Sendable {
         var at: ContinuousClock.Instant
     }
 
+    /// When `file` was last read, to see a rotation by another process.
+    private let fileModified: Mutex<Date?>
+
     public init(pool: PostgresPool, masters: MasterKeys, file: String? = nil, lifetime: Duration = .seconds(60)) {
         self.pool = pool
         self.masters = Mutex(masters)
         self.file = file
         self.lifetime = lifetime
+        self.fileModified = Mutex(file.flatMap(Self.modified))
+    }
+
+    private static func modified(_ path: String) -> Date? {
+        (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    }
+
+    /// Reads the key file again if it changed since (`lender keys rotate-master`), so that a
+    /// key made after a rotation is wrapped by the new master key, not the one this process
+    /// started with.
+    private func reloadIfRotated() throws {
+        guard let file, let now = Self.modified(file), now != fileModified.withLock({ $0 }) else { return }
+        let reloaded = try MasterKeys(file: file)
+        masters.withLock { $0 = reloaded }
+        fileModified.withLock { $0 = now }
     }
 
     public var currentMasterID: String { masters.withLock { $0.currentID } }
@@ -115,6 +133,7 @@ public final class DataKeys: Sendable {
             guard let key = cached else { throw DataKeyError.forgotten(subject) }
             return key
         }
+        try reloadIfRotated()
         let fresh = SymmetricKey(size: .bits256)
         let (masterID, wrapped) = try masters.withLock { ($0.currentID, try $0.wrap(fresh, subject: subject)) }
         // DO UPDATE, not DO NOTHING: it returns the row a concurrent writer stored first.
@@ -169,13 +188,21 @@ public final class DataKeys: Sendable {
     }
 
     /// Rewraps every key under the current master key, in one transaction; returns how many.
-    public func rewrapAll() async throws -> Int {
+    /// `onlyStale`: those wrapped by another (made by a server that had not yet seen a
+    /// rotation); `lender serve` does this at start.
+    public func rewrapAll(onlyStale: Bool = false) async throws -> Int {
+        try reloadIfRotated()
         let masters = masters.withLock { $0 }
+        // All of them: no master key has an empty id.
+        let stale = onlyStale ? masters.currentID : ""
         return try await pool.withConnection { connection in
             try await connection.withBlockingSession { session in
                 try session.withTransaction { session in
                     let rows = try session.query(
-                        "SELECT subject, wrapped, master_key_id FROM data_keys WHERE wrapped IS NOT NULL FOR UPDATE")
+                        """
+                        SELECT subject, wrapped, master_key_id FROM data_keys
+                        WHERE wrapped IS NOT NULL AND master_key_id <> \(stale) FOR UPDATE
+                        """)
                     var subjects = [String]()
                     var wrapped = [String]()
                     for row in rows {
@@ -242,9 +269,8 @@ public final class DataKeys: Sendable {
             return try masters.withLock { try $0.unwrap(wrapped, masterID: masterID, subject: subject) }
         } catch DataKeyError.unknownMasterKey where file != nil {
             // Rotated by another process since this one started: the file holds the new key.
-            let reloaded = try MasterKeys(file: file!)
-            masters.withLock { $0 = reloaded }
-            return try reloaded.unwrap(wrapped, masterID: masterID, subject: subject)
+            try reloadIfRotated()
+            return try masters.withLock { try $0.unwrap(wrapped, masterID: masterID, subject: subject) }
         }
     }
 

@@ -202,12 +202,13 @@ public final class EventStore: Sendable {
                 // with them, the responses.
                 (rows, responses) = try session.withTransaction { session in
                     let rows = try Self.runBatch(requests, &session)
-                    try PersonalData.checkNotForgotten(sealedFor, in: &session)
                     // What must go with the events comes before the views that follow from them:
                     // a claim refused here (a taken handle) is the append's answer.
                     for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
                         try pending.alongside?(&session)
                     }
+                    // After them: a forgetting in this very batch destroys its key alongside.
+                    try PersonalData.checkNotForgotten(sealedFor, in: &session)
                     try project(batch, rows, &session)
                     return (rows, try Self.recordResponses(batch, rows, &session))
                 }

@@ -115,7 +115,9 @@ public struct PersonalData: Sendable {
 
     /// Refuses, in the appending transaction and under the log head, an append sealed for
     /// someone forgotten since their key was fetched: every forgetting is an append too, so
-    /// it committed either before this check (seen here) or after this append's events.
+    /// it committed before this check (seen here), or is in this batch (its key destroyed
+    /// alongside, before this check: the batch is then retried one append at a time), or comes
+    /// after this append's events.
     static func checkNotForgotten(_ subjects: Set<String>, in session: inout PostgresSession) throws {
         guard !subjects.isEmpty else { return }
         let rows = try session.query(

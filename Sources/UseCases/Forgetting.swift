@@ -5,48 +5,67 @@ import Marketplace
 import Postgres
 
 extension Accounts {
-    /// Closes `user`'s account and forgets them (SPEC §11.3): their open items are withdrawn
-    /// and their pending bids withdrawn, as they could do themselves, so that every reader of
-    /// those streams agrees; then `UserForgotten` is appended with, in its transaction, their
-    /// data key destroyed, their login closed (the handle stays taken), their e-mail's index
-    /// entry deleted and their sessions revoked (announced to every server). Returns the
-    /// position of `UserForgotten`.
+    /// Closes `user`'s account and forgets them (SPEC §11.3): `UserForgotten` is appended
+    /// with, in its transaction, their data key destroyed, their login closed (the handle
+    /// stays taken), their e-mail's index entry and failed logins deleted and their sessions
+    /// revoked (announced to every server). Then their open items and pending bids are
+    /// withdrawn, as they could do themselves, so that every reader of those streams agrees:
+    /// after the forgetting, so that one posted meanwhile is withdrawn too (and one sealed for
+    /// them after it is refused). Returns the position of `UserForgotten`.
+    ///
+    /// For someone forgotten already it throws `userNotFound` after withdrawing what is still
+    /// open: a forgetting cut short (the server died after `UserForgotten`) is finished by
+    /// running it again (`lender users forget`).
     public func forget(_ user: UserID, metadata: EventMetadata = EventMetadata()) async throws -> Int64 {
         guard let keys = gateway.store.personalData?.keys else {
             throw DataKeyError.noMasterKey("the event store was built without personal data keys")
         }
         // Several commands for one request: none of them is the request's idempotent command.
         return try await IdempotentRequest.$current.withValue(nil) {
-            let items = try await pool.query(
-                "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
-            for row in items {
-                try await closing {
-                    _ = try await gateway.handle(
-                        ItemCommand.withdraw, on: .item, id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user,
-                        metadata: metadata)
+            let forgotten: Result<Int64, any Error>
+            do {
+                let handled = try await gateway.handle(UserCommand.forget, on: .user, id: user, actor: user, metadata: metadata) {
+                    session in
+                    try DataKeys.forget(user.dataSubject, in: &session)
+                    try session.query("UPDATE credentials SET password_hash = '' WHERE user_id = \(user.rawValue)")
+                    // Failed logins name the addresses they came from.
+                    try session.query(
+                        "DELETE FROM login_failures WHERE handle IN (SELECT handle FROM credentials WHERE user_id = \(user.rawValue))")
+                    try session.query("DELETE FROM email_index WHERE user_id = \(user.rawValue)")
+                    try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
+                    try session.query(
+                        "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")
                 }
+                keys.forgotLocally(user.dataSubject)
+                sessions.forget(user: user)
+                forgotten = .success(handled.append?.lastPosition ?? 0)
+            } catch let error as DomainError where error == .userNotFound {
+                guard try await gateway.load(.user(user), .user).0.forgotten else { throw error }
+                forgotten = .failure(error)
             }
-            let bids = try await pool.query(
-                "SELECT bid_id, item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'")
-            for row in bids {
-                try await closing {
-                    _ = try await gateway.handle(
-                        ItemCommand.withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))), on: .item,
-                        id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
-                }
+            try await withdrawWhatIsOpen(of: user, metadata: metadata)
+            return try forgotten.get()
+        }
+    }
+
+    private func withdrawWhatIsOpen(of user: UserID, metadata: EventMetadata) async throws {
+        let items = try await pool.query(
+            "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
+        for row in items {
+            try await closing {
+                _ = try await gateway.handle(
+                    ItemCommand.withdraw, on: .item, id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user,
+                    metadata: metadata)
             }
-            let handled = try await gateway.handle(UserCommand.forget, on: .user, id: user, actor: user, metadata: metadata) {
-                session in
-                try DataKeys.forget(user.dataSubject, in: &session)
-                try session.query("UPDATE credentials SET password_hash = '' WHERE user_id = \(user.rawValue)")
-                try session.query("DELETE FROM email_index WHERE user_id = \(user.rawValue)")
-                try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
-                try session.query(
-                    "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")
+        }
+        let bids = try await pool.query(
+            "SELECT bid_id, item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'")
+        for row in bids {
+            try await closing {
+                _ = try await gateway.handle(
+                    ItemCommand.withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))), on: .item,
+                    id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
             }
-            keys.forgotLocally(user.dataSubject)
-            sessions.forget(user: user)
-            return handled.append?.lastPosition ?? 0
         }
     }
 

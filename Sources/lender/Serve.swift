@@ -62,8 +62,12 @@ struct Serve: AsyncParsableCommand {
             readPool = PostgresPool(configuration: replica, options: .init(size: size), logger: logger)
         }
         // Addresses the first release kept in clear become digests before anyone registers.
-        let moved = try await EmailIndex(keys: DataKeys(pool: pool, masters: masterKeys)).moveClaims(pool)
+        let keys = DataKeys(pool: pool, masters: masterKeys, file: keyFile)
+        let moved = try await EmailIndex(keys: keys).moveClaims(pool)
         if moved > 0 { logger.info("moved e-mail claims into the blind index", metadata: ["count": "\(moved)"]) }
+        // Keys a server made under the old master key while a rotation went on.
+        let rewrapped = try await keys.rewrapAll(onlyStale: true)
+        if rewrapped > 0 { logger.info("rewrapped data keys under the current master key", metadata: ["count": "\(rewrapped)"]) }
         let application = buildApplication(
             configuration: ServerConfiguration(host: host, port: port), pool: pool, migrator: migrator, logger: logger,
             payments: payments, bcryptCost: bcryptCost, readPool: readPool, auditCheckpoints: auditCheckpoints,

@@ -74,10 +74,14 @@ struct PersonalDataTests {
             #expect(wrong.status == .unauthorized && wrong.json["code"] as? String == "invalid_credentials", "\(wrong)")
             #expect(try await eventCount(admin) == before)
 
+            // A failed login of hers from elsewhere, kept with its address for the rate limits.
+            try await admin.query("INSERT INTO login_failures (handle, address) VALUES ('zelda', '203.0.113.77')")
             let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zelda)
             #expect(closed.status == .noContent, "\(closed)")
 
-            // Her sessions are dead, her login closed, her handle still taken.
+            // Her sessions are dead, her login closed (the failed attempt, with its address, gone
+            // too), her handle still taken.
+            #expect(try await count(admin, "SELECT count(*) FROM login_failures WHERE handle = 'zelda'") == 0)
             #expect(try await client.send(.get, "/v1/me", token: zelda).status == .unauthorized)
             #expect(try await client.send(.post, "/v1/sessions", json: ["handle": "zelda", "password": "correct horse battery"]).status == .unauthorized)
             let again = try await client.send(
@@ -102,7 +106,7 @@ struct PersonalDataTests {
 
             // Nothing personal of hers anywhere in a full dump; Bob's is all there.
             let dump = try pgDump(admin)
-            for secret in [name, email, place, message, "Loom Street \(mark)", "12.3456789", "98.7654321", "27.1234567"] {
+            for secret in [name, email, place, message, "Loom Street \(mark)", "12.3456789", "98.7654321", "27.1234567", "203.0.113.77"] {
                 #expect(!dump.contains(secret), "the dump holds \(secret)")
             }
             #expect(dump.contains("User bob") && dump.contains("bob@example.org"), "another user's data is untouched")
@@ -268,15 +272,22 @@ struct PersonalDataTests {
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("rotate-\(mark)").path
             try Data((testMasterKeyLine + "\n").utf8).write(to: URL(fileURLWithPath: file))
             defer { try? FileManager.default.removeItem(atPath: file) }
-            let output = try runLender(["keys", "rotate-master"], database: database, environment: ["DATA_KEY_FILE": file])
-            #expect(output.contains("Rewrapped 2 data keys"), "ada's and the e-mail index's: \(output)")
-            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
-            #expect(lines.count == 2 && lines.last.map(String.init) == testMasterKeyLine)
-            // The rotated file opens every key; the old key alone opens none.
-            #expect(try await count(admin, "SELECT count(*) FROM data_keys WHERE master_key_id = \(try MasterKeys(file: file).currentID)") == 2)
             try await TestDatabase.withPool(database, size: 1) { pool in
-                let rotated = DataKeys(pool: pool, masters: try MasterKeys(file: file))
-                #expect(try await rotated.openingKeys(for: [ada.id.dataSubject]).count == 1)
+                // A server that started on the file before the rotation.
+                let running = DataKeys(pool: pool, masters: testMasterKeys, file: file)
+                let output = try runLender(["keys", "rotate-master"], database: database, environment: ["DATA_KEY_FILE": file])
+                #expect(output.contains("Rewrapped 2 data keys"), "ada's and the e-mail index's: \(output)")
+                let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+                #expect(lines.count == 2 && lines.last.map(String.init) == testMasterKeyLine)
+                let current = try MasterKeys(file: file).currentID
+                #expect(try await count(admin, "SELECT count(*) FROM data_keys WHERE master_key_id = \(current)") == 2)
+                // The key it makes next is wrapped by the new master key, not the one it started with.
+                _ = try await running.sealingKey(for: "someone-new")
+                #expect(
+                    try await count(admin, "SELECT count(*) FROM data_keys WHERE subject = 'someone-new' AND master_key_id = \(current)")
+                        == 1)
+                // The rotated file opens every key; the old key alone opens none.
+                #expect(try await DataKeys(pool: pool, masters: try MasterKeys(file: file)).openingKeys(for: [ada.id.dataSubject]).count == 1)
                 let stale = DataKeys(pool: pool, masters: testMasterKeys)
                 await #expect(throws: DataKeyError.self) { try await stale.openingKeys(for: [ada.id.dataSubject]) }
             }
