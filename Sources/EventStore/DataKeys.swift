@@ -137,9 +137,13 @@ public final class DataKeys: Sendable {
         let fresh = SymmetricKey(size: .bits256)
         let (masterID, wrapped) = try masters.withLock { ($0.currentID, try $0.wrap(fresh, subject: subject)) }
         // DO UPDATE, not DO NOTHING: it returns the row a concurrent writer stored first.
+        // Committed without waiting for its flush: nothing is sealed with the key before this
+        // commit, and every append that seals with it commits after it, synchronously, which
+        // flushes the log up to and past this row. A key lost in a crash sealed nothing.
         let row = try await pool.query(
             """
-            INSERT INTO data_keys AS k (subject, wrapped, master_key_id) VALUES (\(subject), \(wrapped), \(masterID))
+            INSERT INTO data_keys AS k (subject, wrapped, master_key_id)
+            SELECT \(subject), \(wrapped), \(masterID) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
             ON CONFLICT (subject) DO UPDATE SET subject = k.subject
             RETURNING wrapped, master_key_id
             """, prepared: true

@@ -85,3 +85,19 @@ struct CodecTests {
         }
     }
 }
+
+@Suite("JSONValue")
+struct JSONValueTests {
+    /// Each kind of value is told apart however the decoder tries them: a string that spells
+    /// a number or a boolean stays a string, a whole number an int, 1.5 a double.
+    @Test func everyKindOfValueKeepsItsKind() throws {
+        let text = #"{"s":"true","t":"12","b":true,"i":12,"d":1.5,"n":null,"a":[false,"x"],"o":{"k":-3}}"#
+        let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        #expect(
+            value
+                == .object([
+                    "s": .string("true"), "t": .string("12"), "b": .bool(true), "i": .int(12), "d": .double(1.5), "n": .null,
+                    "a": .array([.bool(false), .string("x")]), "o": .object(["k": .int(-3)]),
+                ]))
+    }
+}

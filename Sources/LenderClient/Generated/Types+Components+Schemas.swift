@@ -220,6 +220,8 @@ extension Components {
             public var status: Components.Schemas.Item.StatusPayload
             /// - Remark: Generated from `#/components/schemas/Item/ownerId`.
             public var ownerId: Components.Schemas.Uuid
+            /// The owner's handle; `former user` once the owner closed their account (their place then reads `[removed]`, at 0, 0)
+            ///
             /// - Remark: Generated from `#/components/schemas/Item/ownerHandle`.
             public var ownerHandle: Swift.String
             /// - Remark: Generated from `#/components/schemas/Item/location`.
@@ -262,7 +264,7 @@ extension Components {
             ///   - maxDailyPriceCents: Requests
             ///   - status:
             ///   - ownerId:
-            ///   - ownerHandle:
+            ///   - ownerHandle: The owner's handle; `former user` once the owner closed their account (their place then reads `[removed]`, at 0, 0)
             ///   - location:
             ///   - availableFrom:
             ///   - availableUntil:
@@ -351,6 +353,8 @@ extension Components {
             public var itemId: Components.Schemas.Uuid
             /// - Remark: Generated from `#/components/schemas/Bid/bidderId`.
             public var bidderId: Components.Schemas.Uuid
+            /// The bidder's handle; `former user` once the bidder closed their account (their message then reads `[removed]`)
+            ///
             /// - Remark: Generated from `#/components/schemas/Bid/bidderHandle`.
             public var bidderHandle: Swift.String
             /// - Remark: Generated from `#/components/schemas/Bid/dailyPriceCents`.
@@ -384,7 +388,7 @@ extension Components {
             ///   - id:
             ///   - itemId:
             ///   - bidderId:
-            ///   - bidderHandle:
+            ///   - bidderHandle: The bidder's handle; `former user` once the bidder closed their account (their message then reads `[removed]`)
             ///   - dailyPriceCents:
             ///   - from:
             ///   - until:
