@@ -44,6 +44,13 @@ enum Envelope {
         ])
     }
 
+    /// `seal`, from the value's JSON text to the envelope's.
+    static func sealText(_ plain: [UInt8], subject: String, key: SymmetricKey, context: String) throws -> String {
+        let box = try AES.GCM.seal(plain, using: key, authenticating: Data(context.utf8))
+        return "{\"\(marker)\":{\"key\":\(jsonString(subject)),\"nonce\":\"\(Data(box.nonce).base64EncodedString())\","
+            + "\"ciphertext\":\"\((box.ciphertext + box.tag).base64EncodedString())\"}}"
+    }
+
     /// The subject whose key sealed `value`, if it is an envelope.
     static func subject(of value: JSONValue) -> String? {
         guard case .string(let subject) = value[marker]?["key"] else { return nil }
@@ -95,6 +102,11 @@ public struct PersonalData: Sendable {
         for (a, append) in appends.enumerated() {
             for (e, event) in append.events.enumerated() {
                 guard let personal = fields[event.type] else { continue }
+                if let members = TopLevelFields(event.data.text) {
+                    sealed[a].events[e].data = try await seal(
+                        members, personal, type: event.type, in: append.stream, metadata: metadata, subjects: &subjects)
+                    continue
+                }
                 var body = try event.data.decode(JSONValue.self)
                 var changed = false
                 for field in personal {
@@ -111,6 +123,36 @@ public struct PersonalData: Sendable {
             }
         }
         return (sealed, subjects)
+    }
+
+    /// The fast way: the fields' JSON text sealed as it is, the rest of the body untouched.
+    private func seal(
+        _ members: TopLevelFields, _ personal: [PersonalField], type: String, in stream: StreamID, metadata: EventMetadata,
+        subjects: inout Set<String>
+    ) async throws -> JSONB {
+        var replacements = [String: String]()
+        for field in personal {
+            guard let value = members.value(field.name), !value.elementsEqual("null".utf8),
+                !value.starts(with: "{\"\(Envelope.marker)\"".utf8)
+            else { continue }
+            let subject: String?
+            switch field.subject {
+            case .field(let name):
+                // An id: a JSON string without escapes.
+                subject = members.value(name).flatMap { raw in
+                    raw.count > 2 && raw.first == UInt8(ascii: "\"") && !raw.contains(UInt8(ascii: "\\"))
+                        ? String(decoding: raw.dropFirst().dropLast(), as: UTF8.self).lowercased() : nil
+                }
+            case .stream, .actor:
+                subject = Self.subject(field.subject, of: .null, in: stream, metadata: metadata)
+            }
+            guard let subject, !subject.isEmpty else { throw PersonalDataError.noSubject("\(type).\(field.name)") }
+            let key = try await keys.sealingKey(for: subject)
+            subjects.insert(subject)
+            replacements[field.name] = try Envelope.sealText(
+                Array(value), subject: subject, key: key, context: "\(type).\(field.name)")
+        }
+        return replacements.isEmpty ? JSONB(text: String(decoding: members.bytes, as: UTF8.self)) : JSONB(text: members.replacing(replacements))
     }
 
     /// Refuses, in the appending transaction and under the log head, an append sealed for
