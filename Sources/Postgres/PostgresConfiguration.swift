@@ -1,3 +1,4 @@
+import Foundation
 import CLibPQ
 
 /// Where and how to connect: a libpq connection string, as a URL
@@ -14,12 +15,15 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// Parsed settings (host, port, dbname, user, ...), for messages and for `database(_:)`.
     public let settings: [String: String]
 
+    /// `connectTimeoutSeconds`: when not given, libpq's own `PGCONNECT_TIMEOUT` from the
+    /// environment, else 5 (a `connect_timeout` in the connection string wins over both).
     public init(
-        _ connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "lender", role: String? = nil
+        _ connectionString: String, connectTimeoutSeconds: Int? = nil, applicationName: String = "lender", role: String? = nil
     ) throws {
         self.connectionString = connectionString
         self.role = role
-        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.connectTimeoutSeconds =
+            connectTimeoutSeconds ?? ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"].flatMap { Int($0) }.map { max(2, $0) } ?? 5
         self.applicationName = applicationName
         self.settings = try Self.parse(connectionString)
     }

@@ -27,6 +27,8 @@ public func runLender(
     if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.environment = [
         "LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "", "DATA_KEY_FILE": testMasterKeyFile,
+        // The suite makes many databases at once on two cores: a slow connection is not what is tested.
+        "PGCONNECT_TIMEOUT": "30",
     ].merging(environment) { $1 }
     let output = Pipe()
     process.standardOutput = output
@@ -72,6 +74,7 @@ public final class ServerProcess: @unchecked Sendable {
             "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
             "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0", "WRITE_LIMIT_CHANGES_PER_HOUR": "0",
             "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self), "DATA_KEY_FILE": testMasterKeyFile,
+            "PGCONNECT_TIMEOUT": "30",
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
         ].merging(environment) { $1 }
         process.standardOutput = output

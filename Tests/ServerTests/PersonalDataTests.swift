@@ -1,6 +1,7 @@
 import Aggregates
 import EventStore
 import Foundation
+import Glibc
 import Marketplace
 import Postgres
 import Projections
@@ -290,6 +291,15 @@ struct PersonalDataTests {
                 #expect(try await DataKeys(pool: pool, masters: try MasterKeys(file: file)).openingKeys(for: [ada.id.dataSubject]).count == 1)
                 let stale = DataKeys(pool: pool, masters: testMasterKeys)
                 await #expect(throws: DataKeyError.self) { try await stale.openingKeys(for: [ada.id.dataSubject]) }
+                // A key made under the old master by a server that never saw the rotation is
+                // rewrapped by the next server to start.
+                _ = try await stale.sealingKey(for: "straggler")
+                let server = try await ServerProcess(database: database, environment: ["DATA_KEY_FILE": file])
+                #expect(
+                    try await count(admin, "SELECT count(*) FROM data_keys WHERE subject = 'straggler' AND master_key_id = \(current)")
+                        == 1)
+                server.kill(SIGTERM)
+                _ = await server.waitForExit()
             }
             #expect(try runLender(["replay", "--verify"], database: database, environment: ["DATA_KEY_FILE": file]).contains("no differences"))
         }
