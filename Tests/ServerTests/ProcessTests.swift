@@ -59,7 +59,13 @@ struct ProcessTests {
             let (server, tokens) = try await serverWithWriters(database)
             let stop = Counter(0)
             async let load = postUntilStopped(server, tokens: tokens, stop: stop)
-            try await Task.sleep(for: .milliseconds(1500))
+            // Mid-load: once the writers are well under way, not after a fixed pause (on a
+            // loaded machine 1.5 s saw only 5 commands acknowledged).
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(30)
+            while try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalPosted'") < 40, clock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             server.kill(SIGKILL)
             _ = await server.waitForExit()
             try await Task.sleep(for: .milliseconds(300))
