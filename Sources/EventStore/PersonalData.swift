@@ -33,19 +33,8 @@ public struct PersonalField: Sendable, Hashable {
 enum Envelope {
     static let marker = "$sealed"
 
-    static func seal(_ value: JSONValue, subject: String, key: SymmetricKey, context: String) throws -> JSONValue {
-        let plain = try JSONEncoder().encode(value)
-        let box = try AES.GCM.seal(plain, using: key, authenticating: Data(context.utf8))
-        return .object([
-            marker: .object([
-                "key": .string(subject), "nonce": .string(Data(box.nonce).base64EncodedString()),
-                "ciphertext": .string((box.ciphertext + box.tag).base64EncodedString()),
-            ])
-        ])
-    }
-
-    /// `seal`, from the value's JSON text to the envelope's.
-    static func sealText(_ plain: [UInt8], subject: String, key: SymmetricKey, context: String) throws -> String {
+    /// A value's JSON text sealed, as the envelope's JSON text.
+    static func seal(_ plain: [UInt8], subject: String, key: SymmetricKey, context: String) throws -> String {
         let box = try AES.GCM.seal(plain, using: key, authenticating: Data(context.utf8))
         return "{\"\(marker)\":{\"key\":\(jsonString(subject)),\"nonce\":\"\(Data(box.nonce).base64EncodedString())\","
             + "\"ciphertext\":\"\((box.ciphertext + box.tag).base64EncodedString())\"}}"
@@ -73,11 +62,13 @@ enum Envelope {
 public enum PersonalDataError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformedEnvelope(String)
     case noSubject(String)
+    case unscannable(String)
 
     public var description: String {
         switch self {
         case .malformedEnvelope(let field): "the sealed field \(field) is malformed"
         case .noSubject(let field): "no person to seal \(field) for"
+        case .unscannable(let type): "a \(type) body is not one JSON object with plain keys"
         }
     }
 }
@@ -96,63 +87,52 @@ public struct PersonalData: Sendable {
 
     /// The appends as they are to be stored, every personal field sealed, and whose keys
     /// sealed them (the append checks, under the log head, that none was forgotten meanwhile).
+    /// The body is not decoded: one scan finds its top-level members, and each personal
+    /// field's JSON text is sealed as written, the rest left untouched.
     func seal(_ appends: [StreamAppend], metadata: EventMetadata) async throws -> (appends: [StreamAppend], subjects: Set<String>) {
         var sealed = appends
         var subjects = Set<String>()
         for (a, append) in appends.enumerated() {
             for (e, event) in append.events.enumerated() {
                 guard let personal = fields[event.type] else { continue }
-                if let members = TopLevelFields(event.data.text) {
-                    sealed[a].events[e].data = try await seal(
-                        members, personal, type: event.type, in: append.stream, metadata: metadata, subjects: &subjects)
-                    continue
+                // A codec's body always scans: JSONEncoder writes one object with plain keys.
+                guard let members = TopLevelFields(event.data.text) else {
+                    throw PersonalDataError.unscannable(event.type)
                 }
-                var body = try event.data.decode(JSONValue.self)
-                var changed = false
+                var replacements = [String: String]()
                 for field in personal {
-                    guard let value = body[field.name], value != .null, Envelope.subject(of: value) == nil else { continue }
-                    guard let subject = Self.subject(field.subject, of: body, in: append.stream, metadata: metadata) else {
+                    guard let value = members.value(field.name), !value.elementsEqual("null".utf8),
+                        !value.starts(with: "{\"\(Envelope.marker)\"".utf8)
+                    else { continue }
+                    guard let subject = Self.subject(field.subject, of: members, in: append.stream, metadata: metadata) else {
                         throw PersonalDataError.noSubject("\(event.type).\(field.name)")
                     }
                     let key = try await keys.sealingKey(for: subject)
                     subjects.insert(subject)
-                    body[field.name] = try Envelope.seal(value, subject: subject, key: key, context: "\(event.type).\(field.name)")
-                    changed = true
+                    replacements[field.name] = try Envelope.seal(
+                        Array(value), subject: subject, key: key, context: "\(event.type).\(field.name)")
                 }
-                if changed { sealed[a].events[e].data = try JSONB(body) }
+                if !replacements.isEmpty { sealed[a].events[e].data = JSONB(text: members.replacing(replacements)) }
             }
         }
         return (sealed, subjects)
     }
 
-    /// The fast way: the fields' JSON text sealed as it is, the rest of the body untouched.
-    private func seal(
-        _ members: TopLevelFields, _ personal: [PersonalField], type: String, in stream: StreamID, metadata: EventMetadata,
-        subjects: inout Set<String>
-    ) async throws -> JSONB {
-        var replacements = [String: String]()
-        for field in personal {
-            guard let value = members.value(field.name), !value.elementsEqual("null".utf8),
-                !value.starts(with: "{\"\(Envelope.marker)\"".utf8)
-            else { continue }
-            let subject: String?
-            switch field.subject {
+    static func subject(_ subject: PersonalField.Subject, of members: TopLevelFields, in stream: StreamID, metadata: EventMetadata)
+        -> String?
+    {
+        let found: String? =
+            switch subject {
+            case .stream: String(stream.rawValue.drop { $0 != "-" }.dropFirst())
+            // An id: a JSON string without escapes.
             case .field(let name):
-                // An id: a JSON string without escapes.
-                subject = members.value(name).flatMap { raw in
+                members.value(name).flatMap { raw in
                     raw.count > 2 && raw.first == UInt8(ascii: "\"") && !raw.contains(UInt8(ascii: "\\"))
-                        ? String(decoding: raw.dropFirst().dropLast(), as: UTF8.self).lowercased() : nil
+                        ? String(decoding: raw.dropFirst().dropLast(), as: UTF8.self) : nil
                 }
-            case .stream, .actor:
-                subject = Self.subject(field.subject, of: .null, in: stream, metadata: metadata)
+            case .actor: metadata.actorID
             }
-            guard let subject, !subject.isEmpty else { throw PersonalDataError.noSubject("\(type).\(field.name)") }
-            let key = try await keys.sealingKey(for: subject)
-            subjects.insert(subject)
-            replacements[field.name] = try Envelope.sealText(
-                Array(value), subject: subject, key: key, context: "\(type).\(field.name)")
-        }
-        return replacements.isEmpty ? JSONB(text: String(decoding: members.bytes, as: UTF8.self)) : JSONB(text: members.replacing(replacements))
+        return found.flatMap { $0.isEmpty ? nil : $0.lowercased() }
     }
 
     /// Refuses, in the appending transaction and under the log head, an append sealed for
@@ -165,18 +145,6 @@ public struct PersonalData: Sendable {
         let rows = try session.query(
             "SELECT subject FROM data_keys WHERE subject = ANY(\(Array(subjects))) AND wrapped IS NULL", prepared: true)
         if let row = rows.first { throw DataKeyError.forgotten(try row.decode("subject")) }
-    }
-
-    static func subject(_ subject: PersonalField.Subject, of body: JSONValue, in stream: StreamID, metadata: EventMetadata)
-        -> String?
-    {
-        let found: String? =
-            switch subject {
-            case .stream: String(stream.rawValue.drop { $0 != "-" }.dropFirst())
-            case .field(let name): if case .string(let id) = body[name] { id } else { nil }
-            case .actor: metadata.actorID
-            }
-        return found.flatMap { $0.isEmpty ? nil : $0.lowercased() }
     }
 
     /// The events with every field whose key lives opened; a forgotten person's stay sealed,

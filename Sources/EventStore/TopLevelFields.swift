@@ -1,7 +1,7 @@
 /// The top-level members of a JSON object's text, each as its key and the byte range of its
 /// value, found by one scan without decoding anything: sealing a few fields of an event then
 /// costs neither a parse of the whole body nor its encoding again. Nil for anything but one
-/// well-formed object with plain keys (no escapes): the caller then takes the slow way.
+/// well-formed object with plain keys (no escapes), which JSONEncoder never writes.
 struct TopLevelFields {
     let bytes: [UInt8]
     let members: [(key: String, value: Range<Int>)]

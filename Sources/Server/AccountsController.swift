@@ -79,7 +79,12 @@ struct AccountsController: Sendable {
         try fields.throwIfAny()
         try await accounts.confirmPassword(
             of: context.user, password: body.password!, address: context.clientAddress ?? "unknown")
-        _ = try await accounts.forget(context.user)
+        do {
+            _ = try await accounts.forget(context.user)
+        } catch let error as DomainError where error == .userNotFound {
+            // The same request sent twice at once: the other one closed it, and this session with it.
+            throw Problem(.unauthorized, code: "unauthenticated", detail: "This account was closed.")
+        }
         return .noContent
     }
 }
