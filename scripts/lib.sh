@@ -3,7 +3,8 @@
 # Source it; do not run it.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LOCAL="$ROOT/.local"
+# LENDER_LOCAL moves it all (the failover tests make clusters of their own there).
+LOCAL="${LENDER_LOCAL:-$ROOT/.local}"
 PG_DIR="$LOCAL/pg"
 PGDATA="$PG_DIR/data"
 PG_SOCKET="$PG_DIR/socket"
@@ -60,7 +61,7 @@ ensure_reachable() {
     is_root || return 0
     local user dir
     user=$(pg_user)
-    dir="$ROOT"
+    dir="$LOCAL"
     while [ "$dir" != "/" ]; do
         if ! runuser -u "$user" -- test -x "$dir" 2>/dev/null; then
             say "letting $user pass through $dir (chmod o+x) to reach the cluster"
@@ -107,6 +108,19 @@ shared_buffers = 256MB
 CONF
 }
 
+# Runs a command that leaves a server behind, passing it no descriptor but 0-2: a caller that
+# waits for its child's descriptors to close (Foundation's Process does, through a socket the
+# child inherits) would otherwise wait for PostgreSQL to stop.
+without_inherited_fds() {
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        "$@"
+    )
+}
+
 cluster_start() {
     cluster_init
     ensure_reachable
@@ -125,13 +139,96 @@ cluster_start() {
         echo "max_connections = 500" >>"$PGDATA/postgresql.conf"
     fi
     say "starting PostgreSQL on 127.0.0.1:$port"
-    as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -l "$PG_LOGDIR/postgres.log" -w -t 60 start >/dev/null ||
+    without_inherited_fds as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -l "$PG_LOGDIR/postgres.log" -w -t 60 start >/dev/null ||
         die "PostgreSQL did not start; see $PG_LOGDIR/postgres.log"
 }
 
+# `cluster_stop immediate`: as a crash would (no shutdown checkpoint), for failover drills.
 cluster_stop() {
     cluster_running || return 0
-    as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -m "${1:-fast}" -w stop >/dev/null
+}
+
+# A streaming standby of the cluster (scripts/db replica), under .local/pg-replica. It
+# connects to the primary as `lender_replica`, the name `synchronous_standby_names` uses.
+REPLICA_DIR="$LOCAL/pg-replica"
+REPLICA_DATA="$REPLICA_DIR/data"
+REPLICA_NAME=lender_replica
+
+replica_port() { cat "$REPLICA_DIR/port"; }
+
+replica_running() {
+    [ -f "$REPLICA_DATA/PG_VERSION" ] && as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" status >/dev/null 2>&1
+}
+
+replica_start() {
+    cluster_running || die "the primary is not running: scripts/db start"
+    if [ ! -f "$REPLICA_DATA/PG_VERSION" ]; then
+        local user port
+        user=$(pg_user)
+        mkdir -p "$REPLICA_DIR/socket" "$REPLICA_DIR/log"
+        is_root && chown "$user" "$REPLICA_DIR" "$REPLICA_DIR/socket" "$REPLICA_DIR/log"
+        port=$(free_port)
+        [ "$port" = "$(pg_port)" ] && port=$((port + 1))
+        echo "$port" >"$REPLICA_DIR/port"
+        # WAL the standby has not read yet stays this long even without a replication slot.
+        pg_admin_psql -d postgres -c "ALTER SYSTEM SET wal_keep_size = '512MB'" -c "SELECT pg_reload_conf()" >/dev/null
+        say "copying the primary into $REPLICA_DATA (pg_basebackup)"
+        as_pg "$(pg_bindir)/pg_basebackup" -h "$PG_SOCKET" -p "$(pg_port)" -U postgres -D "$REPLICA_DATA" \
+            --write-recovery-conf --wal-method=stream --checkpoint=fast >/dev/null
+        # The primary's own synchronous_standby_names would make the standby, once promoted,
+        # wait for a standby it does not have.
+        as_pg sed -i '/^synchronous_standby_names/d' "$REPLICA_DATA/postgresql.auto.conf"
+        as_pg tee -a "$REPLICA_DATA/postgresql.conf" >/dev/null <<CONF
+
+# Lender's streaming standby (scripts/lib.sh): the walreceiver reports cluster_name.
+port = $port
+unix_socket_directories = '$REPLICA_DIR/socket'
+cluster_name = '$REPLICA_NAME'
+hot_standby = on
+CONF
+    fi
+    replica_running && return
+    say "starting the standby on 127.0.0.1:$(replica_port)"
+    without_inherited_fds as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" -l "$REPLICA_DIR/log/postgres.log" -w -t 60 start >/dev/null ||
+        die "the standby did not start; see $REPLICA_DIR/log/postgres.log"
+    replica_urls
+}
+
+replica_stop() {
+    replica_running || return 0
+    as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" -m "${1:-fast}" -w stop >/dev/null
+}
+
+# The replica's URL (READ_DATABASE_URL) and the pair's (DATABASE_URL: libpq tries both hosts and
+# takes the one that accepts writes, so the server follows a promotion by itself).
+replica_urls() {
+    local primary replica
+    primary=$(pg_port)
+    replica=$(replica_port)
+    echo "postgresql://$DB_OWNER@127.0.0.1:$replica/$DB_NAME" >"$LOCAL/replica-database-url"
+    echo "postgresql://$DB_OWNER@127.0.0.1:$primary,127.0.0.1:$replica/$DB_NAME?target_session_attrs=read-write" \
+        >"$LOCAL/failover-database-url"
+    echo "postgresql://lender_server@127.0.0.1:$primary,127.0.0.1:$replica/$DB_NAME?target_session_attrs=read-write" \
+        >"$LOCAL/failover-server-database-url"
+}
+
+# `sync on`: every commit waits until the standby has flushed it, so a promotion loses
+# nothing acknowledged. `sync off`: commits do not wait (and a failover may lose the last).
+replica_sync() {
+    local names
+    case "$1" in
+    on) names=$REPLICA_NAME ;;
+    off) names= ;;
+    *) die "usage: scripts/db sync on|off" ;;
+    esac
+    pg_admin_psql -d postgres -c "ALTER SYSTEM SET synchronous_standby_names = '$names'" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+replica_promote() {
+    replica_running || die "no standby is running: scripts/db replica"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" -w -t 60 promote >/dev/null ||
+        die "the standby was not promoted; see $REPLICA_DIR/log/postgres.log"
 }
 
 pg_admin_psql() {

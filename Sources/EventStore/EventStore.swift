@@ -27,6 +27,9 @@ public final class EventStore: Sendable {
 
     private let maxBatchSize: Int
     private let queue = Mutex(Queue())
+    /// The highest position this process has acknowledged, and whether the log was found
+    /// behind it (see `LogBehind`): from then on every append is refused.
+    private let acknowledged = Mutex((head: Int64(0), behind: LogBehind?.none))
 
     private struct Pending: Sendable {
         var request: String
@@ -85,6 +88,7 @@ public final class EventStore: Sendable {
         response: (@Sendable (AppendResult) throws -> JSONB)? = nil,
         alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
     ) async throws -> AppendOutcome {
+        if let behind = logBehind { throw behind }
         let (stored, sealedFor) = try await personalData?.seal(appends, metadata: metadata) ?? (appends, [])
         let request = try Self.encodeRequest(stored, metadata: metadata, idempotency: idempotency)
         let outcome = try await withCheckedThrowingContinuation { continuation in
@@ -105,6 +109,30 @@ public final class EventStore: Sendable {
         }
         if case .appended(let result) = outcome { Self.eventsAppended.increment(by: Int64(result.positions.count)) }
         return outcome
+    }
+
+    /// Set once an append found the log's head below a position this process acknowledged
+    /// before: the database lost commits (an asynchronous standby promoted), and positions
+    /// would be handed out twice. Appends stay refused until an operator restarts the server.
+    public var logBehind: LogBehind? { acknowledged.withLock { $0.behind } }
+
+    /// Refuses a batch whose first new position is not above every position acknowledged
+    /// before it: run inside the batch's transaction, it rolls the batch back.
+    private func checkAhead(_ rows: [BatchRow]) throws {
+        guard let first = rows.lazy.filter({ $0.outcome == "appended" }).compactMap(\.positions.first).min() else { return }
+        try acknowledged.withLock { acknowledged in
+            if let behind = acknowledged.behind { throw behind }
+            guard first > acknowledged.head else {
+                let behind = LogBehind(head: first - 1, acknowledged: acknowledged.head)
+                acknowledged.behind = behind
+                throw behind
+            }
+        }
+    }
+
+    private func noteAcknowledged(_ rows: [BatchRow]) {
+        guard let last = rows.lazy.filter({ $0.outcome == "appended" }).compactMap(\.positions.last).max() else { return }
+        acknowledged.withLock { $0.head = max($0.head, last) }
     }
 
     /// `lender_events_appended_total`: events acknowledged as appended, by this process.
@@ -130,7 +158,10 @@ public final class EventStore: Sendable {
         while true {
             do {
                 let connectionBroke = try await pool.withConnection { connection in
-                    try await connection.withBlockingSession { [self] session in drain(&session) }
+                    let broke = try await connection.withBlockingSession { [self] session in drain(&session) }
+                    // Broken, or a standby now: the pool must not lend it again.
+                    if broke { connection.close() }
+                    return broke
                 }
                 if !connectionBroke { return }
                 // Its connection is dropped by the pool; go on with a fresh one.
@@ -202,6 +233,7 @@ public final class EventStore: Sendable {
                 // with them, the responses.
                 (rows, responses) = try session.withTransaction { session in
                     let rows = try Self.runBatch(requests, &session)
+                    try checkAhead(rows)
                     // What must go with the events comes before the views that follow from them:
                     // a claim refused here (a taken handle) is the append's answer.
                     for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
@@ -213,13 +245,17 @@ public final class EventStore: Sendable {
                     return (rows, try Self.recordResponses(batch, rows, &session))
                 }
             } else {
+                // Committed already: a reused position is found, not prevented (the server
+                // always has views to write, so it always takes the path above).
                 rows = try Self.runBatch(requests, &session)
+                try checkAhead(rows)
             }
+            noteAcknowledged(rows)
             for (pending, row) in zip(batch, rows) {
                 pending.continuation.resume(with: Result { try Self.outcome(of: pending, row, responses: responses) })
             }
             return false
-        } catch where batch.count > 1 && !((error as? PostgresError)?.isConnectionFailure ?? false) {
+        } catch where batch.count > 1 && !Self.losesConnection(error) && !(error is LogBehind) {
             // One malformed request (or an event a projection cannot take) fails the whole
             // batch: retry each alone, so that only it fails.
             logger.warning("an append batch failed; retrying its appends one by one", metadata: ["error": "\(error)"])
@@ -235,8 +271,14 @@ public final class EventStore: Sendable {
         } catch {
             logger.error("an append failed", metadata: ["error": "\(error)", "appends": "\(batch.count)"])
             for pending in batch { pending.continuation.resume(throwing: error) }
-            return (error as? PostgresError)?.isConnectionFailure ?? false
+            return Self.losesConnection(error)
         }
+    }
+
+    /// The connection broke, or reached a server that is a standby now (a failover).
+    private static func losesConnection(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.isConnectionFailure || error.isReadOnlyServer
     }
 
     /// Runs every inline projection over the batch's appended events, then moves their checkpoints.
@@ -501,6 +543,15 @@ public final class EventStore: Sendable {
     public func version(of stream: StreamID) async throws -> Int {
         let rows = try await pool.query("SELECT version FROM streams WHERE stream_id = \(stream.rawValue)")
         return try rows.first?.decode("version", as: Int.self) ?? 0
+    }
+
+    /// Returns once every commit before the call is as durable as an append's: on a primary
+    /// with a synchronous standby, flushed there too. PostgreSQL shows a commit to other
+    /// sessions before its standby has it, so a follower that passes on what it read without
+    /// this could pass on events a failover then loses, and skip the events that take their
+    /// positions. A transaction with an id commits (and waits) after everything it saw.
+    public func confirmDurable() async throws {
+        try await pool.query("SELECT pg_current_xact_id()", prepared: true)
     }
 
     /// The position of the last event in the log, 0 when it is empty.

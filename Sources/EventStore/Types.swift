@@ -133,6 +133,17 @@ public enum AppendOutcome: Sendable, Hashable {
 }
 
 /// The stream was not at the version the writer expected; nothing was written.
+/// The log's head is below a position this process already acknowledged: the database it
+/// appends to now lost commits it had (a standby promoted without synchronous commit).
+public struct LogBehind: Error, Sendable, Hashable, CustomStringConvertible {
+    public var head: Int64
+    public var acknowledged: Int64
+
+    public var description: String {
+        "the log's head is at \(head), behind position \(acknowledged) this server acknowledged: the database lost commits"
+    }
+}
+
 public struct WrongExpectedVersion: Error, Sendable, Hashable, CustomStringConvertible {
     public var stream: StreamID
     public var expected: ExpectedVersion

@@ -12,6 +12,11 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// A role to `SET ROLE` to on every connection: the server runs as one with fewer
     /// rights than the owner that migrates (no UPDATE or DELETE on the log).
     public var role: String?
+    /// libpq's `target_session_attrs` unless the connection string says otherwise. With
+    /// several hosts (`host=a,b`, `postgresql://a,b/db`) it is `read-write`, so that a
+    /// connection goes to whichever host is the primary now and follows a promotion by itself;
+    /// a pool of reads sets it to nil (any host).
+    public var targetSessionAttributes: String?
     /// Parsed settings (host, port, dbname, user, ...), for messages and for `database(_:)`.
     public let settings: [String: String]
 
@@ -26,6 +31,7 @@ public struct PostgresConfiguration: Sendable, Hashable {
             connectTimeoutSeconds ?? ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"].flatMap { Int($0) }.map { max(2, $0) } ?? 5
         self.applicationName = applicationName
         self.settings = try Self.parse(connectionString)
+        self.targetSessionAttributes = (settings["host"] ?? settings["hostaddr"] ?? "").contains(",") ? "read-write" : nil
     }
 
     public var host: String { settings["hostaddr"] ?? settings["host"] ?? "localhost" }
@@ -45,8 +51,10 @@ public struct PostgresConfiguration: Sendable, Hashable {
             return "\(key)='\(escaped)'"
         }.joined(separator: " ")
         // Parsing what we rendered from parsed settings cannot fail.
-        return try! PostgresConfiguration(
+        var configuration = try! PostgresConfiguration(
             rendered, connectTimeoutSeconds: connectTimeoutSeconds, applicationName: applicationName, role: role)
+        configuration.targetSessionAttributes = targetSessionAttributes
+        return configuration
     }
 
     static func parse(_ connectionString: String) throws -> [String: String] {

@@ -44,12 +44,15 @@ public final class PostgresConnection: Sendable {
         _ configuration: PostgresConfiguration, on threadPool: NIOThreadPool
     ) async throws -> PostgresConnection {
         try await run(on: threadPool) {
-            let keywords = ["connect_timeout", "application_name", "dbname"]
+            var keywords = ["connect_timeout", "application_name"]
+            var values = [String(configuration.connectTimeoutSeconds), configuration.applicationName]
+            if let attributes = configuration.targetSessionAttributes {
+                keywords.append("target_session_attrs")
+                values.append(attributes)
+            }
             // Earlier keywords are defaults: the connection string, expanded last, overrides them.
-            let values = [
-                String(configuration.connectTimeoutSeconds), configuration.applicationName,
-                configuration.connectionString,
-            ]
+            keywords.append("dbname")
+            values.append(configuration.connectionString)
             let pg = withCStringArray(keywords) { keywords in
                 withCStringArray(values) { values in PQconnectdbParams(keywords, values, 1) }
             }

@@ -58,12 +58,17 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         kind == .connection || (sqlState.map { $0.hasPrefix("08") || $0.hasPrefix("57P") } ?? false)
     }
 
+    /// SQLSTATE 25006 outside a READ ONLY transaction of ours: the server is (or became) a
+    /// standby, so this connection reached a database that is no longer the primary.
+    public var isReadOnlyServer: Bool { sqlState == SQLState.readOnlySQLTransaction }
+
     /// The database cannot serve now: unreachable, going away, refusing connections (53300:
-    /// too many), or every pooled connection busy past the wait. A retry later may succeed;
-    /// the request itself was not at fault.
+    /// too many), a standby where a primary was (25006, during a failover), or every pooled
+    /// connection busy past the wait. A retry later may succeed; the request itself was not
+    /// at fault.
     public var isUnavailable: Bool {
         isConnectionFailure || kind == .poolExhausted || kind == .shutDown
-            || sqlState == "53300"
+            || sqlState == "53300" || isReadOnlyServer
     }
 }
 
@@ -73,6 +78,7 @@ public enum SQLState {
     public static let foreignKeyViolation = "23503"
     public static let checkViolation = "23514"
     public static let serializationFailure = "40001"
+    public static let readOnlySQLTransaction = "25006"
     public static let deadlockDetected = "40P01"
     public static let raiseException = "P0001"
     public static let insufficientPrivilege = "42501"

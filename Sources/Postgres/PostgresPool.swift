@@ -107,6 +107,9 @@ public final class PostgresPool: Sendable {
         do {
             result = try await body(connection)
         } catch {
+            // A connection to a server that is a standby now stays one: drop it, so that the
+            // next connects to whichever host is the primary.
+            if (error as? PostgresError)?.isReadOnlyServer == true { connection.close() }
             release(connection)
             throw error
         }

@@ -21,33 +21,34 @@ public struct ServerConfiguration: Sendable {
 
 /// Every route, given what they depend on: the whole table, each path with its middleware.
 ///
-/// `reads`, when given, serves the lists and profiles that may lag a moment behind the
-/// primary (a streaming replica): the market, loans, profiles and countries. Everything a
-/// command answers, and every read a command decides on, comes from the primary.
+/// `replica`, when given, serves the lists and profiles that may lag a moment behind the
+/// primary (a streaming replica): the market, loans, profiles and countries, unless
+/// `X-Min-Position` asks for a position it has not replayed yet. Everything a command
+/// answers, and every read a command decides on, comes from the primary.
 ///
 /// `heartbeat`: how long the auditors' live stream stays silent before it writes a comment.
 public func buildRouter(
-    readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, reads: PostgresPool? = nil,
+    readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
-    let reads = reads ?? primary
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
     let items = ItemsController(
         gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary))
-    let market = MarketController(items: ItemsView(reads))
+    let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
-        profiles: Profiles(gateway: gateway), primary: ProfilesView(primary), reads: ProfilesView(reads))
+        profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
+        reads: Replicated(ProfilesView.init, primary: primary, replica: replica))
     let wallet = WalletController(
         wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
     let loans = LoansController(
         gateway: gateway, repayments: Repayments(gateway: gateway, payments: cardPayments), loans: LoansView(primary),
-        lists: LoansView(reads))
+        lists: Replicated(LoansView.init, primary: primary, replica: replica))
     let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
-    let countries = CountriesController(countries: CountriesView(reads))
+    let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, heartbeat: heartbeat)
 
     _ = LenderMetrics.registry
@@ -59,8 +60,9 @@ public func buildRouter(
     router.add(middleware: QueryTextMiddleware())
 
     // Operators.
-    router.get("/metrics", use: MetricsController(pool: primary).metrics)
-    router.addRoutes(HealthController(readiness: readiness).endpoints, atPath: "/health")
+    router.get("/metrics", use: MetricsController(pool: primary, replica: replica).metrics)
+    router.addRoutes(
+        HealthController(readiness: readiness.watching(gateway.store, replica: replica)).endpoints, atPath: "/health")
     router.get("/openapi.json") { request, context in try await OpenAPIDocument.serve(request, context: context) }
 
     // Anyone: an account, a session.
@@ -72,15 +74,20 @@ public func buildRouter(
     let signedIn = router.group("/v1").add(middleware: BearerAuthenticator(accounts: accounts))
         .group(context: UserContext.self)
     signedIn.delete("sessions/current", use: accountRoutes.logout)
-    signedIn.get("me", use: profiles.me)
-    signedIn.get("me/posts", use: profiles.posts)
-    signedIn.get("me/bids", use: profiles.bids)
-    signedIn.get("me/bids/received", use: profiles.bidsReceived)
-    signedIn.get("me/loans", use: profiles.loans)
     signedIn.get("me/export", use: profiles.export)
     signedIn.delete("me", use: accountRoutes.close)
-    signedIn.get("users/:userID", use: profiles.user)
-    signedIn.get("countries", use: countries.list)
+
+    // Reads a replica may serve (`X-Min-Position`, `X-Read-From`).
+    let replicaReads = signedIn.group().add(middleware: ReadPlacementMiddleware(replica: replica))
+    replicaReads.get("me", use: profiles.me)
+    replicaReads.get("me/posts", use: profiles.posts)
+    replicaReads.get("me/bids", use: profiles.bids)
+    replicaReads.get("me/bids/received", use: profiles.bidsReceived)
+    replicaReads.get("me/loans", use: profiles.loans)
+    replicaReads.get("users/:userID", use: profiles.user)
+    replicaReads.get("countries", use: countries.list)
+    replicaReads.get("market", use: market.market)
+    replicaReads.get("loans", use: loans.list)
 
     // Commands: a repeated `Idempotency-Key` answers again; writes count against hourly limits.
     let user = signedIn.group().add(
@@ -110,10 +117,8 @@ public func buildRouter(
     changes.post("bids/:bidID/approve", use: items.approveBid)
     changes.post("bids/:bidID/withdraw", use: items.withdrawBid)
     changes.post("bids/:bidID/reject", use: items.rejectBid)
-    user.get("market", use: market.market)
 
     postings.post("loans", use: loans.postLoan)
-    user.get("loans", use: loans.list)
     user.get("loans/:loanID", use: loans.loan)
     user.post("loans/:loanID/repayments", use: loans.recordRepayment)
 
@@ -155,7 +160,7 @@ public func buildApplication(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost, sessions: sessions), payments: payments,
-            reads: readPool, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins),
+            replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),

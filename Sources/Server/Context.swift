@@ -37,6 +37,8 @@ public struct UserContext: ChildRequestContext {
     public let user: UserID
     public let token: String
     public let clientAddress: String?
+    /// Where this request's reads go, on the routes a replica may serve (`ReadPlacementMiddleware`).
+    public var readFrom: ReadFrom = .primary
 
     public init(context: AppRequestContext) throws {
         guard let identity = context.identity else {

@@ -97,7 +97,9 @@ struct EventsController: Sendable {
             }
         }
         if !fields.isEmpty { throw DomainError.invalid(fields) }
-        let events = try await store.read(after: after, limit: limit).map(EventResource.init)
+        let read = try await store.read(after: after, limit: limit)
+        if read.isEmpty { try await checkNotBeyondHead(after) } else { try await store.confirmDurable() }
+        let events = try read.map(EventResource.init)
         return Page(data: events, nextCursor: events.count == limit ? events.last.map { String($0.position) } : nil)
     }
 
@@ -105,6 +107,7 @@ struct EventsController: Sendable {
     @Sendable func stream(_ request: Request, context: UserContext) async throws -> Response {
         let (after, problems) = Self.after(request)
         if !problems.isEmpty { throw DomainError.invalid(problems) }
+        try await checkNotBeyondHead(after)
         let store = store
         let heartbeat = heartbeat
         let encoder = JSONEncoder()
@@ -129,6 +132,18 @@ struct EventsController: Sendable {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// A follower that has seen a position the log no longer reaches must hear of it: the
+    /// database lost commits (a failover without synchronous commit), and the events that
+    /// take those positions again are not the ones it read.
+    private func checkNotBeyondHead(_ after: Int64) async throws {
+        guard after > 0 else { return }
+        let head = try await store.headPosition()
+        guard after > head else { return }
+        throw DomainError(
+            .conflict, "log_behind",
+            "The log ends at position \(head), before \(after): positions after \(head) that you read are no longer in it.")
     }
 
     /// `after` (a log position, 0 by default), or the `Last-Event-ID` a reconnecting client sends.

@@ -1,3 +1,4 @@
+import EventStore
 import Hummingbird
 import Logging
 import Postgres
@@ -11,13 +12,41 @@ public struct Readiness: Sendable {
 
     let pool: PostgresPool
     let migrator: Migrator
+    /// Whose appends to watch for a log found behind them (`LogBehind`).
+    var store: EventStore?
+    /// The read replica, whose lag the report gives.
+    var replica: ReadReplica?
 
     public init(pool: PostgresPool, migrator: Migrator) {
         self.pool = pool
         self.migrator = migrator
     }
 
+    func watching(_ store: EventStore, replica: ReadReplica?) -> Readiness {
+        var readiness = self
+        readiness.store = store
+        readiness.replica = replica
+        return readiness
+    }
+
+    /// How far the replica is behind, or why that is unknown; nil without one. A replica that
+    /// does not answer leaves the server ready: its reads go to the primary meanwhile.
+    func replicaStatus() async -> ReplicaStatus? {
+        guard let replica else { return nil }
+        do {
+            let lag = try await replica.lag()
+            return ReplicaStatus(status: "streaming", lagPositions: lag.positions, lagSeconds: lag.seconds)
+        } catch {
+            return ReplicaStatus(status: "unavailable", lagPositions: nil, lagSeconds: nil)
+        }
+    }
+
     public func check() async -> Report {
+        if let behind = store?.logBehind {
+            return .notReady(
+                code: "log_behind",
+                detail: "The database lost commits this server acknowledged (\(behind)); writes are refused until an operator restarts the server.")
+        }
         let status: MigrationStatus
         do {
             status = try await pool.withConnection { connection in try await migrator.status(on: connection) }
@@ -43,6 +72,8 @@ struct HealthController<Context: RequestContext>: Sendable {
 
     struct Status: ResponseEncodable {
         var status: String
+        /// With a read replica (`READ_DATABASE_URL`): whether it answers, and its lag.
+        var replica: ReplicaStatus?
     }
 
     var endpoints: RouteCollection<Context> {
@@ -52,15 +83,23 @@ struct HealthController<Context: RequestContext>: Sendable {
     }
 
     @Sendable func live(_ request: Request, context: Context) async throws -> Status {
-        Status(status: "live")
+        Status(status: "live", replica: nil)
     }
 
     @Sendable func ready(_ request: Request, context: Context) async throws -> Status {
         switch await readiness.check() {
         case .ready:
-            return Status(status: "ready")
+            return Status(status: "ready", replica: await readiness.replicaStatus())
         case .notReady(let code, let detail):
             throw Problem(.serviceUnavailable, code: code, title: "Not ready", detail: detail)
         }
     }
+}
+
+/// The read replica as `/health/ready` reports it.
+struct ReplicaStatus: Codable, Sendable {
+    /// `streaming`, or `unavailable` when it does not answer.
+    var status: String
+    var lagPositions: Int64?
+    var lagSeconds: Double?
 }

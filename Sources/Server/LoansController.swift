@@ -13,7 +13,7 @@ struct LoansController: Sendable {
     /// A loan answered after a command comes from the primary.
     let loans: LoansView
     /// Lists may come from a replica.
-    let lists: LoansView
+    let lists: Replicated<LoansView>
 
     struct LoanBody: Decodable {
         var title: String?
@@ -96,6 +96,6 @@ struct LoansController: Sendable {
             if filter.status == nil { query.bad("status", "invalid_status", "fundraising, funded, repaying, repaid or expired") }
         }
         try query.throwIfAny()
-        return try await lists.list(filter)
+        return try await lists.on(context).list(filter)
     }
 }

@@ -4,7 +4,7 @@ import Projections
 
 /// `GET /v1/market`: available items, filtered, newest first or nearest first, in keyset pages.
 struct MarketController: Sendable {
-    let items: ItemsView
+    let items: Replicated<ItemsView>
 
     /// The market's own filters, on top of the shared ones; every bad parameter in one 422.
     @Sendable func market(_ request: Request, context: UserContext) async throws -> Page<ItemResource> {
@@ -26,6 +26,6 @@ struct MarketController: Sendable {
             }
         }
         try query.throwIfAny()
-        return try await items.market(filter)
+        return try await items.on(context).market(filter)
     }
 }

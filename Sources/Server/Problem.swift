@@ -103,6 +103,13 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             // Everything sealed is sealed for the person acting: their account closed while
             // this request was on its way, and its session with it.
             throw Problem(.unauthorized, code: "unauthenticated", detail: "This account was closed.")
+        } catch let error as LogBehind {
+            // Never hand out a position twice: no appends until an operator has looked.
+            context.logger.critical("appends refused: the log is behind", metadata: ["error": "\(error)"])
+            throw Problem(
+                .serviceUnavailable, code: "log_behind",
+                detail: "The database lost commits this server acknowledged (a failover without synchronous commit); "
+                    + "writes are refused until an operator restarts the server.")
         } catch let error as PostgresError where error.isUnavailable {
             // The database is down, unreachable or saturated: say so at once, and when to retry.
             context.logger.error("database unavailable", metadata: ["error": "\(error)"])

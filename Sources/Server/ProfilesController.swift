@@ -12,8 +12,8 @@ struct ProfilesController: Sendable {
     let profiles: Profiles
     /// Answers after a command: from the primary, where the command's views committed with its events.
     let primary: ProfilesView
-    /// Reads that may lag a moment behind (a replica).
-    let reads: ProfilesView
+    /// Reads that may lag a moment behind (a replica), unless `X-Min-Position` says how far not.
+    let reads: Replicated<ProfilesView>
 
     struct ProfileBody: Decodable {
         var displayName: String?
@@ -26,27 +26,27 @@ struct ProfilesController: Sendable {
     }
 
     @Sendable func me(_ request: Request, context: UserContext) async throws -> PrivateProfile {
-        try await reads.privateProfile(context.user, blocked: try await profiles.blocked(by: context.user))
+        try await reads.on(context).privateProfile(context.user, blocked: try await profiles.blocked(by: context.user))
     }
 
     @Sendable func posts(_ request: Request, context: UserContext) async throws -> Page<ItemResource> {
         let page = try HistoryPage(request, statuses: false)
-        return try await reads.posts(of: context.user, after: page.cursor, limit: page.limit)
+        return try await reads.on(context).posts(of: context.user, after: page.cursor, limit: page.limit)
     }
 
     @Sendable func bids(_ request: Request, context: UserContext) async throws -> Page<BidResource> {
         let page = try HistoryPage(request, statuses: true)
-        return try await reads.bids(.bids, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
+        return try await reads.on(context).bids(.bids, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
     }
 
     @Sendable func bidsReceived(_ request: Request, context: UserContext) async throws -> Page<BidResource> {
         let page = try HistoryPage(request, statuses: true)
-        return try await reads.bids(.bidsReceived, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
+        return try await reads.on(context).bids(.bidsReceived, of: context.user, status: page.status, after: page.cursor, limit: page.limit)
     }
 
     @Sendable func loans(_ request: Request, context: UserContext) async throws -> Page<MyLoan> {
         let page = try HistoryPage(request, statuses: false)
-        return try await reads.loans(of: context.user, after: page.cursor, limit: page.limit)
+        return try await reads.on(context).loans(of: context.user, after: page.cursor, limit: page.limit)
     }
 
     /// Everything held about the caller (SPEC §11.3): the profile with its cards, every post,
@@ -63,7 +63,7 @@ struct ProfilesController: Sendable {
     }
 
     @Sendable func user(_ request: Request, context: UserContext) async throws -> PublicProfile {
-        try await reads.publicProfile(UserID(try context.parameters.requireUUID("userID")))
+        try await reads.on(context).publicProfile(UserID(try context.parameters.requireUUID("userID")))
     }
 
     @Sendable func updateProfile(_ request: Request, context: UserContext) async throws -> PrivateProfile {

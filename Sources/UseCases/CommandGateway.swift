@@ -154,7 +154,10 @@ public struct CommandGateway: Sendable {
         for number in 1...maxAttempts {
             do {
                 return try await attempt(number)
-            } catch is WrongExpectedVersion {
+            } catch let conflict as WrongExpectedVersion {
+                // Behind what was read: the state came from commits the database no longer has
+                // (read on a primary that failed over before its standby had them). Read it anew.
+                if case .exact(let read) = conflict.expected, conflict.actual < read { states.forget(conflict.stream) }
                 CommandMetrics.retries.increment()
                 logger.debug("a stream moved on; deciding again", metadata: ["attempt": "\(number)"])
                 // Random, growing: contenders who collided should not collide again.
@@ -268,6 +271,10 @@ final class StreamStates: Sendable {
     func state<State: Sendable>(of stream: StreamID, as type: State.Type) -> (State, Int)? {
         guard capacity > 0, let entry = entries.withLock({ $0[stream] }), let state = entry.state as? State else { return nil }
         return (state, entry.version)
+    }
+
+    func forget(_ stream: StreamID) {
+        _ = entries.withLock { $0.removeValue(forKey: stream) }
     }
 
     func store(_ state: some Sendable, version: Int, of stream: StreamID) {

@@ -59,6 +59,8 @@ struct Serve: AsyncParsableCommand {
         if let url = environment["READ_DATABASE_URL"], !url.isEmpty {
             var replica = try PostgresConfiguration(url)
             replica.role = configuration.role
+            // Several hosts here are replicas to share the reads, standbys all.
+            replica.targetSessionAttributes = nil
             readPool = PostgresPool(configuration: replica, options: .init(size: size), logger: logger)
         }
         // Addresses the first release kept in clear become digests before anyone registers.

@@ -57,12 +57,24 @@ public func runLenderAside(
     }
 }
 
+/// Every request reaches the server: `URLSession.shared` keeps GET answers in a disk cache,
+/// and looks through all it kept before each request, slower with every one (a follower
+/// paging `/v1/events` for seconds crawled to a halt).
+private let uncachedSession: URLSession = {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.urlCache = nil
+    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+    return URLSession(configuration: configuration)
+}()
+
 /// A real `lender serve` process on a port of its own, against a test database: what the
 /// crash, shutdown and several-servers tests need, since they kill and signal it.
 public final class ServerProcess: @unchecked Sendable {
     let process = Process()
     public let port: Int
-    let output = Pipe()
+    /// What the server writes, in a file: a pipe nobody reads fills up (64 KiB) under errors
+    /// logged during an outage, and the server then blocks on its next log line.
+    let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("lender-serve-\(UUID().uuidString).log").path
 
     /// Starts the server as the owner of `database` (it runs its pool as lender_app) and waits
     /// until it is ready.
@@ -77,9 +89,12 @@ public final class ServerProcess: @unchecked Sendable {
             "PGCONNECT_TIMEOUT": "30",
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
         ].merging(environment) { $1 }
+        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardOutput = output
         process.standardError = output
         try process.run()
+        try output.close()
         let clock = ContinuousClock()
         let started = clock.now
         while clock.now - started < .seconds(30) {
@@ -88,7 +103,7 @@ public final class ServerProcess: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(100))
         }
         process.terminate()
-        throw ServerProcessError.notReady(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self))
+        throw ServerProcessError.notReady(self.output)
     }
 
     enum ServerProcessError: Error { case notReady(String) }
@@ -115,9 +130,10 @@ public final class ServerProcess: @unchecked Sendable {
     /// server cannot be reached.
     public func send(
         _ method: HTTPRequest.Method, _ path: String, json: [String: Any]? = nil, token: String? = nil,
-        idempotencyKey: String? = nil
+        idempotencyKey: String? = nil, headers: [String: String] = [:]
     ) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.httpMethod = method.rawValue
         request.timeoutInterval = 30
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -126,7 +142,7 @@ public final class ServerProcess: @unchecked Sendable {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try jsonBody(json)
         }
-        let (data, response) = try await URLSession.shared.data(for: request)
+        let (data, response) = try await uncachedSession.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         var headers = HTTPFields()
         for (name, value) in http.allHeaderFields {
@@ -159,7 +175,11 @@ public final class ServerProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Everything the server has written so far.
+    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
     deinit {
         if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: outputPath)
     }
 }

@@ -1,0 +1,132 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Marketplace
+import Postgres
+import Synchronization
+
+/// Which database answered a read: the `X-Read-From` header of the routes a replica may serve.
+public enum ReadFrom: String, Sendable {
+    case primary
+    case replica
+}
+
+/// The streaming replica that lists and profiles are read from (`READ_DATABASE_URL`).
+///
+/// A replica replays the log's commits in order, views included, so once its `log_head` has
+/// reached a position it holds everything up to that position. Read-your-writes is therefore
+/// one comparison: a read that must see position N (`X-Min-Position`, the `position` a
+/// command answered) goes to the replica once its head is at N or beyond, else to the primary.
+public final class ReadReplica: Sendable {
+    public let pool: PostgresPool
+    let primary: PostgresPool
+    let logger: Logger
+    /// The highest head seen on the replica: it only grows, so a read at or below it needs no look.
+    private let knownHead = Mutex<Int64>(0)
+
+    public init(pool: PostgresPool, primary: PostgresPool, logger: Logger) {
+        self.pool = pool
+        self.primary = primary
+        self.logger = logger
+    }
+
+    /// Where a read that must see the log up to `minimum` goes; anything without one, the replica.
+    func placement(atLeast minimum: Int64?) async -> ReadFrom {
+        guard let minimum, minimum > knownHead.withLock({ $0 }) else { return .replica }
+        do {
+            return try await head() >= minimum ? .replica : .primary
+        } catch {
+            logger.warning("the read replica does not answer; reading from the primary", metadata: ["error": "\(error)"])
+            return .primary
+        }
+    }
+
+    /// The replica's log head, now.
+    func head() async throws -> Int64 {
+        let head = try await pool.query("SELECT position FROM log_head", prepared: true).single().decode(0, as: Int64.self)
+        knownHead.withLock { $0 = max($0, head) }
+        return head
+    }
+
+    /// How far the replica is behind the primary.
+    public struct Lag: Sendable, Codable, Equatable {
+        /// Events the primary has that the replica has not replayed yet.
+        public var positions: Int64
+        /// How long ago the replica replayed its last commit, while it is behind; 0 once caught up.
+        public var seconds: Double
+        public var replicaHead: Int64
+        public var primaryHead: Int64
+    }
+
+    public func lag() async throws -> Lag {
+        let replica = try await pool.query(
+            """
+            SELECT h.position, coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0)::float8
+            FROM log_head h
+            """, prepared: true
+        ).single()
+        let replicaHead = try replica.decode(0, as: Int64.self)
+        knownHead.withLock { $0 = max($0, replicaHead) }
+        let primaryHead = try await primary.query("SELECT position FROM log_head", prepared: true).single().decode(0, as: Int64.self)
+        let behind = max(0, primaryHead - replicaHead)
+        return Lag(
+            positions: behind, seconds: behind == 0 ? 0 : max(0, try replica.decode(1, as: Double.self)),
+            replicaHead: replicaHead, primaryHead: primaryHead)
+    }
+}
+
+/// The same view on the replica and on the primary; the request's placement picks one.
+struct Replicated<View: Sendable>: Sendable {
+    let primary: View
+    let replica: View
+
+    init(_ make: (PostgresPool) -> View, primary: PostgresPool, replica: ReadReplica?) {
+        self.primary = make(primary)
+        self.replica = make(replica?.pool ?? primary)
+    }
+
+    func on(_ context: UserContext) -> View { context.readFrom == .replica ? replica : primary }
+}
+
+/// Places each read of the routes a replica may serve: `X-Min-Position: N` keeps it on the
+/// primary until the replica has replayed position N. A replica that does not answer (or
+/// cancels the read to replay, 40001) is stepped around: the read is made again on the
+/// primary. The answer says where it was read, in `X-Read-From`.
+struct ReadPlacementMiddleware: RouterMiddleware {
+    typealias Context = UserContext
+    let replica: ReadReplica?
+
+    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
+        -> Response
+    {
+        var context = context
+        let minimum = try Self.minimumPosition(request)
+        context.readFrom = await replica?.placement(atLeast: minimum) ?? .primary
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as PostgresError where context.readFrom == .replica && (error.isUnavailable || error.isSerializationFailure) {
+            context.logger.warning("a read failed on the replica; reading from the primary", metadata: ["error": "\(error)"])
+            context.readFrom = .primary
+            response = try await next(request, context)
+        }
+        response.headers[.readFrom] = context.readFrom.rawValue
+        return response
+    }
+
+    static func minimumPosition(_ request: Request) throws -> Int64? {
+        guard let text = request.headers[.minPosition] else { return nil }
+        guard let position = Int64(text), position >= 0 else {
+            throw DomainError.invalid([
+                FieldError(field: "X-Min-Position", code: "invalid_position", message: "a log position, 0 or more")
+            ])
+        }
+        return position
+    }
+}
+
+extension HTTPField.Name {
+    static let minPosition = HTTPField.Name("X-Min-Position")!
+    static let readFrom = HTTPField.Name("X-Read-From")!
+}
