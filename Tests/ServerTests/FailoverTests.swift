@@ -5,6 +5,7 @@ import Projections
 import ServerTestSupport
 import Testing
 import TestSupport
+import Server
 
 /// A primary with a streaming standby of its own (`scripts/db replica`): reads from the real
 /// replica, and a failover in the middle of a write load (SPEC §11.5).
@@ -160,5 +161,53 @@ struct FailoverTests {
             }
         }
         return seen
+    }
+}
+
+/// A failover without synchronous commit can lose commits a server already acknowledged; the
+/// log's head then lies behind positions it handed out. Simulated here by taking the last
+/// commit out of the log, as the promoted standby would never have had it.
+@Suite("A log behind what was acknowledged")
+struct LogBehindTests {
+    @Test func appendsAreRefusedAndFollowersTold() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let auditor = try await client.user("auditor")
+            try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
+            let kept = try await client.postRental(ada.token)
+            let lost = try await client.postRental(ada.token)
+            let acknowledged = try #require(lost.position)
+            let keptAt = try #require(kept.position)
+            // The last rental's commit, never replicated: its event, its stream and the head.
+            try await admin.withTransaction { connection in
+                try await connection.query("SET LOCAL session_replication_role = replica")
+                try await connection.query("DELETE FROM events WHERE position > \(keptAt)")
+                try await connection.query("DELETE FROM streams WHERE stream_id = \("item-\(lost.id)")")
+                try await connection.query("UPDATE log_head SET position = \(keptAt)")
+            }
+
+            let refused = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": "After", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                token: ada.token)
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.code == "log_behind", "\(refused)")
+            #expect(try await eventCount(admin) == Int(keptAt), "the refused append wrote nothing at a reused position")
+            // Sticky: a later command is refused too, and readiness says why.
+            let again = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": "Again", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                token: ada.token)
+            #expect(again.code == "log_behind", "\(again)")
+            let ready = try await client.send(.get, "/health/ready")
+            #expect(ready.status == .serviceUnavailable)
+            #expect(ready.code == "log_behind")
+            // An auditor who read the lost position hears that it is gone.
+            let follower = try await client.send(.get, "/v1/events?after=\(acknowledged)", token: auditor.token)
+            #expect(follower.status == .conflict)
+            #expect(follower.code == "log_behind")
+            let caughtUp = try await client.send(.get, "/v1/events?after=\(keptAt)", token: auditor.token)
+            #expect(caughtUp.status == .ok, "a follower at the head is not behind")
+        }
     }
 }
