@@ -56,10 +56,16 @@ public final class ClusterPair: Sendable {
     /// The standby alone: `READ_DATABASE_URL`.
     public func replicaOwner() throws -> PostgresConfiguration { try url("replica-database-url") }
 
+    public func primaryPort() throws -> String { try port("pg/port") }
+    public func replicaPort() throws -> String { try port("pg-replica/port") }
+
+    private func port(_ file: String) throws -> String {
+        try String(contentsOfFile: "\(local)/\(file)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The standby's superuser, for pausing its replay.
     public func replicaAdmin() throws -> PostgresConfiguration {
-        let port = try String(contentsOfFile: "\(local)/pg-replica/port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        return try PostgresConfiguration("postgresql://postgres@127.0.0.1:\(port)/postgres")
+        try PostgresConfiguration("postgresql://postgres@127.0.0.1:\(try replicaPort())/postgres")
     }
 
     /// Stops both servers and removes their folders.

@@ -58,6 +58,14 @@ struct FailoverTests {
         #expect(readFrom["replica", default: 0] > 0, "\(readFrom)")
         #expect(readFrom.values.reduce(0, +) == 50)
 
+        // The standby listed first: several hosts mean whichever takes writes, not the first that answers.
+        let standbyFirst = try PostgresConfiguration(
+            "postgresql://lender@127.0.0.1:\(try pair.replicaPort()),127.0.0.1:\(try pair.primaryPort())/lender")
+        try await TestDatabase.withPool(standbyFirst, size: 1) { pool in
+            let inRecovery = try await pool.query("SELECT pg_is_in_recovery()").single().decode(0, as: Bool.self)
+            #expect(!inRecovery)
+        }
+
         let bad = try await server.send(.get, "/v1/market", token: ada.token, headers: ["X-Min-Position": "-1"])
         #expect(bad.status == .unprocessableContent)
         #expect(bad.code == "validation_failed")
