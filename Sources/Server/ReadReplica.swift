@@ -53,25 +53,27 @@ public final class ReadReplica: Sendable {
     public struct Lag: Sendable, Codable, Equatable {
         /// Events the primary has that the replica has not replayed yet.
         public var positions: Int64
-        /// How long ago the replica replayed its last commit, while it is behind; 0 once caught up.
+        /// How long ago the oldest event the replica has not replayed was appended; 0 once
+        /// caught up. (Not the time since its last replay, which grows while nothing is written.)
         public var seconds: Double
         public var replicaHead: Int64
         public var primaryHead: Int64
     }
 
     public func lag() async throws -> Lag {
-        let replica = try await pool.query(
+        let replicaHead = try await head()
+        let primary = try await primary.query(
             """
-            SELECT h.position, coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0)::float8
+            SELECT h.position, coalesce(
+                (SELECT extract(epoch FROM clock_timestamp() - e.recorded_at) FROM events e WHERE e.position = \(replicaHead) + 1),
+                0)::float8
             FROM log_head h
-            """, prepared: true
+            """
         ).single()
-        let replicaHead = try replica.decode(0, as: Int64.self)
-        knownHead.withLock { $0 = max($0, replicaHead) }
-        let primaryHead = try await primary.query("SELECT position FROM log_head", prepared: true).single().decode(0, as: Int64.self)
+        let primaryHead = try primary.decode(0, as: Int64.self)
         let behind = max(0, primaryHead - replicaHead)
         return Lag(
-            positions: behind, seconds: behind == 0 ? 0 : max(0, try replica.decode(1, as: Double.self)),
+            positions: behind, seconds: behind == 0 ? 0 : max(0, try primary.decode(1, as: Double.self)),
             replicaHead: replicaHead, primaryHead: primaryHead)
     }
 }

@@ -21,5 +21,13 @@ public import struct Foundation.Date
 public import Foundation
 extension Components {
     /// Types generated from the `#/components/headers` section of the OpenAPI document.
-    public enum Headers {}
+    public enum Headers {
+        /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+        ///
+        /// - Remark: Generated from `#/components/headers/ReadFrom`.
+        @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+            case primary = "primary"
+            case replica = "replica"
+        }
+    }
 }

@@ -21,5 +21,10 @@ public import struct Foundation.Date
 public import Foundation
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
-    public enum Parameters {}
+    public enum Parameters {
+        /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+        ///
+        /// - Remark: Generated from `#/components/parameters/MinPosition`.
+        public typealias MinPosition = Swift.Int64
+    }
 }

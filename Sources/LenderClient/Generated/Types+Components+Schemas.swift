@@ -878,15 +878,65 @@ extension Components {
         public struct Health: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Health/status`.
             public var status: Swift.String
+            /// With a read replica (`READ_DATABASE_URL`), on `/health/ready`: whether it answers and how far it is behind; null otherwise
+            ///
+            /// - Remark: Generated from `#/components/schemas/Health/replica`.
+            public struct ReplicaPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Health/replica/status`.
+                @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case streaming = "streaming"
+                    case unavailable = "unavailable"
+                }
+                /// - Remark: Generated from `#/components/schemas/Health/replica/status`.
+                public var status: Components.Schemas.Health.ReplicaPayload.StatusPayload
+                /// Events the primary has that the replica has not replayed; null when it does not answer
+                ///
+                /// - Remark: Generated from `#/components/schemas/Health/replica/lagPositions`.
+                public var lagPositions: Swift.Int64?
+                /// How long ago the oldest event the replica has not replayed was appended; 0 once caught up
+                ///
+                /// - Remark: Generated from `#/components/schemas/Health/replica/lagSeconds`.
+                public var lagSeconds: Swift.Double?
+                /// Creates a new `ReplicaPayload`.
+                ///
+                /// - Parameters:
+                ///   - status:
+                ///   - lagPositions: Events the primary has that the replica has not replayed; null when it does not answer
+                ///   - lagSeconds: How long ago the oldest event the replica has not replayed was appended; 0 once caught up
+                public init(
+                    status: Components.Schemas.Health.ReplicaPayload.StatusPayload,
+                    lagPositions: Swift.Int64? = nil,
+                    lagSeconds: Swift.Double? = nil
+                ) {
+                    self.status = status
+                    self.lagPositions = lagPositions
+                    self.lagSeconds = lagSeconds
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case status
+                    case lagPositions
+                    case lagSeconds
+                }
+            }
+            /// With a read replica (`READ_DATABASE_URL`), on `/health/ready`: whether it answers and how far it is behind; null otherwise
+            ///
+            /// - Remark: Generated from `#/components/schemas/Health/replica`.
+            public var replica: Components.Schemas.Health.ReplicaPayload?
             /// Creates a new `Health`.
             ///
             /// - Parameters:
             ///   - status:
-            public init(status: Swift.String) {
+            ///   - replica: With a read replica (`READ_DATABASE_URL`), on `/health/ready`: whether it answers and how far it is behind; null otherwise
+            public init(
+                status: Swift.String,
+                replica: Components.Schemas.Health.ReplicaPayload? = nil
+            ) {
                 self.status = status
+                self.replica = replica
             }
             public enum CodingKeys: String, CodingKey {
                 case status
+                case replica
             }
         }
         /// - Remark: Generated from `#/components/schemas/RegisterBody`.

@@ -238,7 +238,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Not ready (`database_unavailable`, `migrations_pending`, `schema_mismatch`)
+            /// Not ready (`database_unavailable`, `migrations_pending`, `schema_mismatch`, `log_behind`)
             ///
             /// - Remark: Generated from `#/paths//health/ready/get(checkReadiness)/responses/503`.
             ///
@@ -835,12 +835,21 @@ public enum Operations {
             public var path: Operations.GetUser.Input.Path
             /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUser.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUser.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUser.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -860,6 +869,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetUser.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/200/content/application\/json`.
@@ -882,8 +912,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetUser.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetUser.Output.Ok.Headers = .init(),
+                    body: Operations.GetUser.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -1012,7 +1047,58 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{userID}/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetUser.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetUser.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// A bad `X-Min-Position` (`invalid_position`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userID}/get(getUser)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.GetUser.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.GetUser.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userID}/get(getUser)/responses/503`.
             ///
@@ -1712,7 +1798,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/current/delete(logOut)/responses/503`.
             ///
@@ -1775,12 +1861,21 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/me/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMyProfile.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMyProfile.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMyProfile.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -1795,6 +1890,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetMyProfile.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/me/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/GET/responses/200/content/application\/json`.
@@ -1817,8 +1933,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetMyProfile.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetMyProfile.Output.Ok.Headers = .init(),
+                    body: Operations.GetMyProfile.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -1947,7 +2068,58 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetMyProfile.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetMyProfile.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// A bad `X-Min-Position` (`invalid_position`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/get(getMyProfile)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.GetMyProfile.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.GetMyProfile.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/get(getMyProfile)/responses/503`.
             ///
@@ -2433,7 +2605,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)/responses/503`.
             ///
@@ -2983,12 +3155,21 @@ public enum Operations {
             public var query: Operations.ListMyPosts.Input.Query
             /// - Remark: Generated from `#/paths/v1/me/posts/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyPosts.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyPosts.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyPosts.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -3008,6 +3189,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListMyPosts.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/posts/GET/responses/200/content/application\/json`.
@@ -3030,8 +3232,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListMyPosts.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListMyPosts.Output.Ok.Headers = .init(),
+                    body: Operations.ListMyPosts.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3137,7 +3344,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`)
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/422`.
             ///
@@ -3160,7 +3367,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/503`.
             ///
@@ -3269,12 +3476,21 @@ public enum Operations {
             public var query: Operations.ListMyBids.Input.Query
             /// - Remark: Generated from `#/paths/v1/me/bids/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyBids.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyBids.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyBids.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -3294,6 +3510,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListMyBids.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/bids/GET/responses/200/content/application\/json`.
@@ -3316,8 +3553,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListMyBids.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListMyBids.Output.Ok.Headers = .init(),
+                    body: Operations.ListMyBids.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3423,7 +3665,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`)
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/422`.
             ///
@@ -3446,7 +3688,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/503`.
             ///
@@ -3555,12 +3797,21 @@ public enum Operations {
             public var query: Operations.ListBidsReceived.Input.Query
             /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListBidsReceived.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListBidsReceived.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListBidsReceived.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -3580,6 +3831,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListBidsReceived.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/bids/received/GET/responses/200/content/application\/json`.
@@ -3602,8 +3874,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListBidsReceived.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListBidsReceived.Output.Ok.Headers = .init(),
+                    body: Operations.ListBidsReceived.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3709,7 +3986,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`)
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`) or `status` (`invalid_status`), each listed in `errors` (`validation_failed`); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/422`.
             ///
@@ -3732,7 +4009,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/503`.
             ///
@@ -3827,12 +4104,21 @@ public enum Operations {
             public var query: Operations.ListMyLoans.Input.Query
             /// - Remark: Generated from `#/paths/v1/me/loans/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyLoans.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyLoans.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyLoans.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -3852,6 +4138,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListMyLoans.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/me/loans/GET/responses/200/content/application\/json`.
@@ -3874,8 +4181,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListMyLoans.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListMyLoans.Output.Ok.Headers = .init(),
+                    body: Operations.ListMyLoans.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3981,7 +4293,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`)
+            /// Invalid `limit` (`out_of_range`), `cursor` (`invalid_cursor`), each listed in `errors` (`validation_failed`); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/422`.
             ///
@@ -4004,7 +4316,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/503`.
             ///
@@ -4490,7 +4802,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/post(blockUser)/responses/503`.
             ///
@@ -4934,7 +5246,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/{userID}/delete(unblockUser)/responses/503`.
             ///
@@ -5420,7 +5732,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/rentals/post(postRental)/responses/503`.
             ///
@@ -5906,7 +6218,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/requests/post(postRequest)/responses/503`.
             ///
@@ -6079,12 +6391,21 @@ public enum Operations {
             public var query: Operations.ListMarket.Input.Query
             /// - Remark: Generated from `#/paths/v1/market/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMarket.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMarket.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMarket.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -6104,6 +6425,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/market/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/market/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListMarket.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/market/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/market/GET/responses/200/content/application\/json`.
@@ -6126,8 +6468,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListMarket.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListMarket.Output.Ok.Headers = .init(),
+                    body: Operations.ListMarket.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -6233,7 +6580,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/422`.
             ///
@@ -6256,7 +6603,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/503`.
             ///
@@ -6517,7 +6864,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/get(getItem)/responses/503`.
             ///
@@ -7123,7 +7470,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/patch(reviseItem)/responses/503`.
             ///
@@ -7720,7 +8067,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/withdraw/post(withdrawItem)/responses/503`.
             ///
@@ -8317,7 +8664,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)/responses/503`.
             ///
@@ -8914,7 +9261,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)/responses/503`.
             ///
@@ -9253,7 +9600,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/get(listBids)/responses/503`.
             ///
@@ -9859,7 +10206,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/post(placeBid)/responses/503`.
             ///
@@ -10171,7 +10518,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/history/get(getBidHistory)/responses/503`.
             ///
@@ -10768,7 +11115,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)/responses/503`.
             ///
@@ -11374,7 +11721,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/reject/post(rejectBid)/responses/503`.
             ///
@@ -11971,7 +12318,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/withdraw/post(withdrawBid)/responses/503`.
             ///
@@ -12508,7 +12855,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/503`.
             ///
@@ -12952,7 +13299,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/503`.
             ///
@@ -13540,7 +13887,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/deposits/post(deposit)/responses/503`.
             ///
@@ -13694,12 +14041,21 @@ public enum Operations {
             public var query: Operations.ListLoans.Input.Query
             /// - Remark: Generated from `#/paths/v1/loans/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/loans/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListLoans.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListLoans.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListLoans.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -13719,6 +14075,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/loans/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/loans/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListLoans.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/loans/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/loans/GET/responses/200/content/application\/json`.
@@ -13741,8 +14118,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListLoans.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListLoans.Output.Ok.Headers = .init(),
+                    body: Operations.ListLoans.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -13848,7 +14230,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/422`.
             ///
@@ -13871,7 +14253,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/503`.
             ///
@@ -14306,7 +14688,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/post(postLoan)/responses/503`.
             ///
@@ -14567,7 +14949,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/get(getLoan)/responses/503`.
             ///
@@ -15226,7 +15608,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)/responses/503`.
             ///
@@ -15416,7 +15798,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/get(getCart)/responses/503`.
             ///
@@ -15789,7 +16171,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/delete(clearCart)/responses/503`.
             ///
@@ -16377,7 +16759,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/post(addToCart)/responses/503`.
             ///
@@ -16932,7 +17314,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/503`.
             ///
@@ -17376,7 +17758,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/delete(removeFromCart)/responses/503`.
             ///
@@ -17964,7 +18346,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/checkout/post(checkout)/responses/503`.
             ///
@@ -18064,12 +18446,21 @@ public enum Operations {
             public var query: Operations.ListCountries.Input.Query
             /// - Remark: Generated from `#/paths/v1/countries/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/countries/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListCountries.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListCountries.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListCountries.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
                     self.accept = accept
                 }
             }
@@ -18089,6 +18480,27 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/countries/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/countries/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListCountries.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/countries/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/countries/GET/responses/200/content/application\/json`.
@@ -18111,8 +18523,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListCountries.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListCountries.Output.Ok.Headers = .init(),
+                    body: Operations.ListCountries.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -18218,7 +18635,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`)
             ///
             /// - Remark: Generated from `#/paths//v1/countries/get(listCountries)/responses/422`.
             ///
@@ -18241,7 +18658,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/countries/get(listCountries)/responses/503`.
             ///
@@ -18511,6 +18928,57 @@ public enum Operations {
                     }
                 }
             }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/events/GET/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/events/GET/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListEvents.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListEvents.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// `after` is beyond the log's head (`log_behind`): positions you read are no longer in the log (a failover without synchronous commit lost them)
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/get(listEvents)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.ListEvents.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.ListEvents.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             public struct UnprocessableContent: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/events/GET/responses/422/content`.
                 @frozen public enum Body: Sendable, Hashable {
@@ -18562,7 +19030,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/events/get(listEvents)/responses/503`.
             ///
@@ -18832,6 +19300,57 @@ public enum Operations {
                     }
                 }
             }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/events/stream/GET/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/events/stream/GET/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.FollowEvents.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.FollowEvents.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// `after` is beyond the log's head (`log_behind`): positions you read are no longer in the log (a failover without synchronous commit lost them)
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/stream/get(followEvents)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.FollowEvents.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.FollowEvents.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             public struct UnprocessableContent: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/events/stream/GET/responses/422/content`.
                 @frozen public enum Body: Sendable, Hashable {
@@ -18883,7 +19402,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/events/stream/get(followEvents)/responses/503`.
             ///
@@ -19206,7 +19725,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/audit/checkpoints/get(listCheckpoints)/responses/503`.
             ///
@@ -19557,7 +20076,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again
+            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)/responses/503`.
             ///
