@@ -28,10 +28,12 @@ struct LoginAbuseTests {
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
-            let checked = statuses.filter { $0 != 429 }
+            // A 401 or a 201 is a password checked. On a loaded machine (the whole suite at
+            // once) some requests wait out the pool and get 503: refused, never checked.
+            let checked = statuses.filter { $0 == 401 || $0 == 201 }
             #expect(checked.count <= 5, "statuses: \(statuses.sorted())")
-            #expect(statuses.filter { $0 == 429 }.count >= 45)
-            #expect(Set(checked).isSubset(of: [401, 201]))
+            #expect(statuses.filter { $0 == 429 || $0 == 503 }.count >= 45, "statuses: \(statuses.sorted())")
+            #expect(Set(statuses).isSubset(of: [401, 201, 429, 503]), "statuses: \(statuses.sorted())")
         }
     }
 
