@@ -122,6 +122,8 @@ without_inherited_fds() {
 }
 
 cluster_start() {
+    [ -f "$PG_DIR/failed-over" ] &&
+        die "the cluster in $PGDATA was failed over from (scripts/db promote): the standby in $REPLICA_DATA is the primary now. Starting this one would make two primaries. To begin again: scripts/db replica stop, then remove $PG_DIR and $REPLICA_DIR."
     cluster_init
     ensure_reachable
     cluster_running && return
@@ -188,7 +190,10 @@ cluster_name = '$REPLICA_NAME'
 hot_standby = on
 CONF
     fi
-    replica_running && return
+    if replica_running; then
+        replica_urls
+        return
+    fi
     say "starting the standby on 127.0.0.1:$(replica_port)"
     without_inherited_fds as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" -l "$REPLICA_DIR/log/postgres.log" -w -t 60 start >/dev/null ||
         die "the standby did not start; see $REPLICA_DIR/log/postgres.log"
@@ -229,6 +234,8 @@ replica_promote() {
     replica_running || die "no standby is running: scripts/db replica"
     as_pg "$(pg_bindir)/pg_ctl" -D "$REPLICA_DATA" -w -t 60 promote >/dev/null ||
         die "the standby was not promoted; see $REPLICA_DIR/log/postgres.log"
+    # The old primary must never run again as one: a server on the two-host URL would write to it.
+    touch "$PG_DIR/failed-over"
 }
 
 pg_admin_psql() {

@@ -117,7 +117,9 @@ public final class EventStore: Sendable {
     public var logBehind: LogBehind? { acknowledged.withLock { $0.behind } }
 
     /// Refuses a batch whose first new position is not above every position acknowledged
-    /// before it: run inside the batch's transaction, it rolls the batch back.
+    /// before it. Inside the batch's transaction it rolls the batch back; on the path without
+    /// one (no views, no idempotency, nothing alongside: never the server's) the batch has
+    /// committed already and its appends are answered with the error all the same.
     private func checkAhead(_ rows: [BatchRow]) throws {
         guard let first = rows.lazy.filter({ $0.outcome == "appended" }).compactMap(\.positions.first).min() else { return }
         try acknowledged.withLock { acknowledged in
@@ -543,15 +545,6 @@ public final class EventStore: Sendable {
     public func version(of stream: StreamID) async throws -> Int {
         let rows = try await pool.query("SELECT version FROM streams WHERE stream_id = \(stream.rawValue)")
         return try rows.first?.decode("version", as: Int.self) ?? 0
-    }
-
-    /// Returns once every commit before the call is as durable as an append's: on a primary
-    /// with a synchronous standby, flushed there too. PostgreSQL shows a commit to other
-    /// sessions before its standby has it, so a follower that passes on what it read without
-    /// this could pass on events a failover then loses, and skip the events that take their
-    /// positions. A transaction with an id commits (and waits) after everything it saw.
-    public func confirmDurable() async throws {
-        try await pool.query("SELECT pg_current_xact_id()", prepared: true)
     }
 
     /// The position of the last event in the log, 0 when it is empty.

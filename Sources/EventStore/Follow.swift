@@ -69,8 +69,6 @@ public struct LogFollower: AsyncSequence, Sendable {
                 if let deadline, clock.now >= deadline { return .idle }
                 page = try await follower.store.read(after: cursor, limit: follower.pageSize)
                 index = 0
-                // Nothing is passed on that a failover could still take back.
-                if !page.isEmpty { try await follower.store.confirmDurable() }
                 if page.isEmpty {
                     let wait = deadline.map { Swift.min(follower.pollInterval, Swift.max(.zero, $0 - clock.now)) } ?? follower.pollInterval
                     await doorbell.wait(timeout: wait)

@@ -58,8 +58,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         kind == .connection || (sqlState.map { $0.hasPrefix("08") || $0.hasPrefix("57P") } ?? false)
     }
 
-    /// SQLSTATE 25006 outside a READ ONLY transaction of ours: the server is (or became) a
-    /// standby, so this connection reached a database that is no longer the primary.
+    /// SQLSTATE 25006: a write refused as read-only. This project's READ ONLY transactions
+    /// (`snapshot`, the audits) never write, so it means the server is (or became) a standby:
+    /// this connection reached a database that is no longer the primary.
     public var isReadOnlyServer: Bool { sqlState == SQLState.readOnlySQLTransaction }
 
     /// The database cannot serve now: unreachable, going away, refusing connections (53300:

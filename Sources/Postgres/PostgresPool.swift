@@ -30,6 +30,10 @@ public final class PostgresPool: Sendable {
 
     public let configuration: PostgresConfiguration
     public let options: Options
+    /// Connections found broken (or dropped as a standby's) so far: a change says the database
+    /// may not be the one read from before (a failover), for caches of what was read.
+    public var connectionsLost: Int { lost.load(ordering: .relaxed) }
+    private let lost = Atomic<Int>(0)
     let threadPool: NIOThreadPool
     let logger: Logger
     private let state = Mutex(State())
@@ -175,6 +179,7 @@ public final class PostgresPool: Sendable {
         case .connection(let connection):
             guard connection.needsReplacing else { return connection }
             logger.debug("replacing a broken idle database connection", metadata: ["pid": "\(connection.backendPID)"])
+            lost.add(1, ordering: .relaxed)
             connection.close()
             return try await open()
         case .slot:
@@ -248,6 +253,7 @@ public final class PostgresPool: Sendable {
 
     private func release(_ connection: PostgresConnection) {
         if connection.needsReplacing {
+            lost.add(1, ordering: .relaxed)
             connection.close()
             giveBackSlot()
             return

@@ -98,7 +98,7 @@ struct EventsController: Sendable {
         }
         if !fields.isEmpty { throw DomainError.invalid(fields) }
         let read = try await store.read(after: after, limit: limit)
-        if read.isEmpty { try await checkNotBeyondHead(after) } else { try await store.confirmDurable() }
+        if read.isEmpty { try await checkNotBeyondHead(after) }
         let events = try read.map(EventResource.init)
         return Page(data: events, nextCursor: events.count == limit ? events.last.map { String($0.position) } : nil)
     }

@@ -24,16 +24,22 @@ public final class ReadReplica: Sendable {
     let logger: Logger
     /// The highest head seen on the replica: it only grows, so a read at or below it needs no look.
     private let knownHead = Mutex<Int64>(0)
+    /// With several replica hosts, the head one connection reads says nothing of the host the
+    /// read then goes to: a read that must see a position goes to the primary.
+    let severalHosts: Bool
 
     public init(pool: PostgresPool, primary: PostgresPool, logger: Logger) {
         self.pool = pool
         self.primary = primary
         self.logger = logger
+        self.severalHosts = (pool.configuration.settings["host"] ?? pool.configuration.settings["hostaddr"] ?? "").contains(",")
     }
 
     /// Where a read that must see the log up to `minimum` goes; anything without one, the replica.
     func placement(atLeast minimum: Int64?) async -> ReadFrom {
-        guard let minimum, minimum > knownHead.withLock({ $0 }) else { return .replica }
+        guard let minimum else { return .replica }
+        if severalHosts { return .primary }
+        guard minimum > knownHead.withLock({ $0 }) else { return .replica }
         do {
             return try await head() >= minimum ? .replica : .primary
         } catch {

@@ -173,6 +173,8 @@ public struct CommandGateway: Sendable {
     public func load<ID, State, Command, Event>(
         _ stream: StreamID, _ aggregate: Aggregate<ID, State, Command, Event>
     ) async throws -> (State, Int) {
+        // A lost connection may mean a promoted standby that lacks what was read before.
+        states.forgetAll(unlessConnectionsLost: store.pool.connectionsLost)
         var (state, version) = states.state(of: stream, as: State.self) ?? (aggregate.initial, 0)
         let known = version
         for recorded in try await store.readStream(stream, from: version + 1) {
@@ -265,12 +267,19 @@ extension CommandGateway {
 final class StreamStates: Sendable {
     private let capacity: Int
     private let entries = Mutex<[StreamID: (state: any Sendable, version: Int)]>([:])
+    private let lostSeen = Mutex(0)
 
     init(capacity: Int) { self.capacity = capacity }
 
     func state<State: Sendable>(of stream: StreamID, as type: State.Type) -> (State, Int)? {
         guard capacity > 0, let entry = entries.withLock({ $0[stream] }), let state = entry.state as? State else { return nil }
         return (state, entry.version)
+    }
+
+    /// Empties the cache when `connectionsLost` moved since the last call.
+    func forgetAll(unlessConnectionsLost connectionsLost: Int) {
+        guard lostSeen.withLock({ seen in defer { seen = connectionsLost }; return seen != connectionsLost }) else { return }
+        entries.withLock { $0.removeAll() }
     }
 
     func forget(_ stream: StreamID) {

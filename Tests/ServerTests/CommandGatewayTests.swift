@@ -48,6 +48,34 @@ struct CommandGatewayTests {
         }
     }
 
+    /// After a failover the database may lack commits a kept state was folded from: a lost
+    /// connection empties the cache, and a stream found behind what was read is read anew.
+    @Test func keptStatesAreDroppedWhenTheDatabaseMayHaveChanged() async throws {
+        try await withGateway { gateway in
+            let item = try await postRental(gateway)
+            let stream = StreamID("item", item)
+            let (posted, _) = try await gateway.load(stream, .item)
+            #expect(gateway.states.state(of: stream, as: ItemState.self) != nil)
+            // Every pooled connection cut, as a primary that went away cuts them.
+            let admin = try TestDatabase.adminConfiguration().database(gateway.store.pool.configuration.database)
+            try await TestDatabase.withPool(admin, size: 1) { admin in
+                try await admin.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            // Any load after it (of another stream here) empties the cache.
+            _ = try? await gateway.store.headPosition()
+            _ = try await gateway.load(StreamID("item", ItemID()), .item)
+            #expect(gateway.store.pool.connectionsLost > 0)
+            #expect(gateway.states.state(of: stream, as: ItemState.self) == nil, "emptied once a connection was lost")
+
+            // A kept state ahead of the database (its later events lost): the conflict drops it.
+            gateway.states.store(posted, version: 7, of: stream)
+            let bid = try await placeBid(gateway, on: item, by: UserID())
+            #expect(try await gateway.store.readStream(stream).count == 2, "decided on what is there: \(bid)")
+        }
+    }
+
     /// Two servers on one database, each keeping the states it folded: what the other wrote
     /// since is read and folded on top, so neither decides on a stale state.
     @Test func aKeptStateIsCaughtUpWithWhatAnotherServerWrote() async throws {

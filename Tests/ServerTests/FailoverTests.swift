@@ -69,6 +69,19 @@ struct FailoverTests {
         let bad = try await server.send(.get, "/v1/market", token: ada.token, headers: ["X-Min-Position": "-1"])
         #expect(bad.status == .unprocessableContent)
         #expect(bad.code == "validation_failed")
+
+        // The replica gone: reads step around it to the primary, and the server stays ready.
+        try pair.db(["replica", "stop", "immediate"])
+        let aside = try await server.send(.get, "/v1/me/posts?limit=100", token: ada.token)
+        #expect(aside.status == .ok)
+        #expect(aside.headers[.init("X-Read-From")!] == "primary")
+        #expect(try aside.decode(Page<ItemResource>.self).data.count == 100)
+        let clock = ContinuousClock()
+        let asked = clock.now
+        let ready = try await server.send(.get, "/health/ready")
+        #expect(clock.now - asked < .seconds(3), "a silent replica does not hold the probe")
+        #expect(ready.status == .ok)
+        #expect((ready.json["replica"] as? [String: Any])?["status"] as? String == "unavailable", "\(ready)")
     }
 
     @Test func aFailoverUnderLoadLosesNothingAcknowledgedAndRepeatsNoPosition() async throws {
@@ -145,6 +158,8 @@ struct FailoverTests {
             #expect(seen == Array(1...head), "the follower saw \(seen.count) events for a head of \(head)")
         }
         #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
+        // The old primary is fenced: started again, it would be a second primary.
+        #expect(throws: (any Error).self, "scripts/db start refuses the failed-over cluster") { try pair.db(["start"]) }
         print("failover: recovered in \(recovered.map { "\($0)" } ?? "-"), \(acknowledged.count) acknowledged, \(others.count) refused with 503")
     }
 
