@@ -4,7 +4,7 @@ import Marketplace
 import Projections
 
 /// Reads the query parameters every list of things on the map shares (SPEC §5): `q`, `near`,
-/// `radiusKm`, `sort`, `updatedSince`, `limit`, `cursor`. Every bad one is collected in
+/// `radiusKm`, `bbox`, `sort`, `updatedSince`, `limit`, `cursor`. Every bad one is collected in
 /// `problems`, so that a list answers one 422 naming them all.
 struct ListQuery {
     var listing = MapListing()
@@ -32,6 +32,22 @@ struct ListQuery {
                 bad("radiusKm", "invalid_radius", "kilometres, from 0.001 to 20000")
             }
             if text("near") == nil { bad("radiusKm", "needs_near", "radiusKm needs near") }
+        }
+        if let value = text("bbox") {
+            // Plain decimals only, as the document's pattern says (no exponents, no spaces).
+            let parts = value.split(separator: ",", omittingEmptySubsequences: false).map { part in
+                part.allSatisfy { "-.0123456789".contains($0) } ? Double(part) : nil
+            }
+            if parts.count == 4, let minLng = parts[0], let minLat = parts[1], let maxLng = parts[2], let maxLat = parts[3],
+                (-180...180).contains(minLng), (-180...180).contains(maxLng), (-90...90).contains(minLat),
+                (-90...90).contains(maxLat), minLat <= maxLat
+            {
+                listing.box = (minLng, minLat, maxLng, maxLat)
+            } else {
+                bad(
+                    "bbox", "invalid_bbox",
+                    "minLng,minLat,maxLng,maxLat with lng -180..180 and lat -90..90, minLat at most maxLat (minLng above maxLng crosses the antimeridian)")
+            }
         }
         switch text("sort") {
         case nil, "newest": listing.byDistance = false

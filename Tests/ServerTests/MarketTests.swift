@@ -103,6 +103,37 @@ struct MarketTests {
         }
     }
 
+    /// A map's viewport (`bbox=minLng,minLat,maxLng,maxLat`), on the market and the loans, and
+    /// one across the antimeridian (Fiji's 178° and -179°, not Greenwich).
+    @Test func aViewportHoldsWhatLiesWithinItAcrossTheAntimeridianToo() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            _ = try await client.post(owner.token, title: "Kathmandu bike", at: kathmandu)
+            _ = try await client.post(owner.token, title: "Suva bike", at: (-18.14, 178.44))
+            _ = try await client.post(owner.token, title: "Taveuni bike", at: (-16.8, -179.9))
+            _ = try await client.post(owner.token, title: "Greenwich bike", at: (51.48, 0.0))
+            func titles(_ query: String) async throws -> Set<String> {
+                Set(try await client.marketPage(query, owner.token).data.map(\.title))
+            }
+            #expect(try await titles("bbox=85,27,86,28") == ["Kathmandu bike"])
+            #expect(try await titles("bbox=170,-20,-170,-10") == ["Suva bike", "Taveuni bike"], "across the antimeridian")
+            #expect(try await titles("bbox=-170,-20,170,-10") == [], "the other way round: the rest of the world at those latitudes")
+            #expect(try await titles("bbox=-1,50,1,52&near=51.5,0.1&sort=distance") == ["Greenwich bike"])
+
+            _ = try await client.postLoan(owner.token, title: "Suva loan", lat: -18.14, lng: 178.44)
+            _ = try await client.postLoan(owner.token, title: "Pokhara loan")
+            let loans = try await client.send(.get, "/v1/loans?bbox=175,-20,-175,-15", token: owner.token)
+            #expect(loans.status == .ok)
+            #expect((loans.json["data"] as? [[String: Any]])?.compactMap { $0["title"] as? String } == ["Suva loan"])
+
+            for bad in ["1,2,3", "0,10,1,5", "200,0,201,1", "1e1,0,2,1", "a,b,c,d"] {
+                let refused = try await client.send(.get, "/v1/market?bbox=\(bad)", token: owner.token)
+                #expect(refused.status == .unprocessableContent, "\(bad)")
+                #expect(refused.fieldCodes["bbox"] == "invalid_bbox", "\(bad): \(refused)")
+            }
+        }
+    }
+
     @Test func pagesNeitherRepeatNorSkipWhileItemsArrive() async throws {
         try await withServer { client, _ in
             let owner = try await client.user("owner")

@@ -3235,6 +3235,13 @@ public struct Client: APIProtocol {
                     in: &request,
                     style: .form,
                     explode: true,
+                    name: "bbox",
+                    value: input.query.bbox
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
                     name: "sort",
                     value: input.query.sort
                 )
@@ -6966,6 +6973,13 @@ public struct Client: APIProtocol {
                     explode: true,
                     name: "radiusKm",
                     value: input.query.radiusKm
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "bbox",
+                    value: input.query.bbox
                 )
                 try converter.setQueryItemAsURI(
                     in: &request,

@@ -26,5 +26,9 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/MinPosition`.
         public typealias MinPosition = Swift.Int64
+        /// A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
+        ///
+        /// - Remark: Generated from `#/components/parameters/BoundingBox`.
+        public typealias BoundingBox = Swift.String
     }
 }

@@ -6320,6 +6320,10 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/radiusKm`.
                 public var radiusKm: Swift.Double?
+                /// A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/GET/query/bbox`.
+                public var bbox: Components.Parameters.BoundingBox?
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/sort`.
                 @frozen public enum SortPayload: String, Codable, Hashable, Sendable, CaseIterable {
                     case newest = "newest"
@@ -6355,6 +6359,7 @@ public enum Operations {
                 ///   - maxPriceCents: Highest price
                 ///   - near: lat,lng: adds distanceKm
                 ///   - radiusKm: Only within this distance of `near`
+                ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
                 ///   - sort: distance needs `near`
                 ///   - updatedSince: Only what changed after this time. With it, items that left the market since (reserved, closed, withdrawn) are answered too, with their status, so that a client can remove them
                 ///   - limit: Page size
@@ -6368,6 +6373,7 @@ public enum Operations {
                     maxPriceCents: Swift.Int? = nil,
                     near: Swift.String? = nil,
                     radiusKm: Swift.Double? = nil,
+                    bbox: Components.Parameters.BoundingBox? = nil,
                     sort: Operations.ListMarket.Input.Query.SortPayload? = nil,
                     updatedSince: Foundation.Date? = nil,
                     limit: Swift.Int? = nil,
@@ -6381,6 +6387,7 @@ public enum Operations {
                     self.maxPriceCents = maxPriceCents
                     self.near = near
                     self.radiusKm = radiusKm
+                    self.bbox = bbox
                     self.sort = sort
                     self.updatedSince = updatedSince
                     self.limit = limit
@@ -6580,7 +6587,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`); a bad `X-Min-Position` (`invalid_position`)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`)
             ///
             /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/422`.
             ///
@@ -13980,6 +13987,10 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/radiusKm`.
                 public var radiusKm: Swift.Double?
+                /// A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
+                ///
+                /// - Remark: Generated from `#/paths/v1/loans/GET/query/bbox`.
+                public var bbox: Components.Parameters.BoundingBox?
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/sort`.
                 @frozen public enum SortPayload: String, Codable, Hashable, Sendable, CaseIterable {
                     case newest = "newest"
@@ -14010,6 +14021,7 @@ public enum Operations {
                 ///   - q: Words that must all be in the title
                 ///   - near: lat,lng: adds distanceKm
                 ///   - radiusKm: Only within this distance of `near`
+                ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
                 ///   - sort: distance needs `near`
                 ///   - updatedSince: Only what changed after this time
                 ///   - limit: Page size
@@ -14021,6 +14033,7 @@ public enum Operations {
                     q: Swift.String? = nil,
                     near: Swift.String? = nil,
                     radiusKm: Swift.Double? = nil,
+                    bbox: Components.Parameters.BoundingBox? = nil,
                     sort: Operations.ListLoans.Input.Query.SortPayload? = nil,
                     updatedSince: Foundation.Date? = nil,
                     limit: Swift.Int? = nil,
@@ -14032,6 +14045,7 @@ public enum Operations {
                     self.q = q
                     self.near = near
                     self.radiusKm = radiusKm
+                    self.bbox = bbox
                     self.sort = sort
                     self.updatedSince = updatedSince
                     self.limit = limit
@@ -14230,7 +14244,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/422`.
             ///

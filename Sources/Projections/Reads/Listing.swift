@@ -112,6 +112,9 @@ public struct MapListing: Sendable {
     public var words: [String] = []
     public var near: (lat: Double, lng: Double)?
     public var radiusKm: Double?
+    /// A map's viewport: what lies within these latitudes and longitudes. `minLng` above
+    /// `maxLng` is a viewport across the antimeridian (170 to -170: twenty degrees).
+    public var box: (minLng: Double, minLat: Double, maxLng: Double, maxLat: Double)?
     public var byDistance = false
     public var updatedSince: Date?
     public var limit = 20
@@ -149,6 +152,12 @@ public struct MapListing: Sendable {
     func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
+        if let box {
+            conditions.append("lat BETWEEN \(box.minLat) AND \(box.maxLat)")
+            conditions.append(
+                box.minLng <= box.maxLng
+                    ? "lng BETWEEN \(box.minLng) AND \(box.maxLng)" : "(lng >= \(box.minLng) OR lng <= \(box.maxLng))")
+        }
         // One condition a word, each one the title's trigram index can answer (migration 0016).
         for pattern in titlePatterns { conditions.append("title ILIKE \(pattern)") }
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
