@@ -31,8 +31,12 @@ public struct PostgresConfiguration: Sendable, Hashable {
             connectTimeoutSeconds ?? ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"].flatMap { Int($0) }.map { max(2, $0) } ?? 5
         self.applicationName = applicationName
         self.settings = try Self.parse(connectionString)
-        self.targetSessionAttributes = (settings["host"] ?? settings["hostaddr"] ?? "").contains(",") ? "read-write" : nil
+        self.targetSessionAttributes = nil
+        if hasSeveralHosts { targetSessionAttributes = "read-write" }
     }
+
+    /// Whether the string names several hosts (`host=a,b`, `postgresql://a,b/db`).
+    public var hasSeveralHosts: Bool { (settings["host"] ?? settings["hostaddr"] ?? "").contains(",") }
 
     public var host: String { settings["hostaddr"] ?? settings["host"] ?? "localhost" }
     public var port: String { settings["port"] ?? "5432" }

@@ -1,6 +1,5 @@
 import EventStore
 import Hummingbird
-import Synchronization
 import Logging
 import Postgres
 
@@ -31,24 +30,13 @@ public struct Readiness: Sendable {
     }
 
     /// How far the replica is behind, or why that is unknown; nil without one. A replica that
-    /// does not answer leaves the server ready (its reads go to the primary meanwhile), and
-    /// one that does not answer within a second is reported unavailable: a probe must not
-    /// wait out a connect timeout.
+    /// does not answer (within a second) leaves the server ready: its reads go to the primary.
     func replicaStatus() async -> ReplicaStatus? {
         guard let replica else { return nil }
-        let unavailable = ReplicaStatus(status: "unavailable", lagPositions: nil, lagSeconds: nil)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<ReplicaStatus, Never>) in
-            let first = FirstAnswer(continuation)
-            // Unstructured: a libpq call does not stop when cancelled, and the answer must not wait for it.
-            Task {
-                let lag = try? await replica.lag()
-                first.give(lag.map { ReplicaStatus(status: "streaming", lagPositions: $0.positions, lagSeconds: $0.seconds) } ?? unavailable)
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(1))
-                first.give(unavailable)
-            }
+        guard let lag = await replica.lag(within: .seconds(1)) else {
+            return ReplicaStatus(status: "unavailable", lagPositions: nil, lagSeconds: nil)
         }
+        return ReplicaStatus(status: "streaming", lagPositions: lag.positions, lagSeconds: lag.seconds)
     }
 
     public func check() async -> Report {
@@ -112,15 +100,4 @@ struct ReplicaStatus: Codable, Sendable {
     var status: String
     var lagPositions: Int64?
     var lagSeconds: Double?
-}
-
-/// Resumes a continuation with the first value given, and ignores the rest.
-final class FirstAnswer<Value: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
-
-    init(_ continuation: CheckedContinuation<Value, Never>) { self.continuation = Mutex(continuation) }
-
-    func give(_ value: Value) {
-        continuation.withLock { $0.take() }?.resume(returning: value)
-    }
 }

@@ -36,25 +36,23 @@ struct MetricsController<Context: RequestContext>: Sendable {
         Gauge(label: "lender_pool_waiting").record(usage.waiting)
         Gauge(label: "lender_pool_connections_open").record(usage.open)
         await recordProjectionLag(context.logger)
-        await recordReplicaLag(context.logger)
+        await recordReplicaLag()
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: LenderMetrics.registry.emitToBuffer())))
     }
 
     /// `lender_replica_lag_events` and `lender_replica_lag_seconds`, with a read replica;
-    /// `lender_replica_up` 0 while it does not answer.
-    func recordReplicaLag(_ logger: Logger) async {
+    /// `lender_replica_up` 0 while it does not answer (within a second: the scrape goes on).
+    func recordReplicaLag() async {
         guard let replica else { return }
-        do {
-            let lag = try await replica.lag()
-            Gauge(label: "lender_replica_lag_events").record(lag.positions)
-            Gauge(label: "lender_replica_lag_seconds").record(lag.seconds)
-            Gauge(label: "lender_replica_up").record(1)
-        } catch {
+        guard let lag = await replica.lag(within: .seconds(1)) else {
             Gauge(label: "lender_replica_up").record(0)
-            logger.warning("metrics: the read replica does not answer", metadata: ["error": "\(error)"])
+            return
         }
+        Gauge(label: "lender_replica_lag_events").record(lag.positions)
+        Gauge(label: "lender_replica_lag_seconds").record(lag.seconds)
+        Gauge(label: "lender_replica_up").record(1)
     }
 
     /// How far each projection's checkpoint is behind the log head, in events: 0 for the inline

@@ -32,7 +32,7 @@ public final class ReadReplica: Sendable {
         self.pool = pool
         self.primary = primary
         self.logger = logger
-        self.severalHosts = (pool.configuration.settings["host"] ?? pool.configuration.settings["hostaddr"] ?? "").contains(",")
+        self.severalHosts = pool.configuration.hasSeveralHosts
     }
 
     /// Where a read that must see the log up to `minimum` goes; anything without one, the replica.
@@ -66,6 +66,25 @@ public final class ReadReplica: Sendable {
         public var primaryHead: Int64
     }
 
+    /// The lag, or nil when the replica (or the primary) does not answer within `limit`: a
+    /// probe or a scrape must not wait out a connect timeout. The query is left to finish
+    /// by itself, since a libpq call does not stop when cancelled.
+    public func lag(within limit: Duration) async -> Lag? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Lag?, Never>) in
+            let first = FirstAnswer(continuation)
+            Task {
+                do { first.give(try await lag()) } catch {
+                    logger.warning("the read replica's lag is unknown", metadata: ["error": "\(error)"])
+                    first.give(nil)
+                }
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                first.give(nil)
+            }
+        }
+    }
+
     public func lag() async throws -> Lag {
         let replicaHead = try await head()
         let primary = try await primary.query(
@@ -81,6 +100,17 @@ public final class ReadReplica: Sendable {
         return Lag(
             positions: behind, seconds: behind == 0 ? 0 : max(0, try primary.decode(1, as: Double.self)),
             replicaHead: replicaHead, primaryHead: primaryHead)
+    }
+}
+
+/// Resumes a continuation with the first value given, and ignores the rest.
+final class FirstAnswer<Value: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
+
+    init(_ continuation: CheckedContinuation<Value, Never>) { self.continuation = Mutex(continuation) }
+
+    func give(_ value: Value) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }
 

@@ -82,6 +82,10 @@ struct FailoverTests {
         #expect(clock.now - asked < .seconds(3), "a silent replica does not hold the probe")
         #expect(ready.status == .ok)
         #expect((ready.json["replica"] as? [String: Any])?["status"] as? String == "unavailable", "\(ready)")
+        let scraped = clock.now
+        let metrics = String(decoding: try await server.send(.get, "/metrics").data, as: UTF8.self)
+        #expect(clock.now - scraped < .seconds(3), "nor the scrape")
+        #expect(metrics.contains("lender_replica_up 0"), "\(metrics.split(separator: "\n").filter { $0.contains("replica") })")
     }
 
     @Test func aFailoverUnderLoadLosesNothingAcknowledgedAndRepeatsNoPosition() async throws {
