@@ -35,6 +35,7 @@ ensure_packages() {
     command -v psql >/dev/null || need+=(postgresql-client)
     command -v pkg-config >/dev/null || need+=(pkg-config)
     pkg-config --exists libpq 2>/dev/null || need+=(libpq-dev)
+    pkg-config --exists vips 2>/dev/null || need+=(libvips-dev)
     [ ${#need[@]} -eq 0 ] && return
     if is_root && command -v apt-get >/dev/null; then
         say "installing ${need[*]}"

@@ -95,6 +95,12 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemReserved.self, wrap: ItemEvent.reserved)
         codec.register(ItemClosed.self, wrap: ItemEvent.closed)
         codec.register(ItemRelisted.self, wrap: ItemEvent.relisted)
+        codec.register(
+            ReviewWritten.self, personal: [.init("text", of: .field("authorID"), redacted: .string(Redacted.text))],
+            wrap: ItemEvent.reviewWritten)
+        codec.register(
+            MessageSent.self, personal: [.init("text", of: .field("authorID"), redacted: .string(Redacted.text))],
+            wrap: ItemEvent.messageSent)
         return DomainCodec(codec)
     }()
 }
@@ -136,7 +142,7 @@ public enum Redacted {
 
 /// The personal fields of every event the server writes (SPEC §11.3): e-mail, display name,
 /// country, where a person keeps or needs things and where a borrower works, what a bidder
-/// wrote, card fingerprints and processor tokens. Titles, descriptions, amounts, ids,
+/// wrote in a bid, a review or a message, card fingerprints and processor tokens. Titles, descriptions, amounts, ids,
 /// statuses and handles stay clear: they are the listing's or public.
 public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.codec.personalFields
     .merging(DomainCodec.item.codec.personalFields) { $1 }

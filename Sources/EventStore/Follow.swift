@@ -112,10 +112,12 @@ public enum FollowStep: Sendable {
 }
 
 /// A wake-up that is never lost: a ring with nobody waiting is kept for the next wait.
-final class Doorbell: Sendable {
+public final class Doorbell: Sendable {
+    public init() {}
+
     private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
-    func ring() {
+    public func ring() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter else {
                 state.rung = true
@@ -128,7 +130,7 @@ final class Doorbell: Sendable {
     }
 
     /// Returns at the next ring, at once if one is pending, or after `timeout`.
-    func wait(timeout: Duration) async {
+    public func wait(timeout: Duration) async {
         let timer = Task { [weak self] in
             guard (try? await Task.sleep(for: timeout)) != nil else { return }
             self?.ring()

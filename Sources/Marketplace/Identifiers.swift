@@ -57,3 +57,5 @@ public typealias UserID = Identifier<UserTag>
 public typealias ItemID = Identifier<ItemTag>
 public typealias BidID = Identifier<BidTag>
 public typealias CardID = Identifier<CardTag>
+public enum MessageTag {}
+public typealias MessageID = Identifier<MessageTag>

@@ -181,6 +181,8 @@ public enum ItemEvent: Hashable, Sendable {
     case reserved(ItemReserved)
     case closed(ItemClosed)
     case relisted(ItemRelisted)
+    case reviewWritten(ReviewWritten)
+    case messageSent(MessageSent)
 }
 
 // MARK: Commands
@@ -296,6 +298,8 @@ public enum ItemCommand: Hashable, Sendable {
     case approveBid(BidID)
     case complete
     case relist
+    case review(WriteReview)
+    case sendMessage(SendMessage)
 }
 
 // MARK: Decider
@@ -340,6 +344,10 @@ public struct PostedItem: Hashable, Sendable {
     public var status: ItemStatus = .available
     /// In the order placed.
     public var bids: [Bid] = []
+    /// The bid approved for the current reservation, if the item is reserved.
+    public var reservedBid: BidID?
+    /// Every deal completed on the item, oldest first (a rental may be relisted and rented again).
+    public var completedDeals: [CompletedDeal] = []
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -498,6 +506,12 @@ public enum ItemDecider {
                 throw DomainError(.conflict, "item_not_relistable", "Only a closed rental can be relisted.")
             }
             return [.relisted(ItemRelisted())]
+
+        case .review(let review):
+            return [try Self.review(review, state, actor: actor)]
+
+        case .sendMessage(let message):
+            return [try Self.message(message, state, actor: actor)]
         }
     }
 
@@ -552,12 +566,23 @@ public enum ItemDecider {
             }
         case .bidApproved(let approved):
             setBid(approved.bidID) { $0.status = .approved }
-        case .reserved:
+        case .reserved(let reserved):
             item.status = .reserved
+            item.reservedBid = reserved.bidID
         case .closed:
             item.status = .closed
+            if let bidID = item.reservedBid, let bid = item.bid(bidID) {
+                item.completedDeals.append(CompletedDeal(bidID: bidID, bidderID: bid.bidderID))
+            }
+            item.reservedBid = nil
         case .relisted:
             item.status = .available
+        case .reviewWritten(let review):
+            if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
+                item.completedDeals[index].reviewedBy.insert(review.role)
+            }
+        case .messageSent:
+            break
         }
     }
 

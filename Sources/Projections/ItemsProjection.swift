@@ -4,7 +4,8 @@ import Foundation
 import Marketplace
 import Postgres
 
-/// `items_view` and `bids_view`: every item and bid as clients read them.
+/// `items_view`, `bids_view`, `reviews_view` and `messages_view`: every item, bid, review and
+/// message as clients read them, and the ratings they add up to in `users_view`.
 ///
 /// Total, like `evolve`: a valid event never fails here. A handle not (yet) in
 /// `users_view` is written as empty rather than refusing the event.
@@ -85,12 +86,42 @@ public struct ItemsProjection: InlineProjection {
                 try setBid(&session, rejected.bidID, .rejected, reason: rejected.reason, event)
             case .bidApproved(let approved):
                 try setBid(&session, approved.bidID, .approved, reason: nil, event)
+            case .reviewWritten(let review):
+                try session.query(
+                    """
+                    INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position)
+                    VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
+                            \(review.subjectID.rawValue), \(review.stars), \(review.text), \(at), \(event.position))
+                    ON CONFLICT (bid_id, role) DO NOTHING
+                    """, prepared: true)
+                try session.query(
+                    """
+                    UPDATE users_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars)
+                    WHERE user_id = \(review.subjectID.rawValue)
+                    """, prepared: true)
+                // A renter's review rates the item too; an owner's rates only the renter.
+                if review.role == .bidder {
+                    try session.query(
+                        """
+                        UPDATE items_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars),
+                               updated_at = \(at), position = \(event.position)
+                        WHERE item_id = \(item)
+                        """, prepared: true)
+                }
+            case .messageSent(let message):
+                try session.query(
+                    """
+                    INSERT INTO messages_view (message_id, bid_id, item_id, author_id, recipient_id, text, created_at, position)
+                    VALUES (\(message.messageID.rawValue), \(message.bidID.rawValue), \(item), \(message.authorID.rawValue),
+                            \(message.recipientID.rawValue), \(message.text), \(at), \(event.position))
+                    ON CONFLICT (message_id) DO NOTHING
+                    """, prepared: true)
             }
         }
     }
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
-    /// bids lose their message. Both show `former user`, in step with the sealed fields' redaction.
+    /// bids lose their message; what they wrote in reviews and messages is removed (their stars stay). Both show `former user`, in step with the sealed fields' redaction.
     private func forget(_ event: ProjectedEvent, _ session: inout PostgresSession) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
         let user = forgotten.userID.rawValue
@@ -106,6 +137,9 @@ public struct ItemsProjection: InlineProjection {
                    message = CASE WHEN message IS NULL THEN NULL ELSE \(Redacted.text) END
             WHERE bidder_id = \(user)
             """, prepared: true)
+        try session.query(
+            "UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user) AND text <> ''", prepared: true)
+        try session.query("UPDATE messages_view SET text = \(Redacted.text) WHERE author_id = \(user)", prepared: true)
     }
 
     private func insertItem(

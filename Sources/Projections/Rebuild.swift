@@ -9,12 +9,15 @@ public struct ViewGroup: Sendable {
     public var projections: [any InlineProjection]
     public var tables: [String]
 
-    /// Every view. Users and items are one group: the items projection reads users' handles
-    /// and counts their completed deals in `users_view`.
+    /// Every view. Users, items and feeds are one group: the items projection reads users'
+    /// handles and counts their completed deals and ratings in `users_view`; the feed reads bids.
     public static let all: [ViewGroup] = [
         ViewGroup(
-            name: "users", projections: [UsersProjection(), ItemsProjection()],
-            tables: ["users_view", "cards_view", "items_view", "bids_view"]),
+            name: "users", projections: [UsersProjection(), ItemsProjection(), FeedProjection()],
+            tables: [
+                "users_view", "cards_view", "items_view", "bids_view", "reviews_view", "messages_view", "feed_view",
+                "feed_loan_lenders",
+            ]),
         ViewGroup(
             name: "loans", projections: [LoansProjection()],
             tables: ["loans_view", "loan_shares_view", "country_loans_view"]),

@@ -26,7 +26,7 @@ public struct ServerConfiguration: Sendable {
 /// `X-Min-Position` asks for a position it has not replayed yet. Everything a command
 /// answers, and every read a command decides on, comes from the primary.
 ///
-/// `heartbeat`: how long the auditors' live stream stays silent before it writes a comment.
+/// `heartbeat`: how long a live stream (the auditors', a user's feed) stays silent before it writes a comment.
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
@@ -50,6 +50,9 @@ public func buildRouter(
     let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, heartbeat: heartbeat)
+    let conversations = ConversationsController(
+        gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
+        hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat))
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self)
@@ -76,6 +79,11 @@ public func buildRouter(
     signedIn.delete("sessions/current", use: accountRoutes.logout)
     signedIn.get("me/export", use: profiles.export)
     signedIn.delete("me", use: accountRoutes.close)
+    signedIn.get("me/feed", use: conversations.feed)
+    signedIn.get("me/feed/stream", use: conversations.feedStream)
+    signedIn.get("users/:userID/reviews", use: conversations.userReviews)
+    signedIn.get("items/:itemID/reviews", use: conversations.itemReviews)
+    signedIn.get("bids/:bidID/messages", use: conversations.messages)
 
     // Reads a replica may serve (`X-Min-Position`, `X-Read-From`).
     let replicaReads = signedIn.group().add(middleware: ReadPlacementMiddleware(replica: replica))
@@ -87,6 +95,7 @@ public func buildRouter(
     replicaReads.get("users/:userID", use: profiles.user)
     replicaReads.get("countries", use: countries.list)
     replicaReads.get("market", use: market.market)
+    replicaReads.get("market/clusters", use: market.clusters)
     replicaReads.get("loans", use: loans.list)
 
     // Commands: a repeated `Idempotency-Key` answers again; writes count against hourly limits.
@@ -117,6 +126,8 @@ public func buildRouter(
     changes.post("bids/:bidID/approve", use: items.approveBid)
     changes.post("bids/:bidID/withdraw", use: items.withdrawBid)
     changes.post("bids/:bidID/reject", use: items.rejectBid)
+    changes.post("items/:itemID/reviews", use: conversations.review)
+    changes.post("bids/:bidID/messages", use: conversations.sendMessage)
 
     postings.post("loans", use: loans.postLoan)
     user.get("loans/:loanID", use: loans.loan)

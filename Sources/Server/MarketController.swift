@@ -2,13 +2,47 @@ import Hummingbird
 import Marketplace
 import Projections
 
-/// `GET /v1/market`: available items, filtered, newest first or nearest first, in keyset pages.
+/// `GET /v1/market`: available items, filtered, newest first or nearest first, in keyset pages;
+/// `GET /v1/market/clusters`: how many of them lie in each cell of a map's grid.
 struct MarketController: Sendable {
     let items: Replicated<ItemsView>
 
-    /// The market's own filters, on top of the shared ones; every bad parameter in one 422.
     @Sendable func market(_ request: Request, context: UserContext) async throws -> Page<ItemResource> {
         var query = ListQuery(request)
+        let filter = Self.filter(&query)
+        try query.throwIfAny()
+        return try await items.on(context).market(filter)
+    }
+
+    /// A zoomed-out map's counts: `zoom` (0 to 20) sets the grid, `bbox` the part of the world
+    /// (all of it without one), and the market's filters which items count. A box wider than
+    /// `maxCellsAcross` cells at that zoom is refused: such a map has more pins than a screen.
+    @Sendable func clusters(_ request: Request, context: UserContext) async throws -> MarketClusters {
+        var query = ListQuery(request)
+        let filter = Self.filter(&query)
+        var zoom = 0
+        if let value = query.text("zoom"), let given = Int(value), MarketClusters.zooms.contains(given) {
+            zoom = given
+        } else {
+            query.bad("zoom", "invalid_zoom", "a whole number from 0 to 20")
+        }
+        if query.problems.isEmpty {
+            let degrees = filter.listing.box.map { box in
+                box.minLng <= box.maxLng ? box.maxLng - box.minLng : 360 - (box.minLng - box.maxLng)
+            } ?? 360
+            if MarketClusters.cellsAcross(degrees: degrees, zoom: zoom) > Double(Self.maxCellsAcross) {
+                query.bad("bbox", "bbox_too_wide", "at most \(Self.maxCellsAcross) cells across at this zoom: zoom out or send the map's viewport")
+            }
+        }
+        try query.throwIfAny()
+        return try await items.on(context).clusters(filter, zoom: zoom)
+    }
+
+    /// A 4K screen is 120 cells of 32 px across.
+    static let maxCellsAcross = 512
+
+    /// The market's own filters, on top of the shared ones; every bad parameter in one 422.
+    static func filter(_ query: inout ListQuery) -> MarketFilter {
         var filter = MarketFilter(listing: query.listing)
         if let value = query.text("kind") {
             filter.kind = ItemKind(rawValue: value)
@@ -25,7 +59,6 @@ struct MarketController: Sendable {
                 query.bad(name, "invalid_price", "a whole number of cents, 0 to 2147483647")
             }
         }
-        try query.throwIfAny()
-        return try await items.on(context).market(filter)
+        return filter
     }
 }

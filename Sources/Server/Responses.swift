@@ -15,3 +15,7 @@ extension Country: ResponseEncodable {}
 extension BidHistoryEntry: ResponseEncodable {}
 extension PaidCart: ResponseEncodable {}
 extension Session: ResponseEncodable {}
+extension MarketClusters: ResponseEncodable {}
+extension ReviewResource: ResponseEncodable {}
+extension MessageResource: ResponseEncodable {}
+extension Notice: ResponseEncodable {}

@@ -3,8 +3,9 @@ import EventStore
 import Marketplace
 import Projections
 
-/// Bids: placing one, decided on the item and on its owner's blocks; and the commands on a
-/// bid (approve, withdraw, reject), decided on the stream of the item it was placed on.
+/// Bids: placing one, decided on the item and on its owner's blocks; the commands on a bid
+/// (approve, withdraw, reject), decided on the stream of the item it was placed on; and the
+/// messages its two parties write on it, decided there too and on the recipient's blocks.
 public struct Bidding: Sendable {
     let gateway: CommandGateway
     let items: ItemsView
@@ -36,6 +37,29 @@ public struct Bidding: Sendable {
             return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
         }
         return (placed, append)
+    }
+
+    /// Writes to the other party of a bid; answers the message's id and the append. Like a
+    /// bid, decided on the recipient's blocks as read and appended only if they still hold.
+    public func send(_ message: SendMessage, by actor: UserID) async throws -> (message: MessageID, append: AppendResult?) {
+        let itemID = try await items.item(ofBid: message.bidID)
+        let (sent, append) = try await gateway.handleAcross("sendMessage", actor: actor) {
+            (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: MessageID) in
+            let item = try await reads.load(.item, id: itemID)
+            var checks = [StreamWrite]()
+            var decided = message
+            if let owner = item.ownerID, let bid = item.item?.bid(message.bidID) {
+                let recipient = actor == owner ? bid.bidderID : owner
+                decided.isBlockedByRecipient = try await reads.load(.user, id: recipient).blocked.contains(actor)
+                checks.append(try StreamWrite([UserEvent](), to: .user, id: recipient))
+            }
+            let events = try Aggregate.item.decide(.sendMessage(decided), item, actor)
+            guard case .messageSent(let sent)? = events.first else {
+                throw DomainError.bidNotFound.saying("No message was sent.")
+            }
+            return ([try StreamWrite(events, to: .item, id: itemID)] + checks, sent.messageID)
+        }
+        return (sent, append)
     }
 
     /// A command on a bid, decided on its item's stream.

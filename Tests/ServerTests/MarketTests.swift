@@ -134,6 +134,54 @@ struct MarketTests {
         }
     }
 
+    /// A zoomed-out map's counts: every available item in the box in exactly one cell, at
+    /// every zoom, across the antimeridian too; a withdrawn item counts nowhere.
+    @Test func clustersSumToTheItemsInTheBox() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            var posted = [ItemID: (Double, Double)]()
+            let places = [kathmandu, bhaktapur, pokhara, delhi, (-18.14, 178.44), (-16.8, -179.9), (51.48, 0.0), (89.9, 10)]
+            for (index, place) in places.enumerated() {
+                posted[try await client.post(owner.token, title: "Thing \(index)", at: place)] = place
+            }
+            let gone = try await client.post(owner.token, title: "Gone", at: kathmandu)
+            #expect(try await client.send(.post, "/v1/items/\(gone)/withdraw", token: owner.token).status == .ok)
+            func clusters(_ query: String) async throws -> [[String: Any]] {
+                let reply = try await client.send(.get, "/v1/market/clusters?\(query)", token: owner.token)
+                #expect(reply.status == .ok, "\(reply)")
+                return reply.json["cells"] as? [[String: Any]] ?? []
+            }
+            func total(_ cells: [[String: Any]]) -> Int { cells.compactMap { $0["count"] as? Int }.reduce(0, +) }
+            for zoom in [0, 2, 5] {
+                let cells = try await clusters("zoom=\(zoom)")
+                #expect(total(cells) == places.count, "zoom \(zoom): \(cells)")
+                for cell in cells {
+                    let sample = try #require((cell["sampleItemId"] as? String).flatMap(ItemID.init))
+                    #expect(posted[sample] != nil, "a sample is an item of the market")
+                }
+            }
+            // Far apart at zoom 5; the Kathmandu valley's two in one cell at zoom 2.
+            #expect(try await clusters("zoom=5").count > (try await clusters("zoom=2")).count)
+            let valley = try await clusters("zoom=5&bbox=85,27,86,28")
+            #expect(valley.count == 1 && total(valley) == 2, "\(valley)")
+            let lat = try #require(valley.first?["lat"] as? Double)
+            #expect(abs(lat - (kathmandu.0 + bhaktapur.0) / 2) < 1e-9, "a cluster sits where its items are on average")
+            let pacific = try await clusters("zoom=4&bbox=170,-20,-170,-10")
+            #expect(total(pacific) == 2 && pacific.count == 2, "across the antimeridian: \(pacific)")
+            #expect(try await clusters("zoom=3&bbox=170,-20,-170,-10&kind=request").isEmpty, "the market's filters apply")
+
+            for (query, field, code) in [
+                ("", "zoom", "invalid_zoom"), ("zoom=21", "zoom", "invalid_zoom"), ("zoom=x", "zoom", "invalid_zoom"),
+                ("zoom=12", "bbox", "bbox_too_wide"), ("zoom=3&bbox=1,2,3", "bbox", "invalid_bbox"),
+                ("zoom=3&kind=boat", "kind", "invalid_kind"),
+            ] {
+                let refused = try await client.send(.get, "/v1/market/clusters?\(query)", token: owner.token)
+                #expect(refused.status == .unprocessableContent, "\(query)")
+                #expect(refused.fieldCodes[field] == code, "\(query): \(refused)")
+            }
+        }
+    }
+
     @Test func pagesNeitherRepeatNorSkipWhileItemsArrive() async throws {
         try await withServer { client, _ in
             let owner = try await client.user("owner")

@@ -248,11 +248,12 @@ struct EventStreamTests {
         let connection: RawConnection
         var socket: Int32 { connection.socket }
 
-        init(port: Int, path: String, token: String) throws {
+        init(port: Int, path: String, token: String, lastEventID: Int64? = nil) throws {
             connection = try RawConnection(port: port)
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
+            let resume = lastEventID.map { "Last-Event-ID: \($0)\r\n" } ?? ""
+            let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\(resume)\r\n"
             _ = request.withCString { send(socket, $0, strlen($0), 0) }
         }
 

@@ -75,17 +75,72 @@ public struct ItemsView: Sendable {
     public func market(_ filter: MarketFilter) async throws -> Page<ItemResource> {
         var filters: [PostgresQuery] = []
         if filter.listing.updatedSince == nil { filters.append("status = 'available'") }
-        if let kind = filter.kind { filters.append("kind = \(kind.rawValue)") }
-        if let category = filter.category { filters.append("category = \(category.rawValue)") }
-        if let minimum = filter.minPriceCents { filters.append("price_cents >= \(minimum)") }
-        if let maximum = filter.maxPriceCents { filters.append("price_cents <= \(maximum)") }
-        if let country = filter.country {
-            filters.append("owner_id IN (SELECT user_id FROM users_view WHERE country = \(country))")
-        }
+        filters += filter.conditions
         let rows = try await pool.query(
             filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters),
             prepared: filter.listing.near == nil)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try ItemResource($0, position: nil) }
+    }
+
+    /// The available items in the filter's box (the whole world without one), counted per
+    /// cell of a grid of `MarketClusters.cellPixels` at `zoom`: where each cell's items lie on
+    /// average, how many, and one of them. From the view's Mercator coordinates (migration 0018).
+    public func clusters(_ filter: MarketFilter, zoom: Int) async throws -> MarketClusters {
+        let shift = MarketClusters.shift(zoom: zoom)
+        let conditions: [PostgresQuery] = ["status = 'available'"] + filter.listing.boxConditions + filter.conditions
+        var statement: PostgresQuery = """
+            SELECT map_x >> \(shift)::integer AS cell_x, map_y >> \(shift)::integer AS cell_y, count(*)::int AS count, avg(lat) AS lat,
+                   avg(lng) AS lng, min(item_id::text) AS sample
+            FROM items_view WHERE
+            """
+        statement.append(" ")
+        statement.append(.joined(conditions, separator: " AND "))
+        statement.append(" GROUP BY cell_x, cell_y ORDER BY cell_y, cell_x")
+        let rows = try await pool.query(statement)
+        return MarketClusters(
+            cells: try rows.map { row in
+                MarketClusters.Cell(
+                    lat: try row.decode("lat"), lng: try row.decode("lng"), count: try row.decode("count"),
+                    sampleItemId: ItemID(UUID(uuidString: try row.decode("sample")) ?? UUID()))
+            })
+    }
+}
+
+/// Counts of the market per cell of a map's grid.
+public struct MarketClusters: Codable, Sendable {
+    public struct Cell: Codable, Sendable {
+        /// Where the cell's items lie on average: where a map draws the cluster.
+        public var lat: Double
+        public var lng: Double
+        public var count: Int
+        public var sampleItemId: ItemID
+    }
+
+    public var cells: [Cell]
+
+    /// Cells of 32 px on a map of 256-px tiles: 8 × 8 a tile, 2^(zoom+3) across the world.
+    public static let cellPixels = 32
+    public static let zooms = 0...20
+
+    /// The right shift from the view's coordinates (2^24 across the world) to cells at `zoom`.
+    static func shift(zoom: Int) -> Int { 21 - zoom }
+
+    /// Cells across a box of `degrees` of longitude at `zoom`, as a bound on an answer's size.
+    public static func cellsAcross(degrees: Double, zoom: Int) -> Double { degrees / 360 * Double(1 << (zoom + 3)) }
+}
+
+extension MarketFilter {
+    /// The market's own filters, as conditions on `items_view`.
+    var conditions: [PostgresQuery] {
+        var filters: [PostgresQuery] = []
+        if let kind { filters.append("kind = \(kind.rawValue)") }
+        if let category { filters.append("category = \(category.rawValue)") }
+        if let minimum = minPriceCents { filters.append("price_cents >= \(minimum)") }
+        if let maximum = maxPriceCents { filters.append("price_cents <= \(maximum)") }
+        if let country {
+            filters.append("owner_id IN (SELECT user_id FROM users_view WHERE country = \(country))")
+        }
+        return filters
     }
 }
 
@@ -120,6 +175,9 @@ public struct ItemResource: Codable, Sendable {
     public var neededFrom: String?
     public var neededUntil: String?
     public var bidCount: Int
+    /// The mean of its renters' stars, to one decimal; nil before the first review.
+    public var rating: Double?
+    public var reviewCount: Int
     public var createdAt: Date
     public var updatedAt: Date
     /// The other party's e-mail, for the owner and the approved bidder only.
@@ -131,7 +189,8 @@ public struct ItemResource: Codable, Sendable {
     /// What `init(_:position:)` reads, besides `distance_km`.
     static let columns = """
         item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
-        window_from::text AS window_from, window_until::text AS window_until, status, bid_count, created_at, updated_at
+        window_from::text AS window_from, window_until::text AS window_until, status, bid_count, review_count,
+        review_stars, created_at, updated_at
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -153,6 +212,8 @@ public struct ItemResource: Codable, Sendable {
         ownerHandle = try row.decode("owner_handle")
         location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
         bidCount = try row.decode("bid_count")
+        reviewCount = try row.decode("review_count")
+        rating = Rating.mean(stars: try row.decode("review_stars"), count: reviewCount)
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
         distanceKm = try row.decode("distance_km", as: Double?.self)

@@ -140,6 +140,16 @@ public struct MapListing: Sendable {
         return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
     }
 
+    /// What lies within `box`, or nothing without one.
+    var boxConditions: [PostgresQuery] {
+        guard let box else { return [] }
+        return [
+            "lat BETWEEN \(box.minLat) AND \(box.maxLat)",
+            box.minLng <= box.maxLng
+                ? "lng BETWEEN \(box.minLng) AND \(box.maxLng)" : "(lng >= \(box.minLng) OR lng <= \(box.maxLng))",
+        ]
+    }
+
     /// The list's statement over `view` (a view with `earth`, `title`, `created_at` and
     /// `updated_at`, keyed by the column `id`): `columns`, the distance from `near`, the view's
     /// own `filters` and the listing's, each only when set, then one order, chosen here, that
@@ -152,12 +162,7 @@ public struct MapListing: Sendable {
     func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
-        if let box {
-            conditions.append("lat BETWEEN \(box.minLat) AND \(box.maxLat)")
-            conditions.append(
-                box.minLng <= box.maxLng
-                    ? "lng BETWEEN \(box.minLng) AND \(box.maxLng)" : "(lng >= \(box.minLng) OR lng <= \(box.maxLng))")
-        }
+        conditions += boxConditions
         // One condition a word, each one the title's trigram index can answer (migration 0016).
         for pattern in titlePatterns { conditions.append("title ILIKE \(pattern)") }
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "

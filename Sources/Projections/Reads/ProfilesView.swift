@@ -13,7 +13,7 @@ public struct ProfilesView: Sendable {
     public func publicProfile(_ id: UserID) async throws -> PublicProfile {
         let rows = try await pool.query(
             """
-            SELECT handle, display_name, country, member_since, completed_deals,
+            SELECT handle, display_name, country, member_since, completed_deals, review_count, review_stars,
                    (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
             FROM users_view u WHERE user_id = \(id.rawValue)
             """)
@@ -21,7 +21,9 @@ public struct ProfilesView: Sendable {
         return PublicProfile(
             id: id, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
             country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
-            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"))
+            postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"),
+            rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
+            reviewCount: try row.decode("review_count"))
     }
 
     /// The private profile, from six views in one round trip and one snapshot, so that the
@@ -33,7 +35,8 @@ public struct ProfilesView: Sendable {
         let answers = try await pool.snapshot(
             [
                 """
-                SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents
+                SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents,
+                       review_count, review_stars
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
@@ -51,7 +54,9 @@ public struct ProfilesView: Sendable {
             email: try row.decode("email"), country: try row.decode("country", as: String?.self),
             memberSince: try row.decode("member_since"), balanceCents: try row.decode("balance_cents"),
             defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
-            completedDeals: try row.decode("completed_deals"), cards: cards, posts: posts.data, bids: bids.data,
+            completedDeals: try row.decode("completed_deals"),
+            rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
+            reviewCount: try row.decode("review_count"), cards: cards, posts: posts.data, bids: bids.data,
             bidsReceived: received.data, approvalsGiven: given.data, approvalsReceived: approved.data, loans: loans.data,
             blocked: blocked.sorted { $0.description < $1.description },
             links: ProfileLinks(
@@ -72,6 +77,9 @@ public struct PublicProfile: Codable, Sendable {
     public var memberSince: Date
     public var postCount: Int
     public var completedDeals: Int
+    /// The mean of the stars of the reviews about them, to one decimal; nil before the first.
+    public var rating: Double?
+    public var reviewCount: Int
 }
 
 /// `GET /v1/me`, and the answer of every command on it (`PATCH /v1/me`, blocks): one resource.
@@ -86,6 +94,8 @@ public struct PrivateProfile: Codable, Sendable {
     public var balanceCents: Int
     public var defaultShareCents: Int?
     public var completedDeals: Int
+    public var rating: Double?
+    public var reviewCount: Int
     public var cards: [CardResource]
     /// The newest 20 of each list; `links` says where the rest are.
     public var posts: [ItemResource]
@@ -182,5 +192,12 @@ extension ProfilesView {
                 repaidCents: try row.decode("repaid_cents"), status: try row.decode("status"), place: try row.decode("place"),
                 createdAt: try row.decode("created_at"))
         }
+    }
+}
+
+/// A mean of stars as clients show it: one decimal, none without a review.
+enum Rating {
+    static func mean(stars: Int, count: Int) -> Double? {
+        count == 0 ? nil : (Double(stars) / Double(count) * 10).rounded() / 10
     }
 }

@@ -1,0 +1,193 @@
+import Aggregates
+import Foundation
+import Marketplace
+import Postgres
+
+/// Reads of `reviews_view`, `messages_view` and `feed_view`: what people wrote about each
+/// other, to each other, and what concerns each of them.
+public struct ConversationsView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// Reviews about a user (by either side), newest first.
+    public func reviews(about user: UserID, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
+        try await reviews(where: "r.subject_id = \(user.rawValue)", limit: limit, after: after)
+    }
+
+    /// An item's reviews: its renters', which rate it. Newest first.
+    public func reviews(ofItem item: ItemID, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
+        try await reviews(where: "r.item_id = \(item.rawValue) AND r.role = 'bidder'", limit: limit, after: after)
+    }
+
+    private func reviews(where condition: PostgresQuery, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
+        var statement: PostgresQuery = """
+            SELECT r.bid_id, r.role, r.item_id, r.author_id, CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle, r.subject_id, r.stars,
+                   r.text, r.created_at
+            FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
+            WHERE
+            """
+        statement.append(" ")
+        statement.append(condition)
+        statement.append(
+            """
+             AND (\(after?.at)::timestamptz IS NULL OR (r.created_at, r.bid_id) < (\(after?.at), \(after?.id)))
+            ORDER BY r.created_at DESC, r.bid_id DESC LIMIT \(limit + 1)
+            """)
+        let rows = try await pool.query(statement)
+        let reviews = try rows.prefix(limit).map(ReviewResource.init)
+        let next = rows.count > limit ? reviews.last.map { Cursor(at: $0.createdAt, id: $0.bidId.rawValue).encoded } : nil
+        return Page(data: reviews, nextCursor: next)
+    }
+
+    /// The messages on a bid, newest first; `before` a message's position pages back.
+    public func messages(onBid bid: BidID, limit: Int, before: Int64?) async throws -> Page<MessageResource> {
+        let rows = try await pool.query(
+            """
+            SELECT m.message_id, m.bid_id, m.author_id, CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle, m.text, m.created_at,
+                   m.position
+            FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
+            WHERE m.bid_id = \(bid.rawValue) AND (\(before)::bigint IS NULL OR m.position < \(before))
+            ORDER BY m.position DESC LIMIT \(limit + 1)
+            """)
+        let messages = try rows.prefix(limit).map(MessageResource.init)
+        return Page(data: messages, nextCursor: rows.count > limit ? messages.last.map { String($0.position) } : nil)
+    }
+
+    /// A user's notices after `after`, oldest first: a feed read to catch up.
+    public func feed(of user: UserID, after: Int64, limit: Int) async throws -> Page<Notice> {
+        let notices = try await notices(where: "f.user_id = \(user.rawValue) AND f.position > \(after)", limit: limit)
+        return Page(data: notices.map(\.notice), nextCursor: notices.count == limit ? notices.last.map { String($0.notice.position) } : nil)
+    }
+
+    /// Every user's notices after `after`, oldest first: what the live feeds send next.
+    public func notices(after: Int64, limit: Int) async throws -> [(user: UserID, notice: Notice)] {
+        try await notices(where: "f.position > \(after)", limit: limit)
+    }
+
+    /// The last position that has a notice: where a live feed starts.
+    public func lastNoticePosition() async throws -> Int64 {
+        try await pool.query("SELECT coalesce(max(position), 0) AS last FROM feed_view").first?.decode("last") ?? 0
+    }
+
+    private func notices(where condition: PostgresQuery, limit: Int) async throws -> [(user: UserID, notice: Notice)] {
+        var statement: PostgresQuery = """
+            SELECT f.user_id, f.position, f.kind, f.item_id, f.bid_id, f.loan_id, f.message_id, f.from_user_id,
+                   f.amount_cents, f.stars, f.created_at, CASE WHEN u.forgotten_at IS NULL THEN u.handle ELSE \(Redacted.name) END AS from_handle, coalesce(i.title, l.title) AS title
+            FROM feed_view f
+            LEFT JOIN users_view u ON u.user_id = f.from_user_id
+            LEFT JOIN items_view i ON i.item_id = f.item_id
+            LEFT JOIN loans_view l ON l.loan_id = f.loan_id
+            WHERE
+            """
+        statement.append(" ")
+        statement.append(condition)
+        statement.append(" ORDER BY f.position, f.user_id LIMIT \(limit)")
+        return try await pool.query(statement).map { row in
+            (UserID(try row.decode("user_id", as: UUID.self)), try Notice(row))
+        }
+    }
+}
+
+/// A review as clients read it.
+public struct ReviewResource: Codable, Sendable {
+    public var itemId: ItemID
+    /// The deal's approved bid.
+    public var bidId: BidID
+    public var authorId: UserID
+    public var authorHandle: String
+    public var subjectId: UserID
+    /// `owner`: the item's owner about the renter; `bidder`: the renter about the item and its owner.
+    public var role: String
+    public var stars: Int
+    public var text: String
+    public var createdAt: Date
+
+    init(_ row: PostgresRow) throws {
+        itemId = ItemID(try row.decode("item_id", as: UUID.self))
+        bidId = BidID(try row.decode("bid_id", as: UUID.self))
+        authorId = UserID(try row.decode("author_id", as: UUID.self))
+        authorHandle = try row.decode("author_handle")
+        subjectId = UserID(try row.decode("subject_id", as: UUID.self))
+        role = try row.decode("role")
+        stars = try row.decode("stars")
+        text = try row.decode("text")
+        createdAt = try row.decode("created_at")
+    }
+}
+
+/// A message on a bid as its two parties read it.
+public struct MessageResource: Codable, Sendable {
+    public var id: MessageID
+    public var bidId: BidID
+    public var authorId: UserID
+    public var authorHandle: String
+    public var text: String
+    public var createdAt: Date
+    /// Its log position: the order of a conversation, and its cursor.
+    public var position: Int64
+
+    init(_ row: PostgresRow) throws {
+        id = MessageID(try row.decode("message_id", as: UUID.self))
+        bidId = BidID(try row.decode("bid_id", as: UUID.self))
+        authorId = UserID(try row.decode("author_id", as: UUID.self))
+        authorHandle = try row.decode("author_handle")
+        text = try row.decode("text")
+        createdAt = try row.decode("created_at")
+        position = try row.decode("position")
+    }
+}
+
+/// One thing that concerned a user, at the log position of the event it came from.
+public struct Notice: Codable, Sendable, Hashable {
+    public var position: Int64
+    public var kind: String
+    public var createdAt: Date
+    public var itemId: ItemID?
+    public var bidId: BidID?
+    public var loanId: LoanID?
+    public var messageId: MessageID?
+    /// Who did it: the bidder, the owner, the author of a message or review.
+    public var fromUserId: UserID?
+    public var fromHandle: String?
+    /// The item's or loan's title.
+    public var title: String?
+    /// A bid's daily price, or the amount credited.
+    public var amountCents: Int?
+    public var stars: Int?
+
+    init(_ row: PostgresRow) throws {
+        position = try row.decode("position")
+        kind = try row.decode("kind")
+        createdAt = try row.decode("created_at")
+        itemId = try row.decode("item_id", as: UUID?.self).map(ItemID.init)
+        bidId = try row.decode("bid_id", as: UUID?.self).map(BidID.init)
+        loanId = try row.decode("loan_id", as: UUID?.self).map(LoanID.init)
+        messageId = try row.decode("message_id", as: UUID?.self).map(MessageID.init)
+        fromUserId = try row.decode("from_user_id", as: UUID?.self).map(UserID.init)
+        fromHandle = try row.decode("from_handle", as: String?.self)
+        title = try row.decode("title", as: String?.self)
+        amountCents = try row.decode("amount_cents", as: Int?.self)
+        stars = try row.decode("stars", as: Int?.self)
+    }
+}
+
+extension ConversationsView {
+    /// The newest review `author` wrote on the item: what writing one answers.
+    public func review(onItem item: ItemID, by author: UserID) async throws -> ReviewResource? {
+        try await reviews(where: "r.item_id = \(item.rawValue) AND r.author_id = \(author.rawValue)", limit: 1, after: nil)
+            .data.first
+    }
+
+    public func message(_ id: MessageID) async throws -> MessageResource? {
+        let rows = try await pool.query(
+            """
+            SELECT m.message_id, m.bid_id, m.author_id,
+                   CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle,
+                   m.text, m.created_at, m.position
+            FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
+            WHERE m.message_id = \(id.rawValue)
+            """)
+        return try rows.first.map(MessageResource.init)
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Hummingbird
+import Marketplace
+import Projections
+import UseCases
+
+/// Reviews after a deal, messages on a bid, and each user's feed (SPEC §11.4). Commands go
+/// through the gateway like every other; answers come from the inline views.
+struct ConversationsController: Sendable {
+    let gateway: CommandGateway
+    let bidding: Bidding
+    let items: ItemsView
+    let views: ConversationsView
+    let hub: FeedHub
+
+    struct ReviewBody: Decodable {
+        var stars: Int?
+        var text: String?
+    }
+
+    struct MessageBody: Decodable {
+        var text: String?
+    }
+
+    // MARK: Reviews
+
+    /// `POST /v1/items/{id}/reviews`: the owner or the approved bidder of a completed deal.
+    @Sendable func review(_ request: Request, context: UserContext) async throws -> EditedResponse<ReviewResource> {
+        let itemID = ItemID(try context.parameters.requireUUID("itemID"))
+        let body = try await request.decodeBody(ReviewBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("stars", body.stars))
+        try fields.throwIfAny()
+        _ = try await gateway.handle(
+            .review(WriteReview(stars: body.stars!, text: body.text ?? "")), on: .item, id: itemID, actor: context.user)
+        guard let review = try await views.review(onItem: itemID, by: context.user) else { throw DomainError.itemNotFound }
+        return EditedResponse(status: .created, response: review)
+    }
+
+    @Sendable func itemReviews(_ request: Request, context: UserContext) async throws -> Page<ReviewResource> {
+        let item = try await items.item(ItemID(try context.parameters.requireUUID("itemID")))
+        return try await views.reviews(ofItem: item.id, limit: try request.pageLimit(), after: try Self.cursor(request))
+    }
+
+    @Sendable func userReviews(_ request: Request, context: UserContext) async throws -> Page<ReviewResource> {
+        let user = UserID(try context.parameters.requireUUID("userID"))
+        return try await views.reviews(about: user, limit: try request.pageLimit(), after: try Self.cursor(request))
+    }
+
+    // MARK: Messages
+
+    /// `POST /v1/bids/{id}/messages`: the item's owner to the bidder, or the bidder to the owner.
+    @Sendable func sendMessage(_ request: Request, context: UserContext) async throws -> EditedResponse<MessageResource> {
+        let bidID = BidID(try context.parameters.requireUUID("bidID"))
+        let body = try await request.decodeBody(MessageBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("text", body.text))
+        try fields.throwIfAny()
+        let (messageID, _) = try await bidding.send(SendMessage(bidID: bidID, text: body.text!), by: context.user)
+        guard let message = try await views.message(messageID) else { throw DomainError.bidNotFound }
+        return EditedResponse(status: .created, response: message)
+    }
+
+    /// Newest first; only the bid's two parties read it.
+    @Sendable func messages(_ request: Request, context: UserContext) async throws -> Page<MessageResource> {
+        let bid = try await items.bid(BidID(try context.parameters.requireUUID("bidID")))
+        let owner = try await items.item(bid.itemId).ownerId
+        guard context.user == bid.bidderId || context.user == owner else {
+            throw DomainError(.forbidden, "not_a_party", "Only the item's owner and the bidder read their messages.")
+        }
+        let limit = try request.pageLimit()
+        var before: Int64?
+        if let text = request.uri.queryParameters["cursor"].map(String.init), !text.isEmpty {
+            guard let position = Int64(text), position > 0 else {
+                throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])
+            }
+            before = position
+        }
+        return try await views.messages(onBid: bid.id, limit: limit, before: before)
+    }
+
+    // MARK: Feed
+
+    /// `GET /v1/me/feed?after=`: my notices after a position, oldest first.
+    @Sendable func feed(_ request: Request, context: UserContext) async throws -> Page<Notice> {
+        let (after, problems) = EventsController.after(request)
+        var fields = problems
+        var limit = 50
+        if let text = request.uri.queryParameters["limit"] {
+            if let value = Int(text), (1...100).contains(value) { limit = value } else {
+                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100"))
+            }
+        }
+        if !fields.isEmpty { throw DomainError.invalid(fields) }
+        return try await views.feed(of: context.user, after: after, limit: limit)
+    }
+
+    /// `GET /v1/me/feed/stream`: my notices after `after` or `Last-Event-ID`, then each new one
+    /// as it commits, as server-sent events; a comment line when there is nothing to say.
+    @Sendable func feedStream(_ request: Request, context: UserContext) async throws -> Response {
+        let (after, problems) = EventsController.after(request)
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+        let user = context.user
+        let views = views
+        // Subscribed before the backlog is read: whatever commits in between comes from the
+        // hub, and what both give is sent once (positions only grow).
+        let subscription = try await hub.subscribe(user)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+            body: ResponseBody { writer in
+                defer { subscription.cancel() }
+                try await writer.write(ByteBuffer(string: ": your feed after \(after)\n\n"))
+                var sent = after
+                while true {
+                    let page = try await views.feed(of: user, after: sent, limit: 100)
+                    for notice in page.data { try await writer.write(try Self.event(notice)) }
+                    sent = page.data.last?.position ?? sent
+                    if page.nextCursor == nil { break }
+                }
+                for await step in subscription.steps.cancelOnGracefulShutdown() {
+                    switch step {
+                    case .notice(let notice):
+                        guard notice.position > sent else { continue }
+                        try await writer.write(try Self.event(notice))
+                        sent = notice.position
+                    case .heartbeat:
+                        try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                    }
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// One notice as a server-sent event: its position is the id a reconnection resumes after.
+    static func event(_ notice: Notice) throws -> ByteBuffer {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        let json = String(decoding: try encoder.encode(notice), as: UTF8.self)
+        return ByteBuffer(string: "id: \(notice.position)\nevent: \(notice.kind)\ndata: \(json)\n\n")
+    }
+
+    static func cursor(_ request: Request) throws -> Cursor? {
+        try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import HummingbirdTesting
+import Marketplace
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension TestClientProtocol {
+    /// A rental by `owner` with a bid by `bidder`: the item and the bid.
+    func bidOn(owner: String, bidder: String) async throws -> (item: ItemID, bid: BidID) {
+        let item = try await postRental(owner).id
+        let placed = try await bid(item, bidder)
+        #expect(placed.status == .created, "\(placed)")
+        return (item, try placed.decode(BidResource.self).id)
+    }
+
+    /// A rental by `owner`, rented by `bidder`: bid, approved, completed.
+    func completedDeal(owner: String, bidder: String) async throws -> (item: ItemID, bid: BidID) {
+        let deal = try await bidOn(owner: owner, bidder: bidder)
+        #expect(try await send(.post, "/v1/bids/\(deal.bid)/approve", token: owner).status == .ok)
+        #expect(try await send(.post, "/v1/items/\(deal.item)/complete", token: owner).status == .ok)
+        return deal
+    }
+}
+
+@Suite("Reviews, conversations and the feed")
+struct ConversationsTests {
+    @Test func eachSideOfACompletedDealReviewsTheOtherOnce() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let stranger = try await client.user("stranger")
+            let deal = try await client.bidOn(owner: owner.token, bidder: renter.token)
+            let review: [String: Any] = ["stars": 5, "text": "Smooth ride"]
+            let before = try await eventCount(admin)
+
+            let pending = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            #expect(pending.status == .forbidden && pending.code == "not_a_party", "a pending bid is no deal: \(pending)")
+            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
+            let reserved = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            #expect(reserved.status == .conflict && reserved.code == "deal_not_completed", "\(reserved)")
+            let early = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: owner.token)
+            #expect(early.status == .conflict && early.code == "deal_not_completed", "\(early)")
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            let afterCompletion = try await eventCount(admin)
+            #expect(afterCompletion == before + 3, "approved, reserved, closed: the refusals wrote nothing")
+
+            let outsider = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: stranger.token)
+            #expect(outsider.status == .forbidden && outsider.code == "not_a_party", "\(outsider)")
+            for (body, field, code) in [
+                (["stars": 0] as [String: Any], "stars", "invalid_stars"), (["stars": 6], "stars", "invalid_stars"),
+                (["stars": 4, "text": String(repeating: "x", count: 2001)], "text", "too_long"),
+                (["text": "no stars"], "stars", "required"),
+            ] {
+                let refused = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: body, token: renter.token)
+                #expect(refused.status == .unprocessableContent, "\(body)")
+                #expect(refused.fieldCodes[field] == code, "\(body): \(refused)")
+            }
+            #expect(try await eventCount(admin) == afterCompletion, "no refusal wrote anything")
+
+            let written = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            #expect(written.status == .created, "\(written)")
+            let renterReview = try written.decode(ReviewResource.self)
+            #expect(renterReview.stars == 5 && renterReview.role == "bidder" && renterReview.subjectId == owner.id)
+            #expect(renterReview.authorHandle == "renter" && renterReview.text == "Smooth ride")
+            let again = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 1], token: renter.token)
+            #expect(again.status == .conflict && again.code == "already_reviewed", "\(again)")
+            let ownerReview = try await client.send(
+                .post, "/v1/items/\(deal.item)/reviews", json: ["stars": 2], token: owner.token)
+            #expect(ownerReview.status == .created, "\(ownerReview)")
+            #expect(try ownerReview.decode(ReviewResource.self).subjectId == renter.id)
+
+            let item = try await client.send(.get, "/v1/items/\(deal.item)", token: stranger.token).decode(ItemResource.self)
+            #expect(item.rating == 5.0 && item.reviewCount == 1, "the renter's review rates the item, the owner's does not")
+            let ownerProfile = try await client.send(.get, "/v1/users/\(owner.id)", token: stranger.token).decode(PublicProfile.self)
+            #expect(ownerProfile.rating == 5.0 && ownerProfile.reviewCount == 1)
+            #expect(try await client.me(renter.token).rating == 2.0)
+            #expect(try await client.me(stranger.token).rating == nil, "no review, no rating")
+            let aboutOwner = try await client.send(.get, "/v1/users/\(owner.id)/reviews", token: stranger.token)
+                .decode(Page<ReviewResource>.self)
+            #expect(aboutOwner.data.map(\.stars) == [5])
+            let ofItem = try await client.send(.get, "/v1/items/\(deal.item)/reviews", token: stranger.token)
+                .decode(Page<ReviewResource>.self)
+            #expect(ofItem.data.map(\.authorId) == [renter.id])
+
+            // Relisted and rented again: a new deal, so a new review each.
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/relist", token: owner.token).status == .ok)
+            let second = try await client.bid(deal.item, stranger.token).decode(BidResource.self)
+            #expect(try await client.send(.post, "/v1/bids/\(second.id)/approve", token: owner.token).status == .ok)
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            let oldRenter = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: renter.token)
+            #expect(oldRenter.code == "already_reviewed", "the first renter's deal is still reviewed: \(oldRenter)")
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: stranger.token).status == .created)
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
+            let rerated = try await client.send(.get, "/v1/items/\(deal.item)", token: stranger.token).decode(ItemResource.self)
+            #expect(rerated.rating == 4.0 && rerated.reviewCount == 2)
+            let paged = try await client.send(.get, "/v1/users/\(owner.id)/reviews?limit=1", token: renter.token)
+                .decode(Page<ReviewResource>.self)
+            #expect(paged.data.map(\.stars) == [3], "newest first")
+            let rest = try await client.send(
+                .get, "/v1/users/\(owner.id)/reviews?limit=1&cursor=\(try #require(paged.nextCursor))", token: renter.token)
+            #expect(try rest.decode(Page<ReviewResource>.self).data.map(\.stars) == [5])
+        }
+    }
+
+    @Test func onlyTheOwnerAndTheBidderTalkOnABid() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let bidder = try await client.user("bidder")
+            let stranger = try await client.user("stranger")
+            let deal = try await client.bidOn(owner: owner.token, bidder: bidder.token)
+            let path = "/v1/bids/\(deal.bid)/messages"
+            let asked = try await client.send(.post, path, json: ["text": "Is the saddle adjustable?"], token: bidder.token)
+            #expect(asked.status == .created, "\(asked)")
+            #expect(try asked.decode(MessageResource.self).authorId == bidder.id)
+            #expect(try await client.send(.post, path, json: ["text": "Yes."], token: owner.token).status == .created)
+
+            let before = try await eventCount(admin)
+            let intruder = try await client.send(.post, path, json: ["text": "Hello"], token: stranger.token)
+            #expect(intruder.status == .forbidden && intruder.code == "not_a_party", "\(intruder)")
+            let peek = try await client.send(.get, path, token: stranger.token)
+            #expect(peek.status == .forbidden && peek.code == "not_a_party", "messages are invisible to a third user: \(peek)")
+            #expect(!String(decoding: peek.data, as: UTF8.self).contains("saddle"))
+            for (body, code) in [
+                (["text": "   "] as [String: Any], "empty"), (["text": String(repeating: "y", count: 2001)], "too_long"),
+                ([:], "required"), (["text": 7], "malformed_body"),
+            ] {
+                let refused = try await client.send(.post, path, json: body, token: bidder.token)
+                #expect(refused.status == .unprocessableContent || refused.status == .badRequest, "\(body): \(refused)")
+                #expect(refused.fieldCodes["text"] == code || refused.code == code, "\(body): \(refused)")
+            }
+            let missing = try await client.send(.post, "/v1/bids/\(BidID())/messages", json: ["text": "Hi"], token: bidder.token)
+            #expect(missing.status == .notFound, "\(missing)")
+            #expect(try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bidder.id)"], token: owner.token).status == .ok)
+            let blocked = try await client.send(.post, path, json: ["text": "Please?"], token: bidder.token)
+            #expect(blocked.status == .forbidden && blocked.code == "blocked", "\(blocked)")
+            #expect(try await eventCount(admin) == before + 1, "only the block was written")
+
+            let conversation = try await client.send(.get, path, token: bidder.token).decode(Page<MessageResource>.self)
+            #expect(conversation.data.map(\.text) == ["Yes.", "Is the saddle adjustable?"], "newest first")
+            let first = try await client.send(.get, "\(path)?limit=1", token: owner.token).decode(Page<MessageResource>.self)
+            let older = try await client.send(.get, "\(path)?limit=1&cursor=\(try #require(first.nextCursor))", token: owner.token)
+                .decode(Page<MessageResource>.self)
+            #expect(first.data.map(\.text) + older.data.map(\.text) == ["Yes.", "Is the saddle adjustable?"])
+            #expect(older.nextCursor == nil)
+        }
+    }
+
+    /// The six kinds of notice, each to the user it concerns and to nobody else, in log order;
+    /// then the live stream: the backlog, a notice as it happens, and a reconnection with
+    /// `Last-Event-ID` that neither loses nor repeats one.
+    @Test func theFeedTellsEachUserWhatConcernsThemLiveAndResumable() async throws {
+        try await withServer(testing: .live, heartbeat: .milliseconds(300)) { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let loser = try await client.user("loser")
+            let stranger = try await client.user("stranger")
+            let deal = try await client.bidOn(owner: owner.token, bidder: renter.token)
+            #expect(try await client.bid(deal.item, loser.token).status == .created)
+            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "When?"], token: owner.token).status == .created)
+            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
+
+            let borrower = try await client.user("borrower")
+            try await client.fund(borrower.token, 5000)
+            let (loan, lenders) = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2500)
+            let repaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 2500, "payWith": "balance"], token: borrower.token)
+            #expect(repaid.status == .created || repaid.status == .ok, "\(repaid)")
+
+            func feed(_ token: String, after: Int64 = 0) async throws -> [Notice] {
+                let reply = try await client.send(.get, "/v1/me/feed?after=\(after)", token: token)
+                #expect(reply.status == .ok, "\(reply)")
+                return try reply.decode(Page<Notice>.self).data
+            }
+            let ownersFeed = try await feed(owner.token)
+            #expect(ownersFeed.map(\.kind) == ["bid_received", "bid_received"])
+            #expect(ownersFeed.map(\.fromUserId) == [renter.id, loser.id] && ownersFeed.first?.title == "Road bike")
+            let rentersFeed = try await feed(renter.token)
+            #expect(rentersFeed.map(\.kind) == ["message_received", "bid_approved", "review_received"], "\(rentersFeed)")
+            #expect(rentersFeed.last?.stars == 4 && rentersFeed.first?.fromHandle == "owner")
+            #expect(try await feed(loser.token).map(\.kind) == ["bid_rejected"])
+            #expect(try await feed(stranger.token).isEmpty, "nothing concerned the stranger")
+            let lendersFeed = try await feed(lenders[0])
+            #expect(lendersFeed.map(\.kind) == ["loan_funded", "loan_repaid", "balance_credited"], "\(lendersFeed)")
+            #expect(lendersFeed.last?.amountCents == 2500 && lendersFeed.last?.loanId == loan)
+            #expect(lendersFeed.map(\.position) == lendersFeed.map(\.position).sorted(), "in log order")
+            #expect(try await feed(renter.token, after: rentersFeed[0].position).count == 2, "after a position")
+            let refused = try await client.send(.get, "/v1/me/feed?after=x", token: renter.token)
+            #expect(refused.status == .unprocessableContent)
+
+            // Live: the backlog after the first notice, then a message as it is written.
+            let port = try #require(client.port)
+            let reader = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream", token: renter.token,
+                                                          lastEventID: rentersFeed[0].position)
+            let backlog = await Self.read(reader) { Self.ids($0).count >= 2 }
+            #expect(Self.ids(backlog) == rentersFeed.dropFirst().map(\.position), "\(backlog)")
+            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Thanks!"], token: owner.token).status == .created)
+            _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Not for the stranger"], token: renter.token)
+            let live = await Self.read(reader) { Self.ids($0).count >= 1 }
+            let liveIDs = Self.ids(live)
+            #expect(liveIDs.count == 1 && live.contains("event: message_received"), "\(live)")
+            #expect(!live.contains("Not for the stranger"), "the renter's own message is not a notice to them")
+            let quiet = await Self.read(reader) { $0.contains(": heartbeat") }
+            #expect(quiet.contains(": heartbeat"))
+            reader.close()
+
+            // Gone while one more happens; back with the last id it saw: exactly the one it missed.
+            _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Missed?"], token: owner.token)
+            let resumed = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream", token: renter.token,
+                                                           lastEventID: try #require(liveIDs.last))
+            let missed = await Self.read(resumed) { Self.ids($0).count >= 1 }
+            resumed.close()
+            let all = try await feed(renter.token)
+            #expect(Self.ids(missed) == [try #require(all.last?.position)], "\(missed)")
+            #expect(all.count == rentersFeed.count + 2)
+        }
+    }
+
+    /// What a stream reader has read until `done`, on a thread of its own (a blocking read).
+    static func read(_ reader: EventStreamTests.StreamReader, until done: @escaping @Sendable (String) -> Bool) async -> String {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: reader.read(until: done)) }
+        }
+    }
+
+    static func ids(_ text: String) -> [Int64] {
+        text.split(whereSeparator: \.isNewline).compactMap { line in
+            line.hasPrefix("id: ") ? Int64(line.dropFirst(4).trimmingCharacters(in: .whitespaces)) : nil
+        }
+    }
+}
