@@ -38,6 +38,17 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // libvips, found through pkg-config (Debian: libvips-dev).
+        .systemLibrary(
+            name: "CVips",
+            path: "Sources/CVips",
+            pkgConfig: "vips",
+            providers: [.apt(["libvips-dev"])]
+        ),
+        // Fixed-argument C wrappers over libvips' variadic calls, which Swift cannot make.
+        .target(name: "CVipsShim", dependencies: ["CVips"]),
+        // Photos: checked by decoding, turned upright, stripped of metadata, thumbnailed. No I/O.
+        .target(name: "Media", dependencies: ["CVipsShim"]),
         // A small, safe Swift face over libpq. Knows nothing of marketplaces.
         .target(
             name: "Postgres",
@@ -93,6 +104,7 @@ let package = Package(
                 "Aggregates",
                 "EventStore",
                 "Marketplace",
+                "Media",
                 "Payments",
                 "Postgres",
                 "Projections",
@@ -110,6 +122,7 @@ let package = Package(
                 "Aggregates",
                 "EventStore",
                 "Marketplace",
+                "Media",
                 "Postgres",
                 "Projections",
                 "UseCases",
@@ -207,6 +220,12 @@ let package = Package(
             name: "MarketplaceTests",
             dependencies: ["Marketplace"]
         ),
+        // Images made in code for the tests: a photo with GPS tags, a decompression bomb, ...
+        .target(name: "ImageFixtures", dependencies: ["CVipsShim", "Media"], path: "Tests/ImageFixtures"),
+        .testTarget(
+            name: "MediaTests",
+            dependencies: ["Media", "ImageFixtures"]
+        ),
         .testTarget(
             name: "EventStoreTests",
             dependencies: ["EventStore", "Postgres", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
@@ -228,6 +247,8 @@ let package = Package(
             dependencies: [
                 "Server",
                 "Aggregates",
+                "ImageFixtures",
+                "Media",
                 "Migrations",
                 "UseCases",
                 "Postgres",

@@ -69,6 +69,8 @@ extension DomainCodec where Event == UserEvent {
         codec.register(BalanceDebited.self, wrap: UserEvent.balanceDebited)
         codec.register(CardCharged.self, wrap: UserEvent.cardCharged)
         codec.register(BalanceCredited.self, wrap: UserEvent.balanceCredited)
+        codec.register(
+            ProfilePhotoChanged.self, personal: [.init("digest", of: .stream, redacted: .null)], wrap: UserEvent.photoChanged)
         return DomainCodec(codec)
     }()
 }
@@ -101,6 +103,8 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(
             MessageSent.self, personal: [.init("text", of: .field("authorID"), redacted: .string(Redacted.text))],
             wrap: ItemEvent.messageSent)
+        codec.register(ItemPhotoAdded.self, wrap: ItemEvent.photoAdded)
+        codec.register(ItemPhotoRemoved.self, wrap: ItemEvent.photoRemoved)
         return DomainCodec(codec)
     }()
 }
@@ -116,6 +120,8 @@ extension DomainCodec where Event == LoanEvent {
         codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
         codec.register(LoanRepaid.self, wrap: LoanEvent.repaid)
         codec.register(LoanExpired.self, wrap: LoanEvent.expired)
+        codec.register(LoanPhotoAdded.self, wrap: LoanEvent.photoAdded)
+        codec.register(LoanPhotoRemoved.self, wrap: LoanEvent.photoRemoved)
         return DomainCodec(codec)
     }()
 }
@@ -142,8 +148,9 @@ public enum Redacted {
 
 /// The personal fields of every event the server writes (SPEC §11.3): e-mail, display name,
 /// country, where a person keeps or needs things and where a borrower works, what a bidder
-/// wrote in a bid, a review or a message, card fingerprints and processor tokens. Titles, descriptions, amounts, ids,
-/// statuses and handles stay clear: they are the listing's or public.
+/// wrote in a bid, a review or a message, card fingerprints and processor tokens, and which
+/// photo is a person's own. Titles, descriptions, amounts, ids, statuses and handles stay
+/// clear: they are the listing's or public.
 public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.codec.personalFields
     .merging(DomainCodec.item.codec.personalFields) { $1 }
     .merging(DomainCodec.loan.codec.personalFields) { $1 }

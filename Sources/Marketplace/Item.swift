@@ -183,6 +183,8 @@ public enum ItemEvent: Hashable, Sendable {
     case relisted(ItemRelisted)
     case reviewWritten(ReviewWritten)
     case messageSent(MessageSent)
+    case photoAdded(ItemPhotoAdded)
+    case photoRemoved(ItemPhotoRemoved)
 }
 
 // MARK: Commands
@@ -300,6 +302,8 @@ public enum ItemCommand: Hashable, Sendable {
     case relist
     case review(WriteReview)
     case sendMessage(SendMessage)
+    case addPhoto(digest: String)
+    case removePhoto(digest: String)
 }
 
 // MARK: Decider
@@ -348,6 +352,8 @@ public struct PostedItem: Hashable, Sendable {
     public var reservedBid: BidID?
     /// Every deal completed on the item, oldest first (a rental may be relisted and rented again).
     public var completedDeals: [CompletedDeal] = []
+    /// Digests of its photos, in the order added.
+    public var photos: [String] = []
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -512,6 +518,14 @@ public enum ItemDecider {
 
         case .sendMessage(let message):
             return [try Self.message(message, state, actor: actor)]
+
+        case .addPhoto(let digest):
+            let item = try requireOwner(state, actor)
+            return try Photos.adding(digest, to: item.photos) ? [.photoAdded(ItemPhotoAdded(digest: digest))] : []
+
+        case .removePhoto(let digest):
+            try Photos.removing(digest, from: try requireOwner(state, actor).photos)
+            return [.photoRemoved(ItemPhotoRemoved(digest: digest))]
         }
     }
 
@@ -583,6 +597,10 @@ public enum ItemDecider {
             }
         case .messageSent:
             break
+        case .photoAdded(let added):
+            item.photos.append(added.digest)
+        case .photoRemoved(let removed):
+            item.photos.removeAll { $0 == removed.digest }
         }
     }
 

@@ -100,6 +100,8 @@ public enum LoanEvent: Hashable, Sendable {
     case repaymentRecorded(LoanRepaymentRecorded)
     case repaid(LoanRepaid)
     case expired(LoanExpired)
+    case photoAdded(LoanPhotoAdded)
+    case photoRemoved(LoanPhotoRemoved)
 }
 
 public enum LoanCommand: Hashable, Sendable {
@@ -108,6 +110,9 @@ public enum LoanCommand: Hashable, Sendable {
     case purchaseShare(lender: UserID, amountCents: Int)
     case recordRepayment(amountCents: Int)
     case expire(today: Day)
+    /// The borrower's pictures of the business (Lendivine shows one on every loan).
+    case addPhoto(digest: String)
+    case removePhoto(digest: String)
 }
 
 // MARK: Decider
@@ -124,6 +129,8 @@ public struct LoanState: Hashable, Sendable {
     public var repaidCents = 0
     /// What the repayments credited each lender so far.
     public var repaidTo: [UserID: Int] = [:]
+    /// Digests of its photos, in the order added.
+    public var photos: [String] = []
 
     public var exists: Bool { loanID != nil }
     public var fundedCents: Int { shares.reduce(0) { $0 + $1.amountCents } }
@@ -221,6 +228,22 @@ public enum LoanDecider {
                 throw DomainError(.conflict, "deadline_not_passed", "The loan's deadline is \(deadline).")
             }
             return [.expired(LoanExpired(refunds: state.shares))]
+
+        case .addPhoto(let digest):
+            try requireBorrower(state, actor)
+            return try Photos.adding(digest, to: state.photos) ? [.photoAdded(LoanPhotoAdded(digest: digest))] : []
+
+        case .removePhoto(let digest):
+            try requireBorrower(state, actor)
+            try Photos.removing(digest, from: state.photos)
+            return [.photoRemoved(LoanPhotoRemoved(digest: digest))]
+        }
+    }
+
+    static func requireBorrower(_ state: LoanState, _ actor: UserID) throws {
+        guard state.exists else { throw DomainError.loanNotFound }
+        guard actor == state.borrowerID else {
+            throw DomainError(.forbidden, "not_borrower", "Only the borrower can do this.")
         }
     }
 
@@ -250,6 +273,10 @@ public enum LoanDecider {
             state.status = .repaid
         case .expired:
             state.status = .expired
+        case .photoAdded(let added):
+            state.photos.append(added.digest)
+        case .photoRemoved(let removed):
+            state.photos.removeAll { $0 == removed.digest }
         }
         return state
     }

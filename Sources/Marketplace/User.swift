@@ -74,6 +74,7 @@ public enum UserEvent: Hashable, Sendable {
     case balanceDebited(BalanceDebited)
     case cardCharged(CardCharged)
     case balanceCredited(BalanceCredited)
+    case photoChanged(ProfilePhotoChanged)
 }
 
 // MARK: Commands
@@ -92,6 +93,8 @@ public enum UserCommand: Hashable, Sendable {
     case deposit(amountCents: Int, cardID: CardID, chargeID: String, today: Day)
     /// Closes the account for good (the password was checked before, like registration's).
     case forget
+    /// The profile's one photo: a digest replaces the one there; nil removes it.
+    case setPhoto(digest: String?)
 }
 
 // MARK: Decider
@@ -111,6 +114,8 @@ public struct UserState: Hashable, Sendable {
     public var chargeIDs: Set<String> = []
     /// Closed and forgotten: no command of theirs is taken any more.
     public var forgotten = false
+    /// The profile photo's digest.
+    public var photo: String?
 
     public var exists: Bool { userID != nil && !forgotten }
     public init() {}
@@ -185,6 +190,13 @@ public enum UserDecider {
             guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
             return [.forgotten(UserForgotten(userID: me))]
 
+        case .setPhoto(let digest):
+            guard state.exists else { throw DomainError.userNotFound }
+            if let digest { try Photos.checkDigest(digest) }
+            guard digest != state.photo else { return [] }
+            if digest == nil, state.photo == nil { throw DomainError(.notFound, "photo_not_found", "No profile photo.") }
+            return [.photoChanged(ProfilePhotoChanged(digest: digest))]
+
         case .deposit(let amount, let cardID, let chargeID, let today):
             _ = try checkDeposit(amountCents: amount, cardID: cardID, state, today: today)
             try checkNewCharge(chargeID, in: state)
@@ -207,6 +219,7 @@ public enum UserDecider {
             state.email = ""
             state.country = nil
             state.cards = []
+            state.photo = nil
         case .profileUpdated(let updated):
             if let displayName = updated.displayName { state.displayName = displayName }
             if let country = updated.country { state.country = country }
@@ -233,6 +246,8 @@ public enum UserDecider {
             state.chargeIDs.insert(charged.chargeID)
         case .balanceCredited(let credit):
             state.balanceCents += credit.amountCents
+        case .photoChanged(let changed):
+            state.photo = changed.digest
         }
         return state
     }

@@ -63,6 +63,20 @@ public struct ItemsProjection: InlineProjection {
                     """, prepared: true)
             case .relisted:
                 try setStatus(&session, item, .available, event)
+            case .photoAdded(let added):
+                try session.query(
+                    """
+                    UPDATE items_view SET photos = array_append(photos, \(added.digest)), updated_at = \(at),
+                           position = \(event.position)
+                    WHERE item_id = \(item) AND NOT \(added.digest) = ANY (photos)
+                    """, prepared: true)
+            case .photoRemoved(let removed):
+                try session.query(
+                    """
+                    UPDATE items_view SET photos = array_remove(photos, \(removed.digest)), updated_at = \(at),
+                           position = \(event.position)
+                    WHERE item_id = \(item)
+                    """, prepared: true)
             case .bidPlaced(let placed):
                 try session.query(
                     """

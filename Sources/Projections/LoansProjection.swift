@@ -62,6 +62,20 @@ public struct LoansProjection: InlineProjection {
                 try leaveFundraising(&session, loan, to: .funded, event)
             case .expired:
                 try leaveFundraising(&session, loan, to: .expired, event)
+            case .photoAdded(let added):
+                try session.query(
+                    """
+                    UPDATE loans_view SET photos = array_append(photos, \(added.digest)), updated_at = \(at),
+                           position = \(event.position)
+                    WHERE loan_id = \(loan) AND NOT \(added.digest) = ANY (photos)
+                    """, prepared: true)
+            case .photoRemoved(let removed):
+                try session.query(
+                    """
+                    UPDATE loans_view SET photos = array_remove(photos, \(removed.digest)), updated_at = \(at),
+                           position = \(event.position)
+                    WHERE loan_id = \(loan)
+                    """, prepared: true)
             case .repaymentRecorded(let recorded):
                 try session.query(
                     """

@@ -208,7 +208,7 @@ private struct Books {
             loan.creditsInEvents += recorded.credits.reduce(0) { $0 + $1.amountCents }
         case .expired(let expired):
             loan.refundsDue += expired.refunds.reduce(0) { $0 + $1.amountCents }
-        case .funded, .repaid:
+        case .funded, .repaid, .photoAdded, .photoRemoved:
             break
         }
         loans[loanID] = loan

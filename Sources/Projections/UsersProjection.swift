@@ -30,6 +30,12 @@ public struct UsersProjection: InlineProjection {
                         updated_at = \(event.recordedAt)
                     WHERE user_id = \(userID(of: event))
                     """, prepared: true)
+            case .photoChanged(let changed):
+                try session.query(
+                    """
+                    UPDATE users_view SET photo = \(changed.digest), updated_at = \(event.recordedAt)
+                    WHERE user_id = \(userID(of: event))
+                    """, prepared: true)
             case .blocked, .unblocked, .cardCharged:
                 break
             case .forgotten(let forgotten):
@@ -38,7 +44,7 @@ public struct UsersProjection: InlineProjection {
                     """
                     UPDATE users_view
                     SET display_name = \(Redacted.name), email = \(Redacted.text), country = NULL, default_share_cents = NULL,
-                        forgotten_at = \(event.recordedAt), updated_at = \(event.recordedAt)
+                        photo = NULL, forgotten_at = \(event.recordedAt), updated_at = \(event.recordedAt)
                     WHERE user_id = \(forgotten.userID.rawValue)
                     """, prepared: true)
                 try session.query("DELETE FROM cards_view WHERE user_id = \(forgotten.userID.rawValue)", prepared: true)

@@ -50,6 +50,10 @@ public func buildRouter(
     let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, heartbeat: heartbeat)
+    let profileCommands = Profiles(gateway: gateway)
+    let photos = PhotosController(
+        photos: PhotoLibrary(gateway: gateway), items: ItemsView(primary), loans: LoansView(primary),
+        profiles: ProfilesView(primary), blockedBy: { try await profileCommands.blocked(by: $0) })
     let conversations = ConversationsController(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat))
@@ -67,6 +71,8 @@ public func buildRouter(
     router.addRoutes(
         HealthController(readiness: readiness.watching(gateway.store, replica: replica)).endpoints, atPath: "/health")
     router.get("/openapi.json") { request, context in try await OpenAPIDocument.serve(request, context: context) }
+    // Images, for <img src>: no token (the digest is the name, and it is public wherever it is shown).
+    router.get("/v1/media/:digest") { request, context in try await photos.media(request, context: context) }
 
     // Anyone: an account, a session.
     router.post("/v1/users", use: accountRoutes.register)
@@ -128,6 +134,16 @@ public func buildRouter(
     changes.post("bids/:bidID/reject", use: items.rejectBid)
     changes.post("items/:itemID/reviews", use: conversations.review)
     changes.post("bids/:bidID/messages", use: conversations.sendMessage)
+
+    // Photos: bodies of up to 10 MiB, so outside the idempotency middleware's digest of the
+    // body; a repeat is harmless anyway (the same image is the same digest, added once).
+    let photoChanges = signedIn.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
+    photoChanges.post("items/:itemID/photos", use: photos.addToItem)
+    photoChanges.delete("items/:itemID/photos/:digest", use: photos.removeFromItem)
+    photoChanges.post("loans/:loanID/photos", use: photos.addToLoan)
+    photoChanges.delete("loans/:loanID/photos/:digest", use: photos.removeFromLoan)
+    photoChanges.put("me/photo", use: photos.setProfilePhoto)
+    photoChanges.delete("me/photo", use: photos.removeProfilePhoto)
 
     postings.post("loans", use: loans.postLoan)
     user.get("loans/:loanID", use: loans.loan)

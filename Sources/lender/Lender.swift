@@ -5,7 +5,10 @@ struct Lender: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lender",
         abstract: "Lender: a peer-to-peer marketplace server on an append-only event log.",
-        subcommands: [Serve.self, Migrate.self, Replay.self, Loans.self, PaymentsCommand.self, Audit.self, Users.self, Keys.self]
+        subcommands: [
+            Serve.self, Migrate.self, Replay.self, Loans.self, PaymentsCommand.self, Audit.self, Users.self, Keys.self,
+            MediaCommand.self,
+        ]
     )
 }
 

@@ -178,6 +178,7 @@ public struct ItemResource: Codable, Sendable {
     /// The mean of its renters' stars, to one decimal; nil before the first review.
     public var rating: Double?
     public var reviewCount: Int
+    public var photos: [PhotoResource]
     public var createdAt: Date
     public var updatedAt: Date
     /// The other party's e-mail, for the owner and the approved bidder only.
@@ -190,7 +191,7 @@ public struct ItemResource: Codable, Sendable {
     static let columns = """
         item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
         window_from::text AS window_from, window_until::text AS window_until, status, bid_count, review_count,
-        review_stars, created_at, updated_at
+        review_stars, photos, created_at, updated_at
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -214,6 +215,7 @@ public struct ItemResource: Codable, Sendable {
         bidCount = try row.decode("bid_count")
         reviewCount = try row.decode("review_count")
         rating = Rating.mean(stars: try row.decode("review_stars"), count: reviewCount)
+        photos = try row.decode("photos", as: [String].self).map(PhotoResource.init)
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
         distanceKm = try row.decode("distance_km", as: Double?.self)

@@ -70,6 +70,8 @@ public struct LoanResource: Codable, Sendable {
     public var lenderCount: Int
     public var status: String
     public var deadline: String
+    /// The borrower's pictures, in the order added.
+    public var photos: [PhotoResource]
     public var createdAt: Date
     public var updatedAt: Date
     public var distanceKm: Double?
@@ -77,7 +79,7 @@ public struct LoanResource: Codable, Sendable {
 
     static let columns = """
         loan_id, borrower_id, title, description, sector, activity, country_code, lat, lng, place, amount_cents,
-        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, created_at, updated_at
+        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, photos, created_at, updated_at
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -96,6 +98,7 @@ public struct LoanResource: Codable, Sendable {
         lenderCount = try row.decode("lender_count")
         status = try row.decode("status")
         deadline = try row.decode("deadline")
+        photos = try row.decode("photos", as: [String].self).map(PhotoResource.init)
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
         distanceKm = try row.decode("distance_km", as: Double?.self)

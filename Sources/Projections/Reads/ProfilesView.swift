@@ -13,7 +13,7 @@ public struct ProfilesView: Sendable {
     public func publicProfile(_ id: UserID) async throws -> PublicProfile {
         let rows = try await pool.query(
             """
-            SELECT handle, display_name, country, member_since, completed_deals, review_count, review_stars,
+            SELECT handle, display_name, country, member_since, completed_deals, review_count, review_stars, photo,
                    (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
             FROM users_view u WHERE user_id = \(id.rawValue)
             """)
@@ -23,7 +23,8 @@ public struct ProfilesView: Sendable {
             country: try row.decode("country", as: String?.self), memberSince: try row.decode("member_since"),
             postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"),
             rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
-            reviewCount: try row.decode("review_count"))
+            reviewCount: try row.decode("review_count"),
+            photos: try row.decode("photo", as: String?.self).map { [PhotoResource(digest: $0)] } ?? [])
     }
 
     /// The private profile, from six views in one round trip and one snapshot, so that the
@@ -36,7 +37,7 @@ public struct ProfilesView: Sendable {
             [
                 """
                 SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents,
-                       review_count, review_stars
+                       review_count, review_stars, photo
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
@@ -56,7 +57,8 @@ public struct ProfilesView: Sendable {
             defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
             completedDeals: try row.decode("completed_deals"),
             rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
-            reviewCount: try row.decode("review_count"), cards: cards, posts: posts.data, bids: bids.data,
+            reviewCount: try row.decode("review_count"),
+            photos: try row.decode("photo", as: String?.self).map { [PhotoResource(digest: $0)] } ?? [], cards: cards, posts: posts.data, bids: bids.data,
             bidsReceived: received.data, approvalsGiven: given.data, approvalsReceived: approved.data, loans: loans.data,
             blocked: blocked.sorted { $0.description < $1.description },
             links: ProfileLinks(
@@ -80,6 +82,8 @@ public struct PublicProfile: Codable, Sendable {
     /// The mean of the stars of the reviews about them, to one decimal; nil before the first.
     public var rating: Double?
     public var reviewCount: Int
+    /// The profile photo, if there is one: a list, like an item's and a loan's.
+    public var photos: [PhotoResource]
 }
 
 /// `GET /v1/me`, and the answer of every command on it (`PATCH /v1/me`, blocks): one resource.
@@ -96,6 +100,7 @@ public struct PrivateProfile: Codable, Sendable {
     public var completedDeals: Int
     public var rating: Double?
     public var reviewCount: Int
+    public var photos: [PhotoResource]
     public var cards: [CardResource]
     /// The newest 20 of each list; `links` says where the rest are.
     public var posts: [ItemResource]
@@ -199,5 +204,16 @@ extension ProfilesView {
 enum Rating {
     static func mean(stars: Int, count: Int) -> Double? {
         count == 0 ? nil : (Double(stars) / Double(count) * 10).rounded() / 10
+    }
+}
+
+/// A stored photo: its digest, and where its bytes are served (`?size=200|800|full`).
+public struct PhotoResource: Codable, Sendable, Hashable {
+    public var digest: String
+    public var url: String
+
+    public init(digest: String) {
+        self.digest = digest
+        self.url = "/v1/media/\(digest)"
     }
 }

@@ -1,0 +1,193 @@
+import CVipsShim
+
+/// An image format we accept, named by the decoder libvips picks from the bytes themselves,
+/// never by a declared content type or file name.
+public enum ImageFormat: String, Sendable, CaseIterable {
+    case jpeg, png, webp
+
+    /// The format read by this libvips loader, if it is one we accept. libvips 8.14 names the
+    /// loader by its type (`VipsForeignLoadJpegBuffer`), not by its nickname (`jpegload_buffer`).
+    init?(loader: String) {
+        switch loader {
+        case "VipsForeignLoadJpegBuffer": self = .jpeg
+        case "VipsForeignLoadPngBuffer": self = .png
+        case "VipsForeignLoadWebpBuffer": self = .webp
+        default: return nil
+        }
+    }
+}
+
+/// Why an upload was refused. `code` is one of the `ImageError` constants below; `message`
+/// is for logs (libvips' own words where it gave any), not for matching.
+public struct ImageError: Error, Equatable, Hashable, Sendable {
+    public let code: String
+    public let message: String
+
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// Zero bytes.
+    public static let empty = "empty"
+    /// More than `Images.maxBytes`.
+    public static let tooLarge = "too_large"
+    /// Not a JPEG, PNG or WebP by its bytes (SVG, GIF, HEIC, text, noise ...).
+    public static let unsupportedFormat = "unsupported_format"
+    /// The header declares more than `Images.maxPixels`; refused before any pixel is decoded.
+    public static let tooManyPixels = "too_many_pixels"
+    /// A supported format whose header or pixels fail to decode (truncated, corrupt), or whose
+    /// decoded pixels cannot be re-encoded.
+    public static let undecodable = "undecodable"
+    /// libvips did not start: a fault of this machine, not of the upload.
+    public static let unavailable = "unavailable"
+}
+
+/// What a stored format is, read from the header alone: the dimensions are as stored,
+/// before any EXIF orientation is applied.
+public struct ImageHeader: Equatable, Hashable, Sendable {
+    public let format: ImageFormat
+    public let width: Int
+    public let height: Int
+
+    public init(format: ImageFormat, width: Int, height: Int) {
+        self.format = format
+        self.width = width
+        self.height = height
+    }
+}
+
+/// An accepted upload, re-encoded: every image is a JPEG with no metadata (no EXIF, GPS,
+/// XMP, IPTC or ICC profile), turned upright by its EXIF orientation.
+public struct ProcessedImage: Equatable, Hashable, Sendable {
+    /// The format of the original bytes.
+    public let format: ImageFormat
+    /// The dimensions of `full`, after orientation.
+    public let width: Int
+    public let height: Int
+    /// The whole image, re-encoded.
+    public let full: [UInt8]
+    /// By long side (each of `Images.thumbnailSizes`): the image shrunk to fit a square of
+    /// that side, never enlarged.
+    public let thumbnails: [Int: [UInt8]]
+}
+
+/// Decoding, checking and re-encoding uploaded photos with libvips.
+///
+/// Every call blocks its thread for as long as the decode takes (tens of milliseconds for a
+/// phone photo): call it from a thread pool, not from an event loop or Swift's cooperative
+/// pool. Calls may run on many threads at once.
+public enum Images {
+    /// The largest upload accepted, in bytes (10 MiB).
+    public static let maxBytes = 10_485_760
+    /// The most pixels (width × height) accepted, checked from the header before decoding.
+    public static let maxPixels = 40_000_000
+    /// The long sides of the thumbnails made for every image.
+    public static let thumbnailSizes = [200, 800]
+    /// The JPEG quality of every output.
+    public static let jpegQuality = 85
+
+    /// Starts libvips on first use; `vips_shim_init` itself runs only once per process.
+    private static let isStarted: Bool = vips_shim_init() == 0
+
+    /// Checks the size, the format and the pixel count of an upload without decoding its pixels.
+    public static func header(_ bytes: [UInt8]) throws(ImageError) -> ImageHeader {
+        if bytes.isEmpty { throw ImageError(code: ImageError.empty, message: "the image is empty") }
+        if bytes.count > maxBytes {
+            throw ImageError(
+                code: ImageError.tooLarge, message: "the image has \(bytes.count) bytes, more than \(maxBytes)")
+        }
+        try start()
+        let loader = bytes.withUnsafeBytes { raw in vips_shim_loader(raw.baseAddress, raw.count) }
+        guard let loader, let format = ImageFormat(loader: String(cString: loader)) else {
+            clearError()
+            throw ImageError(code: ImageError.unsupportedFormat, message: "the bytes are not a JPEG, PNG or WebP image")
+        }
+        var width: Int32 = 0
+        var height: Int32 = 0
+        let status = bytes.withUnsafeBytes { raw in vips_shim_header(raw.baseAddress, raw.count, &width, &height) }
+        if status != 0 { throw ImageError(code: ImageError.undecodable, message: takeError()) }
+        let pixels = Int(width) * Int(height)
+        if pixels > maxPixels {
+            throw ImageError(
+                code: ImageError.tooManyPixels,
+                message: "the image is \(width)×\(height) = \(pixels) pixels, more than \(maxPixels)")
+        }
+        return ImageHeader(format: format, width: Int(width), height: Int(height))
+    }
+
+    /// Checks an upload, decodes it fully, turns it upright and re-encodes it as a stripped JPEG
+    /// with thumbnails.
+    public static func process(_ bytes: [UInt8]) throws(ImageError) -> ProcessedImage {
+        let header = try header(bytes)
+        // The decoded image is a copy in memory: it does not read from `bytes` afterwards.
+        let decoded = bytes.withUnsafeBytes { raw in vips_shim_decode(raw.baseAddress, raw.count) }
+        guard let image = decoded else { throw ImageError(code: ImageError.undecodable, message: takeError()) }
+        defer { vips_shim_unref(image) }
+
+        var width: Int32 = 0
+        var height: Int32 = 0
+        vips_shim_size(image, &width, &height)
+        let full = try jpeg(image)
+        var thumbnails: [Int: [UInt8]] = [:]
+        for size in thumbnailSizes {
+            var thumbnail: OpaquePointer?
+            guard vips_shim_thumbnail(image, Int32(size), &thumbnail) == 0, let thumbnail else {
+                throw ImageError(code: ImageError.undecodable, message: takeError())
+            }
+            defer { vips_shim_unref(thumbnail) }
+            thumbnails[size] = try jpeg(thumbnail)
+        }
+        return ProcessedImage(
+            format: header.format, width: Int(width), height: Int(height), full: full, thumbnails: thumbnails)
+    }
+
+    /// The names of the metadata fields libvips reads from an image's header (`exif-data`,
+    /// `exif-ifd3-GPSLatitude`, `xmp-data`, `icc-profile-data`, `orientation` ...), or none if
+    /// the bytes are not an image we accept. For checking what an output carries.
+    public static func metadataFields(_ bytes: [UInt8]) -> [String] {
+        guard !bytes.isEmpty, (try? start()) != nil else { return [] }
+        guard let fields = bytes.withUnsafeBytes({ raw in vips_shim_fields(raw.baseAddress, raw.count) }) else {
+            clearError()
+            return []
+        }
+        defer { vips_shim_free_fields(fields) }
+        var names: [String] = []
+        var index = 0
+        while let field = fields[index] {
+            names.append(String(cString: field))
+            index += 1
+        }
+        return names
+    }
+
+    private static func start() throws(ImageError) {
+        if !isStarted { throw ImageError(code: ImageError.unavailable, message: "libvips did not start") }
+    }
+
+    /// Encodes an image as a stripped JPEG and copies it into Swift's memory.
+    private static func jpeg(_ image: OpaquePointer) throws(ImageError) -> [UInt8] {
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard vips_shim_jpeg(image, Int32(jpegQuality), &buffer, &length) == 0, let buffer else {
+            throw ImageError(code: ImageError.undecodable, message: takeError())
+        }
+        defer { vips_shim_free(buffer) }
+        return Array(UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+
+    /// libvips' error text, cleared. The buffer is shared by every thread, so under load it may
+    /// also hold another call's words: good for logs, never for deciding anything.
+    private static func takeError() -> String {
+        var text = [CChar](repeating: 0, count: 1024)
+        vips_shim_take_error(&text, text.count)
+        let lines = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: "\n", omittingEmptySubsequences: true)
+        return lines.isEmpty ? "libvips gave no reason" : lines.joined(separator: "; ")
+    }
+
+    private static func clearError() {
+        var nothing: CChar = 0
+        vips_shim_take_error(&nothing, 1)
+    }
+}

@@ -1,0 +1,229 @@
+import EventStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Marketplace
+import Media
+import NIOCore
+import Projections
+import UseCases
+
+/// Photos: uploads to an item, a loan or the profile, and the images themselves.
+///
+/// An upload is the image as the body (its type in `Content-Type`, or
+/// `application/octet-stream`), or the first file of a `multipart/form-data` form. What it is
+/// comes from decoding it; a declared type that says otherwise is refused, so that a client
+/// learns that it sent a PNG called `.jpg` rather than finding out later.
+struct PhotosController: Sendable {
+    let photos: PhotoLibrary
+    let items: ItemsView
+    let loans: LoansView
+    let profiles: ProfilesView
+    let blockedBy: @Sendable (UserID) async throws -> Set<UserID>
+
+    // MARK: Commands
+
+    @Sendable func addToItem(_ request: Request, context: UserContext) async throws -> EditedResponse<ItemResource> {
+        let item = ItemID(try context.parameters.requireUUID("itemID"))
+        let bytes = try await Self.upload(request, context: context)
+        let append = try await Self.translating { try await photos.addToItem(bytes, item: item, by: context.user) }
+        return EditedResponse(status: .created, response: try await items.item(item, position: append?.lastPosition))
+    }
+
+    @Sendable func removeFromItem(_ request: Request, context: UserContext) async throws -> ItemResource {
+        let item = ItemID(try context.parameters.requireUUID("itemID"))
+        let append = try await photos.removeFromItem(try Self.digest(context), item: item, by: context.user)
+        return try await items.item(item, position: append?.lastPosition)
+    }
+
+    @Sendable func addToLoan(_ request: Request, context: UserContext) async throws -> EditedResponse<LoanResource> {
+        let loan = LoanID(try context.parameters.requireUUID("loanID"))
+        let bytes = try await Self.upload(request, context: context)
+        let append = try await Self.translating { try await photos.addToLoan(bytes, loan: loan, by: context.user) }
+        return EditedResponse(status: .created, response: try await loans.loan(loan, position: append?.lastPosition))
+    }
+
+    @Sendable func removeFromLoan(_ request: Request, context: UserContext) async throws -> LoanResource {
+        let loan = LoanID(try context.parameters.requireUUID("loanID"))
+        let append = try await photos.removeFromLoan(try Self.digest(context), loan: loan, by: context.user)
+        return try await loans.loan(loan, position: append?.lastPosition)
+    }
+
+    /// `PUT /v1/me/photo`: the profile's one photo, replacing the one there.
+    @Sendable func setProfilePhoto(_ request: Request, context: UserContext) async throws -> PrivateProfile {
+        let bytes = try await Self.upload(request, context: context)
+        let append = try await Self.translating { try await photos.setProfilePhoto(bytes, of: context.user) }
+        return try await profile(context, append)
+    }
+
+    @Sendable func removeProfilePhoto(_ request: Request, context: UserContext) async throws -> PrivateProfile {
+        try await profile(context, try await photos.setProfilePhoto(nil, of: context.user))
+    }
+
+    private func profile(_ context: UserContext, _ append: AppendResult?) async throws -> PrivateProfile {
+        try await profiles.privateProfile(
+            context.user, blocked: try await blockedBy(context.user), position: append?.lastPosition)
+    }
+
+    // MARK: Images
+
+    /// `GET /v1/media/{digest}?size=200|800|full`: the same bytes forever (the digest names
+    /// them), so a strong ETag, a year's caching, and 304 for a client that has them.
+    @Sendable func media(_ request: Request, context: some RequestContext) async throws -> Response {
+        guard let digest = context.parameters.get("digest"), PhotoDigest.isValid(digest) else {
+            throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
+        }
+        let size = request.uri.queryParameters["size"].map(String.init) ?? "full"
+        guard ["full", "800", "200"].contains(size) else {
+            throw DomainError.invalid([FieldError(field: "size", code: "invalid_size", message: "200, 800 or full")])
+        }
+        let tag = "\"\(digest)-\(size)\""
+        let headers: HTTPFields = [
+            .eTag: tag, .cacheControl: "public, max-age=31536000, immutable", .contentType: "image/jpeg",
+        ]
+        if let wanted = request.headers[.ifNoneMatch],
+            wanted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == tag || $0.trimmingCharacters(in: .whitespaces) == "*" })
+        {
+            // Only when it is still stored: a collected image is gone, not unchanged.
+            if try await photos.image(digest, variant: size) != nil { return Response(status: .notModified, headers: headers) }
+        }
+        guard let bytes = try await photos.image(digest, variant: size) else {
+            throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    // MARK: Uploads
+
+    /// What a form and its headers may add to an image's 10 MiB.
+    static let formOverhead = 64 * 1024
+
+    /// The uploaded bytes, with a declared type that does not contradict them.
+    static func upload(_ request: Request, context: UserContext) async throws -> [UInt8] {
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: Images.maxBytes + formOverhead)
+        } catch {
+            throw Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
+        }
+        let contentType = request.headers[.contentType] ?? "application/octet-stream"
+        var declared: String
+        var bytes: [UInt8]
+        if contentType.lowercased().hasPrefix("multipart/form-data") {
+            guard let file = MultipartForm.firstFile(in: buffer, contentType: contentType) else {
+                throw Problem(
+                    .badRequest, code: "malformed_form", detail: "The form holds no file part (Content-Disposition with a filename or name).")
+            }
+            declared = file.contentType ?? "application/octet-stream"
+            bytes = file.bytes
+        } else {
+            declared = contentType
+            bytes = Array(buffer.readableBytesView)
+        }
+        declared = declared.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        guard declared == "application/octet-stream" || Self.imageTypes[declared] != nil else {
+            throw Problem(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                detail: "Send a JPEG, PNG or WebP image (image/jpeg, image/png, image/webp, or application/octet-stream).")
+        }
+        let header: ImageHeader
+        do { header = try Images.header(bytes) } catch { throw Self.problem(error) }
+        if let expected = Self.imageTypes[declared], expected != header.format {
+            throw Problem(
+                .unsupportedMediaType, code: "content_type_mismatch",
+                detail: "The bytes are a \(header.format.rawValue.uppercased()) image, but the request says \(declared).")
+        }
+        return bytes
+    }
+
+    static let imageTypes: [String: ImageFormat] = [
+        "image/jpeg": .jpeg, "image/jpg": .jpeg, "image/png": .png, "image/webp": .webp,
+    ]
+
+    /// An image the library refused, as the client's problem.
+    static func problem(_ error: ImageError) -> Problem {
+        switch error.code {
+        case ImageError.empty:
+            Problem(.unprocessableContent, code: "empty_image", detail: "The image has no bytes.")
+        case ImageError.tooLarge:
+            Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
+        case ImageError.unsupportedFormat:
+            Problem(
+                .unsupportedMediaType, code: "unsupported_image",
+                detail: "Only JPEG, PNG and WebP images are taken; these bytes are none of them.")
+        case ImageError.tooManyPixels:
+            Problem(
+                .unprocessableContent, code: "too_many_pixels",
+                detail: "An image has at most \(Images.maxPixels) pixels (its width times its height).")
+        case ImageError.unavailable:
+            Problem(.serviceUnavailable, code: "images_unavailable", detail: "Images cannot be processed now; try again later.")
+        default:
+            Problem(.unprocessableContent, code: "undecodable_image", detail: "The image is damaged or cut short: it cannot be decoded.")
+        }
+    }
+
+    /// Runs a photo command, with the library's refusals as problems.
+    static func translating<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as ImageError { throw problem(error) }
+    }
+
+    static func digest(_ context: UserContext) throws -> String {
+        guard let digest = context.parameters.get("digest"), PhotoDigest.isValid(digest) else {
+            throw DomainError(.notFound, "photo_not_found", "No such photo here.")
+        }
+        return digest
+    }
+}
+
+/// Just enough of `multipart/form-data` (RFC 7578) to take one file out of a form.
+enum MultipartForm {
+    struct File {
+        var bytes: [UInt8]
+        var contentType: String?
+    }
+
+    /// The first part with a filename (or, failing that, the first part at all).
+    static func firstFile(in body: ByteBuffer, contentType: String) -> File? {
+        guard let boundary = boundary(of: contentType) else { return nil }
+        let bytes = Array(body.readableBytesView)
+        let delimiter = Array("--\(boundary)".utf8)
+        var parts: [(headers: String, body: [UInt8])] = []
+        var start = firstIndex(of: delimiter, in: bytes, from: 0)
+        while let open = start {
+            var cursor = open + delimiter.count
+            if bytes[cursor...].starts(with: Array("--".utf8)) { break }
+            if bytes[cursor...].starts(with: Array("\r\n".utf8)) { cursor += 2 }
+            guard let headerEnd = firstIndex(of: Array("\r\n\r\n".utf8), in: bytes, from: cursor),
+                let next = firstIndex(of: Array("\r\n".utf8) + delimiter, in: bytes, from: headerEnd + 4)
+            else { break }
+            parts.append((String(decoding: bytes[cursor..<headerEnd], as: UTF8.self), Array(bytes[(headerEnd + 4)..<next])))
+            start = next + 2
+        }
+        let chosen = parts.first { $0.headers.lowercased().contains("filename=") } ?? parts.first
+        guard let chosen else { return nil }
+        let type = chosen.headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-type:") }
+            .map { $0.dropFirst("content-type:".count).trimmingCharacters(in: .whitespaces) }
+        return File(bytes: chosen.body, contentType: type)
+    }
+
+    static func boundary(of contentType: String) -> String? {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2, pair[0].lowercased() == "boundary" else { continue }
+            let value = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            return (1...70).contains(value.count) ? value : nil
+        }
+        return nil
+    }
+
+    private static func firstIndex(of needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard !needle.isEmpty, start <= haystack.count - needle.count else { return nil }
+        var index = start
+        while index <= haystack.count - needle.count {
+            if haystack[index] == needle[0], haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
+            index += 1
+        }
+        return nil
+    }
+}
