@@ -34,16 +34,25 @@ public struct ItemsProjection: InlineProjection {
                     description: posted.description, category: posted.category, price: posted.maxDailyPriceCents,
                     location: posted.location, from: posted.neededFrom, until: posted.neededUntil, event: event)
             case .revised(let revised):
+                // Moved while available: out of its old cells, into its new ones (one statement:
+                // projections are pipelined, and read no answers).
                 try session.query(
                     """
-                    UPDATE items_view
-                    SET title = coalesce(\(revised.title), title), description = coalesce(\(revised.description), description),
-                        category = coalesce(\(revised.category?.rawValue), category),
-                        price_cents = coalesce(\(revised.priceCents), price_cents),
-                        lat = coalesce(\(revised.location?.lat), lat), lng = coalesce(\(revised.location?.lng), lng),
-                        place = coalesce(\(revised.location?.place), place),
-                        updated_at = \(at), position = \(event.position)
-                    WHERE item_id = \(item)
+                    WITH old AS (SELECT lat, lng FROM items_view WHERE item_id = \(item)),
+                    changed AS (
+                        UPDATE items_view
+                        SET title = coalesce(\(revised.title), title), description = coalesce(\(revised.description), description),
+                            category = coalesce(\(revised.category?.rawValue), category),
+                            price_cents = coalesce(\(revised.priceCents), price_cents),
+                            lat = coalesce(\(revised.location?.lat), lat), lng = coalesce(\(revised.location?.lng), lng),
+                            place = coalesce(\(revised.location?.place), place),
+                            updated_at = \(at), position = \(event.position)
+                        WHERE item_id = \(item)
+                        RETURNING status, lat, lng
+                    )
+                    SELECT market_cells_move(\(item), old.lat, old.lng, -1), market_cells_move(\(item), changed.lat, changed.lng, 1)
+                    FROM old, changed
+                    WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
                     """, prepared: true)
             case .withdrawn:
                 try setStatus(&session, item, .withdrawn, event)
@@ -139,6 +148,12 @@ public struct ItemsProjection: InlineProjection {
     private func forget(_ event: ProjectedEvent, _ session: inout PostgresSession) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
         let user = forgotten.userID.rawValue
+        // Their available items move to 0, 0 on the map, as the sealed places read now.
+        try session.query(
+            """
+            SELECT market_cells_move(item_id, lat, lng, -1), market_cells_move(item_id, 0, 0, 1)
+            FROM items_view WHERE owner_id = \(user) AND status = 'available'
+            """, prepared: true)
         try session.query(
             """
             UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
@@ -162,6 +177,7 @@ public struct ItemsProjection: InlineProjection {
     ) throws {
         try session.query(
             """
+            WITH inserted AS (
             INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
                                     lat, lng, place, window_from, window_until, status, created_at, updated_at, position)
             VALUES (\(id.rawValue), \(kind.rawValue), \(owner.rawValue),
@@ -170,14 +186,25 @@ public struct ItemsProjection: InlineProjection {
                     \(location.place), \(from?.description)::date, \(until?.description)::date, 'available',
                     \(event.recordedAt), \(event.recordedAt), \(event.position))
             ON CONFLICT (item_id) DO NOTHING
+            RETURNING item_id, lat, lng
+            )
+            SELECT market_cells_move(item_id, lat, lng, 1) FROM inserted
             """, prepared: true)
     }
 
+    /// A new status; in or out of the market's cells when it becomes or stops being available.
     private func setStatus(_ session: inout PostgresSession, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent) throws {
         try session.query(
             """
-            UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position)
-            WHERE item_id = \(item)
+            WITH old AS (SELECT status FROM items_view WHERE item_id = \(item)),
+            changed AS (
+                UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position)
+                WHERE item_id = \(item)
+                RETURNING status, lat, lng
+            )
+            SELECT market_cells_move(\(item), changed.lat, changed.lng, CASE WHEN changed.status = 'available' THEN 1 ELSE -1 END)
+            FROM old, changed
+            WHERE (old.status = 'available') <> (changed.status = 'available')
             """, prepared: true)
     }
 

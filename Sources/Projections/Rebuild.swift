@@ -15,8 +15,8 @@ public struct ViewGroup: Sendable {
         ViewGroup(
             name: "users", projections: [UsersProjection(), ItemsProjection(), FeedProjection()],
             tables: [
-                "users_view", "cards_view", "items_view", "bids_view", "reviews_view", "messages_view", "feed_view",
-                "feed_loan_lenders",
+                "users_view", "cards_view", "items_view", "bids_view", "market_cells", "reviews_view", "messages_view",
+                "feed_view", "feed_loan_lenders",
             ]),
         ViewGroup(
             name: "loans", projections: [LoansProjection()],

@@ -11,6 +11,7 @@ struct EventEncodingTests {
     let user = UserID(), other = UserID(), item = ItemID(), loan = LoanID(), card = CardID(), bid = BidID()
     let here = Location(lat: 27.7, lng: 85.3, place: "Kathmandu")
     let day = Day("2026-12-01")!
+    let digest = String(repeating: "ab", count: 32)
 
     func roundTrip<ID, State, Command, Event: Hashable>(
         _ events: [Event], _ aggregate: Aggregate<ID, State, Command, Event>
@@ -38,6 +39,7 @@ struct EventEncodingTests {
             .balanceDebited(BalanceDebited(amountCents: 100, loanID: loan)),
             .cardCharged(CardCharged(cardID: card, amountCents: 100, chargeID: "ch_2", loanID: loan)),
             .balanceCredited(BalanceCredited(amountCents: 50, loanID: loan, reason: .repayment)),
+            .photoChanged(ProfilePhotoChanged(digest: digest)),
         ]
         let items: [ItemEvent] = [
             .rentalPosted(
@@ -54,6 +56,9 @@ struct EventEncodingTests {
             .bidWithdrawn(BidWithdrawn(bidID: bid)), .bidRejected(BidRejected(bidID: bid, reason: "no")),
             .bidApproved(BidApproved(bidID: bid)), .reserved(ItemReserved(bidID: bid, bidderID: other)),
             .closed(ItemClosed()), .relisted(ItemRelisted()),
+            .reviewWritten(ReviewWritten(bidID: bid, authorID: other, subjectID: user, role: .bidder, stars: 5, text: "Good")),
+            .messageSent(MessageSent(messageID: MessageID(), bidID: bid, authorID: user, recipientID: other, text: "When?")),
+            .photoAdded(ItemPhotoAdded(digest: digest)), .photoRemoved(ItemPhotoRemoved(digest: digest)),
         ]
         let loans: [LoanEvent] = [
             .posted(
@@ -63,6 +68,7 @@ struct EventEncodingTests {
             .sharePurchased(LoanSharePurchased(lenderID: other, amountCents: 2500)), .funded(LoanFunded()),
             .repaymentRecorded(LoanRepaymentRecorded(amountCents: 100, credits: [LenderAmount(lenderID: other, amountCents: 100)])),
             .repaid(LoanRepaid()), .expired(LoanExpired(refunds: [LenderAmount(lenderID: other, amountCents: 2500)])),
+            .photoAdded(LoanPhotoAdded(digest: digest)), .photoRemoved(LoanPhotoRemoved(digest: digest)),
         ]
         let carts: [CartEvent] = [
             .itemAdded(CartItemAdded(loanID: loan, amountCents: 2500)),
@@ -71,7 +77,7 @@ struct EventEncodingTests {
             .checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: loan, amountCents: 3000)], totalCents: 3000, paidWith: "balance")),
         ]
         let names = try roundTrip(users, .user) + roundTrip(items, .item) + roundTrip(loans, .loan) + roundTrip(carts, .cart)
-        #expect(names.count == 34)
+        #expect(names.count == 41)
         #expect(Set(names).count == names.count, "one name per event type")
     }
 

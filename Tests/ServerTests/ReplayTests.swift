@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import ImageFixtures
 import Marketplace
 import Postgres
 import Projections
@@ -29,8 +30,20 @@ extension TestClientProtocol {
         let other = try await bid(bike, bob.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(again)/approve", token: rita.token)
         _ = other
+        _ = try await send(.post, "/v1/bids/\(again)/messages", json: ["text": "Where do we meet?"], token: ada.token)
         _ = try await send(.post, "/v1/items/\(bike)/complete", token: rita.token)
+        _ = try await send(.post, "/v1/items/\(bike)/reviews", json: ["stars": 5, "text": "Lovely bike"], token: ada.token)
+        _ = try await send(.post, "/v1/items/\(bike)/reviews", json: ["stars": 4], token: rita.token)
         _ = try await send(.post, "/v1/items/\(bike)/relist", token: rita.token)
+        // A revision that moves an available item on the map, and a photo added and removed.
+        _ = try await send(.patch, "/v1/items/\(bike)", json: ["location": ["lat": 28.2, "lng": 83.98, "place": "Pokhara"]], token: rita.token)
+        let image = try Fixture.image(width: 64, height: 48, as: ".png")
+        let photos = try await upload("/v1/items/\(bike)/photos", image, type: "image/png", token: rita.token)
+            .decode(ItemResource.self).photos
+        let loomPhoto = try Fixture.image(width: 48, height: 64, as: ".jpg")
+        _ = try await upload("/v1/items/\(bike)/photos", loomPhoto, type: "image/jpeg", token: rita.token)
+        _ = try await send(.delete, "/v1/items/\(bike)/photos/\(try #require(photos.first).digest)", token: rita.token)
+        _ = try await upload("/v1/me/photo", image, type: "image/png", token: ada.token, method: .put)
         let lamp = try await postRental(rita.token, title: "Lamp").id
         let rejected = try await bid(lamp, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(rejected)/reject", json: ["reason": "too low"], token: rita.token)
@@ -52,6 +65,7 @@ extension TestClientProtocol {
         try await fund(bob.token, 10_000)
         let loom = try await postLoan(rita.token, amount: 7500, title: "Loom")
         let seeds = try await postLoan(rita.token, amount: 10_000, country: "KE", title: "Seeds", deadlineDays: 5)
+        _ = try await upload("/v1/loans/\(loom)/photos", loomPhoto, type: "image/jpeg", token: rita.token)
         _ = try await addToCart(ada.token, loom)
         _ = try await send(.patch, "/v1/cart/items/\(loom)", json: ["amountCents": 2500], token: ada.token)
         _ = try await addToCart(ada.token, seeds, 2500)

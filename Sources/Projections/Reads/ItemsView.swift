@@ -84,25 +84,118 @@ public struct ItemsView: Sendable {
 
     /// The available items in the filter's box (the whole world without one), counted per
     /// cell of a grid of `MarketClusters.cellPixels` at `zoom`: where each cell's items lie on
-    /// average, how many, and one of them. From the view's Mercator coordinates (migration 0018).
+    /// average, how many, and the least item id among them.
+    ///
+    /// The whole market, zoomed out, is read from the cells the projection keeps (migration
+    /// 0021): the kept cells wholly inside the box, and the items of the cells along its edges,
+    /// which lie partly outside it. A market filter, or a grid finer than any kept level,
+    /// counts the items themselves (zoomed in, there are few in the box).
     public func clusters(_ filter: MarketFilter, zoom: Int) async throws -> MarketClusters {
-        let shift = MarketClusters.shift(zoom: zoom)
-        let conditions: [PostgresQuery] = ["status = 'available'"] + filter.listing.boxConditions + filter.conditions
-        var statement: PostgresQuery = """
-            SELECT map_x >> \(shift)::integer AS cell_x, map_y >> \(shift)::integer AS cell_y, count(*)::int AS count, avg(lat) AS lat,
-                   avg(lng) AS lng, min(item_id::text) AS sample
-            FROM items_view WHERE
-            """
-        statement.append(" ")
-        statement.append(.joined(conditions, separator: " AND "))
-        statement.append(" GROUP BY cell_x, cell_y ORDER BY cell_y, cell_x")
-        let rows = try await pool.query(statement)
-        return MarketClusters(
-            cells: try rows.map { row in
+        let grid = zoom + 3
+        let boxes = filter.listing.box.map { box -> [MapBox] in
+            box.minLng <= box.maxLng
+                ? [MapBox(box.minLng, box.minLat, box.maxLng, box.maxLat)]
+                : [MapBox(box.minLng, box.minLat, 180, box.maxLat), MapBox(-180, box.minLat, box.maxLng, box.maxLat)]
+        } ?? [MapBox(-180, -90, 180, 90)]
+        let conditions = filter.conditions
+        var cells = [MarketClusters.Cell]()
+        for box in boxes {
+            let statement =
+                if conditions.isEmpty, let kept = MarketClusters.keptLevels.first(where: { $0 >= grid }) {
+                    box.keptCellsStatement(grid: grid, kept: kept)
+                } else {
+                    box.itemsStatement(grid: grid, where: conditions)
+                }
+            cells += try await pool.query(statement).map { row in
                 MarketClusters.Cell(
                     lat: try row.decode("lat"), lng: try row.decode("lng"), count: try row.decode("count"),
                     sampleItemId: ItemID(UUID(uuidString: try row.decode("sample")) ?? UUID()))
-            })
+            }
+        }
+        return MarketClusters(cells: cells)
+    }
+}
+
+/// A part of the map that does not cross the antimeridian: minLng ≤ maxLng.
+struct MapBox {
+    var minLng, minLat, maxLng, maxLat: Double
+
+    init(_ minLng: Double, _ minLat: Double, _ maxLng: Double, _ maxLat: Double) {
+        (self.minLng, self.minLat, self.maxLng, self.maxLat) = (minLng, minLat, maxLng, maxLat)
+    }
+
+    var conditions: PostgresQuery {
+        "v.lat BETWEEN \(minLat) AND \(maxLat) AND v.lng BETWEEN \(minLng) AND \(maxLng)"
+    }
+
+    /// Counts the box's items per cell at `grid`.
+    func itemsStatement(grid: Int, where filters: [PostgresQuery]) -> PostgresQuery {
+        let shift = 24 - grid
+        var statement: PostgresQuery = """
+            SELECT count(*)::int AS count, avg(v.lat) AS lat, avg(v.lng) AS lng, min(v.item_id::text) AS sample
+            FROM items_view v WHERE v.status = 'available' AND
+            """
+        statement.append(" ")
+        statement.append(.joined([conditions] + filters, separator: " AND "))
+        statement.append(
+            " GROUP BY v.map_x >> \(unsafeRaw: String(shift)), v.map_y >> \(unsafeRaw: String(shift)) ORDER BY v.map_y >> \(unsafeRaw: String(shift)), v.map_x >> \(unsafeRaw: String(shift))")
+        return statement
+    }
+
+    /// The kept cells at level `kept` wholly inside the box, summed into cells of `grid`,
+    /// and the items of the cells on its edges: the columns at its west and east ends and the
+    /// rows at its north and south ends, each read on an index of its own. A side at the
+    /// world's end (longitude ±180, latitude ±90) has no partial cells.
+    func keptCellsStatement(grid: Int, kept: Int) -> PostgresQuery {
+        let keptShift = String(24 - kept)
+        let up = String(kept - grid)
+        let shift = String(24 - grid)
+        var strips: [PostgresQuery] = []
+        for (edge, range): (PostgresQuery, PostgresQuery) in [
+            ("i.ix0 > i.fx0", "v.map_x BETWEEN i.fx0 << \(unsafeRaw: keptShift) AND ((i.fx0 + 1) << \(unsafeRaw: keptShift)) - 1"),
+            ("i.ix1 < i.fx1 AND i.fx1 <> i.fx0",
+             "v.map_x BETWEEN i.fx1 << \(unsafeRaw: keptShift) AND ((i.fx1 + 1) << \(unsafeRaw: keptShift)) - 1"),
+            ("i.iy0 > i.fy0",
+             "v.map_y BETWEEN i.fy0 << \(unsafeRaw: keptShift) AND ((i.fy0 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
+            ("i.iy1 < i.fy1 AND i.fy1 <> i.fy0",
+             "v.map_y BETWEEN i.fy1 << \(unsafeRaw: keptShift) AND ((i.fy1 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
+        ] {
+            var strip: PostgresQuery = """
+                SELECT v.map_x >> \(unsafeRaw: shift) AS cx, v.map_y >> \(unsafeRaw: shift) AS cy, 1 AS n, v.lat AS slat,
+                       v.lng AS slng, v.item_id::text AS sample
+                FROM items_view v, inner_cells i WHERE v.status = 'available' AND
+                """
+            strip.append(" ")
+            strip.append(.joined([edge, range, conditions], separator: " AND "))
+            strips.append(strip)
+        }
+        var statement: PostgresQuery = """
+            WITH ends AS (
+                SELECT mercator_x(\(minLng)) >> \(unsafeRaw: keptShift) AS fx0, mercator_x(\(maxLng)) >> \(unsafeRaw: keptShift) AS fx1,
+                       mercator_y(\(maxLat)) >> \(unsafeRaw: keptShift) AS fy0, mercator_y(\(minLat)) >> \(unsafeRaw: keptShift) AS fy1
+            ), inner_cells AS (
+                SELECT fx0, fx1, fy0, fy1,
+                       fx0 + \(unsafeRaw: minLng <= -180 ? "0" : "1") AS ix0, fx1 - \(unsafeRaw: maxLng >= 180 ? "0" : "1") AS ix1,
+                       fy0 + \(unsafeRaw: maxLat >= 90 ? "0" : "1") AS iy0, fy1 - \(unsafeRaw: minLat <= -90 ? "0" : "1") AS iy1
+                FROM ends
+            ), parts AS (
+                SELECT c.cell_x >> \(unsafeRaw: up) AS cx, c.cell_y >> \(unsafeRaw: up) AS cy, c.count AS n,
+                       c.sum_lat / 1e7 AS slat, c.sum_lng / 1e7 AS slng, c.sample::text AS sample
+                FROM market_cells c, inner_cells i
+                WHERE c.level = \(unsafeRaw: String(kept)) AND c.cell_x BETWEEN i.ix0 AND i.ix1 AND c.cell_y BETWEEN i.iy0 AND i.iy1
+            """
+        for strip in strips {
+            statement.append(" UNION ALL ")
+            statement.append(strip)
+        }
+        statement.append(
+            """
+            )
+            SELECT sum(n)::int AS count, (sum(slat) / sum(n))::float8 AS lat, (sum(slng) / sum(n))::float8 AS lng,
+                   min(sample) AS sample
+            FROM parts GROUP BY cx, cy ORDER BY cy, cx
+            """)
+        return statement
     }
 }
 
@@ -121,9 +214,8 @@ public struct MarketClusters: Codable, Sendable {
     /// Cells of 32 px on a map of 256-px tiles: 8 × 8 a tile, 2^(zoom+3) across the world.
     public static let cellPixels = 32
     public static let zooms = 0...20
-
-    /// The right shift from the view's coordinates (2^24 across the world) to cells at `zoom`.
-    static func shift(zoom: Int) -> Int { 21 - zoom }
+    /// The grid levels `market_cells` keeps (2^level cells across the world): migration 0021.
+    static let keptLevels = [4, 6, 8, 10, 12, 14, 16]
 
     /// Cells across a box of `degrees` of longitude at `zoom`, as a bound on an answer's size.
     public static func cellsAcross(degrees: Double, zoom: Int) -> Double { degrees / 360 * Double(1 << (zoom + 3)) }
