@@ -327,11 +327,12 @@ build() {
     say "building ($*)"
     # Package.swift lists migrations/*.sql as the binary's resources when it is read; SwiftPM
     # caches what it read, and its build plan. When the built resources are not the folder's
-    # (a migration added since), build without those caches, so that the new file goes in.
+    # (a migration added since, or a file not yet on main changed: a cached plan may not copy
+    # it again), build without those caches, so that the folder's files go in.
     local configuration=debug flags=()
     case " $* " in *" release "*) configuration=release ;; esac
     local built="$ROOT/.build/$configuration/lender_Migrations.resources"
-    if [ "$(cd "$ROOT/migrations" && ls -- *.sql)" != "$(cd "$built" 2>/dev/null && ls -- *.sql 2>/dev/null)" ]; then
+    if [ "$(cd "$ROOT/migrations" && sha256sum -- *.sql)" != "$(cd "$built" 2>/dev/null && sha256sum -- *.sql 2>/dev/null)" ]; then
         flags=(--manifest-cache none --disable-build-manifest-caching)
     fi
     (cd "$ROOT" && swift build "${flags[@]}" "$@")

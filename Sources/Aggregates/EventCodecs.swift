@@ -120,8 +120,11 @@ extension DomainCodec where Event == LoanEvent {
         codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
         codec.register(LoanRepaid.self, wrap: LoanEvent.repaid)
         codec.register(LoanExpired.self, wrap: LoanEvent.expired)
-        codec.register(LoanPhotoAdded.self, wrap: LoanEvent.photoAdded)
-        codec.register(LoanPhotoRemoved.self, wrap: LoanEvent.photoRemoved)
+        // Only the borrower adds or removes their loan's photos.
+        codec.register(
+            LoanPhotoAdded.self, personal: [.init("digest", of: .actor, redacted: .null)], wrap: LoanEvent.photoAdded)
+        codec.register(
+            LoanPhotoRemoved.self, personal: [.init("digest", of: .actor, redacted: .null)], wrap: LoanEvent.photoRemoved)
         return DomainCodec(codec)
     }()
 }
@@ -149,7 +152,7 @@ public enum Redacted {
 /// The personal fields of every event the server writes (SPEC §11.3): e-mail, display name,
 /// country, where a person keeps or needs things and where a borrower works, what a bidder
 /// wrote in a bid, a review or a message, card fingerprints and processor tokens, and which
-/// photo is a person's own. Titles, descriptions, amounts, ids, statuses and handles stay
+/// photo is a person's own or their loan's (often of themselves). Titles, descriptions, amounts, ids, statuses and handles stay
 /// clear: they are the listing's or public.
 public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.codec.personalFields
     .merging(DomainCodec.item.codec.personalFields) { $1 }

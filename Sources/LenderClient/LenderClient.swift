@@ -63,9 +63,13 @@ public struct IdempotentRetries: ClientMiddleware {
     public static let keyField = HTTPField.Name("Idempotency-Key")!
 
     /// The commands without an `Idempotency-Key` parameter: a second send of one is a second
-    /// command (a second account attempt, a second session; a closed account answers 401).
+    /// command (a second account attempt, a second session; a closed account answers 401), or
+    /// needs no key (a photo is named by its bytes: the same image again is added once).
     /// `LenderClientTests` holds this list to the document.
-    public static let unkeyedOperations: Set<String> = ["registerUser", "logIn", "logOut", "closeAccount"]
+    public static let unkeyedOperations: Set<String> = [
+        "registerUser", "logIn", "logOut", "closeAccount", "addItemPhoto", "removeItemPhoto", "addLoanPhoto",
+        "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto",
+    ]
 
     public func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,

@@ -274,7 +274,7 @@ public enum LoanDecider {
         case .expired:
             state.status = .expired
         case .photoAdded(let added):
-            state.photos.append(added.digest)
+            if let digest = added.digest { state.photos.append(digest) }
         case .photoRemoved(let removed):
             state.photos.removeAll { $0 == removed.digest }
         }

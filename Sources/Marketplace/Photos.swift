@@ -20,15 +20,17 @@ public struct ItemPhotoRemoved: EventBody, Hashable {
     public init(digest: String) { self.digest = digest }
 }
 
+/// A borrower's picture is often of themselves: the digest is sealed, and nil once they are
+/// forgotten (their loans then show no photo).
 public struct LoanPhotoAdded: EventBody, Hashable {
     public static let eventType = "LoanPhotoAdded"
-    public var digest: String
+    public var digest: String?
     public init(digest: String) { self.digest = digest }
 }
 
 public struct LoanPhotoRemoved: EventBody, Hashable {
     public static let eventType = "LoanPhotoRemoved"
-    public var digest: String
+    public var digest: String?
     public init(digest: String) { self.digest = digest }
 }
 

@@ -73,19 +73,9 @@ public struct ItemsProjection: InlineProjection {
             case .relisted:
                 try setStatus(&session, item, .available, event)
             case .photoAdded(let added):
-                try session.query(
-                    """
-                    UPDATE items_view SET photos = array_append(photos, \(added.digest)), updated_at = \(at),
-                           position = \(event.position)
-                    WHERE item_id = \(item) AND NOT \(added.digest) = ANY (photos)
-                    """, prepared: true)
+                try Gallery.items.add(added.digest, to: item, event, &session)
             case .photoRemoved(let removed):
-                try session.query(
-                    """
-                    UPDATE items_view SET photos = array_remove(photos, \(removed.digest)), updated_at = \(at),
-                           position = \(event.position)
-                    WHERE item_id = \(item)
-                    """, prepared: true)
+                try Gallery.items.remove(removed.digest, from: item, event, &session)
             case .bidPlaced(let placed):
                 try session.query(
                     """
@@ -160,14 +150,25 @@ public struct ItemsProjection: InlineProjection {
                    updated_at = \(event.recordedAt), position = \(event.position)
             WHERE owner_id = \(user)
             """, prepared: true)
+        // Moved all in one statement, each saw the others still in place: a cell they left may
+        // name one of them as its sample. Each such cell takes its least available item now.
+        try session.query(
+            """
+            UPDATE market_cells c SET sample = coalesce((
+                SELECT i.item_id FROM items_view i
+                WHERE i.status = 'available'
+                  AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
+                  AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1
+                ORDER BY i.item_id LIMIT 1), c.sample)
+            WHERE c.sample IN (SELECT item_id FROM items_view WHERE owner_id = \(user) AND status = 'available')
+            """, prepared: true)
         try session.query(
             """
             UPDATE bids_view SET bidder_handle = \(Redacted.name),
                    message = CASE WHEN message IS NULL THEN NULL ELSE \(Redacted.text) END
             WHERE bidder_id = \(user)
             """, prepared: true)
-        try session.query(
-            "UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user) AND text <> ''", prepared: true)
+        try session.query("UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user)", prepared: true)
         try session.query("UPDATE messages_view SET text = \(Redacted.text) WHERE author_id = \(user)", prepared: true)
     }
 

@@ -13,10 +13,11 @@ public struct LoansProjection: InlineProjection {
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         for event in events {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                // A forgotten borrower's loans stay (lenders' money is in them) without the place.
+                // A forgotten borrower's loans stay (lenders' money is in them) without the place
+                // or the photos.
                 try session.query(
                     """
-                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), updated_at = \(event.recordedAt),
+                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), photos = '{}', updated_at = \(event.recordedAt),
                            position = \(event.position)
                     WHERE borrower_id = \(forgotten.userID.rawValue)
                     """, prepared: true)
@@ -63,19 +64,10 @@ public struct LoansProjection: InlineProjection {
             case .expired:
                 try leaveFundraising(&session, loan, to: .expired, event)
             case .photoAdded(let added):
-                try session.query(
-                    """
-                    UPDATE loans_view SET photos = array_append(photos, \(added.digest)), updated_at = \(at),
-                           position = \(event.position)
-                    WHERE loan_id = \(loan) AND NOT \(added.digest) = ANY (photos)
-                    """, prepared: true)
+                // No digest: a forgotten borrower's photo, as a replay reads it.
+                if let digest = added.digest { try Gallery.loans.add(digest, to: loan, event, &session) }
             case .photoRemoved(let removed):
-                try session.query(
-                    """
-                    UPDATE loans_view SET photos = array_remove(photos, \(removed.digest)), updated_at = \(at),
-                           position = \(event.position)
-                    WHERE loan_id = \(loan)
-                    """, prepared: true)
+                if let digest = removed.digest { try Gallery.loans.remove(digest, from: loan, event, &session) }
             case .repaymentRecorded(let recorded):
                 try session.query(
                     """

@@ -41,7 +41,7 @@ public func buildRouter(
     let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
-        reads: Replicated(ProfilesView.init, primary: primary, replica: replica))
+        reads: Replicated(ProfilesView.init, primary: primary, replica: replica), conversations: ConversationsView(primary))
     let wallet = WalletController(
         wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
     let loans = LoansController(

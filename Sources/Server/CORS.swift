@@ -21,7 +21,7 @@ struct CORSMiddleware<Context: RequestContext>: RouterMiddleware {
                 headers: [
                     .accessControlAllowOrigin: origin, .vary: "Origin",
                     .accessControlAllowMethods: methods.joined(separator: ", "),
-                    .accessControlAllowHeaders: "Authorization, Content-Type, Idempotency-Key, Last-Event-ID",
+                    .accessControlAllowHeaders: "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, If-None-Match, X-Min-Position",
                     .accessControlMaxAge: "600",
                 ])
         }

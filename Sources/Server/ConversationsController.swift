@@ -102,13 +102,15 @@ struct ConversationsController: Sendable {
         if !problems.isEmpty { throw DomainError.invalid(problems) }
         let user = context.user
         let views = views
-        // Subscribed before the backlog is read: whatever commits in between comes from the
-        // hub, and what both give is sent once (positions only grow).
-        let subscription = try await hub.subscribe(user)
+        let hub = hub
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: ResponseBody { writer in
+                // Subscribed before the backlog is read: whatever commits in between comes from
+                // the hub, and what both give is sent once (positions only grow). Here, not
+                // before the response: a body never written never holds a subscription.
+                let subscription = try await hub.subscribe(user)
                 defer { subscription.cancel() }
                 try await writer.write(ByteBuffer(string: ": your feed after \(after)\n\n"))
                 var sent = after
@@ -133,11 +135,12 @@ struct ConversationsController: Sendable {
     }
 
     /// One notice as a server-sent event: its position is the id a reconnection resumes after.
+    /// The JSON is the same as `GET /v1/me/feed`'s, nulls included.
     static func event(_ notice: Notice) throws -> ByteBuffer {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        let json = String(decoding: try encoder.encode(notice), as: UTF8.self)
-        return ByteBuffer(string: "id: \(notice.position)\nevent: \(notice.kind)\ndata: \(json)\n\n")
+        var buffer = ByteBuffer(string: "id: \(notice.position)\nevent: \(notice.kind)\ndata: ")
+        buffer.writeBytes(try StreamingJSONEncoder.encode(notice))
+        buffer.writeString("\n\n")
+        return buffer
     }
 
     static func cursor(_ request: Request) throws -> Cursor? {

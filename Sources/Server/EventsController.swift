@@ -146,9 +146,11 @@ struct EventsController: Sendable {
             "The log ends at position \(head), before \(after): positions after \(head) that you read are no longer in it.")
     }
 
-    /// `after` (a log position, 0 by default), or the `Last-Event-ID` a reconnecting client sends.
+    /// The `Last-Event-ID` a reconnecting client sends, or else `after` (a log position, 0 by
+    /// default). The header wins: an `EventSource` reconnects to the URL it opened, `after`
+    /// and all, and must not be sent again what it saw since.
     static func after(_ request: Request) -> (Int64, [FieldError]) {
-        guard let text = request.uri.queryParameters["after"].map(String.init) ?? request.headers[.lastEventID] else {
+        guard let text = request.headers[.lastEventID] ?? request.uri.queryParameters["after"].map(String.init) else {
             return (0, [])
         }
         guard let after = Int64(text), after >= 0 else {

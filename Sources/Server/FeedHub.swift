@@ -1,4 +1,5 @@
 import EventStore
+import Foundation
 import Logging
 import Marketplace
 import Postgres
@@ -88,14 +89,15 @@ final class FeedHub: Sendable {
         }
         defer { listening.cancel() }
         let clock = ContinuousClock()
-        var cursor = start
+        // After every user's notices at `start`: no user id is above this one.
+        var cursor = (position: start, user: UUID(uuidString: "ffffffff-ffff-ffff-ffff-ffffffffffff")!)
         var lastBeat = clock.now
         while !Task.isCancelled {
             do {
                 while true {
                     let notices = try await views.notices(after: cursor, limit: 500)
                     for (user, notice) in notices { deliver(.notice(notice), to: user) }
-                    cursor = notices.last?.notice.position ?? cursor
+                    if let (user, notice) = notices.last { cursor = (notice.position, user.rawValue) }
                     if notices.count < 500 { break }
                 }
             } catch {
@@ -105,7 +107,12 @@ final class FeedHub: Sendable {
                 deliver(.heartbeat, to: nil)
                 lastBeat = clock.now
             }
-            await doorbell.wait(timeout: min(pollInterval, max(.milliseconds(10), heartbeat - (clock.now - lastBeat))))
+            // Cancelled (the last subscriber left): wake at once, and close the listener.
+            await withTaskCancellationHandler {
+                await doorbell.wait(timeout: min(pollInterval, max(.milliseconds(10), heartbeat - (clock.now - lastBeat))))
+            } onCancel: {
+                doorbell.ring()
+            }
         }
     }
 

@@ -15,11 +15,15 @@ struct MarketController: Sendable {
     }
 
     /// A zoomed-out map's counts: `zoom` (0 to 20) sets the grid, `bbox` the part of the world
-    /// (all of it without one), and the market's filters which items count. A box wider than
+    /// (all of it without one), and `q` and the market's filters which items count. A box wider than
     /// `maxCellsAcross` cells at that zoom is refused: such a map has more pins than a screen.
     @Sendable func clusters(_ request: Request, context: UserContext) async throws -> MarketClusters {
         var query = ListQuery(request)
         let filter = Self.filter(&query)
+        // A count of what a map shows: no point, order, refresh or page.
+        for name in ["near", "radiusKm", "sort", "updatedSince", "cursor", "limit"] where query.text(name) != nil {
+            query.bad(name, "not_for_clusters", "clusters take zoom, bbox, q and the market's filters")
+        }
         var zoom = 0
         if let value = query.text("zoom"), let given = Int(value), MarketClusters.zooms.contains(given) {
             zoom = given

@@ -81,11 +81,16 @@ struct PhotosController: Sendable {
         let headers: HTTPFields = [
             .eTag: tag, .cacheControl: "public, max-age=31536000, immutable", .contentType: "image/jpeg",
         ]
-        if let wanted = request.headers[.ifNoneMatch],
-            wanted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == tag || $0.trimmingCharacters(in: .whitespaces) == "*" })
-        {
-            // Only when it is still stored: a collected image is gone, not unchanged.
-            if try await photos.image(digest, variant: size) != nil { return Response(status: .notModified, headers: headers) }
+        // If-None-Match compares weakly (RFC 9110 §13.1.2): `W/` is no difference here.
+        let matches = request.headers[.ifNoneMatch].map { wanted in
+            wanted.split(separator: ",").contains { candidate in
+                let trimmed = candidate.trimmingCharacters(in: .whitespaces)
+                return trimmed == "*" || trimmed == tag || trimmed == "W/" + tag
+            }
+        } ?? false
+        // Only while it is stored: a collected image is gone, not unchanged.
+        if matches, try await photos.hasImage(digest, variant: size) {
+            return Response(status: .notModified, headers: headers)
         }
         guard let bytes = try await photos.image(digest, variant: size) else {
             throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
@@ -104,7 +109,7 @@ struct PhotosController: Sendable {
         let buffer: ByteBuffer
         do {
             buffer = try await request.collectBody(upTo: Images.maxBytes + formOverhead)
-        } catch {
+        } catch is NIOTooManyBytesError {
             throw Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
         }
         let contentType = request.headers[.contentType] ?? "application/octet-stream"
@@ -127,8 +132,7 @@ struct PhotosController: Sendable {
                 .unsupportedMediaType, code: "unsupported_media_type",
                 detail: "Send a JPEG, PNG or WebP image (image/jpeg, image/png, image/webp, or application/octet-stream).")
         }
-        let header: ImageHeader
-        do { header = try Images.header(bytes) } catch { throw Self.problem(error) }
+        let header = try await Self.translating { try await PhotoLibrary.header(bytes) }
         if let expected = Self.imageTypes[declared], expected != header.format {
             throw Problem(
                 .unsupportedMediaType, code: "content_type_mismatch",
@@ -183,28 +187,34 @@ enum MultipartForm {
         var contentType: String?
     }
 
-    /// The first part with a filename (or, failing that, the first part at all).
+    /// The first part with a filename, or else the first part: read part by part, and no
+    /// further than the part it takes.
     static func firstFile(in body: ByteBuffer, contentType: String) -> File? {
         guard let boundary = boundary(of: contentType) else { return nil }
         let bytes = Array(body.readableBytesView)
-        let delimiter = Array("--\(boundary)".utf8)
-        var parts: [(headers: String, body: [UInt8])] = []
-        var start = firstIndex(of: delimiter, in: bytes, from: 0)
-        while let open = start {
-            var cursor = open + delimiter.count
+        let delimiter = Array("\r\n--\(boundary)".utf8)
+        // The body opens with the delimiter (without its CRLF) or a preamble before it.
+        let opening = Array("--\(boundary)".utf8)
+        guard var start = bytes.starts(with: opening) ? 0 : find(delimiter, in: bytes, from: 0).map({ $0 + 2 }) else {
+            return nil
+        }
+        var first: File?
+        while true {
+            var cursor = start + opening.count
             if bytes[cursor...].starts(with: Array("--".utf8)) { break }
             if bytes[cursor...].starts(with: Array("\r\n".utf8)) { cursor += 2 }
-            guard let headerEnd = firstIndex(of: Array("\r\n\r\n".utf8), in: bytes, from: cursor),
-                let next = firstIndex(of: Array("\r\n".utf8) + delimiter, in: bytes, from: headerEnd + 4)
+            guard let headerEnd = find(Array("\r\n\r\n".utf8), in: bytes, from: cursor),
+                let end = find(delimiter, in: bytes, from: headerEnd + 4)
             else { break }
-            parts.append((String(decoding: bytes[cursor..<headerEnd], as: UTF8.self), Array(bytes[(headerEnd + 4)..<next])))
-            start = next + 2
+            let headers = String(decoding: bytes[cursor..<headerEnd], as: UTF8.self)
+            let type = headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-type:") }
+                .map { $0.dropFirst("content-type:".count).trimmingCharacters(in: .whitespaces) }
+            let file = File(bytes: Array(bytes[(headerEnd + 4)..<end]), contentType: type)
+            if headers.lowercased().contains("filename=") { return file }
+            first = first ?? file
+            start = end + 2
         }
-        let chosen = parts.first { $0.headers.lowercased().contains("filename=") } ?? parts.first
-        guard let chosen else { return nil }
-        let type = chosen.headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-type:") }
-            .map { $0.dropFirst("content-type:".count).trimmingCharacters(in: .whitespaces) }
-        return File(bytes: chosen.body, contentType: type)
+        return first
     }
 
     static func boundary(of contentType: String) -> String? {
@@ -217,12 +227,23 @@ enum MultipartForm {
         return nil
     }
 
-    private static func firstIndex(of needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
-        guard !needle.isEmpty, start <= haystack.count - needle.count else { return nil }
-        var index = start
-        while index <= haystack.count - needle.count {
-            if haystack[index] == needle[0], haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
-            index += 1
+    /// Where `needle` first stands in `haystack` from `start`, by Knuth-Morris-Pratt: linear
+    /// in the body whatever it holds, where a naive search is not (a body of near-boundaries).
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard !needle.isEmpty, start <= haystack.count else { return nil }
+        // fallback[i]: the length of the longest proper prefix of needle[...i] that is also its suffix.
+        var fallback = [Int](repeating: 0, count: needle.count)
+        var length = 0
+        for index in 1..<max(1, needle.count) {
+            while length > 0, needle[index] != needle[length] { length = fallback[length - 1] }
+            if needle[index] == needle[length] { length += 1 }
+            fallback[index] = length
+        }
+        var matched = 0
+        for index in start..<haystack.count {
+            while matched > 0, haystack[index] != needle[matched] { matched = fallback[matched - 1] }
+            if haystack[index] == needle[matched] { matched += 1 }
+            if matched == needle.count { return index - needle.count + 1 }
         }
         return nil
     }

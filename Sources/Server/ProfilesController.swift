@@ -14,6 +14,8 @@ struct ProfilesController: Sendable {
     let primary: ProfilesView
     /// Reads that may lag a moment behind (a replica), unless `X-Min-Position` says how far not.
     let reads: Replicated<ProfilesView>
+    /// Reviews and messages, for the export.
+    let conversations: ConversationsView
 
     struct ProfileBody: Decodable {
         var displayName: String?
@@ -49,17 +51,20 @@ struct ProfilesController: Sendable {
         return try await reads.on(context).loans(of: context.user, after: page.cursor, limit: page.limit)
     }
 
-    /// Everything held about the caller (SPEC §11.3): the profile with its cards, every post,
-    /// bid and loan, and every movement of their money with its log position.
+    /// Everything held about the caller (SPEC §11.3): the profile with its cards and photo, every
+    /// post, bid and loan, every movement of their money with its log position, and the reviews
+    /// and messages they wrote or were the subject of.
     @Sendable func export(_ request: Request, context: UserContext) async throws -> PersonalExport {
         let me = context.user
         let reads = primary
+        let written = try await conversations.everything(of: me)
         return PersonalExport(
             exportedAt: Date(), profile: try await reads.privateProfile(me, blocked: try await profiles.blocked(by: me)),
             posts: try await reads.all { try await reads.posts(of: me, after: $0, limit: 100) },
             bids: try await reads.all { try await reads.bids(.bids, of: me, status: nil, after: $0, limit: 100) },
             loansLent: try await reads.all { try await reads.loans(of: me, after: $0, limit: 100) },
-            loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me))
+            loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me),
+            reviews: written.reviews, messages: written.messages)
     }
 
     @Sendable func user(_ request: Request, context: UserContext) async throws -> PublicProfile {
@@ -104,6 +109,10 @@ struct PersonalExport: ResponseEncodable {
     var loansLent: [MyLoan]
     var loansBorrowed: [BorrowedLoan]
     var balanceHistory: [BalanceEntry]
+    /// Reviews they wrote and reviews about them.
+    var reviews: [ReviewResource]
+    /// Messages they wrote or were sent, on bids.
+    var messages: [MessageResource]
 }
 
 /// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad

@@ -7,8 +7,8 @@ import Postgres
 extension Accounts {
     /// Closes `user`'s account and forgets them (SPEC §11.3): `UserForgotten` is appended
     /// with, in its transaction, their data key destroyed, their login closed (the handle
-    /// stays taken), their e-mail's index entry, failed logins and profile photo deleted and
-    /// their sessions revoked (announced to every server). Then their open items and pending bids are
+    /// stays taken), their e-mail's index entry, failed logins, profile photo and loans' photos
+    /// deleted and their sessions revoked (announced to every server). Then their open items and pending bids are
     /// withdrawn, as they could do themselves, so that every reader of those streams agrees:
     /// after the forgetting, so that one posted meanwhile is withdrawn too (and one sealed for
     /// them after it is refused). Returns the position of `UserForgotten`.
@@ -23,8 +23,13 @@ extension Accounts {
         // Several commands for one request: none of them is the request's idempotent command.
         return try await IdempotentRequest.$current.withValue(nil) {
             let forgotten: Result<Int64, any Error>
-            // Their face goes with them, unless the same image is also someone else's.
-            let photo = try await gateway.load(.user(user), .user).0.photo
+            // Their face goes with them, and their loans' photos (often of themselves), unless
+            // the same image is also someone else's.
+            let profilePhoto = try await gateway.load(.user(user), .user).0.photo
+            let loanPhotos = try await pool.query(
+                "SELECT unnest(photos) AS digest FROM loans_view WHERE borrower_id = \(user.rawValue)"
+            ).map { try $0.decode("digest", as: String.self) }
+            let photos = (profilePhoto.map { [$0] } ?? []) + loanPhotos
             do {
                 let handled = try await gateway.handle(UserCommand.forget, on: .user, id: user, actor: user, metadata: metadata) {
                     session in
@@ -37,12 +42,13 @@ extension Accounts {
                     try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
                     try session.query(
                         "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")
-                    if let photo {
+                    if !photos.isEmpty {
                         try session.query(
                             """
-                            DELETE FROM media m WHERE m.digest = \(photo)
+                            DELETE FROM media m WHERE m.digest = ANY (\(photos))
                               AND NOT EXISTS (SELECT 1 FROM items_view WHERE m.digest = ANY (photos))
-                              AND NOT EXISTS (SELECT 1 FROM loans_view WHERE m.digest = ANY (photos))
+                              AND NOT EXISTS (
+                                  SELECT 1 FROM loans_view WHERE m.digest = ANY (photos) AND borrower_id <> \(user.rawValue))
                               AND NOT EXISTS (SELECT 1 FROM users_view WHERE photo = m.digest AND user_id <> \(user.rawValue))
                             """)
                     }

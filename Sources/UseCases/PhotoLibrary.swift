@@ -7,6 +7,7 @@ import Media
 import NIOPosix
 import Postgres
 import Projections
+import Synchronization
 
 /// Photos of items, loans and profiles (SPEC §11.4): an upload is checked and cleaned by
 /// decoding it (`Images`), stored in `media` by the SHA-256 of its cleaned bytes, and only
@@ -22,18 +23,44 @@ public struct PhotoLibrary: Sendable {
     }
 
     /// libvips decodes on threads of its own, two at a time (a 40-megapixel photo takes
-    /// 120 MB while it is decoded), never on the threads Swift's tasks run on.
+    /// 120 MB while it is decoded, more at 16 bits a sample), never on the threads Swift's
+    /// tasks run on.
     static let decoding: NIOThreadPool = {
         let threads = NIOThreadPool(numberOfThreads: 2)
         threads.start()
         return threads
     }()
 
-    /// Checks, cleans and stores an image; its digest. Throws `ImageError` for a bad one.
-    public func store(_ bytes: [UInt8]) async throws -> String {
-        let image = try await Self.decoding.runIfActive { () throws(ImageError) -> ProcessedImage in
-            try Images.process(bytes)
+    /// Uploads being decoded or waiting for a thread, each holding up to 10 MiB: beyond
+    /// `maxInFlight`, an upload is refused at once (503, try again) rather than queued.
+    static let inFlight = Mutex(0)
+    public static let maxInFlight = 8
+
+    /// Runs `work` on the decoding threads, if there is room for one more upload.
+    static func decoding<T: Sendable>(_ work: @escaping @Sendable () throws(ImageError) -> T) async throws -> T {
+        let admitted = inFlight.withLock { count in
+            guard count < maxInFlight else { return false }
+            count += 1
+            return true
         }
+        guard admitted else {
+            throw TryLater(
+                .busy, code: "busy", detail: "Too many photos are being processed; try again in a moment.",
+                retryAfterSeconds: 1)
+        }
+        defer { inFlight.withLock { $0 -= 1 } }
+        return try await decoding.runIfActive { () throws(ImageError) -> T in try work() }
+    }
+
+    /// What an upload is, from its header alone (no pixel decoded), off Swift's threads.
+    public static func header(_ bytes: [UInt8]) async throws -> ImageHeader {
+        try await decoding { () throws(ImageError) -> ImageHeader in try Images.header(bytes) }
+    }
+
+    /// Checks, cleans and stores an image; its digest. Throws `ImageError` for a bad one. An
+    /// image stored before is young again: `collectGarbage` spares it until its event is in.
+    public func store(_ bytes: [UInt8]) async throws -> String {
+        let image = try await Self.decoding { () throws(ImageError) -> ProcessedImage in try Images.process(bytes) }
         let digest = SHA256.hash(data: image.full).map { String(format: "%02x", $0) }.joined()
         var variants: [(String, [UInt8], Int, Int)] = [("full", image.full, image.width, image.height)]
         for size in Images.thumbnailSizes {
@@ -49,7 +76,7 @@ public struct PhotoLibrary: Sendable {
                 """
                 INSERT INTO media (digest, variant, bytes, width, height)
                 VALUES (\(digest), \(variant), \(Data(bytes)), \(width), \(height))
-                ON CONFLICT (digest, variant) DO NOTHING
+                ON CONFLICT (digest, variant) DO UPDATE SET created_at = now()
                 """)
         }
         return digest
@@ -61,6 +88,14 @@ public struct PhotoLibrary: Sendable {
         let rows = try await pool.query(
             "SELECT bytes FROM media WHERE digest = \(digest) AND variant = \(variant)", prepared: true)
         return try rows.first?.decode("bytes", as: Data.self)
+    }
+
+    /// Whether an image is stored, without reading it: what a 304 needs.
+    public func hasImage(_ digest: String, variant: String) async throws -> Bool {
+        guard PhotoDigest.isValid(digest) else { return false }
+        return try await !pool.query(
+            "SELECT 1 FROM media WHERE digest = \(digest) AND variant = \(variant)", prepared: true
+        ).isEmpty
     }
 
     // MARK: Commands
@@ -105,12 +140,14 @@ public struct PhotoLibrary: Sendable {
     public static func collectGarbage(_ pool: PostgresPool, grace: Duration = .seconds(3600)) async throws -> Int {
         let rows = try await pool.query(
             """
-            WITH unused AS (
+            WITH shown AS (
+                SELECT unnest(photos) AS digest FROM items_view
+                UNION SELECT unnest(photos) FROM loans_view
+                UNION SELECT photo FROM users_view WHERE photo IS NOT NULL
+            ), unused AS (
                 DELETE FROM media m
                 WHERE m.created_at < now() - make_interval(secs => \(Double(grace.components.seconds)))
-                  AND NOT EXISTS (SELECT 1 FROM items_view WHERE m.digest = ANY (photos))
-                  AND NOT EXISTS (SELECT 1 FROM loans_view WHERE m.digest = ANY (photos))
-                  AND NOT EXISTS (SELECT 1 FROM users_view WHERE photo = m.digest)
+                  AND m.digest NOT IN (SELECT digest FROM shown)
                 RETURNING digest
             )
             SELECT count(DISTINCT digest) AS n FROM unused

@@ -9,10 +9,10 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words or loans_near.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words, loans_near, clusters_world, clusters_region or clusters_city.")
 
     static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest", "market_words",
-        "loans_near", "register_users",
+        "loans_near", "register_users", "clusters_world", "clusters_region", "clusters_city",
     ]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
@@ -93,6 +93,8 @@ struct HTTPBench: AsyncParsableCommand {
                             succeeded = try await Self.get(client, Self.wordsQuery, token) == 200
                         case "loans_near":
                             succeeded = try await Self.get(client, Self.loansQuery, token) == 200
+                        case "clusters_world", "clusters_region", "clusters_city":
+                            succeeded = try await Self.get(client, Self.clusterQueries[scenario]!, token) == 200
                         case "me_200_posts", "me_2000_posts":
                             succeeded = try await Self.get(client, "/v1/me", token) == 200
                         case "register_users":
@@ -137,6 +139,13 @@ struct HTTPBench: AsyncParsableCommand {
     static let newestQuery = "/v1/market?category=tools&limit=20"
     /// Titles holding "234" (about one in three hundred of the bench's), newest first.
     static let wordsQuery = "/v1/market?q=234&limit=20"
+    /// A map of the whole world; of the region that holds all the items (load-items: 5.4° by 6°
+    /// around Kathmandu); of the city, zoomed in (1° square), each as a phone's viewport asks.
+    static let clusterQueries = [
+        "clusters_world": "/v1/market/clusters?zoom=1",
+        "clusters_region": "/v1/market/clusters?zoom=6&bbox=82.3,25,88.4,30.4",
+        "clusters_city": "/v1/market/clusters?zoom=9&bbox=84.8,27.2,85.8,28.2",
+    ]
     static let loansQuery = "/v1/loans?near=27.7172,85.3240&radiusKm=25&sort=distance&limit=20"
 
     static func get(_ client: TestClient, _ uri: String, _ token: String) async throws -> Int {

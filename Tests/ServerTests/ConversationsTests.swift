@@ -193,6 +193,9 @@ struct ConversationsTests {
             #expect(try await feed(renter.token, after: rentersFeed[0].position).count == 2, "after a position")
             let refused = try await client.send(.get, "/v1/me/feed?after=x", token: renter.token)
             #expect(refused.status == .unprocessableContent)
+            let refusedStream = try await client.send(.get, "/v1/me/feed/stream?after=-1", token: renter.token)
+            #expect(refusedStream.status == .unprocessableContent && refusedStream.fieldCodes["after"] == "invalid_position")
+            #expect(try await client.send(.get, "/v1/me/feed/stream").status == .unauthorized)
 
             // Live: the backlog after the first notice, then a message as it is written.
             let port = try #require(client.port)
@@ -212,13 +215,33 @@ struct ConversationsTests {
 
             // Gone while one more happens; back with the last id it saw: exactly the one it missed.
             _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Missed?"], token: owner.token)
-            let resumed = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream", token: renter.token,
+            // As an EventSource reconnects: to the URL it opened (`after=0` here), with the last id it saw.
+            let resumed = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream?after=0", token: renter.token,
                                                            lastEventID: try #require(liveIDs.last))
             let missed = await Self.read(resumed) { Self.ids($0).count >= 1 }
             resumed.close()
             let all = try await feed(renter.token)
             #expect(Self.ids(missed) == [try #require(all.last?.position)], "\(missed)")
             #expect(all.count == rentersFeed.count + 2)
+        }
+    }
+
+    /// One event may concern many users (a loan's lenders): a page of the live feeds' reader
+    /// that ends among them is followed by one that starts with the next user, not the next position.
+    @Test func aPageOfNoticesEndingWithinAPositionLosesNoUser() async throws {
+        try await withServerDatabase { _, admin in
+            let users = (0..<3).map { _ in UUID() }.sorted { $0.uuidString.lowercased() < $1.uuidString.lowercased() }
+            for user in users {
+                try await admin.query(
+                    "INSERT INTO feed_view (user_id, position, kind, created_at) VALUES (\(user), 7, 'loan_funded', now())")
+            }
+            try await admin.query(
+                "INSERT INTO feed_view (user_id, position, kind, created_at) VALUES (\(users[0]), 8, 'loan_repaid', now())")
+            let views = ConversationsView(admin)
+            let first = try await views.notices(after: (0, UUID()), limit: 2)
+            let last = try #require(first.last)
+            let rest = try await views.notices(after: (last.notice.position, last.user.rawValue), limit: 2)
+            #expect((first + rest).map { "\($0.notice.position) \($0.user)" } == users.map { "7 \(UserID($0))" } + ["8 \(UserID(users[0]))"])
         }
     }
 

@@ -214,6 +214,23 @@ struct MarketTests {
                     }
                 items.append(try await client.post(owner.token, title: "Thing \(index)", at: place))
             }
+            for place in [(86.0, 10.0), (89.5, 20.0), (-89.0, -100.0), (-16.0, -179.5), (-17.0, 179.5)] {
+                _ = try await client.post(owner.token, title: "Far", at: place)
+            }
+            // Someone who leaves: their available items move to 0, 0, as the sealed places read.
+            // Theirs are the least ids of a cell that also holds an item of someone else's, so
+            // that the cell's sample must pass from theirs to the other's as they all leave.
+            let leaver = try await client.user("leaver")
+            let spot = (-45.0, -70.0)
+            var leaving = [String]()
+            for index in 0..<5 {
+                leaving.append("\(try await client.post(leaver.token, title: "Leaving \(index)", at: (spot.0 + Double(index) * 1e-4, spot.1)))")
+            }
+            leaving.sort()
+            var staying = ""
+            while staying <= leaving[1] { staying = "\(try await client.post(owner.token, title: "Staying", at: spot))" }
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: leaver.token)
+            #expect(closed.status == .noContent, "\(closed)")
             for item in items[0..<20] {
                 #expect(try await client.send(.post, "/v1/items/\(item)/withdraw", token: owner.token).status == .ok)
             }
@@ -248,12 +265,20 @@ struct MarketTests {
             for (zoom, box) in [
                 (0, nil), (1, "-180,-90,180,90"), (3, "80,20,90,35"), (5, "83.3,25.7,87.3,29.7"), (6, "84.1,26.9,86.2,28.5"),
                 (9, "85,27.5,85.6,28"), (13, "85.3,27.7,85.32,27.72"), (4, "170,-25,-170,-5"), (2, "-10,-60,10,89.5"),
+                // Narrower than a kept cell, against the world's ends: the antimeridian, the poles.
+                (5, "178,-20,-179,-15"), (4, "179,-20,-179.2,-15"), (3, "-180,84,180,90"), (3, "0,80,30,90"),
+                (4, "-120,-90,-90,-88"), (1, "-1,-1,1,1"), (14, "-70.01,-45.01,-69.99,-44.99"),
             ] as [(Int, String?)] {
                 let query = "zoom=\(zoom)" + (box.map { "&bbox=\($0)" } ?? "")
                 let fromKept = try await cells(query)
                 #expect(fromKept == (try await cells(query + "&kind=rental")), "\(query)")
                 #expect(!fromKept.isEmpty || box != nil, "\(query)")
             }
+            #expect(try await cells("zoom=5&bbox=178,-20,-179,-15").count >= 2, "both sides of the antimeridian")
+            #expect(try await cells("zoom=3&bbox=-180,84,180,90").count >= 2, "near the pole")
+            // And a rebuild from the log makes the same cells.
+            let verified = try runLender(["replay", "--verify"], database: try await ownerURL(admin))
+            #expect(verified.contains("no differences"), "\(verified)")
         }
     }
 

@@ -202,7 +202,15 @@ struct PersonalDataTests {
             var posted = Set<String>()
             for title in ["Tent", "Kayak", "Drill"] { posted.insert("\(try await client.postRental(ada.token, title: title).id)") }
             let bikes = try await client.postRental(bob.token)
-            #expect(try await client.bid(bikes.id, ada.token).status == .created)
+            let bid = try await client.bid(bikes.id, ada.token)
+            #expect(bid.status == .created)
+            let bidID = try bid.decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Is it fast?"], token: ada.token).status == .created)
+            #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Very"], token: bob.token).status == .created)
+            #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: bob.token).status == .ok)
+            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/complete", token: bob.token).status == .ok)
+            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 5, "text": "Fast indeed"], token: ada.token).status == .created)
+            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 4], token: bob.token).status == .created)
             let loan = try await client.postLoan(bob.token)
             _ = try await client.addToCart(ada.token, loan, 2500)
             #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
@@ -231,9 +239,14 @@ struct PersonalDataTests {
             let positions = try money.map { try $0.decode("position", as: Int64.self) }
             #expect(positions.count == 2)
             #expect((export["balanceHistory"] as? [[String: Any]])?.compactMap { ($0["position"] as? NSNumber)?.int64Value } == positions)
+            #expect((export["messages"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["Is it fast?", "Very"])
+            #expect((export["reviews"] as? [[String: Any]])?.compactMap { $0["stars"] as? Int } == [5, 4], "written and received")
             // Another user's export is theirs alone.
             let bobs = try await client.send(.get, "/v1/me/export", token: bob.token).json
             #expect((bobs["posts"] as? [[String: Any]])?.count == 1 && (bobs["bids"] as? [Any])?.isEmpty == true)
+            let carol = try await client.user("carol")
+            let carols = try await client.send(.get, "/v1/me/export", token: carol.token).json
+            #expect((carols["messages"] as? [Any])?.isEmpty == true && (carols["reviews"] as? [Any])?.isEmpty == true)
         }
     }
 

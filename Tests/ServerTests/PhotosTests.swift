@@ -67,6 +67,9 @@ struct PhotosTests {
             #expect(full.status == .ok)
             let again = try await client.media("/v1/media/\(digest)", ifNoneMatch: "\"\(digest)-full\"")
             #expect(again.status == .notModified && again.data.isEmpty, "\(again)")
+            let weakly = try await client.media("/v1/media/\(digest)", ifNoneMatch: "\"other\", W/\"\(digest)-full\"")
+            #expect(weakly.status == .notModified, "a weak tag matches too: \(weakly)")
+            #expect(try await client.media("/v1/media/\(digest)", ifNoneMatch: "\"\(digest)-200\"").status == .ok)
             #expect(try await client.media("/v1/media/\(digest)?size=300").status == .unprocessableContent)
             #expect(try await client.media("/v1/media/\(String(repeating: "a", count: 64))").status == .notFound)
             #expect(try await client.media("/v1/media/..%2F..%2Fetc%2Fpasswd").status == .notFound)
@@ -100,6 +103,10 @@ struct PhotosTests {
                 ("11 MiB", [UInt8](repeating: 0xFF, count: 11 * 1024 * 1024), "image/jpeg", .contentTooLarge, "too_large"),
                 ("NUL bytes", [UInt8](repeating: 0, count: 512), "image/png", .unsupportedMediaType, "unsupported_image"),
                 ("a form without a file", Array("--x\r\n\r\n".utf8), "multipart/form-data; boundary=y", .badRequest, "malformed_form"),
+                // Near-boundaries all the way: a naive search would compare every byte with every other.
+                ("a form of near-boundaries", Array(repeating: Array(("--" + String(repeating: "-", count: 69) + "x").utf8), count: 100_000).flatMap { $0 },
+                 "multipart/form-data; boundary=" + String(repeating: "-", count: 70), .badRequest, "malformed_form"),
+                ("a form without a boundary", png, "multipart/form-data", .badRequest, "malformed_form"),
             ]
             for (name, bytes, type, status, code) in cases {
                 let refused = try await client.upload(path, bytes, type: type, token: owner.token)

@@ -160,6 +160,35 @@ extension Components {
                 case place
             }
         }
+        /// A stored photo, cleaned (turned upright, without EXIF or GPS) and kept as JPEG
+        ///
+        /// - Remark: Generated from `#/components/schemas/Photo`.
+        public struct Photo: Codable, Hashable, Sendable {
+            /// The SHA-256 of its stored bytes, hex: its name
+            ///
+            /// - Remark: Generated from `#/components/schemas/Photo/digest`.
+            public var digest: Swift.String
+            /// Where its bytes are served, `/v1/media/{digest}`; `?size=200` or `?size=800` for a thumbnail
+            ///
+            /// - Remark: Generated from `#/components/schemas/Photo/url`.
+            public var url: Swift.String
+            /// Creates a new `Photo`.
+            ///
+            /// - Parameters:
+            ///   - digest: The SHA-256 of its stored bytes, hex: its name
+            ///   - url: Where its bytes are served, `/v1/media/{digest}`; `?size=200` or `?size=800` for a thumbnail
+            public init(
+                digest: Swift.String,
+                url: Swift.String
+            ) {
+                self.digest = digest
+                self.url = url
+            }
+            public enum CodingKeys: String, CodingKey {
+                case digest
+                case url
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Category`.
         @frozen public enum Category: String, Codable, Hashable, Sendable, CaseIterable {
             case music = "music"
@@ -236,6 +265,18 @@ extension Components {
             public var neededUntil: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/Item/bidCount`.
             public var bidCount: Swift.Int
+            /// The mean of its renters' stars, to one decimal; null before the first review
+            ///
+            /// - Remark: Generated from `#/components/schemas/Item/rating`.
+            public var rating: Swift.Double?
+            /// Its renters' reviews
+            ///
+            /// - Remark: Generated from `#/components/schemas/Item/reviewCount`.
+            public var reviewCount: Swift.Int
+            /// The owner's photos, in the order added: at most 8
+            ///
+            /// - Remark: Generated from `#/components/schemas/Item/photos`.
+            public var photos: [Components.Schemas.Photo]
             /// - Remark: Generated from `#/components/schemas/Item/createdAt`.
             public var createdAt: Foundation.Date
             /// - Remark: Generated from `#/components/schemas/Item/updatedAt`.
@@ -271,6 +312,9 @@ extension Components {
             ///   - neededFrom:
             ///   - neededUntil:
             ///   - bidCount:
+            ///   - rating: The mean of its renters' stars, to one decimal; null before the first review
+            ///   - reviewCount: Its renters' reviews
+            ///   - photos: The owner's photos, in the order added: at most 8
             ///   - createdAt:
             ///   - updatedAt:
             ///   - contactEmail: The other party's e-mail: for the owner and the approved bidder, after approval
@@ -293,6 +337,9 @@ extension Components {
                 neededFrom: Components.Schemas.DayOrNull? = nil,
                 neededUntil: Components.Schemas.DayOrNull? = nil,
                 bidCount: Swift.Int,
+                rating: Swift.Double? = nil,
+                reviewCount: Swift.Int,
+                photos: [Components.Schemas.Photo],
                 createdAt: Foundation.Date,
                 updatedAt: Foundation.Date,
                 contactEmail: Swift.String? = nil,
@@ -315,6 +362,9 @@ extension Components {
                 self.neededFrom = neededFrom
                 self.neededUntil = neededUntil
                 self.bidCount = bidCount
+                self.rating = rating
+                self.reviewCount = reviewCount
+                self.photos = photos
                 self.createdAt = createdAt
                 self.updatedAt = updatedAt
                 self.contactEmail = contactEmail
@@ -338,6 +388,9 @@ extension Components {
                 case neededFrom
                 case neededUntil
                 case bidCount
+                case rating
+                case reviewCount
+                case photos
                 case createdAt
                 case updatedAt
                 case contactEmail
@@ -556,6 +609,62 @@ extension Components {
                 case nextCursor
             }
         }
+        /// One cell of the grid and the items in it
+        ///
+        /// - Remark: Generated from `#/components/schemas/ClusterCell`.
+        public struct ClusterCell: Codable, Hashable, Sendable {
+            /// Where the cell's items lie on average: where a map draws the cluster
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterCell/lat`.
+            public var lat: Swift.Double
+            /// - Remark: Generated from `#/components/schemas/ClusterCell/lng`.
+            public var lng: Swift.Double
+            /// - Remark: Generated from `#/components/schemas/ClusterCell/count`.
+            public var count: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ClusterCell/sampleItemId`.
+            public var sampleItemId: Components.Schemas.Uuid
+            /// Creates a new `ClusterCell`.
+            ///
+            /// - Parameters:
+            ///   - lat: Where the cell's items lie on average: where a map draws the cluster
+            ///   - lng:
+            ///   - count:
+            ///   - sampleItemId:
+            public init(
+                lat: Swift.Double,
+                lng: Swift.Double,
+                count: Swift.Int,
+                sampleItemId: Components.Schemas.Uuid
+            ) {
+                self.lat = lat
+                self.lng = lng
+                self.count = count
+                self.sampleItemId = sampleItemId
+            }
+            public enum CodingKeys: String, CodingKey {
+                case lat
+                case lng
+                case count
+                case sampleItemId
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MarketClusters`.
+        public struct MarketClusters: Codable, Hashable, Sendable {
+            /// The cells with at least one item, row by row
+            ///
+            /// - Remark: Generated from `#/components/schemas/MarketClusters/cells`.
+            public var cells: [Components.Schemas.ClusterCell]
+            /// Creates a new `MarketClusters`.
+            ///
+            /// - Parameters:
+            ///   - cells: The cells with at least one item, row by row
+            public init(cells: [Components.Schemas.ClusterCell]) {
+                self.cells = cells
+            }
+            public enum CodingKeys: String, CodingKey {
+                case cells
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/BidPage`.
         public struct BidPage: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/BidPage/data`.
@@ -592,6 +701,187 @@ extension Components {
             ///   - nextCursor:
             public init(
                 data: [Components.Schemas.BidHistoryEntry],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Review`.
+        public struct Review: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Review/itemId`.
+            public var itemId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Review/bidId`.
+            public var bidId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Review/authorId`.
+            public var authorId: Components.Schemas.Uuid
+            /// The author's handle; `former user` once the author closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/authorHandle`.
+            public var authorHandle: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Review/subjectId`.
+            public var subjectId: Components.Schemas.Uuid
+            /// `owner`: the item's owner about the renter; `bidder`: the renter about the item and its owner
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/role`.
+            @frozen public enum RolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case owner = "owner"
+                case bidder = "bidder"
+            }
+            /// `owner`: the item's owner about the renter; `bidder`: the renter about the item and its owner
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/role`.
+            public var role: Components.Schemas.Review.RolePayload
+            /// - Remark: Generated from `#/components/schemas/Review/stars`.
+            public var stars: Swift.Int
+            /// Empty when the review is stars only
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/text`.
+            public var text: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Review/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Creates a new `Review`.
+            ///
+            /// - Parameters:
+            ///   - itemId:
+            ///   - bidId:
+            ///   - authorId:
+            ///   - authorHandle: The author's handle; `former user` once the author closed their account
+            ///   - subjectId:
+            ///   - role: `owner`: the item's owner about the renter; `bidder`: the renter about the item and its owner
+            ///   - stars:
+            ///   - text: Empty when the review is stars only
+            ///   - createdAt:
+            public init(
+                itemId: Components.Schemas.Uuid,
+                bidId: Components.Schemas.Uuid,
+                authorId: Components.Schemas.Uuid,
+                authorHandle: Swift.String,
+                subjectId: Components.Schemas.Uuid,
+                role: Components.Schemas.Review.RolePayload,
+                stars: Swift.Int,
+                text: Swift.String,
+                createdAt: Foundation.Date
+            ) {
+                self.itemId = itemId
+                self.bidId = bidId
+                self.authorId = authorId
+                self.authorHandle = authorHandle
+                self.subjectId = subjectId
+                self.role = role
+                self.stars = stars
+                self.text = text
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case itemId
+                case bidId
+                case authorId
+                case authorHandle
+                case subjectId
+                case role
+                case stars
+                case text
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReviewPage`.
+        public struct ReviewPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReviewPage/data`.
+            public var data: [Components.Schemas.Review]
+            /// - Remark: Generated from `#/components/schemas/ReviewPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `ReviewPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Review],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Message`.
+        public struct Message: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Message/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Message/bidId`.
+            public var bidId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Message/authorId`.
+            public var authorId: Components.Schemas.Uuid
+            /// The author's handle; `former user` once the author closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Message/authorHandle`.
+            public var authorHandle: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Message/text`.
+            public var text: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Message/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Its log position: the order of a conversation, and its cursor
+            ///
+            /// - Remark: Generated from `#/components/schemas/Message/position`.
+            public var position: Swift.Int64
+            /// Creates a new `Message`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - bidId:
+            ///   - authorId:
+            ///   - authorHandle: The author's handle; `former user` once the author closed their account
+            ///   - text:
+            ///   - createdAt:
+            ///   - position: Its log position: the order of a conversation, and its cursor
+            public init(
+                id: Components.Schemas.Uuid,
+                bidId: Components.Schemas.Uuid,
+                authorId: Components.Schemas.Uuid,
+                authorHandle: Swift.String,
+                text: Swift.String,
+                createdAt: Foundation.Date,
+                position: Swift.Int64
+            ) {
+                self.id = id
+                self.bidId = bidId
+                self.authorId = authorId
+                self.authorHandle = authorHandle
+                self.text = text
+                self.createdAt = createdAt
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case bidId
+                case authorId
+                case authorHandle
+                case text
+                case createdAt
+                case position
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MessagePage`.
+        public struct MessagePage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MessagePage/data`.
+            public var data: [Components.Schemas.Message]
+            /// - Remark: Generated from `#/components/schemas/MessagePage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `MessagePage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Message],
                 nextCursor: Swift.String? = nil
             ) {
                 self.data = data
@@ -700,6 +990,18 @@ extension Components {
             public var defaultShareCents: Swift.Int?
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/completedDeals`.
             public var completedDeals: Swift.Int?
+            /// The mean of the stars of the reviews about them, by either side of a deal, to one decimal; null before the first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/rating`.
+            public var rating: Swift.Double?
+            /// Reviews about them
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/reviewCount`.
+            public var reviewCount: Swift.Int
+            /// The profile photo, if there is one: a list, like an item's and a loan's
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/photos`.
+            public var photos: [Components.Schemas.Photo]
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/cards`.
             public var cards: [Components.Schemas.Card]
             /// the newest 20; `links.posts` goes on
@@ -748,6 +1050,9 @@ extension Components {
             ///   - balanceCents:
             ///   - defaultShareCents:
             ///   - completedDeals:
+            ///   - rating: The mean of the stars of the reviews about them, by either side of a deal, to one decimal; null before the first
+            ///   - reviewCount: Reviews about them
+            ///   - photos: The profile photo, if there is one: a list, like an item's and a loan's
             ///   - cards:
             ///   - posts: the newest 20; `links.posts` goes on
             ///   - bids: the newest 20; `links.bids` goes on
@@ -768,6 +1073,9 @@ extension Components {
                 balanceCents: Swift.Int,
                 defaultShareCents: Swift.Int? = nil,
                 completedDeals: Swift.Int? = nil,
+                rating: Swift.Double? = nil,
+                reviewCount: Swift.Int,
+                photos: [Components.Schemas.Photo],
                 cards: [Components.Schemas.Card],
                 posts: [Components.Schemas.Item],
                 bids: [Components.Schemas.Bid],
@@ -788,6 +1096,9 @@ extension Components {
                 self.balanceCents = balanceCents
                 self.defaultShareCents = defaultShareCents
                 self.completedDeals = completedDeals
+                self.rating = rating
+                self.reviewCount = reviewCount
+                self.photos = photos
                 self.cards = cards
                 self.posts = posts
                 self.bids = bids
@@ -809,6 +1120,9 @@ extension Components {
                 case balanceCents
                 case defaultShareCents
                 case completedDeals
+                case rating
+                case reviewCount
+                case photos
                 case cards
                 case posts
                 case bids
@@ -837,6 +1151,18 @@ extension Components {
             public var postCount: Swift.Int
             /// - Remark: Generated from `#/components/schemas/PublicProfile/completedDeals`.
             public var completedDeals: Swift.Int
+            /// The mean of the stars of the reviews about them, by either side of a deal, to one decimal; null before the first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PublicProfile/rating`.
+            public var rating: Swift.Double?
+            /// Reviews about them
+            ///
+            /// - Remark: Generated from `#/components/schemas/PublicProfile/reviewCount`.
+            public var reviewCount: Swift.Int
+            /// The profile photo, if there is one: a list, like an item's and a loan's
+            ///
+            /// - Remark: Generated from `#/components/schemas/PublicProfile/photos`.
+            public var photos: [Components.Schemas.Photo]
             /// Creates a new `PublicProfile`.
             ///
             /// - Parameters:
@@ -847,6 +1173,9 @@ extension Components {
             ///   - memberSince:
             ///   - postCount:
             ///   - completedDeals:
+            ///   - rating: The mean of the stars of the reviews about them, by either side of a deal, to one decimal; null before the first
+            ///   - reviewCount: Reviews about them
+            ///   - photos: The profile photo, if there is one: a list, like an item's and a loan's
             public init(
                 id: Components.Schemas.Uuid,
                 handle: Swift.String,
@@ -854,7 +1183,10 @@ extension Components {
                 country: Swift.String? = nil,
                 memberSince: Foundation.Date,
                 postCount: Swift.Int,
-                completedDeals: Swift.Int
+                completedDeals: Swift.Int,
+                rating: Swift.Double? = nil,
+                reviewCount: Swift.Int,
+                photos: [Components.Schemas.Photo]
             ) {
                 self.id = id
                 self.handle = handle
@@ -863,6 +1195,9 @@ extension Components {
                 self.memberSince = memberSince
                 self.postCount = postCount
                 self.completedDeals = completedDeals
+                self.rating = rating
+                self.reviewCount = reviewCount
+                self.photos = photos
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -872,6 +1207,9 @@ extension Components {
                 case memberSince
                 case postCount
                 case completedDeals
+                case rating
+                case reviewCount
+                case photos
             }
         }
         /// - Remark: Generated from `#/components/schemas/Health`.
@@ -1252,6 +1590,46 @@ extension Components {
                 case reason
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ReviewBody`.
+        public struct ReviewBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReviewBody/stars`.
+            public var stars: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ReviewBody/text`.
+            public var text: Swift.String?
+            /// Creates a new `ReviewBody`.
+            ///
+            /// - Parameters:
+            ///   - stars:
+            ///   - text:
+            public init(
+                stars: Swift.Int,
+                text: Swift.String? = nil
+            ) {
+                self.stars = stars
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case stars
+                case text
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MessageBody`.
+        public struct MessageBody: Codable, Hashable, Sendable {
+            /// Not only white space
+            ///
+            /// - Remark: Generated from `#/components/schemas/MessageBody/text`.
+            public var text: Swift.String
+            /// Creates a new `MessageBody`.
+            ///
+            /// - Parameters:
+            ///   - text: Not only white space
+            public init(text: Swift.String) {
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case text
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ProfileBody`.
         public struct ProfileBody: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ProfileBody/displayName`.
@@ -1592,6 +1970,10 @@ extension Components {
             public var status: Components.Schemas.LoanStatus
             /// - Remark: Generated from `#/components/schemas/Loan/deadline`.
             public var deadline: Components.Schemas.Day
+            /// The borrower's photos, in the order added: at most 8
+            ///
+            /// - Remark: Generated from `#/components/schemas/Loan/photos`.
+            public var photos: [Components.Schemas.Photo]
             /// - Remark: Generated from `#/components/schemas/Loan/createdAt`.
             public var createdAt: Foundation.Date
             /// - Remark: Generated from `#/components/schemas/Loan/updatedAt`.
@@ -1622,6 +2004,7 @@ extension Components {
             ///   - lenderCount:
             ///   - status:
             ///   - deadline:
+            ///   - photos: The borrower's photos, in the order added: at most 8
             ///   - createdAt:
             ///   - updatedAt:
             ///   - distanceKm: From `near`, when asked
@@ -1642,6 +2025,7 @@ extension Components {
                 lenderCount: Swift.Int,
                 status: Components.Schemas.LoanStatus,
                 deadline: Components.Schemas.Day,
+                photos: [Components.Schemas.Photo],
                 createdAt: Foundation.Date,
                 updatedAt: Foundation.Date,
                 distanceKm: Swift.Double? = nil,
@@ -1662,6 +2046,7 @@ extension Components {
                 self.lenderCount = lenderCount
                 self.status = status
                 self.deadline = deadline
+                self.photos = photos
                 self.createdAt = createdAt
                 self.updatedAt = updatedAt
                 self.distanceKm = distanceKm
@@ -1683,6 +2068,7 @@ extension Components {
                 case lenderCount
                 case status
                 case deadline
+                case photos
                 case createdAt
                 case updatedAt
                 case distanceKm
@@ -2249,6 +2635,140 @@ extension Components {
                 case nextCursor
             }
         }
+        /// One thing that concerned the user, at the log position of the event it came from
+        ///
+        /// - Remark: Generated from `#/components/schemas/Notice`.
+        public struct Notice: Codable, Hashable, Sendable {
+            /// The event's log position: the feed's order, and where it resumes
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/position`.
+            public var position: Swift.Int64
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/kind`.
+            @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case bidReceived = "bid_received"
+                case bidApproved = "bid_approved"
+                case bidRejected = "bid_rejected"
+                case messageReceived = "message_received"
+                case reviewReceived = "review_received"
+                case loanFunded = "loan_funded"
+                case loanRepaid = "loan_repaid"
+                case loanExpired = "loan_expired"
+                case balanceCredited = "balance_credited"
+            }
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/kind`.
+            public var kind: Components.Schemas.Notice.KindPayload
+            /// - Remark: Generated from `#/components/schemas/Notice/createdAt`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Notice/itemId`.
+            public var itemId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/Notice/bidId`.
+            public var bidId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/Notice/loanId`.
+            public var loanId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/Notice/messageId`.
+            public var messageId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/Notice/fromUserId`.
+            public var fromUserId: Components.Schemas.UUIDOrNull?
+            /// Who did it: the bidder, the owner, the author of a message or review; `former user` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/fromHandle`.
+            public var fromHandle: Swift.String?
+            /// The item's or the loan's title
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/title`.
+            public var title: Swift.String?
+            /// A bid's daily price, or the amount credited
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/amountCents`.
+            public var amountCents: Swift.Int?
+            /// A review's
+            ///
+            /// - Remark: Generated from `#/components/schemas/Notice/stars`.
+            public var stars: Swift.Int?
+            /// Creates a new `Notice`.
+            ///
+            /// - Parameters:
+            ///   - position: The event's log position: the feed's order, and where it resumes
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            ///   - createdAt:
+            ///   - itemId:
+            ///   - bidId:
+            ///   - loanId:
+            ///   - messageId:
+            ///   - fromUserId:
+            ///   - fromHandle: Who did it: the bidder, the owner, the author of a message or review; `former user` once they closed their account
+            ///   - title: The item's or the loan's title
+            ///   - amountCents: A bid's daily price, or the amount credited
+            ///   - stars: A review's
+            public init(
+                position: Swift.Int64,
+                kind: Components.Schemas.Notice.KindPayload,
+                createdAt: Foundation.Date,
+                itemId: Components.Schemas.UUIDOrNull? = nil,
+                bidId: Components.Schemas.UUIDOrNull? = nil,
+                loanId: Components.Schemas.UUIDOrNull? = nil,
+                messageId: Components.Schemas.UUIDOrNull? = nil,
+                fromUserId: Components.Schemas.UUIDOrNull? = nil,
+                fromHandle: Swift.String? = nil,
+                title: Swift.String? = nil,
+                amountCents: Swift.Int? = nil,
+                stars: Swift.Int? = nil
+            ) {
+                self.position = position
+                self.kind = kind
+                self.createdAt = createdAt
+                self.itemId = itemId
+                self.bidId = bidId
+                self.loanId = loanId
+                self.messageId = messageId
+                self.fromUserId = fromUserId
+                self.fromHandle = fromHandle
+                self.title = title
+                self.amountCents = amountCents
+                self.stars = stars
+            }
+            public enum CodingKeys: String, CodingKey {
+                case position
+                case kind
+                case createdAt
+                case itemId
+                case bidId
+                case loanId
+                case messageId
+                case fromUserId
+                case fromHandle
+                case title
+                case amountCents
+                case stars
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/NoticePage`.
+        public struct NoticePage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NoticePage/data`.
+            public var data: [Components.Schemas.Notice]
+            /// - Remark: Generated from `#/components/schemas/NoticePage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `NoticePage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Notice],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Checkpoint`.
         public struct Checkpoint: Codable, Hashable, Sendable {
             /// Where the next page starts (`after`)
@@ -2635,6 +3155,14 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PersonalExport/balanceHistory`.
             public var balanceHistory: [Components.Schemas.BalanceEntry]
+            /// Every review I wrote or that is about me, oldest first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/reviews`.
+            public var reviews: [Components.Schemas.Review]
+            /// Every message I wrote or was sent on a bid, oldest first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/messages`.
+            public var messages: [Components.Schemas.Message]
             /// Creates a new `PersonalExport`.
             ///
             /// - Parameters:
@@ -2645,6 +3173,8 @@ extension Components {
             ///   - loansLent:
             ///   - loansBorrowed:
             ///   - balanceHistory: Every movement of my money, oldest first
+            ///   - reviews: Every review I wrote or that is about me, oldest first
+            ///   - messages: Every message I wrote or was sent on a bid, oldest first
             public init(
                 exportedAt: Foundation.Date,
                 profile: Components.Schemas.PrivateProfile,
@@ -2652,7 +3182,9 @@ extension Components {
                 bids: [Components.Schemas.Bid],
                 loansLent: [Components.Schemas.MyLoan],
                 loansBorrowed: [Components.Schemas.BorrowedLoan],
-                balanceHistory: [Components.Schemas.BalanceEntry]
+                balanceHistory: [Components.Schemas.BalanceEntry],
+                reviews: [Components.Schemas.Review],
+                messages: [Components.Schemas.Message]
             ) {
                 self.exportedAt = exportedAt
                 self.profile = profile
@@ -2661,6 +3193,8 @@ extension Components {
                 self.loansLent = loansLent
                 self.loansBorrowed = loansBorrowed
                 self.balanceHistory = balanceHistory
+                self.reviews = reviews
+                self.messages = messages
             }
             public enum CodingKeys: String, CodingKey {
                 case exportedAt
@@ -2670,6 +3204,8 @@ extension Components {
                 case loansLent
                 case loansBorrowed
                 case balanceHistory
+                case reviews
+                case messages
             }
         }
     }

@@ -36,6 +36,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /openapi.json`.
     /// - Remark: Generated from `#/paths//openapi.json/get(getOpenAPIDocument)`.
     func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws -> Operations.GetOpenAPIDocument.Output
+    /// An image
+    ///
+    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change: a strong `ETag`, a year's caching, and 304 to an `If-None-Match` that has it.
+    ///
+    /// - Remark: HTTP `GET /v1/media/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)`.
+    func getMedia(_ input: Operations.GetMedia.Input) async throws -> Operations.GetMedia.Output
     /// RegisterUser
     ///
     /// - Remark: HTTP `POST /v1/users`.
@@ -46,6 +53,11 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/users/{userID}`.
     /// - Remark: Generated from `#/paths//v1/users/{userID}/get(getUser)`.
     func getUser(_ input: Operations.GetUser.Input) async throws -> Operations.GetUser.Output
+    /// Reviews about a user, by either side of their deals; newest first
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/users/{userID}/reviews/get(listUserReviews)`.
+    func listUserReviews(_ input: Operations.ListUserReviews.Input) async throws -> Operations.ListUserReviews.Output
     /// Log in
     ///
     /// - Remark: HTTP `POST /v1/sessions`.
@@ -111,6 +123,30 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/me/blocks/{userID}`.
     /// - Remark: Generated from `#/paths//v1/me/blocks/{userID}/delete(unblockUser)`.
     func unblockUser(_ input: Operations.UnblockUser.Input) async throws -> Operations.UnblockUser.Output
+    /// Set my profile photo
+    ///
+    /// The profile's one photo, replacing the one there; it is deleted at once when the account is closed. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `PUT /v1/me/photo`.
+    /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)`.
+    func setProfilePhoto(_ input: Operations.SetProfilePhoto.Input) async throws -> Operations.SetProfilePhoto.Output
+    /// Remove my profile photo
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/photo`.
+    /// - Remark: Generated from `#/paths//v1/me/photo/delete(removeProfilePhoto)`.
+    func removeProfilePhoto(_ input: Operations.RemoveProfilePhoto.Input) async throws -> Operations.RemoveProfilePhoto.Output
+    /// My feed: what concerned me, oldest first
+    ///
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    ///
+    /// - Remark: HTTP `GET /v1/me/feed`.
+    /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.
+    func myFeed(_ input: Operations.MyFeed.Input) async throws -> Operations.MyFeed.Output
+    /// My feed, live (server-sent events)
+    ///
+    /// - Remark: HTTP `GET /v1/me/feed/stream`.
+    /// - Remark: Generated from `#/paths//v1/me/feed/stream/get(myFeedStream)`.
+    func myFeedStream(_ input: Operations.MyFeedStream.Input) async throws -> Operations.MyFeedStream.Output
     /// PostRental
     ///
     /// - Remark: HTTP `POST /v1/rentals`.
@@ -126,6 +162,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/market`.
     /// - Remark: Generated from `#/paths//v1/market/get(listMarket)`.
     func listMarket(_ input: Operations.ListMarket.Input) async throws -> Operations.ListMarket.Output
+    /// The market counted per cell of a map's grid
+    ///
+    /// For a zoomed-out map: the available items the market's filters select, within `bbox` (the whole world without one), counted per cell of a grid of 32-px cells on 256-px tiles, 2^(zoom+3) cells across the world. A box more than 512 cells across at `zoom` is refused (`bbox_too_wide`): zoom out, or send the map's viewport.
+    ///
+    /// - Remark: HTTP `GET /v1/market/clusters`.
+    /// - Remark: Generated from `#/paths//v1/market/clusters/get(marketClusters)`.
+    func marketClusters(_ input: Operations.MarketClusters.Input) async throws -> Operations.MarketClusters.Output
     /// One item
     ///
     /// - Remark: HTTP `GET /v1/items/{itemID}`.
@@ -151,6 +194,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/items/{itemID}/relist`.
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)`.
     func relistItem(_ input: Operations.RelistItem.Input) async throws -> Operations.RelistItem.Output
+    /// Add a photo to my item
+    ///
+    /// The item's owner adds a photo: at most 8 an item. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/photos`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)`.
+    func addItemPhoto(_ input: Operations.AddItemPhoto.Input) async throws -> Operations.AddItemPhoto.Output
+    /// Remove a photo from my item
+    ///
+    /// - Remark: HTTP `DELETE /v1/items/{itemID}/photos/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/{digest}/delete(removeItemPhoto)`.
+    func removeItemPhoto(_ input: Operations.RemoveItemPhoto.Input) async throws -> Operations.RemoveItemPhoto.Output
     /// Bids: all for the owner, their own for anyone else; newest first
     ///
     /// - Remark: HTTP `GET /v1/items/{itemID}/bids`.
@@ -166,6 +221,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/items/{itemID}/bids/history`.
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/history/get(getBidHistory)`.
     func getBidHistory(_ input: Operations.GetBidHistory.Input) async throws -> Operations.GetBidHistory.Output
+    /// An item's reviews, by its renters; newest first
+    ///
+    /// - Remark: HTTP `GET /v1/items/{itemID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/get(listItemReviews)`.
+    func listItemReviews(_ input: Operations.ListItemReviews.Input) async throws -> Operations.ListItemReviews.Output
+    /// Review a completed deal
+    ///
+    /// The item's owner reviews the renter of its latest completed deal; the renter (the approved bidder) reviews the item and its owner. Each side once per deal; the other side's feed has a `review_received` notice.
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/post(reviewItem)`.
+    func reviewItem(_ input: Operations.ReviewItem.Input) async throws -> Operations.ReviewItem.Output
     /// ApproveBid
     ///
     /// - Remark: HTTP `POST /v1/bids/{bidID}/approve`.
@@ -181,6 +248,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/bids/{bidID}/withdraw`.
     /// - Remark: Generated from `#/paths//v1/bids/{bidID}/withdraw/post(withdrawBid)`.
     func withdrawBid(_ input: Operations.WithdrawBid.Input) async throws -> Operations.WithdrawBid.Output
+    /// The messages on a bid, newest first
+    ///
+    /// Only the item's owner and the bidder read them.
+    ///
+    /// - Remark: HTTP `GET /v1/bids/{bidID}/messages`.
+    /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/get(listMessages)`.
+    func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output
+    /// Write to the other party of a bid
+    ///
+    /// The item's owner to the bidder, or the bidder to the owner; not to someone who has blocked the author. The recipient's feed has a `message_received` notice.
+    ///
+    /// - Remark: HTTP `POST /v1/bids/{bidID}/messages`.
+    /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/post(sendMessage)`.
+    func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output
     /// AddPaymentCard
     ///
     /// - Remark: HTTP `POST /v1/me/cards`.
@@ -218,6 +299,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/loans/{loanID}/repayments`.
     /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)`.
     func recordRepayment(_ input: Operations.RecordRepayment.Input) async throws -> Operations.RecordRepayment.Output
+    /// Add a photo to my loan
+    ///
+    /// The loan's borrower adds a photo: at most 8 a loan. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `POST /v1/loans/{loanID}/photos`.
+    /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)`.
+    func addLoanPhoto(_ input: Operations.AddLoanPhoto.Input) async throws -> Operations.AddLoanPhoto.Output
+    /// Remove a photo from my loan
+    ///
+    /// - Remark: HTTP `DELETE /v1/loans/{loanID}/photos/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/{digest}/delete(removeLoanPhoto)`.
+    func removeLoanPhoto(_ input: Operations.RemoveLoanPhoto.Input) async throws -> Operations.RemoveLoanPhoto.Output
     /// Cart
     ///
     /// - Remark: HTTP `GET /v1/cart`.
@@ -305,6 +398,23 @@ extension APIProtocol {
     public func getOpenAPIDocument(headers: Operations.GetOpenAPIDocument.Input.Headers = .init()) async throws -> Operations.GetOpenAPIDocument.Output {
         try await getOpenAPIDocument(Operations.GetOpenAPIDocument.Input(headers: headers))
     }
+    /// An image
+    ///
+    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change: a strong `ETag`, a year's caching, and 304 to an `If-None-Match` that has it.
+    ///
+    /// - Remark: HTTP `GET /v1/media/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)`.
+    public func getMedia(
+        path: Operations.GetMedia.Input.Path,
+        query: Operations.GetMedia.Input.Query = .init(),
+        headers: Operations.GetMedia.Input.Headers = .init()
+    ) async throws -> Operations.GetMedia.Output {
+        try await getMedia(Operations.GetMedia.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
     /// RegisterUser
     ///
     /// - Remark: HTTP `POST /v1/users`.
@@ -328,6 +438,21 @@ extension APIProtocol {
     ) async throws -> Operations.GetUser.Output {
         try await getUser(Operations.GetUser.Input(
             path: path,
+            headers: headers
+        ))
+    }
+    /// Reviews about a user, by either side of their deals; newest first
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/users/{userID}/reviews/get(listUserReviews)`.
+    public func listUserReviews(
+        path: Operations.ListUserReviews.Input.Path,
+        query: Operations.ListUserReviews.Input.Query = .init(),
+        headers: Operations.ListUserReviews.Input.Headers = .init()
+    ) async throws -> Operations.ListUserReviews.Output {
+        try await listUserReviews(Operations.ListUserReviews.Input(
+            path: path,
+            query: query,
             headers: headers
         ))
     }
@@ -472,6 +597,56 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// Set my profile photo
+    ///
+    /// The profile's one photo, replacing the one there; it is deleted at once when the account is closed. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `PUT /v1/me/photo`.
+    /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)`.
+    public func setProfilePhoto(
+        headers: Operations.SetProfilePhoto.Input.Headers = .init(),
+        body: Operations.SetProfilePhoto.Input.Body
+    ) async throws -> Operations.SetProfilePhoto.Output {
+        try await setProfilePhoto(Operations.SetProfilePhoto.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Remove my profile photo
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/photo`.
+    /// - Remark: Generated from `#/paths//v1/me/photo/delete(removeProfilePhoto)`.
+    public func removeProfilePhoto(headers: Operations.RemoveProfilePhoto.Input.Headers = .init()) async throws -> Operations.RemoveProfilePhoto.Output {
+        try await removeProfilePhoto(Operations.RemoveProfilePhoto.Input(headers: headers))
+    }
+    /// My feed: what concerned me, oldest first
+    ///
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    ///
+    /// - Remark: HTTP `GET /v1/me/feed`.
+    /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.
+    public func myFeed(
+        query: Operations.MyFeed.Input.Query = .init(),
+        headers: Operations.MyFeed.Input.Headers = .init()
+    ) async throws -> Operations.MyFeed.Output {
+        try await myFeed(Operations.MyFeed.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// My feed, live (server-sent events)
+    ///
+    /// - Remark: HTTP `GET /v1/me/feed/stream`.
+    /// - Remark: Generated from `#/paths//v1/me/feed/stream/get(myFeedStream)`.
+    public func myFeedStream(
+        query: Operations.MyFeedStream.Input.Query = .init(),
+        headers: Operations.MyFeedStream.Input.Headers = .init()
+    ) async throws -> Operations.MyFeedStream.Output {
+        try await myFeedStream(Operations.MyFeedStream.Input(
+            query: query,
+            headers: headers
+        ))
+    }
     /// PostRental
     ///
     /// - Remark: HTTP `POST /v1/rentals`.
@@ -507,6 +682,21 @@ extension APIProtocol {
         headers: Operations.ListMarket.Input.Headers = .init()
     ) async throws -> Operations.ListMarket.Output {
         try await listMarket(Operations.ListMarket.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// The market counted per cell of a map's grid
+    ///
+    /// For a zoomed-out map: the available items the market's filters select, within `bbox` (the whole world without one), counted per cell of a grid of 32-px cells on 256-px tiles, 2^(zoom+3) cells across the world. A box more than 512 cells across at `zoom` is refused (`bbox_too_wide`): zoom out, or send the map's viewport.
+    ///
+    /// - Remark: HTTP `GET /v1/market/clusters`.
+    /// - Remark: Generated from `#/paths//v1/market/clusters/get(marketClusters)`.
+    public func marketClusters(
+        query: Operations.MarketClusters.Input.Query,
+        headers: Operations.MarketClusters.Input.Headers = .init()
+    ) async throws -> Operations.MarketClusters.Output {
+        try await marketClusters(Operations.MarketClusters.Input(
             query: query,
             headers: headers
         ))
@@ -578,6 +768,36 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// Add a photo to my item
+    ///
+    /// The item's owner adds a photo: at most 8 an item. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/photos`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)`.
+    public func addItemPhoto(
+        path: Operations.AddItemPhoto.Input.Path,
+        headers: Operations.AddItemPhoto.Input.Headers = .init(),
+        body: Operations.AddItemPhoto.Input.Body
+    ) async throws -> Operations.AddItemPhoto.Output {
+        try await addItemPhoto(Operations.AddItemPhoto.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Remove a photo from my item
+    ///
+    /// - Remark: HTTP `DELETE /v1/items/{itemID}/photos/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/{digest}/delete(removeItemPhoto)`.
+    public func removeItemPhoto(
+        path: Operations.RemoveItemPhoto.Input.Path,
+        headers: Operations.RemoveItemPhoto.Input.Headers = .init()
+    ) async throws -> Operations.RemoveItemPhoto.Output {
+        try await removeItemPhoto(Operations.RemoveItemPhoto.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Bids: all for the owner, their own for anyone else; newest first
     ///
     /// - Remark: HTTP `GET /v1/items/{itemID}/bids`.
@@ -621,6 +841,38 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// An item's reviews, by its renters; newest first
+    ///
+    /// - Remark: HTTP `GET /v1/items/{itemID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/get(listItemReviews)`.
+    public func listItemReviews(
+        path: Operations.ListItemReviews.Input.Path,
+        query: Operations.ListItemReviews.Input.Query = .init(),
+        headers: Operations.ListItemReviews.Input.Headers = .init()
+    ) async throws -> Operations.ListItemReviews.Output {
+        try await listItemReviews(Operations.ListItemReviews.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Review a completed deal
+    ///
+    /// The item's owner reviews the renter of its latest completed deal; the renter (the approved bidder) reviews the item and its owner. Each side once per deal; the other side's feed has a `review_received` notice.
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/post(reviewItem)`.
+    public func reviewItem(
+        path: Operations.ReviewItem.Input.Path,
+        headers: Operations.ReviewItem.Input.Headers = .init(),
+        body: Operations.ReviewItem.Input.Body
+    ) async throws -> Operations.ReviewItem.Output {
+        try await reviewItem(Operations.ReviewItem.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
     /// ApproveBid
     ///
     /// - Remark: HTTP `POST /v1/bids/{bidID}/approve`.
@@ -660,6 +912,40 @@ extension APIProtocol {
         try await withdrawBid(Operations.WithdrawBid.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// The messages on a bid, newest first
+    ///
+    /// Only the item's owner and the bidder read them.
+    ///
+    /// - Remark: HTTP `GET /v1/bids/{bidID}/messages`.
+    /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/get(listMessages)`.
+    public func listMessages(
+        path: Operations.ListMessages.Input.Path,
+        query: Operations.ListMessages.Input.Query = .init(),
+        headers: Operations.ListMessages.Input.Headers = .init()
+    ) async throws -> Operations.ListMessages.Output {
+        try await listMessages(Operations.ListMessages.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Write to the other party of a bid
+    ///
+    /// The item's owner to the bidder, or the bidder to the owner; not to someone who has blocked the author. The recipient's feed has a `message_received` notice.
+    ///
+    /// - Remark: HTTP `POST /v1/bids/{bidID}/messages`.
+    /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/post(sendMessage)`.
+    public func sendMessage(
+        path: Operations.SendMessage.Input.Path,
+        headers: Operations.SendMessage.Input.Headers = .init(),
+        body: Operations.SendMessage.Input.Body
+    ) async throws -> Operations.SendMessage.Output {
+        try await sendMessage(Operations.SendMessage.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
     /// AddPaymentCard
@@ -755,6 +1041,36 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Add a photo to my loan
+    ///
+    /// The loan's borrower adds a photo: at most 8 a loan. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
+    ///
+    /// - Remark: HTTP `POST /v1/loans/{loanID}/photos`.
+    /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)`.
+    public func addLoanPhoto(
+        path: Operations.AddLoanPhoto.Input.Path,
+        headers: Operations.AddLoanPhoto.Input.Headers = .init(),
+        body: Operations.AddLoanPhoto.Input.Body
+    ) async throws -> Operations.AddLoanPhoto.Output {
+        try await addLoanPhoto(Operations.AddLoanPhoto.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Remove a photo from my loan
+    ///
+    /// - Remark: HTTP `DELETE /v1/loans/{loanID}/photos/{digest}`.
+    /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/{digest}/delete(removeLoanPhoto)`.
+    public func removeLoanPhoto(
+        path: Operations.RemoveLoanPhoto.Input.Path,
+        headers: Operations.RemoveLoanPhoto.Input.Headers = .init()
+    ) async throws -> Operations.RemoveLoanPhoto.Output {
+        try await removeLoanPhoto(Operations.RemoveLoanPhoto.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Cart

@@ -12,7 +12,13 @@ public struct ConversationsView: Sendable {
 
     /// Reviews about a user (by either side), newest first.
     public func reviews(about user: UserID, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
-        try await reviews(where: "r.subject_id = \(user.rawValue)", limit: limit, after: after)
+        let page = try await reviews(where: "r.subject_id = \(user.rawValue)", limit: limit, after: after)
+        if page.data.isEmpty, after == nil,
+            try await pool.query("SELECT 1 FROM users_view WHERE user_id = \(user.rawValue)").isEmpty
+        {
+            throw DomainError.userNotFound
+        }
+        return page
     }
 
     /// An item's reviews: its renters', which rate it. Newest first.
@@ -21,12 +27,7 @@ public struct ConversationsView: Sendable {
     }
 
     private func reviews(where condition: PostgresQuery, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
-        var statement: PostgresQuery = """
-            SELECT r.bid_id, r.role, r.item_id, r.author_id, CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle, r.subject_id, r.stars,
-                   r.text, r.created_at
-            FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
-            WHERE
-            """
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE"
         statement.append(" ")
         statement.append(condition)
         statement.append(
@@ -44,9 +45,7 @@ public struct ConversationsView: Sendable {
     public func messages(onBid bid: BidID, limit: Int, before: Int64?) async throws -> Page<MessageResource> {
         let rows = try await pool.query(
             """
-            SELECT m.message_id, m.bid_id, m.author_id, CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle, m.text, m.created_at,
-                   m.position
-            FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
+            SELECT \(unsafeRaw: MessageResource.selection)
             WHERE m.bid_id = \(bid.rawValue) AND (\(before)::bigint IS NULL OR m.position < \(before))
             ORDER BY m.position DESC LIMIT \(limit + 1)
             """)
@@ -60,9 +59,11 @@ public struct ConversationsView: Sendable {
         return Page(data: notices.map(\.notice), nextCursor: notices.count == limit ? notices.last.map { String($0.notice.position) } : nil)
     }
 
-    /// Every user's notices after `after`, oldest first: what the live feeds send next.
-    public func notices(after: Int64, limit: Int) async throws -> [(user: UserID, notice: Notice)] {
-        try await notices(where: "f.position > \(after)", limit: limit)
+    /// Every user's notices after `after` (a position, and a user within it: one event may
+    /// concern many users, and a page may end among them), oldest first: what the live feeds
+    /// send next.
+    public func notices(after: (position: Int64, user: UUID), limit: Int) async throws -> [(user: UserID, notice: Notice)] {
+        try await notices(where: "(f.position, f.user_id) > (\(after.position), \(after.user))", limit: limit)
     }
 
     /// The last position that has a notice: where a live feed starts.
@@ -73,7 +74,8 @@ public struct ConversationsView: Sendable {
     private func notices(where condition: PostgresQuery, limit: Int) async throws -> [(user: UserID, notice: Notice)] {
         var statement: PostgresQuery = """
             SELECT f.user_id, f.position, f.kind, f.item_id, f.bid_id, f.loan_id, f.message_id, f.from_user_id,
-                   f.amount_cents, f.stars, f.created_at, CASE WHEN u.forgotten_at IS NULL THEN u.handle ELSE \(Redacted.name) END AS from_handle, coalesce(i.title, l.title) AS title
+                   f.amount_cents, f.stars, f.created_at, coalesce(i.title, l.title) AS title,
+                   CASE WHEN u.forgotten_at IS NULL THEN u.handle ELSE \(Redacted.name) END AS from_handle
             FROM feed_view f
             LEFT JOIN users_view u ON u.user_id = f.from_user_id
             LEFT JOIN items_view i ON i.item_id = f.item_id
@@ -103,6 +105,13 @@ public struct ReviewResource: Codable, Sendable {
     public var text: String
     public var createdAt: Date
 
+    /// What `init` reads, from `reviews_view r` with its author's handle (`former user` once forgotten).
+    static let selection = """
+        r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at,
+        CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
+        FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
+        """
+
     init(_ row: PostgresRow) throws {
         itemId = ItemID(try row.decode("item_id", as: UUID.self))
         bidId = BidID(try row.decode("bid_id", as: UUID.self))
@@ -126,6 +135,13 @@ public struct MessageResource: Codable, Sendable {
     public var createdAt: Date
     /// Its log position: the order of a conversation, and its cursor.
     public var position: Int64
+
+    /// What `init` reads, from `messages_view m` with its author's handle (`former user` once forgotten).
+    static let selection = """
+        m.message_id, m.bid_id, m.author_id, m.text, m.created_at, m.position,
+        CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
+        FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
+        """
 
     init(_ row: PostgresRow) throws {
         id = MessageID(try row.decode("message_id", as: UUID.self))
@@ -182,12 +198,29 @@ extension ConversationsView {
     public func message(_ id: MessageID) async throws -> MessageResource? {
         let rows = try await pool.query(
             """
-            SELECT m.message_id, m.bid_id, m.author_id,
-                   CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS author_handle,
-                   m.text, m.created_at, m.position
-            FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
+            SELECT \(unsafeRaw: MessageResource.selection)
             WHERE m.message_id = \(id.rawValue)
             """)
         return try rows.first.map(MessageResource.init)
+    }
+}
+
+extension ConversationsView {
+    /// For a person's export: every review they wrote and every one about them, and every
+    /// message they wrote or were sent, oldest first.
+    public func everything(of user: UserID) async throws -> (reviews: [ReviewResource], messages: [MessageResource]) {
+        let reviews = try await pool.query(
+            """
+            SELECT \(unsafeRaw: ReviewResource.selection)
+            WHERE r.author_id = \(user.rawValue) OR r.subject_id = \(user.rawValue)
+            ORDER BY r.position
+            """)
+        let messages = try await pool.query(
+            """
+            SELECT \(unsafeRaw: MessageResource.selection)
+            WHERE m.author_id = \(user.rawValue) OR m.recipient_id = \(user.rawValue)
+            ORDER BY m.position
+            """)
+        return (try reviews.map(ReviewResource.init), try messages.map(MessageResource.init))
     }
 }

@@ -97,7 +97,7 @@ public struct ItemsView: Sendable {
                 ? [MapBox(box.minLng, box.minLat, box.maxLng, box.maxLat)]
                 : [MapBox(box.minLng, box.minLat, 180, box.maxLat), MapBox(-180, box.minLat, box.maxLng, box.maxLat)]
         } ?? [MapBox(-180, -90, 180, 90)]
-        let conditions = filter.conditions
+        let conditions = filter.conditions + filter.listing.titleConditions
         var cells = [MarketClusters.Cell]()
         for box in boxes {
             let statement =
@@ -153,11 +153,12 @@ struct MapBox {
         var strips: [PostgresQuery] = []
         for (edge, range): (PostgresQuery, PostgresQuery) in [
             ("i.ix0 > i.fx0", "v.map_x BETWEEN i.fx0 << \(unsafeRaw: keptShift) AND ((i.fx0 + 1) << \(unsafeRaw: keptShift)) - 1"),
-            ("i.ix1 < i.fx1 AND i.fx1 <> i.fx0",
+            // A column of its own unless the west strip took it (a box one kept cell wide).
+            ("i.ix1 < i.fx1 AND (i.fx1 <> i.fx0 OR i.ix0 = i.fx0)",
              "v.map_x BETWEEN i.fx1 << \(unsafeRaw: keptShift) AND ((i.fx1 + 1) << \(unsafeRaw: keptShift)) - 1"),
             ("i.iy0 > i.fy0",
              "v.map_y BETWEEN i.fy0 << \(unsafeRaw: keptShift) AND ((i.fy0 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
-            ("i.iy1 < i.fy1 AND i.fy1 <> i.fy0",
+            ("i.iy1 < i.fy1 AND (i.fy1 <> i.fy0 OR i.iy0 = i.fy0)",
              "v.map_y BETWEEN i.fy1 << \(unsafeRaw: keptShift) AND ((i.fy1 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
         ] {
             var strip: PostgresQuery = """

@@ -140,6 +140,9 @@ public struct MapListing: Sendable {
         return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
     }
 
+    /// One condition a word, each one the title's trigram index can answer (migration 0016).
+    var titleConditions: [PostgresQuery] { titlePatterns.map { "title ILIKE \($0)" } }
+
     /// What lies within `box`, or nothing without one.
     var boxConditions: [PostgresQuery] {
         guard let box else { return [] }
@@ -163,8 +166,7 @@ public struct MapListing: Sendable {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
         conditions += boxConditions
-        // One condition a word, each one the title's trigram index can answer (migration 0016).
-        for pattern in titlePatterns { conditions.append("title ILIKE \(pattern)") }
+        conditions += titleConditions
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
         let order: PostgresQuery
         if let nearPoint {
