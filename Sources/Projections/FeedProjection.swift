@@ -48,7 +48,7 @@ public struct FeedProjection: InlineProjection {
                 INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, amount_cents, created_at)
                 SELECT owner_id, \(event.position), \(NoticeKind.bidReceived.rawValue), item_id, \(placed.bidID.rawValue),
                        \(placed.bidderID.rawValue), \(placed.dailyPriceCents), \(event.recordedAt)
-                FROM items_view WHERE item_id = \(item)
+                FROM items_view WHERE item_id = \(item) AND \(unsafeRaw: Self.stillHere("owner_id"))
                 ON CONFLICT DO NOTHING
                 """, prepared: true)
         case .bidApproved(let approved):
@@ -74,7 +74,7 @@ public struct FeedProjection: InlineProjection {
             """
             INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, created_at)
             SELECT bidder_id, \(event.position), \(kind.rawValue), item_id, bid_id, owner_id, \(event.recordedAt)
-            FROM bids_view WHERE bid_id = \(bid.rawValue)
+            FROM bids_view WHERE bid_id = \(bid.rawValue) AND \(unsafeRaw: Self.stillHere("bidder_id"))
             ON CONFLICT DO NOTHING
             """, prepared: true)
     }
@@ -97,7 +97,7 @@ public struct FeedProjection: InlineProjection {
             """
             INSERT INTO feed_view (user_id, position, kind, loan_id, created_at)
             SELECT lender_id, \(event.position), \(kind.rawValue), loan_id, \(event.recordedAt)
-            FROM feed_loan_lenders WHERE loan_id = \(loan)
+            FROM feed_loan_lenders WHERE loan_id = \(loan) AND \(unsafeRaw: Self.stillHere("lender_id"))
             ON CONFLICT DO NOTHING
             """, prepared: true)
     }
@@ -116,6 +116,11 @@ public struct FeedProjection: InlineProjection {
         }
     }
 
+    /// A forgotten person has no feed, now or later (a repayment still credits them).
+    static func stillHere(_ column: String) -> String {
+        "NOT EXISTS (SELECT 1 FROM users_view gone WHERE gone.user_id = \(column) AND gone.forgotten_at IS NOT NULL)"
+    }
+
     private func notice(
         _ kind: NoticeKind, to user: UserID, _ event: ProjectedEvent, _ session: inout PostgresSession, item: UUID? = nil,
         bid: UUID? = nil, loan: UUID? = nil, message: UUID? = nil, from: UserID? = nil, amount: Int? = nil, stars: Int? = nil
@@ -124,8 +129,9 @@ public struct FeedProjection: InlineProjection {
             """
             INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, loan_id, message_id, from_user_id, amount_cents,
                                    stars, created_at)
-            VALUES (\(user.rawValue), \(event.position), \(kind.rawValue), \(item), \(bid), \(loan), \(message),
-                    \(from?.rawValue), \(amount), \(stars), \(event.recordedAt))
+            SELECT user_id, \(event.position), \(kind.rawValue), \(item), \(bid), \(loan), \(message), \(from?.rawValue),
+                   \(amount), \(stars), \(event.recordedAt)
+            FROM (SELECT \(user.rawValue)::uuid AS user_id) recipient WHERE \(unsafeRaw: Self.stillHere("recipient.user_id"))
             ON CONFLICT DO NOTHING
             """, prepared: true)
     }

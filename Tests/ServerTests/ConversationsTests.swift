@@ -226,6 +226,25 @@ struct ConversationsTests {
         }
     }
 
+    /// A forgotten person has no feed: nothing they were told stays, and nothing more is
+    /// written for them (a repayment still credits a forgotten lender's balance).
+    @Test func aForgottenPersonHasNoFeed() async throws {
+        try await withServer { client, admin in
+            let borrower = try await client.user("borrower")
+            try await client.fund(borrower.token, 5000)
+            let (loan, lenders) = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2500)
+            let lender = try await client.me(lenders[0]).id
+            #expect(try await count(admin, "SELECT count(*) FROM feed_view WHERE user_id = \(lender.rawValue)") == 1, "loan_funded")
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: lenders[0])
+            #expect(closed.status == .noContent, "\(closed)")
+            let repaid = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 2500, "payWith": "balance"], token: borrower.token)
+            #expect(repaid.status == .created || repaid.status == .ok, "\(repaid)")
+            #expect(try await count(admin, "SELECT count(*) FROM feed_view WHERE user_id = \(lender.rawValue)") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'BalanceCredited'") == 1, "credited all the same")
+        }
+    }
+
     /// One event may concern many users (a loan's lenders): a page of the live feeds' reader
     /// that ends among them is followed by one that starts with the next user, not the next position.
     @Test func aPageOfNoticesEndingWithinAPositionLosesNoUser() async throws {
