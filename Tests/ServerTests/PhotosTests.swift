@@ -156,8 +156,11 @@ struct PhotosTests {
 
             // Still served until collected; young images are left for their events to arrive.
             #expect(try await client.media("/v1/media/\(digests[0])").status == .ok)
-            #expect(try await PhotoLibrary.collectGarbage(admin, grace: .seconds(3600)) == 0)
-            #expect(try await PhotoLibrary.collectGarbage(admin, grace: .zero) == 1)
+            let database = try await ownerURL(admin)
+            let young = try runLender(["media", "gc"], database: database)
+            #expect(young.contains("0 unused photos deleted"), "\(young)")
+            let collected = try runLender(["media", "gc", "--older-than", "0"], database: database)
+            #expect(collected.contains("1 unused photos deleted"), "\(collected)")
             #expect(try await client.media("/v1/media/\(digests[0])").status == .notFound)
             #expect(try await client.media("/v1/media/\(digests[1])?size=200").status == .ok, "what is shown stays")
         }
