@@ -51,12 +51,13 @@ const char *vips_shim_loader(const void *buffer, size_t length) {
     return vips_foreign_find_load_buffer(buffer, length);
 }
 
-int vips_shim_header(const void *buffer, size_t length, int *width, int *height) {
+int vips_shim_header(const void *buffer, size_t length, int *width, int *height, int *pixel_bytes) {
     // Opening an image reads its header only; pixels are decoded when first asked for.
     VipsImage *image = vips_image_new_from_buffer(buffer, length, "", "access", VIPS_ACCESS_SEQUENTIAL, NULL);
     if (!image) return -1;
     *width = vips_image_get_width(image);
     *height = vips_image_get_height(image);
+    *pixel_bytes = vips_image_get_bands(image) * (int)vips_format_sizeof(vips_image_get_format(image));
     g_object_unref(image);
     return 0;
 }

@@ -82,6 +82,9 @@ public enum Images {
     public static let maxBytes = 10_485_760
     /// The most pixels (width × height) accepted, checked from the header before decoding.
     public static let maxPixels = 40_000_000
+    /// The most memory one decoded image may take: 40 megapixels of 8-bit RGBA. A 16-bit
+    /// PNG with alpha (eight bytes a pixel) is held to 20 megapixels.
+    public static let maxDecodedBytes = 160_000_000
     /// The long sides of the thumbnails made for every image.
     public static let thumbnailSizes = [200, 800]
     /// The JPEG quality of every output.
@@ -105,13 +108,23 @@ public enum Images {
         }
         var width: Int32 = 0
         var height: Int32 = 0
-        let status = bytes.withUnsafeBytes { raw in vips_shim_header(raw.baseAddress, raw.count, &width, &height) }
+        var pixelBytes: Int32 = 0
+        let status = bytes.withUnsafeBytes { raw in
+            vips_shim_header(raw.baseAddress, raw.count, &width, &height, &pixelBytes)
+        }
         if status != 0 { throw ImageError(code: ImageError.undecodable, message: takeError()) }
         let pixels = Int(width) * Int(height)
         if pixels > maxPixels {
             throw ImageError(
                 code: ImageError.tooManyPixels,
                 message: "the image is \(width)×\(height) = \(pixels) pixels, more than \(maxPixels)")
+        }
+        // 16 bits a sample and an alpha band take eight bytes a pixel: fewer pixels, then.
+        let decodedBytes = pixels * max(1, Int(pixelBytes))
+        if decodedBytes > maxDecodedBytes {
+            throw ImageError(
+                code: ImageError.tooManyPixels,
+                message: "the image would take \(decodedBytes) bytes decoded (\(pixelBytes) a pixel), more than \(maxDecodedBytes)")
         }
         return ImageHeader(format: format, width: Int(width), height: Int(height))
     }

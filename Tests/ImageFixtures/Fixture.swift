@@ -63,11 +63,12 @@ public enum Fixture {
         return Array(jpeg.prefix(2)) + app1 + jpeg.dropFirst(2)
     }
 
-    /// A PNG whose header declares width × height RGB pixels, followed by a few bytes of IDAT
-    /// and no end: valid up to its header, undecodable after it.
-    public static func pngBomb(width: UInt32, height: UInt32) -> [UInt8] {
+    /// A PNG whose header declares width × height pixels (8-bit RGB unless told: colour type 6
+    /// is RGBA), followed by a few bytes of IDAT and no end: valid up to its header,
+    /// undecodable after it.
+    public static func pngBomb(width: UInt32, height: UInt32, bitDepth: UInt8 = 8, colorType: UInt8 = 2) -> [UInt8] {
         [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-            + chunk("IHDR", be32(width) + be32(height) + [8, 2, 0, 0, 0])
+            + chunk("IHDR", be32(width) + be32(height) + [bitDepth, colorType, 0, 0, 0])
             + chunk("IDAT", [0x78, 0x9C, 0x62, 0x00, 0x00])
     }
 

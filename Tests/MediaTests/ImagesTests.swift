@@ -123,4 +123,11 @@ struct ImagesTests {
         #expect(try Images.header(Fixture.pngBomb(width: 8000, height: 5000)).width == 8000)
         #expect(Fixture.code { try Images.process(Fixture.pngBomb(width: 8000, height: 5000)) } == "undecodable")
     }
+
+    @Test("30 megapixels of 16-bit RGBA would take 240 MB decoded: refused from the header; 8-bit RGB is not")
+    func deepPixelsCountDouble() throws {
+        let deep = Fixture.pngBomb(width: 6000, height: 5000, bitDepth: 16, colorType: 6)
+        #expect(Fixture.code { try Images.header(deep) } == "too_many_pixels")
+        #expect(try Images.header(Fixture.pngBomb(width: 6000, height: 5000)).width == 6000)
+    }
 }

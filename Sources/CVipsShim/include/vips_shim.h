@@ -25,8 +25,8 @@ void vips_shim_unref(vips_shim_image *image);
 /// The type name of the loader libvips picks from the bytes alone (e.g. "VipsForeignLoadJpegBuffer"), or NULL.
 const char *vips_shim_loader(const void *buffer, size_t length);
 
-/// Reads only the header (no pixels are decoded): width and height as stored; 0 on success.
-int vips_shim_header(const void *buffer, size_t length, int *width, int *height);
+/// Reads only the header (no pixels are decoded): width and height as stored, and the bytes a decoded pixel takes (bands times sample size); 0 on success.
+int vips_shim_header(const void *buffer, size_t length, int *width, int *height, int *pixel_bytes);
 
 /// Metadata field names from the header, NULL-terminated; free with vips_shim_free_fields. NULL on failure.
 char **vips_shim_fields(const void *buffer, size_t length);
