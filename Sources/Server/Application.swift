@@ -50,10 +50,9 @@ public func buildRouter(
     let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, heartbeat: heartbeat)
-    let profileCommands = Profiles(gateway: gateway)
     let photos = PhotosController(
         photos: PhotoLibrary(gateway: gateway), items: ItemsView(primary), loans: LoansView(primary),
-        profiles: ProfilesView(primary), blockedBy: { try await profileCommands.blocked(by: $0) })
+        profiles: ProfilesView(primary))
     let conversations = ConversationsController(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat))

@@ -85,12 +85,7 @@ struct ConversationsController: Sendable {
     @Sendable func feed(_ request: Request, context: UserContext) async throws -> Page<Notice> {
         let (after, problems) = EventsController.after(request)
         var fields = problems
-        var limit = 50
-        if let text = request.uri.queryParameters["limit"] {
-            if let value = Int(text), (1...100).contains(value) { limit = value } else {
-                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100"))
-            }
-        }
+        let limit = request.pageLimit(1...100, default: 50, problems: &fields)
         if !fields.isEmpty { throw DomainError.invalid(fields) }
         return try await views.feed(of: context.user, after: after, limit: limit)
     }

@@ -76,12 +76,7 @@ struct EventsController: Sendable {
                 fields.append(FieldError(field: "after", code: "invalid_cursor", message: "a checkpoint id, 0 or more"))
             }
         }
-        var limit = 100
-        if let text = request.uri.queryParameters["limit"] {
-            if let value = Int(text), (1...1000).contains(value) { limit = value } else {
-                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
-            }
-        }
+        let limit = request.pageLimit(1...1000, default: 100, problems: &fields)
         if !fields.isEmpty { throw DomainError.invalid(fields) }
         let kept = try await store.checkpoints(after: after, limit: limit).map { CheckpointResource(id: $0.id, $0.checkpoint) }
         return Page(data: kept, nextCursor: kept.count == limit ? kept.last.map { String($0.id) } : nil)
@@ -90,12 +85,7 @@ struct EventsController: Sendable {
     @Sendable func page(_ request: Request, context: UserContext) async throws -> Page<EventResource> {
         let (after, problems) = Self.after(request)
         var fields = problems
-        var limit = 100
-        if let text = request.uri.queryParameters["limit"] {
-            if let value = Int(text), (1...1000).contains(value) { limit = value } else {
-                fields.append(FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 1000"))
-            }
-        }
+        let limit = request.pageLimit(1...1000, default: 100, problems: &fields)
         if !fields.isEmpty { throw DomainError.invalid(fields) }
         let read = try await store.read(after: after, limit: limit)
         if read.isEmpty { try await checkNotBeyondHead(after) }

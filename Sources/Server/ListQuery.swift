@@ -91,9 +91,22 @@ struct ListQuery {
 extension Request {
     /// `limit`: 1 to 100, 20 by default; anything else is a 422.
     func pageLimit() throws -> Int {
-        guard let text = uri.queryParameters["limit"].map(String.init) else { return 20 }
-        guard let limit = Int(text), (1...100).contains(limit) else {
-            throw DomainError.invalid([FieldError(field: "limit", code: "out_of_range", message: "a number from 1 to 100")])
+        var problems: [FieldError] = []
+        let limit = pageLimit(1...100, default: 20, problems: &problems)
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+        return limit
+    }
+
+    /// `limit` within `range`, `fallback` without one; a bad one is added to `problems`, for a
+    /// list that names every bad parameter in one 422.
+    func pageLimit(_ range: ClosedRange<Int>, default fallback: Int, problems: inout [FieldError]) -> Int {
+        guard let text = uri.queryParameters["limit"].map(String.init) else { return fallback }
+        guard let limit = Int(text), range.contains(limit) else {
+            problems.append(
+                FieldError(
+                    field: "limit", code: "out_of_range",
+                    message: "a number from \(range.lowerBound) to \(range.upperBound)"))
+            return fallback
         }
         return limit
     }

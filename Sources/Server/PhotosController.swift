@@ -19,7 +19,6 @@ struct PhotosController: Sendable {
     let items: ItemsView
     let loans: LoansView
     let profiles: ProfilesView
-    let blockedBy: @Sendable (UserID) async throws -> Set<UserID>
 
     // MARK: Commands
 
@@ -52,17 +51,18 @@ struct PhotosController: Sendable {
     /// `PUT /v1/me/photo`: the profile's one photo, replacing the one there.
     @Sendable func setProfilePhoto(_ request: Request, context: UserContext) async throws -> PrivateProfile {
         let bytes = try await Self.upload(request, context: context)
-        let append = try await Self.translating { try await photos.setProfilePhoto(bytes, of: context.user) }
-        return try await profile(context, append)
+        let handled = try await Self.translating { try await photos.setProfilePhoto(bytes, of: context.user) }
+        return try await profile(context, handled)
     }
 
     @Sendable func removeProfilePhoto(_ request: Request, context: UserContext) async throws -> PrivateProfile {
         try await profile(context, try await photos.setProfilePhoto(nil, of: context.user))
     }
 
-    private func profile(_ context: UserContext, _ append: AppendResult?) async throws -> PrivateProfile {
-        try await profiles.privateProfile(
-            context.user, blocked: try await blockedBy(context.user), position: append?.lastPosition)
+    private func profile(_ context: UserContext, _ handled: (blocked: Set<UserID>, append: AppendResult?)) async throws
+        -> PrivateProfile
+    {
+        try await profiles.privateProfile(context.user, blocked: handled.blocked, position: handled.append?.lastPosition)
     }
 
     // MARK: Images

@@ -71,14 +71,14 @@ public struct PhotoLibrary: Sendable {
                 : (Int((Double(image.width) * scale).rounded()), Int((Double(image.height) * scale).rounded()))
             variants.append((String(size), thumbnail, width, height))
         }
-        for (variant, bytes, width, height) in variants {
-            try await pool.query(
-                """
-                INSERT INTO media (digest, variant, bytes, width, height)
-                VALUES (\(digest), \(variant), \(Data(bytes)), \(width), \(height))
-                ON CONFLICT (digest, variant) DO UPDATE SET created_at = now()
-                """)
+        // One statement for the image and its thumbnails: all stored, or none.
+        var insert: PostgresQuery = "INSERT INTO media (digest, variant, bytes, width, height) VALUES "
+        for (index, (variant, bytes, width, height)) in variants.enumerated() {
+            if index > 0 { insert.append(", ") }
+            insert.append("(\(digest), \(variant), \(Data(bytes)), \(width), \(height))")
         }
+        insert.append(" ON CONFLICT (digest, variant) DO UPDATE SET created_at = now()")
+        try await pool.query(insert)
         return digest
     }
 
@@ -124,10 +124,12 @@ public struct PhotoLibrary: Sendable {
         try await gateway.handle(.removePhoto(digest: digest), on: .loan, id: loan, actor: actor).append
     }
 
-    /// Sets the profile's photo (replacing the one there), or removes it with nil.
-    public func setProfilePhoto(_ bytes: [UInt8]?, of me: UserID) async throws -> AppendResult? {
+    /// Sets the profile's photo (replacing the one there), or removes it with nil; whom the
+    /// user blocked (the profile's answer shows them) and the append.
+    public func setProfilePhoto(_ bytes: [UInt8]?, of me: UserID) async throws -> (blocked: Set<UserID>, append: AppendResult?) {
         let digest = try await bytes.asyncMap(store)
-        return try await gateway.handle(.setPhoto(digest: digest), on: .user, id: me, actor: me).append
+        let handled = try await gateway.handle(.setPhoto(digest: digest), on: .user, id: me, actor: me)
+        return (handled.state.blocked, handled.append)
     }
 
     /// A digest no stored image has: what a check before storing decides on.

@@ -108,6 +108,29 @@ struct ConversationsTests {
         }
     }
 
+    /// The same review sent twelve times at once (each its own request, no key): one lands,
+    /// the others are told it is done; the rating counts it once.
+    @Test func aReviewSentManyTimesAtOnceLandsOnce() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<12 {
+                    group.addTask {
+                        try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: renter.token)
+                            .status.code
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.sorted() == [201] + Array(repeating: 409, count: 11), "\(statuses)")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'ReviewWritten'") == 1)
+            let item = try await client.send(.get, "/v1/items/\(deal.item)", token: owner.token).decode(ItemResource.self)
+            #expect(item.reviewCount == 1 && item.rating == 4.0)
+        }
+    }
+
     @Test func onlyTheOwnerAndTheBidderTalkOnABid() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
