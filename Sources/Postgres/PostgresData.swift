@@ -75,8 +75,15 @@ public protocol PostgresEncodable: Sendable {
 public protocol PostgresDecodable: Sendable {
     /// The column types this value reads; a column of another type is a decoding error.
     static var postgresTypes: Set<PostgresType> { get }
+    /// Whether a column of `type` reads as this value: `postgresTypes` holds it. The hot
+    /// types answer by a switch, since hashing a type for every cell of every row shows.
+    static func reads(_ type: PostgresType) -> Bool
     /// Returns nil when the text is not a valid value of the type.
     init?(postgresText text: String, type: PostgresType)
+}
+
+extension PostgresDecodable {
+    public static func reads(_ type: PostgresType) -> Bool { postgresTypes.contains(type) }
 }
 
 public typealias PostgresCodable = PostgresEncodable & PostgresDecodable
@@ -84,6 +91,7 @@ public typealias PostgresCodable = PostgresEncodable & PostgresDecodable
 extension Bool: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .bool, text: self ? "t" : "f") }
     public static let postgresTypes: Set<PostgresType> = [.bool]
+    public static func reads(_ type: PostgresType) -> Bool { type == .bool }
     public init?(postgresText text: String, type: PostgresType) {
         switch text {
         case "t": self = true
@@ -95,15 +103,24 @@ extension Bool: PostgresCodable {
 
 private let integerTypes: Set<PostgresType> = [.int2, .int4, .int8, .oid, .xid8]
 
+private func isInteger(_ type: PostgresType) -> Bool {
+    switch type {
+    case .int2, .int4, .int8, .oid, .xid8: true
+    default: false
+    }
+}
+
 extension Int: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
+    public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
 }
 
 extension Int64: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
+    public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
 }
 
@@ -123,6 +140,12 @@ extension Double: PostgresCodable {
         return PostgresBinding(type: .float8, text: text)
     }
     public static let postgresTypes: Set<PostgresType> = [.float4, .float8, .numeric, .int2, .int4, .int8]
+    public static func reads(_ type: PostgresType) -> Bool {
+        switch type {
+        case .float4, .float8, .numeric, .int2, .int4, .int8: true
+        default: false
+        }
+    }
     public init?(postgresText text: String, type: PostgresType) {
         switch text {
         case "NaN": self = .nan
@@ -136,12 +159,19 @@ extension Double: PostgresCodable {
 extension String: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .text, text: self) }
     public static let postgresTypes: Set<PostgresType> = [.text, .varchar, .bpchar, .name, .json, .jsonb]
+    public static func reads(_ type: PostgresType) -> Bool {
+        switch type {
+        case .text, .varchar, .bpchar, .name, .json, .jsonb: true
+        default: false
+        }
+    }
     public init?(postgresText text: String, type: PostgresType) { self = text }
 }
 
 extension UUID: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .uuid, text: uuidString.lowercased()) }
     public static let postgresTypes: Set<PostgresType> = [.uuid]
+    public static func reads(_ type: PostgresType) -> Bool { type == .uuid }
     public init?(postgresText text: String, type: PostgresType) {
         guard let uuid = Self.parseCanonical(text) else { return nil }
         self = uuid
@@ -214,6 +244,7 @@ extension Date: PostgresCodable {
         PostgresBinding(type: .timestamptz, text: PostgresTimestamp.format(self))
     }
     public static let postgresTypes: Set<PostgresType> = [.timestamptz, .timestamp]
+    public static func reads(_ type: PostgresType) -> Bool { type == .timestamptz || type == .timestamp }
     public init?(postgresText text: String, type: PostgresType) {
         guard let date = PostgresTimestamp.parse(text) else { return nil }
         self = date

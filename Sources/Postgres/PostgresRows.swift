@@ -76,7 +76,7 @@ public struct PostgresRow: Sendable {
         }
         let info = rows.columns[column]
         guard let text = text(column) else { return nil }
-        guard T.postgresTypes.contains(info.type) else {
+        guard T.reads(info.type) else {
             throw PostgresError(
                 .decoding, message: "column \"\(info.name)\" is \(info.type), which does not decode as \(T.self)",
                 column: info.name)
@@ -90,6 +90,12 @@ public struct PostgresRow: Sendable {
     }
 
     func columnIndex(_ name: String) throws -> Int {
+        // A row's few columns are found faster by comparing names (most are small strings,
+        // compared as two words) than by hashing the name for a dictionary.
+        let columns = rows.columns
+        if columns.count <= 32 {
+            for index in columns.indices where columns[index].name == name { return index }
+        }
         guard let index = rows.indexByName[name] else {
             throw PostgresError(
                 .decoding, message: "no column named \"\(name)\"; the row has \(rows.columns.map(\.name))", column: name)

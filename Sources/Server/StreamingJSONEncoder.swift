@@ -25,6 +25,17 @@ public struct StreamingJSONEncoder: ResponseEncoder {
     }
 
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
+        // One dynamic cast a response: the lists of items and loans write themselves.
+        if let writable = value as? any JSONWritable {
+            var json = JSONWriter()
+            try writable.write(to: &json)
+            return json.bytes
+        }
+        return try encodeThroughCodable(value)
+    }
+
+    /// Every value through `Encodable`, none writing itself: what a `JSONWritable` must match.
+    static func encodeThroughCodable(_ value: some Encodable) throws -> [UInt8] {
         let sink = JSONSink()
         try sink.writeValue(value, codingPath: [])
         sink.close(downTo: 0)
@@ -131,15 +142,16 @@ final class JSONSink {
     }
 
     func writeDouble(_ value: Double, _ codingPath: [any CodingKey]) throws {
-        guard value.isFinite else {
+        guard let text = Self.numberText(value) else {
             throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "\(value) is not valid JSON"))
         }
-        // Whole numbers without ".0", as JSONEncoder writes them.
-        if value == value.rounded(.towardZero), abs(value) < 1e15 {
-            writeRaw(String(Int64(value)))
-        } else {
-            writeRaw(value.description)
-        }
+        writeRaw(text)
+    }
+
+    /// A finite number as JSONEncoder writes it, whole numbers without ".0"; nil for NaN and infinities.
+    static func numberText(_ value: Double) -> String? {
+        guard value.isFinite else { return nil }
+        return value == value.rounded(.towardZero) && abs(value) < 1e15 ? String(Int64(value)) : value.description
     }
 
     /// `2026-11-22T13:32:07Z`: whole seconds, UTC, as `JSONEncoder`'s `.iso8601`.

@@ -168,9 +168,8 @@ public struct MapListing: Sendable {
         conditions += boxConditions
         conditions += titleConditions
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
-        let order: PostgresQuery
-        if let nearPoint {
-            let chord: PostgresQuery = "(earth <-> \(nearPoint)::cube)"
+        let chord: PostgresQuery? = nearPoint.map { "(earth <-> \($0)::cube)" }
+        if let chord {
             // `earth_km` written out over the chord: a SQL function would be planned, or run per row, as one.
             statement.append("2 * \(unsafeRaw: Earth.radiusSQL) * asin(least(1.0, ")
             statement.append(chord)
@@ -183,30 +182,37 @@ public struct MapListing: Sendable {
                 within.append(" <= \(Earth.chord(ofArcKm: radiusKm))")
                 conditions.append(within)
             }
-            if byDistance {
-                if let cursor {
-                    var after: PostgresQuery = "("
-                    after.append(chord)
-                    after.append(", \(unsafeRaw: id)) > (\(cursor.sortChordKm), \(cursor.id))")
-                    conditions.append(after)
-                }
-                var nearest: PostgresQuery = " ORDER BY "
-                nearest.append(chord)
-                nearest.append(", \(unsafeRaw: id)")
-                order = nearest
-            } else {
-                order = " ORDER BY created_at DESC, \(unsafeRaw: id) DESC"
-            }
         } else {
             statement.append("NULL::float8 AS distance_km, NULL::float8 AS chord_km")
-            order = " ORDER BY created_at DESC, \(unsafeRaw: id) DESC"
         }
-        if !byDistance, let cursor { conditions.append("(created_at, \(unsafeRaw: id)) < (\(cursor.at), \(cursor.id))") }
+        let nearest = byDistance ? chord : nil
+        if let cursor {
+            if let nearest {
+                var after: PostgresQuery = "("
+                after.append(nearest)
+                after.append(", \(unsafeRaw: id)) > (\(cursor.sortChordKm), \(cursor.id))")
+                conditions.append(after)
+            } else {
+                conditions.append("(created_at, \(unsafeRaw: id)) < (\(cursor.at), \(cursor.id))")
+            }
+        }
         statement.append(" FROM \(unsafeRaw: view) WHERE ")
         statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
-        statement.append(order)
-        statement.append(" LIMIT \(limit + 1)")
-        return statement
+        guard let nearest else {
+            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(limit + 1)")
+            return statement
+        }
+        // The GiST index orders by the distance alone: asked for (distance, id), the planner
+        // filters the whole box and sorts it (4 ms against 0.2 ms at 100,000 items, `EXPLAIN
+        // ANALYZE`). So the index gives the nearest rows, with every row tied with the last of
+        // them, and only those few are ordered by id: the same rows, in the keyset's order.
+        statement.append(" ORDER BY ")
+        statement.append(nearest)
+        statement.append(" FETCH FIRST \(limit + 1) ROWS WITH TIES")
+        var page: PostgresQuery = "SELECT * FROM ("
+        page.append(statement)
+        page.append(") AS nearest ORDER BY chord_km, \(unsafeRaw: id) LIMIT \(limit + 1)")
+        return page
     }
 
     /// A page of the rows fetched by `statement` (one more than `limit` when there are more),

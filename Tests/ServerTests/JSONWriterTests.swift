@@ -1,0 +1,85 @@
+import Foundation
+import Projections
+import Testing
+
+@testable import Server
+
+/// The resources that write their own JSON against their `Encodable` form, byte for byte.
+@Suite("JSON writer")
+struct JSONWriterTests {
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }()
+
+    static let item = #"""
+        {"id":"8d40177b-1cc4-49b1-a12a-a96354b7b13c","kind":"rental","title":"Drill \"pro\" \\ 10/10\n\ttab\u0001 é ✓ 🇳🇵",
+         "description":"","category":"tools","dailyPriceCents":2314,"status":"available",
+         "ownerId":"0E9D5873-9FD9-4301-A913-4A2A87B327E0","ownerHandle":"owner","location":{"lat":27.726861779729198,"lng":-0.0,"place":"Nepal"},
+         "availableFrom":"2026-12-01","availableUntil":"2026-12-24","bidCount":3,"rating":4.5,"reviewCount":2,
+         "photos":[{"digest":"ab12","url":"/v1/media/ab12"},{"digest":"cd34","url":"/v1/media/cd34"}],
+         "createdAt":"2026-11-24T02:50:14Z","updatedAt":"1969-12-31T23:59:58Z","contactEmail":"a@example.org",
+         "distanceKm":1e20,"position":9007199254740993}
+        """#
+
+    static let request = #"""
+        {"id":"34fe5a30-edec-4c44-9d7b-dc92f3d08305","kind":"request","title":"Ladder","description":"tall",
+         "category":"tools","maxDailyPriceCents":500,"status":"available","ownerId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0",
+         "ownerHandle":"o","location":{"lat":-33.8688,"lng":151,"place":""},"neededFrom":"2026-12-01","bidCount":0,
+         "reviewCount":0,"photos":[],"createdAt":"2000-02-29T00:00:00Z","updatedAt":"2099-12-31T23:59:59Z","distanceKm":5e-324}
+        """#
+
+    static let loan = #"""
+        {"id":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a00","borrowerId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","title":"Goats",
+         "description":"A \"herd\"\u001f","sector":"agriculture","activity":"goats","country":"NP",
+         "location":{"lat":27.7,"lng":85.3,"place":"Pokhara"},"amountCents":50000,"fundedCents":2500,"repaidCents":0,
+         "stillNeededCents":47500,"lenderCount":1,"status":"fundraising","deadline":"2026-12-31",
+         "photos":[{"digest":"ef","url":"/v1/media/ef"}],"createdAt":"2026-11-24T02:50:14Z","updatedAt":"2026-11-24T02:50:15Z",
+         "position":12}
+        """#
+
+    func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        try Self.decoder.decode(type, from: Data(text.utf8))
+    }
+
+    func expectSameBytes(_ value: some Encodable & JSONWritable) throws {
+        let written = try StreamingJSONEncoder.encode(value)
+        let coded = try StreamingJSONEncoder.encodeThroughCodable(value)
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: coded, as: UTF8.self))
+    }
+
+    @Test("items, requests and loans write the bytes their Encodable form writes")
+    func resources() throws {
+        let rental = try decode(ItemResource.self, Self.item)
+        let request = try decode(ItemResource.self, Self.request)
+        let loan = try decode(LoanResource.self, Self.loan)
+        try expectSameBytes(rental)
+        try expectSameBytes(request)
+        try expectSameBytes(loan)
+        try expectSameBytes(Page(data: [rental, request], nextCursor: "eyJhdCI6MX0"))
+        try expectSameBytes(Page(data: [request], nextCursor: nil))
+        try expectSameBytes(Page(data: [ItemResource](), nextCursor: nil))
+        try expectSameBytes(Page(data: [loan, loan], nextCursor: nil))
+    }
+
+    @Test("a page of items takes the hand-written path")
+    func pagesWriteThemselves() throws {
+        let page = Page(data: [try decode(ItemResource.self, Self.item)], nextCursor: nil)
+        #expect((page as Any) is any JSONWritable)
+        #expect(!((Page(data: [1, 2], nextCursor: nil) as Any) is any JSONWritable))
+        let text = String(decoding: try StreamingJSONEncoder.encode(page), as: UTF8.self)
+        #expect(text.hasPrefix(#"{"data":[{"id":"8d40177b-1cc4-49b1-a12a-a96354b7b13c","kind":"rental","#))
+        #expect(text.contains(#""ownerId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0""#))
+        #expect(text.contains(#""maxDailyPriceCents":null"#))
+        #expect(text.hasSuffix(#""position":9007199254740993}],"nextCursor":null}"#))
+    }
+
+    @Test("a number JSON cannot hold is refused, as through Encodable")
+    func nonFiniteNumbers() throws {
+        var item = try decode(ItemResource.self, Self.item)
+        item.distanceKm = .nan
+        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encode(item) }
+        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encodeThroughCodable(item) }
+    }
+}
