@@ -378,8 +378,9 @@ public struct PostgresSession: ~Copyable {
 
     /// Runs read statements pipelined in one REPEATABLE READ, READ ONLY transaction: one
     /// round trip and one snapshot for all of them. Their rows come back in order; the first
-    /// error is thrown, and the transaction is rolled back.
-    public mutating func snapshot(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+    /// error is thrown, and the transaction is rolled back. With `prepared`, each statement is
+    /// prepared on the connection the first time (their SQL text must not vary).
+    public mutating func snapshot(_ queries: [PostgresQuery], prepared usePrepared: Bool = false) throws -> [PostgresRows] {
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
         // One sync for all of them: more would sync on the way and lose the rows before.
         guard queries.count + 2 < Self.pipelineDepth else {
@@ -388,7 +389,9 @@ public struct PostgresSession: ~Copyable {
         let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
         do {
             return try inPipelineMode { session in
-                for statement in statements { try session.send(statement, prepared: false) }
+                for (index, statement) in statements.enumerated() {
+                    try session.send(statement, prepared: usePrepared && index > 0 && index < statements.count - 1)
+                }
                 // BEGIN's and COMMIT's answers are not the caller's.
                 return Array(try session.sync(collecting: true).dropFirst().dropLast())
             }
@@ -470,7 +473,8 @@ public struct PostgresSession: ~Copyable {
             if let name = prepares[statement], status != PGRES_COMMAND_OK, status != PGRES_PIPELINE_SYNC {
                 prepared.remove(name)
             }
-            if collecting, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+            // A prepare's answer is not a statement's rows: collected, it would shift them all.
+            if collecting, prepares[statement] == nil, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
                 answers.append(try PostgresConnection.consume(result, on: pg))  // clears it
                 continue
             }

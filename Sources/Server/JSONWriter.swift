@@ -17,7 +17,11 @@ struct JSONWriter {
     /// A value was written at this level: the next member or element needs a comma first.
     private var needsComma = false
 
-    init() { bytes.reserveCapacity(4096) }
+    init(reservingCapacity capacity: Int = 4096) { bytes.reserveCapacity(capacity) }
+
+    /// Swaps the bytes written so far with `other`: to write on inside another encoder's
+    /// bytes without copying them.
+    mutating func exchangeBytes(with other: inout [UInt8]) { swap(&bytes, &other) }
 
     mutating func beginObject() {
         separate()
@@ -242,6 +246,25 @@ extension LoanResource: JSONWritable {
         json.field("createdAt", createdAt)
         json.field("updatedAt", updatedAt)
         try json.field("distanceKm", distanceKm)
+        json.field("position", position)
+        json.endObject()
+    }
+}
+
+extension BidResource: JSONWritable {
+    func write(to json: inout JSONWriter) throws {
+        json.beginObject()
+        json.field("id", id)
+        json.field("itemId", itemId)
+        json.field("bidderId", bidderId)
+        json.field("bidderHandle", bidderHandle)
+        json.field("dailyPriceCents", dailyPriceCents)
+        json.field("from", from)
+        json.field("until", until)
+        json.field("message", message)
+        json.field("status", status)
+        json.field("reason", reason)
+        json.field("createdAt", createdAt)
         json.field("position", position)
         json.endObject()
     }

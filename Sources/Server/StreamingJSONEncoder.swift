@@ -31,12 +31,16 @@ public struct StreamingJSONEncoder: ResponseEncoder {
             try writable.write(to: &json)
             return json.bytes
         }
-        return try encodeThroughCodable(value)
+        return try encode(value, handWritten: true)
     }
 
     /// Every value through `Encodable`, none writing itself: what a `JSONWritable` must match.
     static func encodeThroughCodable(_ value: some Encodable) throws -> [UInt8] {
-        let sink = JSONSink()
+        try encode(value, handWritten: false)
+    }
+
+    private static func encode(_ value: some Encodable, handWritten: Bool) throws -> [UInt8] {
+        let sink = JSONSink(handWritten: handWritten)
         try sink.writeValue(value, codingPath: [])
         sink.close(downTo: 0)
         return sink.bytes
@@ -49,7 +53,13 @@ final class JSONSink {
     /// Open containers, innermost last: the byte that closes each, and how many members it has.
     var open: [(closer: UInt8, members: Int)] = []
 
-    init() { bytes.reserveCapacity(1024) }
+    /// Whether values that write themselves (`JSONWritable`) do; off for the reference they are tested against.
+    let handWritten: Bool
+
+    init(handWritten: Bool = true) {
+        self.handWritten = handWritten
+        bytes.reserveCapacity(1024)
+    }
 
     func close(downTo level: Int) {
         while open.count > level { bytes.append(open.removeLast().closer) }
@@ -80,7 +90,13 @@ final class JSONSink {
 
     func writeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws {
         // The types JSONEncoder writes its own way; compared by type, which is cheaper than a cast.
-        if T.self == Date.self {
+        if handWritten, let writable = value as? any JSONWritable {
+            // An item, a loan or a bid inside a larger answer (a profile's lists) writes itself too.
+            var json = JSONWriter(reservingCapacity: 0)
+            json.exchangeBytes(with: &bytes)
+            defer { json.exchangeBytes(with: &bytes) }
+            try writable.write(to: &json)
+        } else if T.self == Date.self {
             writeString(Self.iso8601(value as! Date))
         } else if T.self == URL.self {
             writeString((value as! URL).absoluteString)

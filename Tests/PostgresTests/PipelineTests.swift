@@ -105,6 +105,40 @@ struct SnapshotTests {
         }
     }
 
+    /// Prepared, the first run sends each statement's prepare in the pipeline: its answer is
+    /// not a statement's rows, so the rows still come back in order, then and after.
+    @Test func preparedReadsAnswerInOrderTheFirstTimeAndAfter() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE t (n integer PRIMARY KEY)")
+                try await pool.query("INSERT INTO t SELECT generate_series(1, 5)")
+                for bound in [2, 4, 2] {
+                    let answers = try await pool.snapshot(
+                        [
+                            "SELECT n FROM t WHERE n <= \(bound) ORDER BY n",
+                            "SELECT count(*) AS c FROM t WHERE n > \(bound)",
+                            "SELECT current_setting('transaction_isolation') AS isolation",
+                        ], prepared: true)
+                    #expect(answers.count == 3)
+                    #expect(try answers[0].map { try $0.decode("n", as: Int.self) } == Array(1...bound))
+                    #expect(try answers[1].single().decode("c", as: Int.self) == 5 - bound)
+                    #expect(try answers[2].single().decode("isolation", as: String.self) == "repeatable read")
+                }
+                // A statement that cannot be prepared fails the snapshot, and is not taken as prepared.
+                for _ in 0..<2 {
+                    let error = try await #require(throws: PostgresError.self) {
+                        try await pool.snapshot(["SELECT n FROM t WHERE n = \(1)", "SELECT n FROM missing"], prepared: true)
+                    }
+                    #expect(error.sqlState == "42P01")
+                }
+                try await pool.query("CREATE TABLE missing (n integer)")
+                let after = try await pool.snapshot(["SELECT n FROM t WHERE n = \(1)", "SELECT n FROM missing"], prepared: true)
+                #expect(try after[0].single().decode("n", as: Int.self) == 1)
+                #expect(after[1].isEmpty)
+            }
+        }
+    }
+
     @Test func anErrorIsThrownAndTheConnectionIsIdleAfter() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in

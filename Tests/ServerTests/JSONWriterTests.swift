@@ -39,6 +39,36 @@ struct JSONWriterTests {
          "position":12}
         """#
 
+    static let bid = #"""
+        {"id":"9f0c3e0e-8d8f-4a57-9a57-6d1f3c2b1a01","itemId":"8d40177b-1cc4-49b1-a12a-a96354b7b13c",
+         "bidderId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","bidderHandle":"bea","dailyPriceCents":450,
+         "from":"2026-12-01","until":"2026-12-03","message":"Can I pick it up at \"noon\"?","status":"rejected",
+         "reason":"taken","createdAt":"2026-11-24T02:50:14Z","position":77}
+        """#
+
+    /// A larger answer that holds resources (as a profile holds its lists), through `Encodable`.
+    struct Holder: Encodable {
+        var posts: [ItemResource]
+        var bids: [BidResource]
+        var loans: Page<LoanResource>
+        var none: [BidResource] = []
+        var count = 3
+    }
+
+    /// Says which way it was written.
+    struct Marker: Encodable, JSONWritable {
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode("codable")
+        }
+        func write(to json: inout JSONWriter) throws { json.value("writer") }
+    }
+
+    struct Markers: Encodable {
+        var one = Marker()
+        var many = [Marker(), Marker()]
+    }
+
     func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
         try Self.decoder.decode(type, from: Data(text.utf8))
     }
@@ -61,6 +91,31 @@ struct JSONWriterTests {
         try expectSameBytes(Page(data: [request], nextCursor: nil))
         try expectSameBytes(Page(data: [ItemResource](), nextCursor: nil))
         try expectSameBytes(Page(data: [loan, loan], nextCursor: nil))
+        let bid = try decode(BidResource.self, Self.bid)
+        var open = bid
+        (open.message, open.reason, open.position) = (nil, nil, nil)
+        try expectSameBytes(bid)
+        try expectSameBytes(open)
+    }
+
+    @Test("resources inside a larger answer write themselves, the same bytes")
+    func insideAnotherValue() throws {
+        let holder = Holder(
+            posts: [try decode(ItemResource.self, Self.item), try decode(ItemResource.self, Self.request)],
+            bids: [try decode(BidResource.self, Self.bid)], loans: Page(data: [try decode(LoanResource.self, Self.loan)], nextCursor: "x"))
+        let written = String(decoding: try StreamingJSONEncoder.encode(holder), as: UTF8.self)
+        let coded = String(decoding: try StreamingJSONEncoder.encodeThroughCodable(holder), as: UTF8.self)
+        #expect(written == coded)
+        #expect(written.hasSuffix(#""none":[],"count":3}"#))
+    }
+
+    @Test("a value that writes itself does so at the top and inside others, and only there")
+    func dispatch() throws {
+        #expect(String(decoding: try StreamingJSONEncoder.encode(Markers()), as: UTF8.self) == #"{"one":"writer","many":["writer","writer"]}"#)
+        #expect(String(decoding: try StreamingJSONEncoder.encode(Marker()), as: UTF8.self) == #""writer""#)
+        #expect(
+            String(decoding: try StreamingJSONEncoder.encodeThroughCodable(Markers()), as: UTF8.self)
+                == #"{"one":"codable","many":["codable","codable"]}"#)
     }
 
     @Test("a page of items takes the hand-written path")

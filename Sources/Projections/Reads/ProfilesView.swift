@@ -41,7 +41,7 @@ public struct ProfilesView: Sendable {
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
-            ] + lists.map { $0.statement(of: user, after: nil, limit: first) })
+            ] + lists.map { $0.statement(of: user, after: nil, limit: first) }, prepared: true)
         guard let row = answers[0].first else { throw DomainError.userNotFound }
         let cards = try answers[1].map { try CardResource(row: $0) }
         let posts = try MyList.page(answers[2], limit: first, ItemResource.keyed)
