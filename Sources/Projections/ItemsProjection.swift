@@ -14,15 +14,23 @@ public struct ItemsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        // Whether an event may have noted a move in or out of the market's cells.
+        var moved = false
         for event in events {
             if event.type == UserForgotten.eventType {
                 try forget(event, &session)
+                moved = true
                 continue
             }
             guard Aggregate.item.owns(event.streamID) else { continue }
             let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
             let at = event.recordedAt
-            switch try Aggregate.item.codec.decode(event) {
+            let decoded = try Aggregate.item.codec.decode(event)
+            switch decoded {
+            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted: moved = true
+            default: break
+            }
+            switch decoded {
             case .rentalPosted(let posted):
                 try insertItem(
                     &session, id: posted.itemID, kind: .rental, owner: posted.ownerID, title: posted.title,
@@ -50,8 +58,11 @@ public struct ItemsProjection: InlineProjection {
                         WHERE item_id = \(item)
                         RETURNING status, lat, lng
                     )
-                    SELECT market_cells_move(\(item), old.lat, old.lng, -1), market_cells_move(\(item), changed.lat, changed.lng, 1)
-                    FROM old, changed
+                    INSERT INTO market_cell_moves (item, lat, lng, delta)
+                    SELECT \(item), old.lat, old.lng, -1 FROM old, changed
+                    WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
+                    UNION ALL
+                    SELECT \(item), changed.lat, changed.lng, 1 FROM old, changed
                     WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
                     """, prepared: true)
             case .withdrawn:
@@ -131,6 +142,7 @@ public struct ItemsProjection: InlineProjection {
                     """, prepared: true)
             }
         }
+        if moved { try Self.applyCellMoves(&session) }
     }
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
@@ -138,29 +150,20 @@ public struct ItemsProjection: InlineProjection {
     private func forget(_ event: ProjectedEvent, _ session: inout PostgresSession) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
         let user = forgotten.userID.rawValue
-        // Their available items move to 0, 0 on the map, as the sealed places read now.
+        // Their available items move to 0, 0 on the map, as the sealed places read now. A
+        // cell they left that names one as its sample takes another when the moves apply.
         try session.query(
             """
-            SELECT market_cells_move(item_id, lat, lng, -1), market_cells_move(item_id, 0, 0, 1)
-            FROM items_view WHERE owner_id = \(user) AND status = 'available'
+            INSERT INTO market_cell_moves (item, lat, lng, delta)
+            SELECT item_id, lat, lng, -1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
+            UNION ALL
+            SELECT item_id, 0, 0, 1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
             """, prepared: true)
         try session.query(
             """
             UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
                    updated_at = \(event.recordedAt), position = \(event.position)
             WHERE owner_id = \(user)
-            """, prepared: true)
-        // Moved all in one statement, each saw the others still in place: a cell they left may
-        // name one of them as its sample. Each such cell takes its least available item now.
-        try session.query(
-            """
-            UPDATE market_cells c SET sample = coalesce((
-                SELECT i.item_id FROM items_view i
-                WHERE i.status = 'available'
-                  AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
-                  AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1
-                ORDER BY i.item_id LIMIT 1), c.sample)
-            WHERE c.sample IN (SELECT item_id FROM items_view WHERE owner_id = \(user) AND status = 'available')
             """, prepared: true)
         try session.query(
             """
@@ -189,7 +192,7 @@ public struct ItemsProjection: InlineProjection {
             ON CONFLICT (item_id) DO NOTHING
             RETURNING item_id, lat, lng
             )
-            SELECT market_cells_move(item_id, lat, lng, 1) FROM inserted
+            INSERT INTO market_cell_moves (item, lat, lng, delta) SELECT item_id, lat, lng, 1 FROM inserted
             """, prepared: true)
     }
 
@@ -203,7 +206,8 @@ public struct ItemsProjection: InlineProjection {
                 WHERE item_id = \(item)
                 RETURNING status, lat, lng
             )
-            SELECT market_cells_move(\(item), changed.lat, changed.lng, CASE WHEN changed.status = 'available' THEN 1 ELSE -1 END)
+            INSERT INTO market_cell_moves (item, lat, lng, delta)
+            SELECT \(item), changed.lat, changed.lng, CASE WHEN changed.status = 'available' THEN 1 ELSE -1 END
             FROM old, changed
             WHERE (old.status = 'available') <> (changed.status = 'available')
             """, prepared: true)
@@ -217,5 +221,57 @@ public struct ItemsProjection: InlineProjection {
             UPDATE bids_view SET status = \(status.rawValue), reason = \(reason), updated_at = \(event.recordedAt)
             WHERE bid_id = \(bid.rawValue)
             """, prepared: true)
+    }
+
+    /// The kept cells' levels, as `market_cells` keeps them (migration 0021).
+    static let cellLevels = "'{4,6,8,10,12,14,16}'::smallint[]"
+
+    /// The moves the batch noted, applied to the cells set-based (migration 0022): each cell
+    /// touched gets its count and sums changed once; an emptied one goes; one whose sample
+    /// left it (no longer available, or moved away) takes its least available item again.
+    /// The least id of a set that lost items is found again only when it was the one lost,
+    /// so a cell's sample is the least of its items whatever order they came in: a rebuild
+    /// makes the same rows.
+    static func applyCellMoves(_ session: inout PostgresSession) throws {
+        let touched = """
+            SELECT DISTINCT l AS level, mercator_x(m.lng) >> (24 - l) AS cell_x, mercator_y(m.lat) >> (24 - l) AS cell_y
+            FROM market_cell_moves m, unnest(\(cellLevels)) AS l
+            """
+        // A cell only items left had a row already; its proposed sample (the greatest uuid,
+        // never an item's) is one `least` passes over.
+        try session.query(
+            """
+            INSERT INTO market_cells AS c (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
+            SELECT l, mercator_x(m.lng) >> (24 - l), mercator_y(m.lat) >> (24 - l), sum(m.delta),
+                   sum(m.delta * round(m.lat * 1e7)::bigint), sum(m.delta * round(m.lng * 1e7)::bigint),
+                   coalesce((array_agg(m.item ORDER BY m.item) FILTER (WHERE m.delta > 0))[1], 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+            FROM market_cell_moves m, unnest(\(unsafeRaw: cellLevels)) AS l
+            GROUP BY 1, 2, 3
+            ON CONFLICT (level, cell_x, cell_y) DO UPDATE
+            SET count = c.count + excluded.count, sum_lat = c.sum_lat + excluded.sum_lat,
+                sum_lng = c.sum_lng + excluded.sum_lng, sample = least(c.sample, excluded.sample)
+            """, prepared: true)
+        try session.query(
+            """
+            DELETE FROM market_cells c USING (\(unsafeRaw: touched)) t
+            WHERE (c.level, c.cell_x, c.cell_y) = (t.level, t.cell_x, t.cell_y) AND c.count <= 0
+            """, prepared: true)
+        try session.query(
+            """
+            UPDATE market_cells c SET sample = coalesce((
+                SELECT i.item_id FROM items_view i
+                WHERE i.status = 'available'
+                  AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
+                  AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1
+                ORDER BY i.item_id LIMIT 1), c.sample)
+            FROM (\(unsafeRaw: touched)) t
+            WHERE (c.level, c.cell_x, c.cell_y) = (t.level, t.cell_x, t.cell_y)
+              AND NOT EXISTS (
+                SELECT FROM items_view i
+                WHERE i.item_id = c.sample AND i.status = 'available'
+                  AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
+                  AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1)
+            """, prepared: true)
+        try session.query("DELETE FROM market_cell_moves", prepared: true)
     }
 }
