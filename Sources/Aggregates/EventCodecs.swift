@@ -35,8 +35,11 @@ public struct DomainCodec<Event: Sendable>: Sendable {
 
     public func decode(_ event: RecordedEvent) throws -> Event { try codec.decode(event) }
 
+    /// Decoded once for all the projections of a batch that read it.
     public func decode(_ event: ProjectedEvent) throws -> Event {
-        try codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data)
+        try event.decoded.value(of: event.data.text, as: Event.self) {
+            try codec.decode(type: event.type, schemaVersion: event.schemaVersion, data: event.data)
+        }
     }
 }
 

@@ -56,7 +56,25 @@ enum Envelope {
     }
 
     /// Cheap test before parsing: does the body hold an envelope at all?
-    static func mayHold(_ data: JSONB) -> Bool { data.text.contains("\"\(marker)\"") }
+    static func mayHold(_ data: JSONB) -> Bool {
+        // On the bytes: `String.contains` goes through NSString here, 12% of a rebuild (`perf`).
+        var text = data.text
+        return text.withUTF8 { haystack in
+            quotedMarker.withUnsafeBufferPointer { needle in
+                guard let start = haystack.baseAddress, haystack.count >= needle.count else { return false }
+                // Each '$' (rare in a body) where the marker could start one byte before it.
+                var from = 1
+                while from < haystack.count, let found = memchr(start + from, Int32(UInt8(ascii: "$")), haystack.count - from) {
+                    let at = start.distance(to: found.assumingMemoryBound(to: UInt8.self)) - 1
+                    if at + needle.count <= haystack.count, memcmp(start + at, needle.baseAddress!, needle.count) == 0 { return true }
+                    from = at + 2
+                }
+                return false
+            }
+        }
+    }
+
+    private static let quotedMarker = Array("\"\(marker)\"".utf8)
 }
 
 public enum PersonalDataError: Error, Sendable, Hashable, CustomStringConvertible {

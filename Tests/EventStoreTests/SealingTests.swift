@@ -1,5 +1,5 @@
 import Crypto
-import EventStore
+@testable import EventStore
 import Foundation
 import Postgres
 import Testing
@@ -74,5 +74,27 @@ struct SealingTests {
             }
             #expect(refused > 0, "the late appends all came first: the race was not run")
         }
+    }
+}
+
+/// The quick look for a sealed field before a body is parsed, on its bytes.
+@Suite("Spotting a sealed field")
+struct SealedMarkerTests {
+    @Test(
+        "a body holds the marker only where it is quoted whole",
+        arguments: [
+            (#"{"text":{"$sealed":{"key":"user-1"}}}"#, true),
+            (#"{"a":"$","b":"$$sealed","text":{"$sealed":{}}}"#, true),
+            (#"{"$sealed":1}"#, true),
+            (#"{"price":"$5","note":"$seale","x":"sealed"}"#, false),
+            (#"{"a":"$sealed "}"#, false),
+            (#"{"a":1}"#, false),
+            ("", false),
+            ("$", false),
+            (#""$sealed"#, false),
+            (#""$sealed""#, true),
+        ])
+    func spotted(_ body: String, _ expected: Bool) {
+        #expect(Envelope.mayHold(JSONB(text: body)) == expected)
     }
 }
