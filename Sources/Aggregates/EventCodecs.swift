@@ -30,7 +30,10 @@ public struct DomainCodec<Event: Sendable>: Sendable {
         guard children.count == 1, let payload = children.first?.value as? any EventBody else {
             throw EventEncodingError.notOnePayload("\(Event.self).\(event)")
         }
-        return try codec.encode(payload)
+        let encoded = try codec.encode(payload)
+        // What the inline projections read, without decoding it again.
+        encoded.decoded.keep(event, of: encoded.data.text)
+        return encoded
     }
 
     public func decode(_ event: RecordedEvent) throws -> Event { try codec.decode(event) }

@@ -299,7 +299,7 @@ public final class EventStore: Sendable {
                         ProjectedEvent(
                             position: position, streamID: append.stream, streamVersion: firstVersion + offset,
                             type: event.type, schemaVersion: event.schemaVersion, data: event.data,
-                            metadata: pending.metadata, recordedAt: row.appendedAt ?? Date()))
+                            metadata: pending.metadata, recordedAt: row.appendedAt ?? Date(), decoded: event.decoded))
                 }
             }
         }

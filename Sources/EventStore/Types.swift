@@ -38,6 +38,9 @@ public struct NewEvent: Sendable, Hashable {
     public var type: String
     public var schemaVersion: Int
     public var data: JSONB
+    /// The typed event `data` was encoded from, when the writer had one: the projections in
+    /// the appending transaction read it rather than decode the JSON again.
+    public let decoded = DecodedEvent()
 
     public init(type: String, schemaVersion: Int = 1, data: JSONB) {
         self.type = type
@@ -188,12 +191,13 @@ public struct ProjectedEvent: Sendable, Hashable {
     /// The event decoded by the first projection that reads it, for the others: every
     /// projection of a batch decodes the events it reads, and a rebuild spent a third of its
     /// time decoding the same JSON again (`perf`). Not part of an event's equality.
-    public let decoded = DecodedEvent()
+    public let decoded: DecodedEvent
 
     public init(
         position: Int64, streamID: StreamID, streamVersion: Int, type: String, schemaVersion: Int, data: JSONB,
-        metadata: EventMetadata, recordedAt: Date
+        metadata: EventMetadata, recordedAt: Date, decoded: DecodedEvent = DecodedEvent()
     ) {
+        self.decoded = decoded
         self.position = position
         self.streamID = streamID
         self.streamVersion = streamVersion
@@ -218,6 +222,11 @@ public final class DecodedEvent: Sendable, Hashable {
         let value = try decode()
         cached.withLock { $0 = (data, value) }
         return value
+    }
+
+    /// Keeps `value` as what `data` decodes to.
+    public func keep(_ value: some Sendable, of data: String) {
+        cached.withLock { $0 = (data, value) }
     }
 
     public static func == (lhs: DecodedEvent, rhs: DecodedEvent) -> Bool { true }
