@@ -383,8 +383,10 @@ public struct PostgresSession: ~Copyable {
     public mutating func snapshot(_ queries: [PostgresQuery], prepared usePrepared: Bool = false) throws -> [PostgresRows] {
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
         // One sync for all of them: more would sync on the way and lose the rows before.
-        guard queries.count + 2 < Self.pipelineDepth else {
-            throw PostgresError(.encoding, message: "a snapshot takes fewer than \(Self.pipelineDepth - 2) statements")
+        // A first prepared run sends a prepare before each statement: twice as many in flight.
+        guard (usePrepared ? 2 : 1) * queries.count + 2 < Self.pipelineDepth else {
+            throw PostgresError(
+                .encoding, message: "a snapshot takes fewer than \((Self.pipelineDepth - 2) / (usePrepared ? 2 : 1)) statements")
         }
         let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
         do {

@@ -135,6 +135,13 @@ struct SnapshotTests {
                 let after = try await pool.snapshot(["SELECT n FROM t WHERE n = \(1)", "SELECT n FROM missing"], prepared: true)
                 #expect(try after[0].single().decode("n", as: Int.self) == 1)
                 #expect(after[1].isEmpty)
+                // Prepared, each statement sends two messages the first time: a snapshot that would
+                // not fit one sync is refused, not answered with rows out of place.
+                let many = (0..<300).map { index -> PostgresQuery in "SELECT \(index)::int AS n, 'many' AS m" }
+                let tooMany = try await #require(throws: PostgresError.self) { try await pool.snapshot(many, prepared: true) }
+                #expect(tooMany.kind == .encoding)
+                let answers = try await pool.snapshot(many)
+                #expect(try answers.map { try $0.single().decode("n", as: Int.self) } == Array(0..<300))
             }
         }
     }
