@@ -359,7 +359,8 @@ public final class EventStore: Sendable {
     private static func result(of pending: Pending, _ row: BatchRow) -> AppendResult {
         AppendResult(
             positions: row.positions,
-            streamVersions: Dictionary(uniqueKeysWithValues: zip(pending.appends.map(\.stream), row.versions)))
+            streamVersions: Dictionary(uniqueKeysWithValues: zip(pending.appends.map(\.stream), row.versions)),
+            recordedAt: row.appendedAt)
     }
 
     /// Stores the response of each appended request that has an idempotency key, in the

@@ -118,10 +118,14 @@ public struct AppendResult: Sendable, Hashable {
     public var positions: [Int64]
     /// Each stream's version after the append.
     public var streamVersions: [StreamID: Int]
+    /// When the events were recorded (`recorded_at`), for an append just made; nil for one
+    /// answered again from an idempotency record.
+    public var recordedAt: Date?
 
-    public init(positions: [Int64], streamVersions: [StreamID: Int]) {
+    public init(positions: [Int64], streamVersions: [StreamID: Int], recordedAt: Date? = nil) {
         self.positions = positions
         self.streamVersions = streamVersions
+        self.recordedAt = recordedAt
     }
 
     /// The global position of the last event written (0 when nothing was).

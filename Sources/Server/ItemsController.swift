@@ -87,6 +87,13 @@ struct ItemsController: Sendable {
     /// first one's item, not the id it made up itself.
     func posted(_ handled: Handled<ItemState, ItemEvent>) async throws -> EditedResponse<ItemResource> {
         guard let itemID = handled.state.itemID else { throw DomainError.itemNotFound }
+        // Just appended: the view holds what the event says (a read back cost a posting 18%).
+        if let append = handled.append, let recordedAt = append.recordedAt, handled.events.count == 1,
+            let item = try await ItemResource(
+                posted: handled.events[0], at: recordedAt, position: append.lastPosition, ownerHandle: items.handle(of:))
+        {
+            return EditedResponse(status: .created, response: item)
+        }
         return EditedResponse(status: .created, response: try await items.item(itemID, position: handled.append?.lastPosition))
     }
 

@@ -13,6 +13,52 @@ import TestSupport
 
 @Suite("Items and bids over HTTP")
 struct ItemsTests {
+    /// A posting answers from its event, not by reading the view back: the answer must be
+    /// what reading it gives, field for field (but `position`, the command's own), for a
+    /// rental with a window and odd numbers and for a request; a repeat with the same key
+    /// answers the same again.
+    @Test func aPostingAnswersWhatReadingItGives() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let postings: [(String, [String: Any])] = [
+                (
+                    "/v1/rentals",
+                    [
+                        "title": "Drill \"pro\" ✓", "description": "18 V\nwith case", "category": "tools", "dailyPriceCents": 1999,
+                        "location": ["lat": 27.712099152614083, "lng": -0.1, "place": "Patan"],
+                        "availableFrom": "2026-12-01", "availableUntil": "2026-12-31",
+                    ]
+                ),
+                ("/v1/rentals", ["title": "Tent", "category": "sports", "dailyPriceCents": 1, "location": ["lat": -33.8688, "lng": 151]]),
+                (
+                    "/v1/requests",
+                    [
+                        "title": "Ladder", "category": "tools", "maxDailyPriceCents": 500, "neededFrom": "2026-12-10",
+                        "neededUntil": "2026-12-12", "location": ["lat": 1e-7, "lng": 85.324, "place": ""],
+                    ]
+                ),
+                ("/v1/requests", ["title": "Van", "category": "other", "neededFrom": "2026-12-10", "neededUntil": "2026-12-10", "location": ["lat": 0, "lng": 0]]),
+            ]
+            for (index, (path, body)) in postings.enumerated() {
+                let key = "posting-\(index)"
+                let posted = try await client.send(.post, path, json: body, token: owner.token, idempotencyKey: key)
+                #expect(posted.status == .created, "\(path) \(index): \(posted)")
+                var answered = posted.json
+                let id = try #require(answered["id"] as? String)
+                #expect(answered["position"] is NSNumber)
+                let read = try await client.send(.get, "/v1/items/\(id)", token: owner.token)
+                var stored = read.json
+                answered["position"] = nil
+                stored["position"] = nil
+                #expect(NSDictionary(dictionary: answered) == NSDictionary(dictionary: stored), "\(path): \(answered) against \(stored)")
+                let repeated = try await client.send(.post, path, json: body, token: owner.token, idempotencyKey: key)
+                var again = repeated.json
+                again["position"] = nil
+                #expect(NSDictionary(dictionary: again) == NSDictionary(dictionary: stored))
+            }
+        }
+    }
+
     @Test func postBidApproveAndReadTheViews() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")

@@ -1,6 +1,7 @@
 import Foundation
 import Marketplace
 import Postgres
+import Synchronization
 
 /// Reads of `items_view` and `bids_view`, which `ItemsProjection` writes.
 public struct ItemsView: Sendable {
@@ -16,6 +17,21 @@ public struct ItemsView: Sendable {
         guard let row = rows.first else { throw DomainError.itemNotFound }
         return try ItemResource(row, position: position)
     }
+
+    /// A user's handle, as a posting writes it beside its item. Handles never change, so
+    /// each is read once per process (a forgotten user's stays too, and posts nothing).
+    public func handle(of user: UserID) async throws -> String {
+        if let handle = Self.handles.withLock({ $0[user] }) { return handle }
+        let rows = try await pool.query("SELECT handle FROM users_view WHERE user_id = \(user.rawValue)", prepared: true)
+        let handle = try rows.first?.decode("handle", as: String.self) ?? ""
+        Self.handles.withLock { handles in
+            if handles.count >= 100_000 { handles.removeAll(keepingCapacity: true) }
+            handles[user] = handle
+        }
+        return handle
+    }
+
+    private static let handles = Mutex<[UserID: String]>([:])
 
     /// The bid; `bid_not_found` when there is none.
     public func bid(_ id: BidID, position: Int64? = nil) async throws -> BidResource {
@@ -312,6 +328,51 @@ public struct ItemResource: Codable, Sendable {
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
         distanceKm = try row.decode("distance_km", as: Double?.self)
+        self.position = position
+    }
+}
+
+extension ItemResource {
+    /// A posting as `items_view` holds it the moment its append commits (`ItemsProjection`
+    /// writes these same fields): the answer of the command, without reading it back. Nil for
+    /// any other event.
+    public init?(
+        posted event: ItemEvent, at recordedAt: Date, position: Int64?, ownerHandle: (UserID) async throws -> String
+    ) async rethrows {
+        let kind: ItemKind
+        let price: Int?
+        let from: Day?
+        let until: Day?
+        let posting: (id: ItemID, owner: UserID, title: String, description: String, category: Marketplace.Category, location: Location)
+        switch event {
+        case .rentalPosted(let posted):
+            (kind, price, from, until) = (.rental, posted.dailyPriceCents, posted.availableFrom, posted.availableUntil)
+            posting = (posted.itemID, posted.ownerID, posted.title, posted.description, posted.category, posted.location)
+        case .requestPosted(let posted):
+            (kind, price, from, until) = (.request, posted.maxDailyPriceCents, posted.neededFrom, posted.neededUntil)
+            posting = (posted.itemID, posted.ownerID, posted.title, posted.description, posted.category, posted.location)
+        default:
+            return nil
+        }
+        id = posting.id
+        self.kind = kind.rawValue
+        title = posting.title
+        description = posting.description
+        category = posting.category.rawValue
+        if kind == .rental {
+            (dailyPriceCents, availableFrom, availableUntil) = (price, from?.description, until?.description)
+        } else {
+            (maxDailyPriceCents, neededFrom, neededUntil) = (price, from?.description, until?.description)
+        }
+        status = ItemStatus.available.rawValue
+        ownerId = posting.owner
+        self.ownerHandle = try await ownerHandle(posting.owner)
+        location = posting.location
+        bidCount = 0
+        reviewCount = 0
+        photos = []
+        createdAt = recordedAt
+        updatedAt = recordedAt
         self.position = position
     }
 }
