@@ -13,14 +13,12 @@ protocol JSONWritable {
 /// JSON written straight into bytes, in the encoder's spelling: escapes, numbers and dates as
 /// `JSONSink` writes them, absent optionals as `null`.
 struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+    private var bytes: [UInt8] = []
     /// A value was written at this level: the next member or element needs a comma first.
     private var needsComma = false
 
-    init(reservingCapacity capacity: Int = 4096) { bytes.reserveCapacity(capacity) }
-
-    /// Swaps the bytes written so far with `other`: to write on inside another encoder's
-    /// bytes without copying them.
+    /// Swaps the bytes written so far with `other`: to write on in the encoder's own bytes
+    /// without copying them.
     mutating func exchangeBytes(with other: inout [UInt8]) { swap(&bytes, &other) }
 
     mutating func beginObject() {
@@ -74,7 +72,6 @@ struct JSONWriter {
 
     mutating func value(_ number: Int) { raw(String(number)) }
     mutating func value(_ number: Int64) { raw(String(number)) }
-    mutating func value(_ flag: Bool) { raw(flag ? "true" : "false") }
     mutating func value(_ date: Date) { value(JSONSink.iso8601(date)) }
     mutating func value<Tag>(_ id: Identifier<Tag>) { value(id.rawValue.lowercaseText) }
 

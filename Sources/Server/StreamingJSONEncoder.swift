@@ -24,14 +24,9 @@ public struct StreamingJSONEncoder: ResponseEncoder {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
+    /// The lists of items, loans and bids, and those resources anywhere, write themselves (`JSONWritable`).
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
-        // One dynamic cast a response: the lists of items and loans write themselves.
-        if let writable = value as? any JSONWritable {
-            var json = JSONWriter()
-            try writable.write(to: &json)
-            return json.bytes
-        }
-        return try encode(value, handWritten: true)
+        try encode(value, handWritten: true)
     }
 
     /// Every value through `Encodable`, none writing itself: what a `JSONWritable` must match.
@@ -91,8 +86,8 @@ final class JSONSink {
     func writeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws {
         // The types JSONEncoder writes its own way; compared by type, which is cheaper than a cast.
         if handWritten, let writable = value as? any JSONWritable {
-            // An item, a loan or a bid inside a larger answer (a profile's lists) writes itself too.
-            var json = JSONWriter(reservingCapacity: 0)
+            // An item, a loan or a bid, or a page of them, at the top of an answer or inside one.
+            var json = JSONWriter()
             json.exchangeBytes(with: &bytes)
             defer { json.exchangeBytes(with: &bytes) }
             try writable.write(to: &json)

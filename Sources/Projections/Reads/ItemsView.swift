@@ -23,7 +23,8 @@ public struct ItemsView: Sendable {
     public func handle(of user: UserID) async throws -> String {
         if let handle = Self.handles.withLock({ $0[user] }) { return handle }
         let rows = try await pool.query("SELECT handle FROM users_view WHERE user_id = \(user.rawValue)", prepared: true)
-        let handle = try rows.first?.decode("handle", as: String.self) ?? ""
+        // No user yet: written as empty, as the projection writes it, and not kept.
+        guard let handle = try rows.first?.decode("handle", as: String.self) else { return "" }
         Self.handles.withLock { handles in
             if handles.count >= 100_000 { handles.removeAll(keepingCapacity: true) }
             handles[user] = handle
