@@ -15,11 +15,16 @@ public struct Bidding: Sendable {
         self.items = ItemsView(gateway.store.pool)
     }
 
-    /// Places the bid; answers its id (a repeated request: the first one's) and the append.
+    /// Places the bid; answers its id (a repeated request: the first one's), the append, and
+    /// the event when this call appended it (nil for a repeat answered from its record).
     /// Whether the owner has blocked the bidder is the owner's stream's to say: the bid is
     /// decided on the owner's blocks as read, and appended only if the owner's stream is still
     /// at that version (a block committed meanwhile makes it decide again).
-    public func place(_ bid: PlaceBid, on itemID: ItemID, by actor: UserID) async throws -> (bid: BidID, append: AppendResult?) {
+    public func place(
+        _ bid: PlaceBid, on itemID: ItemID, by actor: UserID
+    ) async throws -> (bid: BidID, append: AppendResult?, event: BidPlaced?) {
+        // The decision's event, kept beside the recorded outcome (an id), which a repeat answers.
+        var event: BidPlaced?
         let (placed, append) = try await gateway.handleAcross("placeBid", actor: actor) {
             (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: BidID) in
             let item = try await reads.load(.item, id: itemID)
@@ -34,9 +39,11 @@ public struct Bidding: Sendable {
             guard case .bidPlaced(let placed)? = events.first else {
                 throw DomainError.bidNotFound.saying("No bid was placed.")
             }
+            event = placed
             return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
         }
-        return (placed, append)
+        let appended = append?.recordedAt == nil ? nil : event.flatMap { $0.bidID == placed ? $0 : nil }
+        return (placed, append, appended)
     }
 
     /// Writes to the other party of a bid; answers the message's id and the append. Like a

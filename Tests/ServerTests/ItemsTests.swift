@@ -59,6 +59,40 @@ struct ItemsTests {
         }
     }
 
+    /// A bid answers, the moment it is placed, what the owner's list of bids then reads, field
+    /// for field (but `position`): with a message of odd bytes and without one; a repeat
+    /// with the same key answers the same bid again.
+    @Test func aBidAnswersWhatReadingItGives() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let item = try await client.postRental(owner.token)
+            let bodies: [[String: Any]] = [
+                ["dailyPriceCents": 1234, "from": "2026-12-02", "until": "2026-12-09", "message": "Fine \"bike\" ✓\nthanks"],
+                ["dailyPriceCents": 1, "from": "2026-12-10", "until": "2026-12-10"],
+            ]
+            for (index, body) in bodies.enumerated() {
+                // One pending bid a bidder.
+                let bidder = try await client.user("bidder\(index)")
+                let key = "bid-\(index)"
+                let placed = try await client.send(.post, "/v1/items/\(item.id)/bids", json: body, token: bidder.token, idempotencyKey: key)
+                #expect(placed.status == .created, "\(index): \(placed)")
+                var answered = placed.json
+                let id = try #require(answered["id"] as? String)
+                #expect(answered["position"] is NSNumber)
+                let list = try await client.send(.get, "/v1/items/\(item.id)/bids", token: owner.token)
+                let rows = try #require(list.json["data"] as? [[String: Any]])
+                var stored = try #require(rows.first { $0["id"] as? String == id }, "\(rows)")
+                answered["position"] = nil
+                stored["position"] = nil
+                #expect(NSDictionary(dictionary: answered) == NSDictionary(dictionary: stored), "\(answered) against \(stored)")
+                let repeated = try await client.send(.post, "/v1/items/\(item.id)/bids", json: body, token: bidder.token, idempotencyKey: key)
+                var again = repeated.json
+                again["position"] = nil
+                #expect(NSDictionary(dictionary: again) == NSDictionary(dictionary: stored))
+            }
+        }
+    }
+
     @Test func postBidApproveAndReadTheViews() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")

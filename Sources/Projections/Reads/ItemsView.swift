@@ -414,3 +414,24 @@ public struct BidResource: Codable, Sendable {
         self.position = position
     }
 }
+
+extension BidResource {
+    /// A bid as `bids_view` holds it the moment its append commits (`ItemsProjection` writes
+    /// these same fields): the answer of the command, without reading it back.
+    public init(
+        placed: BidPlaced, on item: ItemID, at recordedAt: Date, position: Int64?, bidderHandle: (UserID) async throws -> String
+    ) async rethrows {
+        id = placed.bidID
+        itemId = item
+        bidderId = placed.bidderID
+        self.bidderHandle = try await bidderHandle(placed.bidderID)
+        dailyPriceCents = placed.dailyPriceCents
+        from = placed.from.description
+        until = placed.until.description
+        message = placed.message
+        status = BidStatus.pending.rawValue
+        reason = nil
+        createdAt = recordedAt
+        self.position = position
+    }
+}
