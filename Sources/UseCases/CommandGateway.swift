@@ -7,7 +7,7 @@ import Synchronization
 
 /// What the first attempt of a command decides on.
 public enum FirstAttempt<State: Sendable>: Sendable {
-    /// The stream as it is read now.
+    /// The stream as this server knows it, else as read now (see `CommandGateway`).
     case read
     /// Nothing: the id was just made (a fresh UUID), so the stream is taken to be empty without
     /// reading it; were it not, the append would fail on `.noStream` and the command would be
@@ -30,6 +30,12 @@ public struct Handled<State: Sendable, Event: Sendable>: Sendable {
 /// writer got there first (`WrongExpectedVersion`), it loads again and decides again, so
 /// that every command is decided on the state it is written on: twenty bids at once all
 /// land; twenty approvals at once yield one winner, and nineteen `item_not_available`.
+///
+/// A first attempt decides on a stream's state as this server last knew it (its own appends
+/// fold in), without reading the stream: the append expects that version, so a stream that
+/// moved on meanwhile fails it, and the command is decided again on what was read. A state
+/// from memory never refuses a command or decides nothing on its own: that is decided again
+/// on the stream as read, as is a command whose append would not check every stream it read.
 public struct CommandGateway: Sendable {
     public let store: EventStore
     public let logger: Logger
@@ -59,37 +65,42 @@ public struct CommandGateway: Sendable {
         metadata.actorID = metadata.actorID ?? actor.description
         metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
         return try await retrying { attempt in
-            let (state, version) =
-                switch attempt == 1 ? first : .read {
-                case .read: try await load(stream, aggregate)
-                case .newStream: (aggregate.initial, 0)
-                case .loaded(let state, let version): (state, version)
+            var read = attempt > 1
+            while true {
+                let (state, version, remembered) =
+                    switch attempt == 1 ? first : .read {
+                    case .read: try await load(stream, aggregate, read: read)
+                    case .newStream: (aggregate.initial, 0, false)
+                    case .loaded(let state, let version): (state, version, false)
+                    }
+                let events: [Event]
+                do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
+                    if remembered { read = true; continue }
+                    // A twin of this request may have committed meanwhile: its answer, not this refusal.
+                    if let recorded = try await recordedTwin(of: request) { return try await replay(recorded, on: aggregate, stream: stream) }
+                    CommandMetrics.command(command, outcome: error.code)
+                    throw error
                 }
-            let events: [Event]
-            do { events = try aggregate.decide(command, state, actor) } catch let error as DomainError {
-                // A twin of this request may have committed meanwhile: its answer, not this refusal.
-                if let recorded = try await recordedTwin(of: request) { return try await replay(recorded, on: aggregate, stream: stream) }
-                CommandMetrics.command(command, outcome: error.code)
-                throw error
-            }
-            if events.isEmpty {
-                if let request, let recorded = try await spendUnchanged(request, response: nil) {
-                    return try await replay(recorded, on: aggregate, stream: stream)
+                if events.isEmpty {
+                    if remembered { read = true; continue }
+                    if let request, let recorded = try await spendUnchanged(request, response: nil) {
+                        return try await replay(recorded, on: aggregate, stream: stream)
+                    }
+                    CommandMetrics.command(command, outcome: "unchanged")
+                    return Handled(state: state, events: [], append: nil)
                 }
-                CommandMetrics.command(command, outcome: "unchanged")
-                return Handled(state: state, events: [], append: nil)
+                let outcome = try await store.append(
+                    [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
+                    metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
+                guard case .appended(let result) = outcome else {
+                    return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)
+                }
+                CommandMetrics.command(command, outcome: "ok")
+                Failpoints.hit(.appendAfterCommit)
+                let after = events.reduce(state, aggregate.evolve)
+                states.store(after, version: version + events.count, of: stream)
+                return Handled(state: after, events: events, append: result)
             }
-            let outcome = try await store.append(
-                [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
-                metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
-            guard case .appended(let result) = outcome else {
-                return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)
-            }
-            CommandMetrics.command(command, outcome: "ok")
-            Failpoints.hit(.appendAfterCommit)
-            let after = events.reduce(state, aggregate.evolve)
-            states.store(after, version: version + events.count, of: stream)
-            return Handled(state: after, events: events, append: result)
         }
     }
 
@@ -109,42 +120,58 @@ public struct CommandGateway: Sendable {
         var metadata = metadata
         metadata.actorID = metadata.actorID ?? actor.description
         metadata.idempotencyKey = metadata.idempotencyKey ?? request?.idempotency.key
-        return try await retrying { _ in
-            var reads = StreamReads(gateway: self)
-            let writes: [StreamWrite]
-            let outcome: Outcome
-            do { (writes, outcome) = try await decide(&reads) } catch let error as DomainError {
-                if let recorded = try await recordedTwin(of: request) { return try replayAcross(recorded) }
-                CommandMetrics.command(named: command, outcome: error.code)
-                throw error
-            }
-            // A checked write with no events still expects its stream as read (a rule decided on
-            // it holds at the append), as long as some stream is written at all.
-            let written = writes.contains { !$0.events.isEmpty }
-            let appends = writes.filter { !$0.events.isEmpty || (written && $0.checked) }.map { write in
-                StreamAppend(
-                    write.stream,
-                    expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,
-                    events: write.events)
-            }
-            // Recorded with the key, for a repeat to answer; made only when there is one.
-            let response = request == nil ? nil : try JSONB(outcome)
-            if appends.isEmpty {
-                if let request, let recorded = try await spendUnchanged(request, response: response) {
-                    return try replayAcross(recorded)
+        return try await retrying { attempt in
+            var read = attempt > 1
+            while true {
+                var reads = StreamReads(gateway: self, read: read)
+                let writes: [StreamWrite]
+                let outcome: Outcome
+                do { (writes, outcome) = try await decide(&reads) } catch let error as DomainError {
+                    if !reads.remembered.isEmpty { read = true; continue }
+                    if let recorded = try await recordedTwin(of: request) { return try replayAcross(recorded) }
+                    CommandMetrics.command(named: command, outcome: error.code)
+                    throw error
                 }
-                CommandMetrics.command(named: command, outcome: "unchanged")
-                return (outcome, nil)
+                // A checked write with no events still expects its stream as read (a rule decided on
+                // it holds at the append), as long as some stream is written at all.
+                let written = writes.contains { !$0.events.isEmpty }
+                let appends = writes.filter { !$0.events.isEmpty || (written && $0.checked) }.map { write in
+                    StreamAppend(
+                        write.stream,
+                        expectedVersion: write.checked ? .after(read: reads.versions[write.stream] ?? 0) : .any,
+                        events: write.events)
+                }
+                // A state from memory is only as good as the append's check of its version.
+                let checked = Set(appends.filter { $0.expectedVersion != .any }.map(\.stream))
+                if !reads.remembered.isSubset(of: checked) { read = true; continue }
+                // Recorded with the key, for a repeat to answer; made only when there is one.
+                let response = request == nil ? nil : try JSONB(outcome)
+                if appends.isEmpty {
+                    if let request, let recorded = try await spendUnchanged(request, response: response) {
+                        return try replayAcross(recorded)
+                    }
+                    CommandMetrics.command(named: command, outcome: "unchanged")
+                    return (outcome, nil)
+                }
+                let appended = try await store.append(
+                    appends, metadata: metadata, idempotency: request?.idempotency,
+                    response: response.map { response in { @Sendable _ in response } })
+                guard case .appended(let result) = appended else {
+                    return try replayAcross(try Self.record(of: appended, request))
+                }
+                CommandMetrics.command(named: command, outcome: "ok")
+                Failpoints.hit(.appendAfterCommit)
+                // Each stream written as read is known at its new version: the next command on it
+                // need not read its own events back.
+                for write in writes where !write.events.isEmpty {
+                    guard let (state, version) = reads.loaded[write.stream],
+                        result.streamVersions[write.stream] == version + write.events.count,
+                        let after = write.fold(state)
+                    else { continue }
+                    states.store(after, version: version + write.events.count, of: write.stream)
+                }
+                return (outcome, result)
             }
-            let appended = try await store.append(
-                appends, metadata: metadata, idempotency: request?.idempotency,
-                response: response.map { response in { @Sendable _ in response } })
-            guard case .appended(let result) = appended else {
-                return try replayAcross(try Self.record(of: appended, request))
-            }
-            CommandMetrics.command(named: command, outcome: "ok")
-            Failpoints.hit(.appendAfterCommit)
-            return (outcome, result)
         }
     }
 
@@ -173,16 +200,28 @@ public struct CommandGateway: Sendable {
     public func load<ID, State, Command, Event>(
         _ stream: StreamID, _ aggregate: Aggregate<ID, State, Command, Event>
     ) async throws -> (State, Int) {
+        let (state, version, _) = try await load(stream, aggregate, read: true)
+        return (state, version)
+    }
+
+    /// Without `read`, the state this server knows, when it knows one (`remembered`); else,
+    /// or with `read`, the stream's state and version as read now.
+    func load<ID, State, Command, Event>(
+        _ stream: StreamID, _ aggregate: Aggregate<ID, State, Command, Event>, read: Bool
+    ) async throws -> (State, Int, remembered: Bool) {
         // A lost connection may mean a promoted standby that lacks what was read before.
         states.forgetAll(unlessConnectionsLost: store.pool.connectionsLost)
-        var (state, version) = states.state(of: stream, as: State.self) ?? (aggregate.initial, 0)
+        let cached = states.state(of: stream, as: State.self)
+        if !read, let (state, version) = cached { return (state, version, true) }
+        var (state, version) = cached ?? (aggregate.initial, 0)
+        states.streamsRead.add(1, ordering: .relaxed)
         let known = version
         for recorded in try await store.readStream(stream, from: version + 1) {
             state = aggregate.evolve(state, try aggregate.codec.decode(recorded))
             version = recorded.streamVersion
         }
         if version > known { states.store(state, version: version, of: stream) }
-        return (state, version)
+        return (state, version, false)
     }
 }
 
@@ -262,12 +301,15 @@ extension CommandGateway {
 
 /// Streams' folded states at a version, kept in memory. A state at a version never changes
 /// (the log is append-only), so one kept here is as good as folding the stream again: a load
-/// still reads the stream, but only after that version, and decodes only what is new. Other
-/// servers' appends are those new events. At capacity it starts again empty.
+/// reads the stream only after that version, and decodes only what is new; a command's first
+/// attempt decides on it without reading, and its append checks the version. Other servers'
+/// appends are those new events. At capacity it starts again empty.
 final class StreamStates: Sendable {
     private let capacity: Int
     private let entries = Mutex<[StreamID: (state: any Sendable, version: Int)]>([:])
     private let lostSeen = Mutex(0)
+    /// How many loads read their stream rather than take a state from here.
+    let streamsRead = Atomic(0)
 
     init(capacity: Int) { self.capacity = capacity }
 
@@ -300,14 +342,27 @@ final class StreamStates: Sendable {
 /// The streams a multi-stream command read, and the version of each.
 public struct StreamReads: Sendable {
     let gateway: CommandGateway
+    /// Whether every stream is read, rather than taken as this server last knew it.
+    let read: Bool
     public private(set) var versions: [StreamID: Int] = [:]
+    /// Streams taken from memory, not read: the append must check each one's version.
+    private(set) var remembered: Set<StreamID> = []
+    /// Each stream's state as loaded, for its written events to fold into after the append.
+    private(set) var loaded: [StreamID: (state: any Sendable, version: Int)] = [:]
+
+    init(gateway: CommandGateway, read: Bool = true) {
+        self.gateway = gateway
+        self.read = read
+    }
 
     public mutating func load<ID, State, Command, Event>(
         _ aggregate: Aggregate<ID, State, Command, Event>, id: ID
     ) async throws -> State {
         let stream = aggregate.stream(id)
-        let (state, version) = try await gateway.load(stream, aggregate)
+        let (state, version, remembered) = try await gateway.load(stream, aggregate, read: read)
         versions[stream] = version
+        loaded[stream] = (state, version)
+        if remembered { self.remembered.insert(stream) }
         return state
     }
 }
@@ -319,6 +374,8 @@ public struct StreamWrite: Sendable {
     /// Whether the append expects the version read; false for writes that cannot break a rule
     /// of their stream (a credit to a lender's balance), so they need not have been read.
     public var checked: Bool
+    /// The stream's state after these events, given its state before them.
+    let fold: @Sendable (any Sendable) -> (any Sendable)?
 
     public init<ID, State, Command, Event>(
         _ events: [Event], to aggregate: Aggregate<ID, State, Command, Event>, id: ID,
@@ -327,6 +384,7 @@ public struct StreamWrite: Sendable {
         self.stream = aggregate.stream(id)
         self.events = try events.map(aggregate.codec.encode)
         self.checked = checked
+        fold = { state in (state as? State).map { events.reduce($0, aggregate.evolve) } }
     }
 }
 

@@ -4,6 +4,7 @@ import Marketplace
 import Postgres
 import Projections
 import Server
+import Synchronization
 import Testing
 import TestSupport
 @testable import UseCases
@@ -18,6 +19,16 @@ struct CommandGatewayTests {
         try await TestDatabase.withMigrated { configuration in
             try await TestDatabase.withPool(configuration, size: 8, acquireTimeout: .seconds(60)) { pool in
                 try await body(CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger))
+            }
+        }
+    }
+
+    /// Two gateways on one database, as two servers would be, and their pool.
+    func withTwoGateways(_ body: (CommandGateway, CommandGateway, PostgresPool) async throws -> Void) async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 4) { pool in
+                let gateway = { CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger) }
+                try await body(gateway(), gateway(), pool)
             }
         }
     }
@@ -77,29 +88,87 @@ struct CommandGatewayTests {
     }
 
     /// Two servers on one database, each keeping the states it folded: what the other wrote
-    /// since is read and folded on top, so neither decides on a stale state.
+    /// since fails an append on its version, and is read and folded on top, so nothing is
+    /// written on a stale state.
     @Test func aKeptStateIsCaughtUpWithWhatAnotherServerWrote() async throws {
-        try await TestDatabase.withMigrated { configuration in
-            try await TestDatabase.withPool(configuration, size: 4) { pool in
-                let first = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
-                let second = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
-                let item = try await postRental(first)
-                #expect(try await first.load(StreamID("item", item), .item).1 == 1)
-                let bid = try await placeBid(second, on: item, by: UserID())
-                // The first server kept version 1; the bid is folded on top, and approved after it.
-                let approved = try await first.handle(.approveBid(bid), on: .item, id: item, actor: owner)
-                #expect(approved.append != nil)
-                let head = 2 + approved.events.count
-                #expect(try await first.load(StreamID("item", item), .item).1 == head)
-                // The second server kept version 2: a bid on the item reserved now is refused.
-                let late = try await #require(throws: DomainError.self) { try await placeBid(second, on: item, by: UserID()) }
-                #expect(late.code == "item_not_available")
-                // And a state kept by neither gateway is folded from the log, the same.
-                let fresh = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
-                let (state, version) = try await fresh.load(StreamID("item", item), .item)
-                #expect(version == head)
-                #expect(state == (try await first.load(StreamID("item", item), .item).0))
-            }
+        try await withTwoGateways { first, second, pool in
+            let item = try await postRental(first)
+            #expect(try await first.load(StreamID("item", item), .item).1 == 1)
+            let bid = try await placeBid(second, on: item, by: UserID())
+            // The first server kept version 1; the bid is folded on top, and approved after it.
+            let approved = try await first.handle(.approveBid(bid), on: .item, id: item, actor: owner)
+            #expect(approved.append != nil)
+            let head = 2 + approved.events.count
+            #expect(try await first.load(StreamID("item", item), .item).1 == head)
+            // The second server kept version 2: a bid on the item reserved now is refused.
+            let late = try await #require(throws: DomainError.self) { try await placeBid(second, on: item, by: UserID()) }
+            #expect(late.code == "item_not_available")
+            // And a state kept by neither gateway is folded from the log, the same.
+            let fresh = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
+            let (state, version) = try await fresh.load(StreamID("item", item), .item)
+            #expect(version == head)
+            #expect(state == (try await first.load(StreamID("item", item), .item).0))
+        }
+    }
+
+    /// A first attempt decides on the state this server knows, without reading the stream:
+    /// a state kept for one stream at its version is taken as it is (here, planted from
+    /// another item, so its bid is approved on a stream that never had it). Only the
+    /// append's version check stands between a kept state and the log.
+    @Test func aKeptStateIsDecidedOnWithoutReadingTheStream() async throws {
+        try await withGateway { gateway in
+            let other = try await postRental(gateway)
+            let bid = try await placeBid(gateway, on: other, by: UserID())
+            let (planted, _) = try await gateway.load(StreamID("item", other), .item)
+            let item = try await postRental(gateway)
+            gateway.states.forget(StreamID("item", item))
+            gateway.states.store(planted, version: 1, of: StreamID("item", item))
+            let reads = gateway.states.streamsRead.load(ordering: .relaxed)
+            let approved = try await gateway.handle(.approveBid(bid), on: .item, id: item, actor: owner)
+            #expect(approved.append != nil)
+            #expect(gateway.states.streamsRead.load(ordering: .relaxed) == reads, "decided without reading")
+            let events = try await gateway.store.readStream(StreamID("item", item))
+            #expect(events.map(\.type) == ["RentalPosted", "BidApproved", "ItemReserved"])
+        }
+    }
+
+    /// A kept state never refuses a command, nor decides nothing, on its own: the stream is
+    /// read and it is decided again. Here another server withdrew the bid this one still
+    /// knows as pending, and unblocked the person this one still knows as blocked.
+    @Test func aKeptStateNeverRefusesOrDecidesNothingAlone() async throws {
+        try await withTwoGateways { first, second, _ in
+            let item = try await postRental(first)
+            let bidder = UserID()
+            let bid = try await placeBid(second, on: item, by: bidder)
+            _ = try await first.handle(.withdrawBid(bid), on: .item, id: item, actor: bidder)
+            // The second server knows the bid as pending: one bid a bidder would refuse.
+            let again = try await placeBid(second, on: item, by: bidder)
+            #expect(try await second.load(StreamID("item", item), .item).0.item?.pendingBids.map(\.id) == [again])
+
+            try await first.store.append(
+                to: .user(owner), expectedVersion: .noStream,
+                events: [try Aggregate.user.codec.encode(.registered(UserRegistered(
+                    userID: owner, handle: "owner", displayName: "Owner", email: "owner@example.org", country: "NP")))])
+            let pest = UserID()
+            _ = try await second.handle(.block(pest), on: .user, id: owner, actor: owner)
+            _ = try await first.handle(.unblock(pest), on: .user, id: owner, actor: owner)
+            // The second server knows the pest as blocked already: blocking again would be nothing.
+            let blocked = try await second.handle(.block(pest), on: .user, id: owner, actor: owner)
+            #expect(blocked.append != nil)
+            #expect(blocked.state.blocked == [pest])
+
+            // Across streams too: the second server knows the owner as blocking the pest; a bid
+            // decided on it would be refused, and the owner's stream is read instead.
+            _ = try await first.handle(.unblock(pest), on: .user, id: owner, actor: owner)
+            let placed = try await Bidding(gateway: second).place(
+                PlaceBid(dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!, isBlockedByOwner: false),
+                on: item, by: pest)
+            #expect(placed.append != nil)
+            // What it wrote is folded in: the next command on the item starts from there.
+            let stream = StreamID("item", item)
+            let kept = try #require(second.states.state(of: stream, as: ItemState.self))
+            #expect(kept.1 == placed.append?.streamVersions[stream])
+            #expect(kept.0.item?.pendingBids.map(\.id).contains(placed.bid) == true)
         }
     }
 

@@ -138,10 +138,10 @@ struct CardsTests {
         for number in numbers {
             #expect(!log.contains(number), "the log holds \(number)")
         }
-        // A CVV's three or four digits occur inside request ids and durations (`918.42`): look
-        // for them as a value of their own.
+        // A CVV's three or four digits occur inside request ids, a UUID's groups (`-1357-`)
+        // and durations (`918.42`): look for them as a value of their own.
         for cvv in cvvs {
-            let alone = try NSRegularExpression(pattern: "(?<![0-9A-Za-z.])\(cvv)(?![0-9A-Za-z.])")
+            let alone = try NSRegularExpression(pattern: "(?<![0-9A-Za-z.-])\(cvv)(?![0-9A-Za-z.-])")
             let found = alone.firstMatch(in: log, range: NSRange(log.startIndex..., in: log))
             #expect(found == nil, "the log holds the CVV \(cvv)")
         }
