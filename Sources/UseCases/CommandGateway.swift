@@ -35,14 +35,16 @@ public struct Handled<State: Sendable, Event: Sendable>: Sendable {
 /// fold in), without reading the stream: the append expects that version, so a stream that
 /// moved on meanwhile fails it, and the command is decided again on what was read. A state
 /// from memory never refuses a command or decides nothing on its own: that is decided again
-/// on the stream as read, as is a command whose append would not check every stream it read.
+/// on the stream as read, as is a command whose append would not check every stream it took
+/// from memory.
 public struct CommandGateway: Sendable {
     public let store: EventStore
     public let logger: Logger
     /// Attempts before giving up with `concurrency_conflict`. Every attempt lets at least
     /// one contender through, and the backoff spreads the rest out.
     public var maxAttempts = 25
-    /// Folded states by stream, so that a load reads and decodes only the events after them.
+    /// Folded states by stream: a first attempt decides on one without reading, and a load
+    /// reads and decodes only the events after it.
     let states: StreamStates
 
     public init(store: EventStore, logger: Logger, cachedStreams: Int = 10_000) {
@@ -107,7 +109,9 @@ public struct CommandGateway: Sendable {
     /// A command over several streams (checkout, repayments, expiry). `decide` loads what it
     /// needs through `reads`, which notes each stream's version, and says what to write; the
     /// writes are appended at once, expecting exactly the versions read (a stream written
-    /// `checked: false` expects any). If any stream moved on, it all is decided again.
+    /// `checked: false` expects any). If any stream moved on, it all is decided again; so
+    /// may it be once more in the same attempt, after reading what it took from memory:
+    /// `decide` must act on nothing but its answer.
     ///
     /// The outcome is what the command answers; with an `Idempotency-Key` it is recorded with
     /// the events, and a repeat gets it back without deciding again.
@@ -359,6 +363,8 @@ public struct StreamReads: Sendable {
         _ aggregate: Aggregate<ID, State, Command, Event>, id: ID
     ) async throws -> State {
         let stream = aggregate.stream(id)
+        // Loaded twice, it is the same state: another task may have moved it on meanwhile.
+        if let (state, _) = loaded[stream], let state = state as? State { return state }
         let (state, version, remembered) = try await gateway.load(stream, aggregate, read: read)
         versions[stream] = version
         loaded[stream] = (state, version)
