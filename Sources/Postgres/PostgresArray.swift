@@ -18,6 +18,9 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
         // Every element quoted, with `"` and `\` escaped: the array literal's own rules.
         let elements = map { element -> String in
             guard let text = element.postgresBinding.text else { return "NULL" }
+            // Most elements (ids, numbers) have nothing to escape: no trip through NSString.
+            let plain = !text.utf8.contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }
+            if plain { return "\"" + text + "\"" }
             return "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
         return PostgresBinding(type: Element.postgresArrayType, text: "{" + elements.joined(separator: ",") + "}")

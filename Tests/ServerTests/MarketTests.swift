@@ -362,6 +362,27 @@ struct MarketTests {
         #expect(decoded.sortChordKm != nil)
     }
 
+    /// A cursor is its JSON in base64url without padding, as Foundation's base64 with `+`,
+    /// `/` and `=` replaced would write it, and reads back as it was: many cursors, so that
+    /// their base64 holds every one of those characters.
+    @Test func cursorsAreBase64URLAndReadBack() throws {
+        var seen = Set<Character>()
+        for index in 0..<500 {
+            let cursor = Cursor(
+                at: Date(timeIntervalSince1970: Double(index) * 86_399.123456), id: UUID(),
+                chordKm: index % 2 == 0 ? Double(index) / 7 : nil, key: index % 3 == 0 ? nil : "?>~ ÿ✓ \(index)")
+            let json = try JSONEncoder.cursor.encode(cursor)
+            let expected = json.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Cursor.base64URL(json) == expected)
+            seen.formUnion(json.base64EncodedString().filter { "+/=".contains($0) })
+            let back = try #require(try Cursor(query: cursor.encoded))
+            #expect(abs(back.at.timeIntervalSince(cursor.at)) < 1e-6, "microseconds, as PostgreSQL keeps them")
+            #expect(back.id == cursor.id && back.chordKm == cursor.chordKm && back.key == cursor.key)
+        }
+        #expect(seen == ["+", "/", "="])
+    }
+
     @Test func badParametersAreListedNot500() async throws {
         try await withServer { client, _ in
             let viewer = try await client.user("viewer")

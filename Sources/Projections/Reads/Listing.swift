@@ -41,10 +41,21 @@ public struct Cursor: Codable, Sendable {
     /// The sort distance to page on after this row.
     public var sortChordKm: Double? { chordKm ?? km.map(Earth.chord(ofArcKm:)) }
 
-    public var encoded: String {
-        let json = (try? JSONEncoder.cursor.encode(self)) ?? Data()
-        return json.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+    public var encoded: String { Self.base64URL((try? JSONEncoder.cursor.encode(self)) ?? Data()) }
+
+    /// Base64url without padding (RFC 4648 §5), mapped byte by byte: Foundation's string
+    /// replacing goes through NSString, and cost a page of `GET /v1/me` 7% of its CPU.
+    static func base64URL(_ data: Data) -> String {
+        var base64 = [UInt8](data.base64EncodedData())
+        while base64.last == UInt8(ascii: "=") { base64.removeLast() }
+        for index in base64.indices {
+            switch base64[index] {
+            case UInt8(ascii: "+"): base64[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): base64[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: base64, as: UTF8.self)
     }
 
     public init(at: Date, id: UUID, chordKm: Double? = nil, key: String? = nil) {
@@ -57,9 +68,15 @@ public struct Cursor: Codable, Sendable {
     /// nil for no cursor; a 422 naming `cursor` for one that is not ours.
     public init?(query text: String?) throws {
         guard let text, !text.isEmpty else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
+        var base64 = [UInt8](text.utf8).map { byte in
+            switch byte {
+            case UInt8(ascii: "-"): UInt8(ascii: "+")
+            case UInt8(ascii: "_"): UInt8(ascii: "/")
+            default: byte
+            }
+        }
+        base64 += repeatElement(UInt8(ascii: "="), count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: Data(base64)), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
             RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true
         else {
             throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])

@@ -28,26 +28,27 @@ public enum MyList: String, CaseIterable, Sendable {
     func statement(of user: UserID, status: BidStatus? = nil, after cursor: Cursor?, limit: Int) -> PostgresQuery {
         let me = user.rawValue
         var statement: PostgresQuery
-        let key: String
+        // The keyset's columns, and the order newest first.
+        let key: (columns: String, order: String)
         switch self {
         case .posts:
             statement = "SELECT \(unsafeRaw: ItemResource.columns), NULL::float8 AS distance_km FROM items_view WHERE owner_id = \(me)"
-            key = "created_at, item_id"
+            key = ("created_at, item_id", "created_at DESC, item_id DESC")
         case .bids, .bidsReceived, .approvalsGiven, .approvalsReceived:
             let whose = self == .bids || self == .approvalsReceived ? "bidder_id" : "owner_id"
             statement = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE \(unsafeRaw: whose) = \(me)"
             let status = self == .approvalsGiven || self == .approvalsReceived ? .approved : status
             if let status { statement.append(" AND status = \(status.rawValue)") }
-            key = "created_at, bid_id"
+            key = ("created_at, bid_id", "created_at DESC, bid_id DESC")
         case .loans:
             statement = """
                 SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status, s.first_bought_at
                 FROM loan_shares_view s JOIN loans_view l USING (loan_id) WHERE s.lender_id = \(me)
                 """
-            key = "s.first_bought_at, s.loan_id"
+            key = ("s.first_bought_at, s.loan_id", "s.first_bought_at DESC, s.loan_id DESC")
         }
-        if let cursor { statement.append(" AND (\(unsafeRaw: key)) < (\(cursor.at), \(cursor.id))") }
-        statement.append(" ORDER BY \(unsafeRaw: key.replacingOccurrences(of: ",", with: " DESC,")) DESC LIMIT \(limit + 1)")
+        if let cursor { statement.append(" AND (\(unsafeRaw: key.columns)) < (\(cursor.at), \(cursor.id))") }
+        statement.append(" ORDER BY \(unsafeRaw: key.order) LIMIT \(limit + 1)")
         return statement
     }
 
