@@ -110,6 +110,21 @@ extension TestClientProtocol {
 
 @Suite("Replay and the auditors' log")
 struct ReplayTests {
+    /// Each index of a schema's tables, by table and definition without its name, and each
+    /// constraint, the same way.
+    static func indexesAndConstraints(in schema: String, _ admin: PostgresPool) async throws -> [String] {
+        try await admin.query(
+            """
+            SELECT tablename || ' ' || regexp_replace(indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ', '\\1') AS line
+            FROM pg_indexes WHERE schemaname = \(schema)
+            UNION ALL
+            SELECT t.relname || ' ' || c.contype::text || ' ' || pg_get_constraintdef(c.oid)
+            FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid WHERE c.connamespace = \(schema)::regnamespace
+            ORDER BY 1
+            """
+        ).map { try $0.decode("line", as: String.self) }
+    }
+
     @Test func verifyFindsNoDifferenceAfterEveryCommandAndExactlyOneAfterAManualChange() async throws {
         try await withServer { client, admin in
             try await client.everyCommand(admin)
@@ -124,8 +139,12 @@ struct ReplayTests {
             #expect(found.contains("items_view"))
             #expect(found.contains("Tampered"))
 
-            // A replay puts the log's truth back.
+            // A replay puts the log's truth back, with every index and constraint the views had
+            // (a rebuild makes some indexes only at its end).
+            let before = try await Self.indexesAndConstraints(in: "public", admin)
+            #expect(before.count > 40)
             #expect(try runLender(["replay"], database: database).contains("Rebuilt"))
+            #expect(try await Self.indexesAndConstraints(in: "public", admin) == before)
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
             let restored = try await admin.query("SELECT count(*) AS n FROM items_view WHERE title = 'Lamp'").single()
             #expect(try restored.decode("n", as: Int.self) == 1)
@@ -206,6 +225,10 @@ struct ReplayTests {
             ).single()
             #expect(try past.decode("item", as: String.self) == "available")
             #expect(try past.decode("bid", as: String.self) == "pending")
+            // Built whole, indexes and all, for the investigator's queries.
+            let views = Set(ViewGroup.all.flatMap(\.tables))
+            let kept = try await Self.indexesAndConstraints(in: "public", admin).filter { views.contains(String($0.prefix { $0 != " " })) }
+            #expect(try await Self.indexesAndConstraints(in: "past", admin) == kept)
             let live = try await admin.query("SELECT status FROM items_view").single()
             #expect(try live.decode("status", as: String.self) == "reserved")
             // The schema is the investigator's: a second run into it is refused.
