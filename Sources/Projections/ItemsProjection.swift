@@ -233,9 +233,11 @@ public struct ItemsProjection: InlineProjection {
     /// so a cell's sample is the least of its items whatever order they came in: a rebuild
     /// makes the same rows.
     static func applyCellMoves(_ session: inout PostgresSession) throws {
-        let touched = """
+        // Only a cell an item left can empty or lose its sample: arrivals keep the least id
+        // by the upsert's `least`, so a batch of postings skips the two statements' work.
+        let left = """
             SELECT DISTINCT l AS level, mercator_x(m.lng) >> (24 - l) AS cell_x, mercator_y(m.lat) >> (24 - l) AS cell_y
-            FROM market_cell_moves m, unnest(\(cellLevels)) AS l
+            FROM market_cell_moves m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
             """
         // A cell only items left had a row already; its proposed sample (the greatest uuid,
         // never an item's) is one `least` passes over.
@@ -253,7 +255,7 @@ public struct ItemsProjection: InlineProjection {
             """, prepared: true)
         try session.query(
             """
-            DELETE FROM market_cells c USING (\(unsafeRaw: touched)) t
+            DELETE FROM market_cells c USING (\(unsafeRaw: left)) t
             WHERE (c.level, c.cell_x, c.cell_y) = (t.level, t.cell_x, t.cell_y) AND c.count <= 0
             """, prepared: true)
         try session.query(
@@ -264,7 +266,7 @@ public struct ItemsProjection: InlineProjection {
                   AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
                   AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1
                 ORDER BY i.item_id LIMIT 1), c.sample)
-            FROM (\(unsafeRaw: touched)) t
+            FROM (\(unsafeRaw: left)) t
             WHERE (c.level, c.cell_x, c.cell_y) = (t.level, t.cell_x, t.cell_y)
               AND NOT EXISTS (
                 SELECT FROM items_view i
