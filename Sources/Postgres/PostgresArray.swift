@@ -15,16 +15,24 @@ extension PostgresType {
 
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public var postgresBinding: PostgresBinding {
-        // Every element quoted, with `"` and `\` escaped: the array literal's own rules.
-        let elements = map { element -> String in
-            guard let text = element.postgresBinding.text else { return "NULL" }
-            // Most elements (ids, numbers) have nothing to escape: no trip through NSString.
-            let plain = !text.utf8.contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }
-            if plain { return "\"" + text + "\"" }
-            return "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-        }
-        return PostgresBinding(type: Element.postgresArrayType, text: "{" + elements.joined(separator: ",") + "}")
+        PostgresBinding(type: Element.postgresArrayType, text: PostgresArrayLiteral.format(map { $0.postgresBinding.text }))
     }
+}
+
+/// A column of a batch's rows, any type and NULLs included, sent as one `text[]` parameter:
+/// `unnest(\(ids)::uuid[], \(times)::timestamptz[])` writes many rows in one statement, each
+/// value read by its type's own input function as a single row's parameter would be.
+public struct PostgresBatchColumn: PostgresEncodable, Sendable {
+    private var values: [String?] = []
+
+    public init() {}
+
+    public mutating func append(_ value: some PostgresEncodable) { values.append(value.postgresBinding.text) }
+
+    public var isEmpty: Bool { values.isEmpty }
+    public var count: Int { values.count }
+
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .textArray, text: PostgresArrayLiteral.format(values)) }
 }
 
 extension Array: PostgresDecodable where Element: PostgresArrayElement {
@@ -52,6 +60,24 @@ extension Array: PostgresDecodable where Element: PostgresArrayElement {
 
 /// The text form of a one-dimensional array: `{1,2,3}`, `{"a b","c\"d",NULL}`.
 enum PostgresArrayLiteral {
+    /// Every element quoted, with `"` and `\` escaped: the array literal's own rules.
+    static func format(_ elements: [String?]) -> String {
+        var literal = "{"
+        for (index, element) in elements.enumerated() {
+            if index > 0 { literal += "," }
+            guard let text = element else {
+                literal += "NULL"
+                continue
+            }
+            // Most elements (ids, numbers) have nothing to escape: no trip through NSString.
+            let plain = !text.utf8.contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }
+            literal += "\""
+            literal += plain ? text : text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            literal += "\""
+        }
+        return literal + "}"
+    }
+
     static func parse(_ text: String) -> [String?]? {
         var scalars = Substring(text).unicodeScalars[...]
         guard scalars.first == "{", scalars.last == "}" else { return nil }

@@ -71,15 +71,16 @@ public struct ItemsProjection: InlineProjection {
                 try setStatus(&session, item, .reserved, event)
             case .closed:
                 try setStatus(&session, item, .closed, event)
-                // A completed deal for both parties: the owner and the approved bidder.
+                // A completed deal for both parties: the owner and the bidder approved last (a
+                // rental relisted and rented again has the earlier renters' bids approved too).
+                // Each found by key: an `IN` over a `UNION` could be planned as a scan of
+                // `users_view`, and a rebuild's tables have no statistics to stop it.
                 try session.query(
                     """
                     UPDATE users_view SET completed_deals = completed_deals + 1
-                    WHERE user_id IN (
-                        SELECT owner_id FROM items_view WHERE item_id = \(item)
-                        UNION
-                        SELECT bidder_id FROM bids_view WHERE item_id = \(item) AND status = 'approved'
-                    )
+                    WHERE user_id = (SELECT owner_id FROM items_view WHERE item_id = \(item))
+                       OR user_id = (SELECT bidder_id FROM bids_view WHERE item_id = \(item) AND status = 'approved'
+                                     ORDER BY updated_at DESC LIMIT 1)
                     """, prepared: true)
             case .relisted:
                 try setStatus(&session, item, .available, event)
@@ -277,3 +278,4 @@ public struct ItemsProjection: InlineProjection {
         try session.query("DELETE FROM market_cell_moves", prepared: true)
     }
 }
+

@@ -61,6 +61,31 @@ struct ProfilesTests {
         }
     }
 
+    /// A rental relisted and rented again is one more deal for its owner and the new renter
+    /// only: the first renter's deal was counted when it closed.
+    @Test func aRentalRentedAgainCountsOnlyTheNewDeal() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let alice = try await client.user("alice")
+            let bob = try await client.user("bob")
+            let itemID = try await client.postRental(owner.token).id
+            for renter in [alice, bob] {
+                let bid = try await client.bid(itemID, renter.token).decode(BidResource.self).id
+                #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
+                #expect(try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token).status == .ok)
+                if renter.id == alice.id {
+                    #expect(try await client.send(.post, "/v1/items/\(itemID)/relist", token: owner.token).status == .ok)
+                }
+            }
+            func deals(_ user: UserID) async throws -> Int {
+                try await client.send(.get, "/v1/users/\(user)", token: owner.token).decode(PublicProfile.self).completedDeals
+            }
+            #expect(try await deals(owner.id) == 2)
+            #expect(try await deals(alice.id) == 1)
+            #expect(try await deals(bob.id) == 1)
+        }
+    }
+
     /// `GET /v1/me` shows the newest 20 of each list and links to the rest; following the
     /// links reads every one exactly once, and a page is only ever the caller's own.
     @Test func theProfileShowsTheNewestTwentyOfEachListAndLinksToTheRest() async throws {
