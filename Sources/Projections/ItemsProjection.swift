@@ -16,6 +16,7 @@ public struct ItemsProjection: InlineProjection {
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         // Whether an event may have noted a move in or out of the market's cells.
         var moved = false
+        var bidCounts = BidCounts()
         for event in events {
             if event.type == UserForgotten.eventType {
                 try forget(event, &session)
@@ -100,11 +101,7 @@ public struct ItemsProjection: InlineProjection {
                             \(placed.message), 'pending', \(at), \(at))
                     ON CONFLICT (bid_id) DO NOTHING
                     """, prepared: true)
-                try session.query(
-                    """
-                    UPDATE items_view SET bid_count = bid_count + 1, updated_at = \(at), position = \(event.position)
-                    WHERE item_id = \(item)
-                    """, prepared: true)
+                bidCounts.add(item, event)
             case .bidWithdrawn(let withdrawn):
                 try setBid(&session, withdrawn.bidID, .withdrawn, reason: nil, event)
             case .bidRejected(let rejected):
@@ -143,6 +140,7 @@ public struct ItemsProjection: InlineProjection {
                     """, prepared: true)
             }
         }
+        try bidCounts.write(&session)
         if moved { try Self.applyCellMoves(&session) }
     }
 
@@ -279,3 +277,38 @@ public struct ItemsProjection: InlineProjection {
     }
 }
 
+/// Each item's new bids in a batch, counted once at its end: one statement for the batch
+/// rather than one a bid. Nothing here reads the count meanwhile; `updated_at` and
+/// `position` become the last bid's only where no later event of the batch set them (every
+/// statement that sets one sets both), so the row ends as event by event.
+private struct BidCounts {
+    private var items: [UUID: (bids: Int, at: Date, position: Int64)] = [:]
+
+    mutating func add(_ item: UUID?, _ event: ProjectedEvent) {
+        guard let item else { return }
+        items[item] = ((items[item]?.bids ?? 0) + 1, event.recordedAt, event.position)
+    }
+
+    /// The rows found by key (`= ANY`), so a batch's few items are never a scan of them all.
+    func write(_ session: inout PostgresSession) throws {
+        guard !items.isEmpty else { return }
+        var ids = PostgresBatchColumn(), counts = PostgresBatchColumn(), times = PostgresBatchColumn()
+        var positions = PostgresBatchColumn()
+        for (item, count) in items {
+            ids.append(item)
+            counts.append(count.bids)
+            times.append(count.at)
+            positions.append(count.position)
+        }
+        try session.query(
+            """
+            UPDATE items_view i
+            SET bid_count = i.bid_count + c.bids,
+                updated_at = CASE WHEN c.position > i.position THEN c.at ELSE i.updated_at END,
+                position = greatest(i.position, c.position)
+            FROM unnest(\(ids)::uuid[], \(counts)::int4[], \(times)::timestamptz[], \(positions)::int8[])
+                 AS c(item, bids, at, position)
+            WHERE i.item_id = c.item AND i.item_id = ANY (\(ids)::uuid[])
+            """, prepared: true)
+    }
+}
