@@ -1,18 +1,19 @@
 -- The generated columns computed by PL/pgSQL copies of earth_point, mercator_x and
 -- mercator_y. PostgreSQL 15 prepares a table's generated expressions at the start of every
--- INSERT and UPDATE on it, prepared statements included: a SQL function there is inlined,
--- its body parsed and analysed each time, three bodies for every row an append or a rebuild
--- writes to items_view (a bid's count, a status), 13% of PostgreSQL's time in a rebuild
--- (perf: ExecInitStoredGenerated). Written out in full instead, the expressions' stored node
--- trees cost more to read back than the parsing did. A PL/pgSQL function is compiled once a
--- session and called: the same formulas, so every stored value stays as it was. The SQL
--- functions stay for the queries, which plan them once.
+-- INSERT, and of every UPDATE that sets one of their inputs (lat, lng), prepared statements
+-- included: a SQL function there is inlined, its body parsed and analysed each time, three
+-- bodies for every item posted, revised or sent to 0,0 by a forgetting: 13% of PostgreSQL's
+-- time in a rebuild (perf: ExecInitStoredGenerated). Written out in full instead, the
+-- expressions' stored node trees cost more to read back than the parsing did. A PL/pgSQL
+-- function is compiled once a session and called: the same formulas, so every stored value
+-- stays as it was. The SQL functions stay for the queries, which plan them once. `cube` is
+-- qualified, so that a restore's empty search_path finds it.
 CREATE FUNCTION stored_earth_point(lat float8, lng float8) RETURNS cube
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
-    RETURN cube(cube(cube(6371.0088::float8 * cos(radians(lat)) * cos(radians(lng))),
-                     6371.0088::float8 * cos(radians(lat)) * sin(radians(lng))),
-                6371.0088::float8 * sin(radians(lat)));
+    RETURN public.cube(public.cube(public.cube(6371.0088::float8 * cos(radians(lat)) * cos(radians(lng))),
+                                   6371.0088::float8 * cos(radians(lat)) * sin(radians(lng))),
+                       6371.0088::float8 * sin(radians(lat)));
 END
 $$;
 

@@ -211,6 +211,7 @@ private struct Rows {
     var isEmpty: Bool { positions.isEmpty }
 
     mutating func add(_ event: ProjectedEvent, _ values: (any PostgresEncodable)...) {
+        precondition(values.count == columns.count, "a notice's values, one a column")
         positions.append(event.position)
         times.append(event.recordedAt)
         for (index, value) in values.enumerated() { columns[index].append(value) }

@@ -68,23 +68,21 @@ public struct ItemsProjection: InlineProjection {
                     """, prepared: true)
             case .withdrawn:
                 try setStatus(&session, item, .withdrawn, event)
-            case .reserved:
-                try setStatus(&session, item, .reserved, event)
+            case .reserved(let reserved):
+                try setStatus(&session, item, .reserved, event, deal: .some(reserved.bidderID.rawValue))
             case .closed:
                 try setStatus(&session, item, .closed, event)
-                // A completed deal for both parties: the owner and the bidder approved last (a
-                // rental relisted and rented again has the earlier renters' bids approved too).
-                // Each found by key: an `IN` over a `UNION` could be planned as a scan of
+                // A completed deal for both parties: the owner and the bidder it was reserved
+                // for. Each found by key: an `IN` over a `UNION` could be planned as a scan of
                 // `users_view`, and a rebuild's tables have no statistics to stop it.
                 try session.query(
                     """
                     UPDATE users_view SET completed_deals = completed_deals + 1
                     WHERE user_id = (SELECT owner_id FROM items_view WHERE item_id = \(item))
-                       OR user_id = (SELECT bidder_id FROM bids_view WHERE item_id = \(item) AND status = 'approved'
-                                     ORDER BY updated_at DESC LIMIT 1)
+                       OR user_id = (SELECT deal_bidder_id FROM items_view WHERE item_id = \(item))
                     """, prepared: true)
             case .relisted:
-                try setStatus(&session, item, .available, event)
+                try setStatus(&session, item, .available, event, deal: .some(nil))
             case .photoAdded(let added):
                 try Gallery.items.add(added.digest, to: item, event, &session)
             case .photoRemoved(let removed):
@@ -196,12 +194,17 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// A new status; in or out of the market's cells when it becomes or stops being available.
-    private func setStatus(_ session: inout PostgresSession, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent) throws {
+    /// `deal`: the bidder of the deal it is reserved for (`.some(nil)`: none any more); nil
+    /// keeps it.
+    private func setStatus(
+        _ session: inout PostgresSession, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil
+    ) throws {
         try session.query(
             """
             WITH old AS (SELECT status FROM items_view WHERE item_id = \(item)),
             changed AS (
-                UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position)
+                UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position),
+                       deal_bidder_id = CASE WHEN \(deal != nil) THEN \(deal ?? nil)::uuid ELSE deal_bidder_id END
                 WHERE item_id = \(item)
                 RETURNING status, lat, lng
             )
