@@ -46,13 +46,13 @@ extension TestClientProtocol {
         _ = try await upload("/v1/me/photo", image, type: "image/png", token: ada.token, method: .put)
         // Rented again by another: one more deal for rita and bob, none for ada.
         let second = try await bid(bike, bob.token).decode(BidResource.self).id
-        _ = try await send(.post, "/v1/bids/\(second)/approve", token: rita.token)
-        _ = try await send(.post, "/v1/items/\(bike)/complete", token: rita.token)
+        #expect(try await send(.post, "/v1/bids/\(second)/approve", token: rita.token).status == .ok)
+        #expect(try await send(.post, "/v1/items/\(bike)/complete", token: rita.token).status == .ok)
         // A profile changed again, in part, and the photo taken away: a rebuild folds each
         // user's changes within its batch, keeping the last value of each field.
-        _ = try await send(.patch, "/v1/me", json: ["displayName": "Ada Lovelace"], token: ada.token)
-        _ = try await send(.delete, "/v1/me/photo", token: ada.token)
-        _ = try await upload("/v1/me/photo", loomPhoto, type: "image/jpeg", token: bob.token, method: .put)
+        #expect(try await send(.patch, "/v1/me", json: ["displayName": "Ada Lovelace"], token: ada.token).status == .ok)
+        #expect(try await send(.delete, "/v1/me/photo", token: ada.token).status == .ok)
+        #expect(try await upload("/v1/me/photo", loomPhoto, type: "image/jpeg", token: bob.token, method: .put).status == .ok)
         let lamp = try await postRental(rita.token, title: "Lamp").id
         let rejected = try await bid(lamp, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(rejected)/reject", json: ["reason": "too low"], token: rita.token)
@@ -69,7 +69,9 @@ extension TestClientProtocol {
         let card = try await addCard(ada.token).decode(CardResource.self).id
         _ = try await addCard(ada.token, expMonth: 6, expYear: 2032)
         _ = try await send(.post, "/v1/me/deposits", json: ["amountCents": 20_000, "cardId": "\(card)"], token: ada.token)
-        _ = try await send(.post, "/v1/me/deposits", json: ["amountCents": 1_500, "cardId": "\(card)"], token: ada.token)
+        #expect(
+            (200..<300).contains(
+                try await send(.post, "/v1/me/deposits", json: ["amountCents": 1_500, "cardId": "\(card)"], token: ada.token).status.code))
         let spare = try await addCard(ada.token, number: "5555555555554444").decode(CardResource.self).id
         _ = try await send(.delete, "/v1/me/cards/\(spare)", token: ada.token)
         try await fund(bob.token, 10_000)
