@@ -344,6 +344,12 @@ public struct PostgresSession: ~Copyable {
         guard usePrepared else { return try PostgresConnection.execute(pg, query) }
         let name = PostgresQuery.preparedName(query)
         if !prepared.contains(name) {
+            if prepared.count >= Self.preparedLimit {
+                // Lists prepare a statement per set of filters: thousands of shapes in all, each
+                // a plan kept in the server's memory for as long as the connection lives.
+                _ = try PostgresConnection.executeSimple(pg, "DEALLOCATE ALL")
+                prepared.removeAll()
+            }
             try PostgresConnection.prepare(pg, name: name, query)
             prepared.insert(name)
         }
@@ -419,6 +425,9 @@ public struct PostgresSession: ~Copyable {
     /// Statements between syncs: their answers (about 20 bytes each) must fit the socket's
     /// buffers, since nothing reads them until the sync; else both sides would wait.
     static let pipelineDepth = 500
+
+    /// Statements a connection keeps prepared before it forgets them all and starts again.
+    public static let preparedLimit = 256
 
     @discardableResult
     private mutating func send(_ query: PostgresQuery, prepared usePrepared: Bool) throws -> PostgresRows {

@@ -82,6 +82,25 @@ struct PipelinePrepareTests {
             }
         }
     }
+
+    /// Lists prepare a statement per set of filters; a connection that lives for days must not
+    /// keep every one of them. Past the limit it forgets them all and prepares anew.
+    @Test func aConnectionKeepsABoundedNumberOfStatementsPrepared() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let limit = PostgresSession.preparedLimit
+                for shape in 0..<(limit + 40) {
+                    let statement = PostgresQuery(unsafeSQL: "SELECT \(shape) + 1 AS x")
+                    let rows = try await pool.query(statement, prepared: true)
+                    #expect(try rows.single().decode("x", as: Int.self) == shape + 1)
+                }
+                let kept = try await pool.query("SELECT count(*) AS c FROM pg_prepared_statements").single().decode("c", as: Int.self)
+                #expect(kept == 40)
+                // A statement forgotten with the rest is prepared again when it comes back.
+                #expect(try await pool.query("SELECT 0 + 1 AS x", prepared: true).single().decode("x", as: Int.self) == 1)
+            }
+        }
+    }
 }
 
 @Suite("Snapshots: several reads, one round trip")

@@ -95,7 +95,7 @@ public struct ItemsView: Sendable {
         filters += filter.conditions
         let rows = try await pool.query(
             filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters),
-            prepared: filter.listing.near == nil)
+            prepared: filter.listing.isPreparable)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try ItemResource($0, position: nil) }
     }
 

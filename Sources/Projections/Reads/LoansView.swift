@@ -37,7 +37,7 @@ public struct LoansView: Sendable {
         if let status = filter.status { filters.append("status = \(status.rawValue)") }
         let rows = try await pool.query(
             filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters),
-            prepared: filter.listing.near == nil)
+            prepared: filter.listing.isPreparable)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try LoanResource($0, position: nil) }
     }
 }
