@@ -72,7 +72,11 @@ struct JSONWriter {
 
     mutating func value(_ number: Int) { raw(String(number)) }
     mutating func value(_ number: Int64) { raw(String(number)) }
-    mutating func value(_ date: Date) { value(JSONSink.iso8601(date)) }
+    mutating func value(_ date: Date) {
+        separate()
+        JSONSink.appendQuotedISO8601(date, to: &bytes)
+        needsComma = true
+    }
     mutating func value<Tag>(_ id: Identifier<Tag>) { value(id.rawValue.lowercaseText) }
 
     mutating func value(_ number: Double) throws {

@@ -92,7 +92,7 @@ final class JSONSink {
             defer { json.exchangeBytes(with: &bytes) }
             try writable.write(to: &json)
         } else if T.self == Date.self {
-            writeString(Self.iso8601(value as! Date))
+            Self.appendQuotedISO8601(value as! Date, to: &bytes)
         } else if T.self == URL.self {
             writeString((value as! URL).absoluteString)
         } else if T.self == Data.self {
@@ -167,6 +167,20 @@ final class JSONSink {
 
     /// `2026-11-22T13:32:07Z`: whole seconds, UTC, as `JSONEncoder`'s `.iso8601`.
     static func iso8601(_ date: Date) -> String {
+        var bytes = [UInt8]()
+        appendISO8601(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `iso8601`, in quotes, straight into `bytes`: twenty of a page's items write forty dates,
+    /// and making each of their six fields a String was 4% of the market's CPU (`perf`).
+    static func appendQuotedISO8601(_ date: Date, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        appendISO8601(date, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendISO8601(_ date: Date, to bytes: inout [UInt8]) {
         let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let inDay = seconds - days * 86_400
@@ -180,11 +194,43 @@ final class JSONSink {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        func digits(_ value: Int64, _ width: Int) {
+            guard value >= 0 else {
+                // Before year 0: the sign, then at least `width` characters, as the zero padding of the text always wrote.
+                let text = String(value)
+                bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, width - text.utf8.count)))
+                bytes.append(contentsOf: text.utf8)
+                return
+            }
+            var count = 1
+            var limit: Int64 = 10
+            while value >= limit, count < 19 {
+                count += 1
+                limit &*= 10
+            }
+            if count < width { bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width - count)) }
+            let end = bytes.count + count
+            bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
+            var rest = value
+            var index = end - 1
+            repeat {
+                bytes[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                index -= 1
+            } while rest > 0
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(inDay / 3600, 2)):\(pad(inDay / 60 % 60, 2)):\(pad(inDay % 60, 2))Z"
+        digits(year, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(inDay / 3600, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(inDay / 60 % 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(inDay % 60, 2)
+        bytes.append(UInt8(ascii: "Z"))
     }
 }
 

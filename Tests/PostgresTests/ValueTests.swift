@@ -49,6 +49,40 @@ struct ValueTests {
         }
     }
 
+    /// Timestamps read as PostgreSQL counts them: its text of 5,000 instants from 1900 to 2200,
+    /// leap days and month ends among them, against its own epoch; in UTC and with offsets.
+    @Test func timestampsReadAsPostgreSQLCountsThem() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let rows = try await pool.query(
+                    """
+                    SELECT t, extract(epoch FROM t)::float8 AS epoch FROM (
+                        SELECT timestamptz '1900-01-01 00:00:00+00' + random() * interval '300 years' AS t FROM generate_series(1, 4990)
+                        UNION ALL SELECT unnest(ARRAY[timestamptz '2000-02-29 23:59:59.999999+00', '2024-12-31 12:00:00+00',
+                            '1970-01-01 00:00:00+00', '1969-12-31 23:59:59.5+00', '2100-03-01 00:00:00+00',
+                            '1900-02-28 00:00:01+00', '2199-12-31 23:59:59+00', '2023-01-31 00:00:00+00',
+                            '2023-03-01 00:00:00+00', '2024-02-29 00:00:00+00'])
+                    ) instants
+                    """)
+                #expect(rows.count == 5_000)
+                for row in rows {
+                    let epoch = try row.decode("epoch", as: Double.self)
+                    let read = try row.decode("t", as: Date.self)
+                    #expect(abs(read.timeIntervalSince1970 - epoch) < 0.000_001, "\(row.text(0) ?? "")")
+                }
+                // Offsets are taken away; a month of 13, or no seconds, is no timestamp.
+                for (text, epoch) in [
+                    ("2026-11-25 17:30:00+05:45", 1_795_607_100.0), ("2026-11-25 17:30:00-03", 1_795_638_600.0),
+                    ("2026-11-25T17:30:00.25", 1_795_627_800.25), ("1969-12-31 23:00:00-01:00:30", 30.0),
+                ] {
+                    #expect(Date(postgresText: text, type: .timestamptz)?.timeIntervalSince1970 == epoch, "\(text)")
+                }
+                #expect(Date(postgresText: "2026-13-01 00:00:00+00", type: .timestamptz) == nil)
+                #expect(Date(postgresText: "2026-11-25 17:30", type: .timestamptz) == nil)
+            }
+        }
+    }
+
     @Test func hostileStringsRoundTripUnchanged() async throws {
         let strings = [
             "it's", "''; drop table x; --", "'; drop table x; --", #"back\slash \\ \x00 \n"#, "\"double\" quotes",
