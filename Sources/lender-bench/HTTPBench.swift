@@ -20,6 +20,8 @@ struct HTTPBench: AsyncParsableCommand {
     @Option var connections = 64
     @Option var seconds = 10.0
     @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
+    @Option(help: "Who sends the load after the set-up: this program, or wrk (GET scenarios only).")
+    var client = "lender-bench"
 
     func run() async throws {
         guard Self.scenarios.contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
@@ -66,6 +68,12 @@ struct HTTPBench: AsyncParsableCommand {
         default: break
         }
         try await setup.shutdown()
+        if client == "wrk" {
+            guard let path = Self.readPath(scenario) else { throw ValidationError("wrk sends only the GET scenarios") }
+            try printFigures(try WrkLoad(path: path, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
+            return
+        }
+        guard client == "lender-bench" else { throw ValidationError("the client is lender-bench or wrk") }
         let targetIDs = targets
         let scenario = scenario
         let clock = ContinuousClock()
@@ -130,6 +138,18 @@ struct HTTPBench: AsyncParsableCommand {
             throughput: Double(sorted.count - failures) / elapsed, p50Ms: sorted.percentile(0.50),
             p90Ms: sorted.percentile(0.90), p99Ms: sorted.percentile(0.99))
         try printFigures(figures)
+    }
+
+    /// The path a read scenario asks for, the same every time; nil for the commands.
+    static func readPath(_ scenario: String) -> String? {
+        switch scenario {
+        case "market_near": marketQuery
+        case "market_newest": newestQuery
+        case "market_words": wordsQuery
+        case "loans_near": loansQuery
+        case "me_200_posts", "me_2000_posts": "/v1/me"
+        default: clusterQueries[scenario]
+        }
     }
 
     /// The market near a point, nearest first: what `queries` also runs through pgbench.
@@ -215,4 +235,6 @@ struct HTTPFigures: Codable {
     var p50Ms: Double
     var p90Ms: Double
     var p99Ms: Double
+    /// What sent the load: this program, or wrk.
+    var client = "lender-bench"
 }

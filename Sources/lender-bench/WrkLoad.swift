@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+
+/// A read scenario's load sent by wrk (Debian's `wrk`), a C client as pgbench is for the
+/// baselines: this program's own client spent about a quarter of a core at 1,500 requests/s,
+/// taken from the server it measures on the same two cores; wrk spends about a twentieth.
+/// Each connection's requests take the users' tokens in turn.
+struct WrkLoad {
+    var path: String
+    var tokens: [String]
+    var port: Int
+    var seconds: Double
+    /// wrk's threads; each keeps `connections / threads` of them.
+    var threads = 2
+
+    func run(scenario: String) throws -> HTTPFigures {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lender-bench-wrk-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("load.lua")
+        try luaScript.write(to: script, atomically: true, encoding: .utf8)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "wrk", "-t", String(min(threads, tokens.count)), "-c", String(tokens.count), "-d", "\(Int(seconds.rounded(.up)))s",
+            "--timeout", "10s", "-s", script.path, "http://127.0.0.1:\(port)\(path)",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0,
+            let line = text.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+            let summary = try? JSONDecoder().decode(Summary.self, from: Data(line.utf8))
+        else { throw ValidationError("wrk did not run (exit \(process.terminationStatus)): \(text)") }
+        let failures = summary.errors + summary.non2xx
+        return HTTPFigures(
+            scenario: scenario, connections: tokens.count, requests: summary.requests, failures: failures,
+            seconds: summary.seconds, throughput: Double(summary.requests - failures) / summary.seconds,
+            p50Ms: summary.p50Ms, p90Ms: summary.p90Ms, p99Ms: summary.p99Ms, client: "wrk")
+    }
+
+    /// What wrk's `done` writes: counts, and latencies in milliseconds.
+    struct Summary: Decodable {
+        var requests: Int
+        var errors: Int
+        var non2xx: Int
+        var seconds: Double
+        var p50Ms: Double
+        var p90Ms: Double
+        var p99Ms: Double
+    }
+
+    var luaScript: String {
+        let list = tokens.map { "\"Bearer \($0)\"" }.joined(separator: ",")
+        return """
+            local tokens = {\(list)}
+            local sent = 0
+            request = function()
+              sent = sent + 1
+              return wrk.format("GET", nil, {["Authorization"] = tokens[sent % #tokens + 1]})
+            end
+            done = function(summary, latency, requests)
+              local e = summary.errors
+              io.write(string.format('{"requests":%d,"errors":%d,"non2xx":%d,"seconds":%.6f,"p50Ms":%.3f,"p90Ms":%.3f,"p99Ms":%.3f}\\n',
+                summary.requests, e.connect + e.read + e.write + e.timeout, e.status, summary.duration / 1e6,
+                latency:percentile(50) / 1000, latency:percentile(90) / 1000, latency:percentile(99) / 1000))
+            end
+            """
+    }
+}
