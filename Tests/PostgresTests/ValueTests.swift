@@ -83,6 +83,21 @@ struct ValueTests {
         }
     }
 
+    /// Narrow rows find a column by comparing names, wide ones by hashing them: both find every
+    /// column, the first of two with one name, and refuse a name the row does not have.
+    @Test func columnsAreFoundByNameInNarrowAndWideRows() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                for width in [3, 40] {
+                    let columns = (0..<width).map { "\($0) AS c\($0)" }.joined(separator: ", ")
+                    let row = try await pool.query(PostgresQuery(unsafeSQL: "SELECT \(columns), -1 AS c0")).single()
+                    for index in 0..<width { #expect(try row.decode("c\(index)", as: Int.self) == index, "\(width) wide") }
+                    #expect(throws: PostgresError.self) { try row.decode("nope", as: Int.self) }
+                }
+            }
+        }
+    }
+
     @Test func hostileStringsRoundTripUnchanged() async throws {
         let strings = [
             "it's", "''; drop table x; --", "'; drop table x; --", #"back\slash \\ \x00 \n"#, "\"double\" quotes",
