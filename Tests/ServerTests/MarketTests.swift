@@ -381,6 +381,9 @@ struct MarketTests {
             let expected = json.base64EncodedString().replacingOccurrences(of: "+", with: "-")
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
             #expect(Cursor.base64URL(json) == expected)
+            // Written out or by JSONEncoder, it is the same JSON to a reader.
+            let written = try JSONSerialization.jsonObject(with: cursor.json) as? NSDictionary
+            #expect(written == (try JSONSerialization.jsonObject(with: json) as? NSDictionary))
             let back = try #require(try Cursor(query: cursor.encoded))
             #expect(abs(back.at.timeIntervalSince(cursor.at)) < 1e-6, "microseconds, as PostgreSQL keeps them")
             #expect(back.id == cursor.id && back.chordKm == cursor.chordKm && back.key == cursor.key)
