@@ -108,11 +108,15 @@ public struct PostgresRow: Sendable {
 
     @inlinable
     func columnIndex(_ name: String) throws -> Int {
-        // A row's few columns are found faster by comparing names (most are small strings,
-        // compared as two words) than by hashing the name for a dictionary.
+        // A row's few columns are found faster by comparing names than by hashing the name for
+        // a dictionary; their lengths first, which most differ in (two names that differ go
+        // through String's slow comparison: 3% of a market page's CPU, `perf`).
         let columns = rows.columns
         if columns.count <= Self.comparedColumns {
-            for index in columns.indices where columns[index].name == name { return index }
+            let length = name.utf8.count
+            for index in columns.indices where columns[index].name.utf8.count == length && columns[index].name == name {
+                return index
+            }
         }
         guard let index = rows.indexByName[name] else {
             throw PostgresError(
