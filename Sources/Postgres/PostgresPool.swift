@@ -232,7 +232,12 @@ public final class PostgresPool: Sendable {
                 case .shutDown:
                     continuation.resume(throwing: PostgresError(.shutDown, message: "the database pool has shut down"))
                 case .wait:
-                    if startExpiring { Task { [weak self] in await self?.expireLateWaiters() } }
+                    if startExpiring {
+                        // The pool is held only while it expires, not while the task sleeps.
+                        Task { [weak self] in
+                            while let next = self?.expireLateWaiters() { try? await Task.sleep(until: next, clock: .continuous) }
+                        }
+                    }
                 }
             }
         } onCancel: {
@@ -240,32 +245,31 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// Fails each waiter whose `acquireTimeout` has passed, for as long as any wait. One task
-    /// for all of them: a timer task per wait cost a busy server 4% of its CPU (`perf`: the
-    /// task, and the dispatch timers behind `Task.sleep`).
-    private func expireLateWaiters() async {
-        while true {
-            let now = ContinuousClock.now
-            let (late, next) = state.withLock { state -> ([Waiter], ContinuousClock.Instant?) in
-                // Waiters queue in the order they came, all with the same timeout.
-                let lateCount = state.waiters.prefix { $0.deadline <= now }.count
-                let late = Array(state.waiters.prefix(lateCount))
-                state.waiters.removeFirst(lateCount)
-                guard let first = state.waiters.first else {
-                    state.isExpiring = false
-                    return (late, nil)
-                }
-                return (late, first.deadline)
+    /// Fails each waiter whose `acquireTimeout` has passed; answers when to look again, or
+    /// nil once none waits. One task does it for all of them: a timer task per wait cost a
+    /// busy server 4% of its CPU (`perf`: the task, and the dispatch timers behind
+    /// `Task.sleep`).
+    private func expireLateWaiters() -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        let (late, next) = state.withLock { state -> ([Waiter], ContinuousClock.Instant?) in
+            // Waiters queue in the order they came, all with the same timeout (to within the
+            // moment between reading the clock and taking the lock).
+            let lateCount = state.waiters.prefix { $0.deadline <= now }.count
+            let late = Array(state.waiters.prefix(lateCount))
+            state.waiters.removeFirst(lateCount)
+            guard let first = state.waiters.first else {
+                state.isExpiring = false
+                return (late, nil)
             }
-            for waiter in late {
-                waiter.continuation.resume(
-                    throwing: PostgresError(
-                        .poolExhausted,
-                        message: "database busy: no connection free within \(options.acquireTimeout) (pool size \(options.size))"))
-            }
-            guard let next else { return }
-            try? await Task.sleep(until: next, clock: .continuous)
+            return (late, first.deadline)
         }
+        for waiter in late {
+            waiter.continuation.resume(
+                throwing: PostgresError(
+                    .poolExhausted,
+                    message: "database busy: no connection free within \(options.acquireTimeout) (pool size \(options.size))"))
+        }
+        return next
     }
 
     private func expire(waiter id: UInt64, error: any Error) {

@@ -110,7 +110,8 @@ public struct PostgresRow: Sendable {
     func columnIndex(_ name: String) throws -> Int {
         // A row's few columns are found faster by comparing names than by hashing the name for
         // a dictionary; their lengths first, which most differ in (two names that differ go
-        // through String's slow comparison: 3% of a market page's CPU, `perf`).
+        // through String's slow comparison: 3% of a market page's CPU, `perf`). Column names
+        // are ASCII identifiers here, so a length tells them apart as canonical equivalence would.
         let columns = rows.columns
         if columns.count <= Self.comparedColumns {
             let length = name.utf8.count

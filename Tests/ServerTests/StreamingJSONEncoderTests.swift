@@ -103,8 +103,16 @@ struct StreamingJSONEncoderTests {
         let formatter = ISO8601DateFormatter()
         // Fixed edges, then 1,000 times from 1900 to 2200, each field's every digit among them.
         let edges: [Double] = [0, 1_795_354_327.999, -1.5, -86_400, 951_782_400, 4_102_444_799, 253_402_300_799, 1_700_000_000.5]
-        var generator = SystemRandomNumberGenerator()
-        let spread = (0..<1_000).map { _ in Double.random(in: -2_208_988_800...7_258_118_400, using: &generator) }
+        // A fixed sequence (SplitMix64), so that a failure names the same instants every time.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let spread = (0..<1_000).map { _ -> Double in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            return -2_208_988_800 + Double(z >> 11) / Double(1 << 53) * 9_467_107_200
+        }
         for seconds in edges + spread {
             let date = Date(timeIntervalSince1970: seconds)
             let ours = String(decoding: try StreamingJSONEncoder.encode(date), as: UTF8.self)
