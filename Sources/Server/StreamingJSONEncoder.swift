@@ -165,15 +165,9 @@ final class JSONSink {
         return value == value.rounded(.towardZero) && abs(value) < 1e15 ? String(Int64(value)) : value.description
     }
 
-    /// `2026-11-22T13:32:07Z`: whole seconds, UTC, as `JSONEncoder`'s `.iso8601`.
-    static func iso8601(_ date: Date) -> String {
-        var bytes = [UInt8]()
-        appendISO8601(date, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// `iso8601`, in quotes, straight into `bytes`: twenty of a page's items write forty dates,
-    /// and making each of their six fields a String was 4% of the market's CPU (`perf`).
+    /// `"2026-11-22T13:32:07Z"`: whole seconds, UTC, as `JSONEncoder`'s `.iso8601`, in quotes,
+    /// straight into `bytes`: twenty of a page's items write forty dates, and making each of
+    /// their six fields a String was 4% of the market's CPU (`perf`).
     static func appendQuotedISO8601(_ date: Date, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         appendISO8601(date, to: &bytes)

@@ -25,6 +25,10 @@ struct HTTPBench: AsyncParsableCommand {
 
     func run() async throws {
         guard Self.scenarios.contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
+        // Refused before the set-up, which registers a user per connection.
+        guard client == "lender-bench" || client == "wrk" else { throw ValidationError("the client is lender-bench or wrk") }
+        let readPath = Self.readPath(scenario)
+        if client == "wrk", readPath == nil { throw ValidationError("wrk sends only the GET scenarios") }
         let run = UUID().uuidString.prefix(6).lowercased()
         let setup = TestClient(host: "127.0.0.1", port: port)
         setup.connect()
@@ -68,12 +72,10 @@ struct HTTPBench: AsyncParsableCommand {
         default: break
         }
         try await setup.shutdown()
-        if client == "wrk" {
-            guard let path = Self.readPath(scenario) else { throw ValidationError("wrk sends only the GET scenarios") }
-            try printFigures(try WrkLoad(path: path, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
+        if client == "wrk", let readPath {
+            try printFigures(try WrkLoad(path: readPath, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
             return
         }
-        guard client == "lender-bench" else { throw ValidationError("the client is lender-bench or wrk") }
         let targetIDs = targets
         let scenario = scenario
         let clock = ContinuousClock()
