@@ -20,15 +20,16 @@ struct HTTPBench: AsyncParsableCommand {
     @Option var connections = 64
     @Option var seconds = 10.0
     @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
-    @Option(help: "Who sends the load after the set-up: this program, or wrk (GET scenarios only).")
+    @Option(help: "Who sends the load after the set-up: this program, or wrk (not register_users or cart_checkout).")
     var client = "lender-bench"
 
     func run() async throws {
         guard Self.scenarios.contains(scenario) else { throw ValidationError("unknown scenario \(scenario)") }
         // Refused before the set-up, which registers a user per connection.
         guard client == "lender-bench" || client == "wrk" else { throw ValidationError("the client is lender-bench or wrk") }
-        let readPath = Self.readPath(scenario)
-        if client == "wrk", readPath == nil { throw ValidationError("wrk sends only the GET scenarios") }
+        if client == "wrk", !Self.wrkScenarios.contains(scenario) {
+            throw ValidationError("wrk sends the reads, post_rentals and place_bids")
+        }
         let run = UUID().uuidString.prefix(6).lowercased()
         let setup = TestClient(host: "127.0.0.1", port: port)
         setup.connect()
@@ -72,8 +73,14 @@ struct HTTPBench: AsyncParsableCommand {
         default: break
         }
         try await setup.shutdown()
-        if client == "wrk", let readPath {
-            try printFigures(try WrkLoad(path: readPath, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
+        if client == "wrk" {
+            let request: WrkLoad.Request =
+                switch scenario {
+                case "post_rentals": .postRental
+                case "place_bids": .placeBid(items: targets)
+                default: .read(path: Self.readPath(scenario)!)
+                }
+            try printFigures(try WrkLoad(request: request, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
             return
         }
         let targetIDs = targets
@@ -141,6 +148,9 @@ struct HTTPBench: AsyncParsableCommand {
             p90Ms: sorted.percentile(0.90), p99Ms: sorted.percentile(0.99))
         try printFigures(figures)
     }
+
+    /// What wrk can send: the reads, and the commands of one request each whose bodies its Lua writes.
+    static let wrkScenarios: Set<String> = Set(scenarios).subtracting(["register_users", "cart_checkout"])
 
     /// The path a read scenario asks for, the same every time; nil for the commands.
     static func readPath(_ scenario: String) -> String? {

@@ -1,16 +1,28 @@
 import ArgumentParser
 import Foundation
 
-/// A read scenario's load sent by wrk (Debian's `wrk`), a C client as pgbench is for the
+/// A scenario's load sent by wrk (Debian's `wrk`), a C client as pgbench is for the
 /// baselines: this program's own client spent about a quarter of a core at 1,500 requests/s,
 /// taken from the server it measures on the same two cores; wrk spends about a twentieth.
-/// Each connection's requests take the users' tokens in turn.
+/// A read's requests take the users' tokens in turn; a command's requests are each their own,
+/// written by wrk's Lua as lender-bench's client writes them (`Request`).
 ///
 /// wrk's percentiles are the stricter measure: before its `done`, wrk 4 corrects its
 /// histogram for coordinated omission (a sample for each interval a slow response held its
 /// connection up), where lender-bench's client records each response's own time.
 struct WrkLoad {
-    var path: String
+    /// What each request is.
+    enum Request {
+        /// The same GET every time.
+        case read(path: String)
+        /// `POST /v1/rentals`, a new title each time.
+        case postRental
+        /// `POST /v1/items/{id}/bids` over `items`: each user bids on each item at most once
+        /// (one pending bid per item and bidder), and requests in a row go to items 7 apart.
+        case placeBid(items: [String])
+    }
+
+    var request: Request
     var tokens: [String]
     var port: Int
     var seconds: Double
@@ -18,6 +30,20 @@ struct WrkLoad {
     /// wrk's threads, each with `connections / threads` of the connections: two, unless that
     /// would leave one out.
     var threads: Int { tokens.count % 2 == 0 ? 2 : 1 }
+
+    var path: String {
+        switch request {
+        case .read(let path): path
+        case .postRental: "/v1/rentals"
+        // The request writes its own path; wrk wants one to start with.
+        case .placeBid: "/v1/items"
+        }
+    }
+
+    /// The status every request of the scenario answers when it succeeds.
+    var expectedStatus: Int {
+        if case .read = request { 200 } else { 201 }
+    }
 
     func run(scenario: String) throws -> HTTPFigures {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lender-bench-wrk-\(UUID().uuidString)")
@@ -57,7 +83,7 @@ struct WrkLoad {
         /// Connections that failed to open, read or write: no response at all.
         var socketErrors: Int
         var timeouts: Int
-        /// Responses whose status was not 200 (every read answers 200).
+        /// Responses whose status was not the scenario's (`expectedStatus`).
         var notOK: Int
         var seconds: Double
         var p50Ms: Double
@@ -65,20 +91,50 @@ struct WrkLoad {
         var p99Ms: Double
     }
 
+    /// `setup` numbers the threads: thread `id` (from 1) sends as the users `id`, `id + threads`, …,
+    /// so no two threads send the same (user, item) pair.
     var luaScript: String {
         let list = tokens.map { "\"Bearer \($0)\"" }.joined(separator: ",")
+        let items = if case .placeBid(let items) = request { items.map { "\"\($0)\"" }.joined(separator: ",") } else { "" }
+        let next: String
+        switch request {
+        case .read:
+            next = #"""
+                return wrk.format("GET", nil, {["Authorization"] = tokens[user]})
+                """#
+        case .postRental:
+            next = #"""
+                local body = '{"title":"Bench ' .. id .. '-' .. sent .. '","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}'
+                return wrk.format("POST", "/v1/rentals", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, body)
+                """#
+        case .placeBid:
+            next = #"""
+                local item = items[(round + 7 * user) % #items + 1]
+                local body = '{"dailyPriceCents":1400,"from":"2027-01-05","until":"2027-01-07"}'
+                return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, body)
+                """#
+        }
         return """
             local tokens = {\(list)}
+            local items = {\(items)}
             local threads = {}
+            local expected = \(expectedStatus)
             local sent = 0
-            setup = function(thread) table.insert(threads, thread) end
+            setup = function(thread)
+              table.insert(threads, thread)
+              thread:set("id", #threads)
+            end
             init = function(args) notOK = 0 end
             request = function()
+              local mine = math.floor((#tokens - id) / \(threads)) + 1
+              local slot = sent % mine
+              local round = math.floor(sent / mine)
+              local user = id + slot * \(threads)
               sent = sent + 1
-              return wrk.format("GET", nil, {["Authorization"] = tokens[sent % #tokens + 1]})
+            \(next)
             end
             response = function(status, headers, body)
-              if status ~= 200 then notOK = notOK + 1 end
+              if status ~= expected then notOK = notOK + 1 end
             end
             done = function(summary, latency, requests)
               local e, bad = summary.errors, 0
