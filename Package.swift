@@ -61,10 +61,13 @@ let package = Package(
         ),
         // The domain, pure: typed IDs, commands, events, one decider per aggregate. No I/O.
         .target(name: "Marketplace"),
+        // Codable values written straight to JSON bytes: the answers and the events' bodies.
+        .target(name: "JSONStream"),
         // The append-only log: append with expected versions, read, follow, verify.
         .target(
             name: "EventStore",
             dependencies: [
+                "JSONStream",
                 "Postgres",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -121,6 +124,7 @@ let package = Package(
             dependencies: [
                 "Aggregates",
                 "EventStore",
+                "JSONStream",
                 "Marketplace",
                 "Media",
                 "Postgres",
@@ -253,6 +257,7 @@ let package = Package(
                 "UseCases",
                 "Postgres",
                 "EventStore",
+                "JSONStream",
                 "Marketplace",
                 "Payments",
                 "Projections",

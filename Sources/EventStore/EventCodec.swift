@@ -1,4 +1,5 @@
 import Foundation
+import JSONStream
 import Postgres
 
 /// A typed event body: its stable type name and the schema version it is written at.
@@ -80,7 +81,9 @@ public struct EventCodec<Event: Sendable>: Sendable {
         guard let name = names[ObjectIdentifier(type(of: payload))] else {
             throw EventDecodingError.unknownType("\(type(of: payload))")
         }
-        return NewEvent(type: name.type, schemaVersion: name.schemaVersion, data: try JSONB(payload))
+        // The value JSONEncoder() would write, without its tree of boxes (5% of a command's CPU).
+        let body = try JSONStream.encode(payload, style: .foundationDefaults)
+        return NewEvent(type: name.type, schemaVersion: name.schemaVersion, data: JSONB(text: String(decoding: body, as: UTF8.self)))
     }
 
     public func decode(_ event: RecordedEvent) throws -> Event {

@@ -1,4 +1,5 @@
 import Foundation
+import JSONStream
 
 /// JSON rewritten so that the same value has the same bytes, whatever its key order, spacing
 /// or string escapes: objects' members sorted by key (by their UTF-8 bytes), no whitespace,

@@ -1,4 +1,5 @@
 import Foundation
+import JSONStream
 import Marketplace
 import Projections
 
@@ -6,8 +7,18 @@ import Projections
 /// containers and generic metadata on every member: for the resources a list returns twenty
 /// of (through `Encodable` they were a fifth of the server's time on the market, `perf`).
 /// The bytes are exactly those of its `Encodable` form; `JSONWriterTests` compares them.
-protocol JSONWritable {
+protocol JSONWritable: JSONSelfWriting {
     func write(to json: inout JSONWriter) throws
+}
+
+extension JSONWritable {
+    /// Writes on in the encoder's own bytes, without copying them.
+    public func writeJSON(into bytes: inout [UInt8]) throws {
+        var json = JSONWriter()
+        json.exchangeBytes(with: &bytes)
+        defer { json.exchangeBytes(with: &bytes) }
+        try write(to: &json)
+    }
 }
 
 /// JSON written straight into bytes, in the encoder's spelling: escapes, numbers and dates as
@@ -165,6 +176,8 @@ struct JSONWriter {
         try value(elements)
     }
 }
+
+extension Page: JSONSelfWriting where Element: JSONWritable {}
 
 extension Page: JSONWritable where Element: JSONWritable {
     func write(to json: inout JSONWriter) throws {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import Marketplace
 
 extension HTTPField.Name {
     static let requestID = HTTPField.Name("X-Request-ID")!
@@ -42,6 +43,6 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         if let given, (1...128).contains(given.count), given.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) {
             return given
         }
-        return UUID().uuidString.lowercased()
+        return UUID.random().lowercaseText
     }
 }

@@ -78,7 +78,7 @@ public struct CardPayments: Sendable {
     /// the command's own id.
     static func chargeKey(_ user: UserID, purpose: String) -> String {
         guard let idempotency = IdempotentRequest.current?.idempotency else {
-            return "\(user):\(purpose):\(UUID().uuidString.lowercased())"
+            return "\(user):\(purpose):\(UUID.random().lowercaseText)"
         }
         return "\(user):\(purpose):\(idempotency.key):\(idempotency.requestHash.prefix(16))"
     }

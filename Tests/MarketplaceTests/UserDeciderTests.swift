@@ -138,4 +138,27 @@ struct IdentifierTextTests {
         let max = UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
         #expect(max.lowercaseText == "ffffffff-ffff-ffff-ffff-ffffffffffff")
     }
+
+    @Test func randomUUIDsAreVersionFourAndDistinct() {
+        var seen = Set<UUID>()
+        var bitsSeen = [Int](repeating: 0, count: 128)
+        for _ in 0..<10_000 {
+            let uuid = UUID.random()
+            seen.insert(uuid)
+            let text = uuid.lowercaseText
+            // xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx, as Foundation reads it back.
+            #expect(Array(text)[14] == "4")
+            #expect("89ab".contains(Array(text)[19]))
+            #expect(UUID(uuidString: text) == uuid)
+            withUnsafeBytes(of: uuid.uuid) { bytes in
+                for bit in 0..<128 where bytes[bit / 8] & (1 << (bit % 8)) != 0 { bitsSeen[bit] += 1 }
+            }
+        }
+        #expect(seen.count == 10_000)
+        // The 122 random bits each set about half the time (never stuck); the 6 fixed ones always or never.
+        let fixed: Set<Int> = [52, 53, 54, 55, 70, 71]
+        for bit in 0..<128 where !fixed.contains(bit) { #expect((4_000...6_000).contains(bitsSeen[bit]), "bit \(bit)") }
+        #expect(bitsSeen[54] == 10_000 && bitsSeen[52] == 0 && bitsSeen[53] == 0 && bitsSeen[55] == 0)
+        #expect(bitsSeen[71] == 10_000 && bitsSeen[70] == 0)
+    }
 }

@@ -1,5 +1,6 @@
 import Aggregates
 import EventStore
+import Foundation
 import Marketplace
 import Testing
 
@@ -18,6 +19,11 @@ struct EventEncodingTests {
     ) throws -> [String] {
         try events.map { event in
             let stored = try aggregate.codec.encode(event)
+            // The body is the value JSONEncoder() writes (JSONStream's Foundation style): the
+            // log's JSON did not change with the encoder.
+            let payload = try #require(Mirror(reflecting: event).children.first?.value as? any Encodable)
+            let foundation = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(payload))
+            #expect(try stored.data.decode(JSONValue.self) == foundation, "\(stored.type)")
             let decoded = try aggregate.codec.codec.decode(type: stored.type, schemaVersion: stored.schemaVersion, data: stored.data)
             #expect(decoded == event, "\(stored.type)")
             return stored.type
@@ -79,6 +85,15 @@ struct EventEncodingTests {
         let names = try roundTrip(users, .user) + roundTrip(items, .item) + roundTrip(loans, .loan) + roundTrip(carts, .cart)
         #expect(names.count == 41)
         #expect(Set(names).count == names.count, "one name per event type")
+    }
+
+    /// An absent optional is left out of the log's JSON, as JSONEncoder leaves it, where the
+    /// API's answers write `null`.
+    @Test func absentOptionalsAreLeftOutOfTheLog() throws {
+        let stored = try Aggregate.user.codec.encode(.profileUpdated(ProfileUpdated(displayName: "Ada")))
+        #expect(try stored.data.decode(JSONValue.self) == .object(["displayName": .string("Ada")]))
+        let decoded = try Aggregate.user.codec.codec.decode(type: stored.type, schemaVersion: stored.schemaVersion, data: stored.data)
+        #expect(decoded == .profileUpdated(ProfileUpdated(displayName: "Ada")))
     }
 
     /// A payload the aggregate's codec does not know is refused at encoding: nothing is

@@ -1,4 +1,5 @@
 import Foundation
+import JSONStream
 import Server
 import Testing
 
@@ -97,6 +98,25 @@ struct StreamingJSONEncoderTests {
         #expect(try both([Nothing()]).text == "[{}]")
         #expect(try both([Place]()).text == "[]")
         #expect(try both("top").text == #""top""#)
+    }
+
+    /// The events' style: the value `JSONEncoder()` writes with its defaults, absent optionals
+    /// left out and dates as seconds since 2001.
+    @Test func foundationStyleWritesWhatADefaultJSONEncoderWrites() throws {
+        for value in [Everything(), Everything(id: UUID(), title: "", absent: "here", present: nil)] {
+            let ours = try JSONStream.encode(value, style: .foundationDefaults)
+            let theirs = try JSONEncoder().encode(value)
+            let text = String(decoding: ours, as: UTF8.self)
+            #expect(
+                (try JSONSerialization.jsonObject(with: Data(ours)) as? NSDictionary)
+                    == (try JSONSerialization.jsonObject(with: theirs) as? NSDictionary), "\(text)")
+            #expect(!text.contains("null"), "nothing absent is written: \(text)")
+        }
+        let (ours, theirs) = (try JSONStream.encode(Hand(), style: .foundationDefaults), try JSONEncoder().encode(Hand()))
+        #expect(String(decoding: ours, as: UTF8.self) == #"{"first":"one","inner":{"first":1,"list":[2,null]},"after":true,"none":null}"#)
+        #expect(
+            (try JSONSerialization.jsonObject(with: Data(ours)) as? NSDictionary)
+                == (try JSONSerialization.jsonObject(with: theirs) as? NSDictionary))
     }
 
     @Test func datesAreFoundationsISO8601ToTheCharacter() throws {
