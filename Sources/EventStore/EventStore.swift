@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSONStream
 import Logging
 import Metrics
 import Postgres
@@ -563,22 +564,13 @@ public final class EventStore: Sendable {
 
 /// A JSON string literal, escaped as RFC 8259 requires.
 func jsonString(_ text: String) -> String {
-    var out = "\""
-    out.reserveCapacity(text.utf8.count + 2)
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
+    // Byte runs copied whole, escaped as the answers are (JSONStream), where appending scalar
+    // by scalar was 1.5% of a command's CPU.
+    var text = text
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count + 2)
+    text.withUTF8 { JSONSink.appendEscaped($0, to: &bytes) }
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// True when JSON text holds the escape `\u0000`, which jsonb refuses.
