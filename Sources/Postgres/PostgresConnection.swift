@@ -290,14 +290,21 @@ public final class PostgresConnection: Sendable {
     }
 
     static func checkEncodable(_ query: PostgresQuery) throws {
-        guard !query.sql.utf8.contains(0) else {
+        guard !holdsNUL(query.sql) else {
             throw PostgresError(.encoding, message: "SQL text contains a NUL character")
         }
-        for (index, binding) in query.bindings.enumerated() where binding.text?.utf8.contains(0) == true {
+        for (index, binding) in query.bindings.enumerated() where binding.text.map(holdsNUL) == true {
             throw PostgresError(
                 .encoding, message: "parameter $\(index + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
     }
+}
+
+/// memchr over the contiguous bytes: `utf8.contains` went byte by byte through the view's
+/// iterator, 1% of a profile read's CPU for its long statements.
+private func holdsNUL(_ text: String) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in bytes.count > 0 && memchr(bytes.baseAddress!, 0, bytes.count) != nil }
 }
 
 /// Calls `body` with a NULL-terminated array of C strings.

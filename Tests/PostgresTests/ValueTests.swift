@@ -160,10 +160,18 @@ struct ValueTests {
     @Test func nulInAStringIsRefusedNotTruncated() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
-                let error = try await #require(throws: PostgresError.self) {
-                    try await pool.query("SELECT \("before\u{0}after")::text")
+                for text in ["before\u{0}after", "\u{0}", "\u{0}first", "last\u{0}", String(repeating: "long ", count: 500) + "\u{0}"] {
+                    let error = try await #require(throws: PostgresError.self) {
+                        try await pool.query("SELECT \(text)::text")
+                    }
+                    #expect(error.kind == .encoding)
                 }
-                #expect(error.kind == .encoding)
+                let inSQL = try await #require(throws: PostgresError.self) {
+                    try await pool.query(PostgresQuery(unsafeSQL: "SELECT 1 -- \u{0}"))
+                }
+                #expect(inSQL.kind == .encoding && inSQL.message.contains("SQL text"))
+                // Empty text and text without NUL go through.
+                #expect(try await pool.query("SELECT \("")::text AS a, \("no nul")::text AS b").single().decode("b") == "no nul")
             }
         }
     }
