@@ -18,7 +18,9 @@ struct WrkLoad {
         /// `POST /v1/rentals`, a new title each time.
         case postRental
         /// `POST /v1/items/{id}/bids` over `items`: each user bids on each item at most once
-        /// (one pending bid per item and bidder), and requests in a row go to items 7 apart.
+        /// (one pending bid per item and bidder), walking the items in turn from 7 items after
+        /// the user before, so requests in a row go to different items. `items × users` bids
+        /// in all (`HTTPBench` warns of a run that could ask for more).
         case placeBid(items: [String])
     }
 

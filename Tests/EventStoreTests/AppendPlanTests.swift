@@ -11,11 +11,13 @@ struct AppendPlanTests {
     /// bench run out of three, the flusher's session went on scanning `streams` at every batch
     /// as it grew to 24,000 rows: half the commands' throughput. `append_batch` now plans with
     /// each batch's values (migration 0026). The database's sessions are set here to the worst
-    /// case, a generic plan always; without 0026 this reads 430,000 rows.
+    /// case, a generic plan always; without 0026 this reads 430,000 rows. A later
+    /// `CREATE OR REPLACE FUNCTION append_batch` drops the function's settings: it must set
+    /// `plan_cache_mode` again, and this test says so if it does not.
     @Test func aLogThatGrewIsStillLookedUpByIndex() async throws {
         try await TestDatabase.withMigrated { configuration in
             try await withSuperuser(on: configuration) { admin in
-                try await admin.query("ALTER DATABASE \(unsafeRaw: "\"" + configuration.database + "\"") SET plan_cache_mode = force_generic_plan")
+                try await admin.query("ALTER DATABASE \(unsafeRaw: "\"" + configuration.database.replacingOccurrences(of: "\"", with: "\"\"") + "\"") SET plan_cache_mode = force_generic_plan")
                 // No analysis but the test's own: the next would have the plans made anew.
                 try await admin.query("ALTER TABLE streams SET (autovacuum_enabled = off)")
             }
@@ -29,7 +31,10 @@ struct AppendPlanTests {
                 for chunk in 0..<40 { try await store.append(streams("grown", chunk, 500)) }
                 let before = try await streamsReadBySequentialScans(store, configuration)
                 for chunk in 0..<20 { try await store.append(streams("late", chunk, 30)) }
-                let read = try await streamsReadBySequentialScans(store, configuration) - before
+                let after = try await streamsReadBySequentialScans(store, configuration)
+                // The session's counts did arrive: every stream so far, the two appends that sent them too.
+                #expect(after.inserted >= 150 + 30 + 20_000 + 600 + 2, "streams counted as inserted: \(after.inserted)")
+                let read = after.read - before.read
                 // A scan of the table would be 20,000 rows an append.
                 #expect(read < 20_000, "\(read) rows of streams read by sequential scans in 21 appends")
             }
@@ -40,14 +45,18 @@ struct AppendPlanTests {
         (0..<count).map { StreamAppend(StreamID(kind, chunk * count + $0), expectedVersion: .noStream, events: [event()]) }
     }
 
-    /// Rows of `streams` read by sequential scans so far. A session sends its counts at most
-    /// once a second, after a transaction: wait that out, then append once more to send them.
-    func streamsReadBySequentialScans(_ store: EventStore, _ configuration: PostgresConfiguration) async throws -> Int64 {
+    /// Rows of `streams` read by sequential scans so far, and inserted. A session sends its
+    /// counts at most once a second, after a transaction: wait that out, then append once
+    /// more to send them.
+    func streamsReadBySequentialScans(_ store: EventStore, _ configuration: PostgresConfiguration) async throws
+        -> (read: Int64, inserted: Int64)
+    {
         try await Task.sleep(for: .milliseconds(1100))
         try await store.append(to: StreamID("flush", UUID()), expectedVersion: .noStream, events: [event()])
         return try await withSuperuser(on: configuration) { pool in
             // A new session each time: no statistics snapshot kept from before.
-            try await pool.query("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'streams'")[0].decode("seq_tup_read")
+            let row = try await pool.query("SELECT seq_tup_read, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'streams'")[0]
+            return (try row.decode("seq_tup_read"), try row.decode("n_tup_ins"))
         }
     }
 }

@@ -29,6 +29,7 @@ struct StreamingJSONEncoderTests {
         var uint64 = UInt64.max
         var doubles = [0.0, -0.0, 25.0, 27.7172, -33.8688, 0.1, 1e-5, 123_456_789.125, 1e20, 5e-324]
         var float: Float = 1.5
+        var floats: [Float] = [0.1, -2.75, 1e20, 16_777_216, 1e8, 3.4028235e38, 1.5e-45]
         var absent: String? = nil
         var present: Int? = 7
         var dates = [
