@@ -125,7 +125,7 @@ struct HTTPBench: AsyncParsableCommand {
                             let user = #"{"handle":"r\#(run)_\#(connection)_\#(index)","displayName":"Bench \#(index)","email":"r\#(run)_\#(connection)_\#(index)@bench.example","password":"correct horse battery","country":"NP"}"#
                             succeeded = try await Self.post(client, "/v1/users", user, token) == 201
                         case "post_rentals":
-                            let rental = #"{"title":"Bench \#(connection)-\#(index)","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}"#
+                            let rental = Self.rentalBody(title: "Bench \(connection)-\(index)")
                             succeeded = try await Self.post(client, "/v1/rentals", rental, token) == 201
                         case "cart_checkout":
                             // One pair: a share of a loan into the cart, then the checkout from the balance.
@@ -135,8 +135,7 @@ struct HTTPBench: AsyncParsableCommand {
                         default:
                             // Each user bids on the items in turn: one pending bid per item and bidder.
                             let item = targetIDs[(connection * 7 + index) % targetIDs.count]
-                            let bid = #"{"dailyPriceCents":1400,"from":"2027-01-05","until":"2027-01-07"}"#
-                            succeeded = try await Self.post(client, "/v1/items/\(item)/bids", bid, token) == 201
+                            succeeded = try await Self.post(client, "/v1/items/\(item)/bids", Self.bidBody, token) == 201
                         }
                         latencies.append((clock.now - begin).milliseconds)
                         if !succeeded { failures += 1 }
@@ -155,8 +154,15 @@ struct HTTPBench: AsyncParsableCommand {
         try printFigures(figures)
     }
 
-    /// More bids a second than this machine has run (4,418 alone), so that a run never runs out of pairs.
+    /// More bids a second than this machine has run (4,418 alone): a run that could ask for
+    /// more pairs than this many seconds' worth is warned of.
     static let bidsPerSecondAtMost = 6_000.0
+
+    /// The bodies of post_rentals (a title each time) and place_bids, whichever client sends them.
+    static func rentalBody(title: String) -> String {
+        #"{"title":"\#(title)","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}"#
+    }
+    static let bidBody = #"{"dailyPriceCents":1400,"from":"2027-01-05","until":"2027-01-07"}"#
 
     /// What wrk can send: the reads, and the commands of one request each whose bodies its Lua writes.
     static let wrkScenarios: Set<String> = Set(scenarios).subtracting(["register_users", "cart_checkout"])

@@ -15,7 +15,7 @@ struct WrkLoad {
     enum Request {
         /// The same GET every time.
         case read(path: String)
-        /// `POST /v1/rentals`, a new title each time.
+        /// `POST /v1/rentals`, a new title each time. The bodies are `HTTPBench`'s, as its own client sends them.
         case postRental
         /// `POST /v1/items/{id}/bids` over `items`: each user bids on each item at most once
         /// (one pending bid per item and bidder), walking the items in turn from 7 items after
@@ -106,14 +106,13 @@ struct WrkLoad {
                 """#
         case .postRental:
             next = #"""
-                local body = '{"title":"Bench ' .. id .. '-' .. sent .. '","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}'
+                local body = string.format([[\#(HTTPBench.rentalBody(title: "%s"))]], "Bench " .. id .. "-" .. sent)
                 return wrk.format("POST", "/v1/rentals", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, body)
                 """#
         case .placeBid:
             next = #"""
                 local item = items[(round + 7 * user) % #items + 1]
-                local body = '{"dailyPriceCents":1400,"from":"2027-01-05","until":"2027-01-07"}'
-                return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, body)
+                return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, [[\#(HTTPBench.bidBody)]])
                 """#
         }
         return """
