@@ -11,21 +11,19 @@ struct Gallery {
     static let items = Gallery(table: "items_view", key: "item_id")
     static let loans = Gallery(table: "loans_view", key: "loan_id")
 
-    func add(_ digest: String, to id: UUID?, _ event: ProjectedEvent, _ session: inout PostgresSession) throws {
-        try session.query(
-            """
-            UPDATE \(unsafeRaw: table) SET photos = array_append(photos, \(digest)), updated_at = \(event.recordedAt),
-                   position = \(event.position)
-            WHERE \(unsafeRaw: key) = \(id) AND NOT \(digest) = ANY (photos)
-            """, prepared: true)
+    func add(_ digest: String, to id: UUID?, _ event: ProjectedEvent) -> PostgresQuery {
+        """
+        UPDATE \(unsafeRaw: table) SET photos = array_append(photos, \(digest)), updated_at = \(event.recordedAt),
+               position = \(event.position)
+        WHERE \(unsafeRaw: key) = \(id) AND NOT \(digest) = ANY (photos)
+        """
     }
 
-    func remove(_ digest: String, from id: UUID?, _ event: ProjectedEvent, _ session: inout PostgresSession) throws {
-        try session.query(
-            """
-            UPDATE \(unsafeRaw: table) SET photos = array_remove(photos, \(digest)), updated_at = \(event.recordedAt),
-                   position = \(event.position)
-            WHERE \(unsafeRaw: key) = \(id)
-            """, prepared: true)
+    func remove(_ digest: String, from id: UUID?, _ event: ProjectedEvent) -> PostgresQuery {
+        """
+        UPDATE \(unsafeRaw: table) SET photos = array_remove(photos, \(digest)), updated_at = \(event.recordedAt),
+               position = \(event.position)
+        WHERE \(unsafeRaw: key) = \(id)
+        """
     }
 }

@@ -17,14 +17,16 @@ public struct ItemsProjection: InlineProjection {
         // Whether an event may have noted a move in or out of the market's cells.
         var moved = false
         var bidCounts = BidCounts()
+        var plan = WritePlan()
         for event in events {
             if event.type == UserForgotten.eventType {
-                try forget(event, &session)
+                try forget(event, &plan)
                 moved = true
                 continue
             }
             guard Aggregate.item.owns(event.streamID) else { continue }
             let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
+            let row = WritePlan.Row(.item, item)
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
             switch decoded {
@@ -33,196 +35,247 @@ public struct ItemsProjection: InlineProjection {
             }
             switch decoded {
             case .rentalPosted(let posted):
-                try insertItem(
-                    &session, id: posted.itemID, kind: .rental, owner: posted.ownerID, title: posted.title,
-                    description: posted.description, category: posted.category, price: posted.dailyPriceCents,
-                    location: posted.location, from: posted.availableFrom, until: posted.availableUntil, event: event)
+                plan.add(
+                    Self.insertItems,
+                    [
+                        posted.itemID.rawValue, ItemKind.rental.rawValue, posted.ownerID.rawValue, posted.title, posted.description,
+                        posted.category.rawValue, posted.dailyPriceCents, posted.location.lat, posted.location.lng,
+                        posted.location.place, posted.availableFrom?.description, posted.availableUntil?.description, at,
+                        event.position,
+                    ], writes: [WritePlan.Row(.item, posted.itemID.rawValue)])
             case .requestPosted(let posted):
-                try insertItem(
-                    &session, id: posted.itemID, kind: .request, owner: posted.ownerID, title: posted.title,
-                    description: posted.description, category: posted.category, price: posted.maxDailyPriceCents,
-                    location: posted.location, from: posted.neededFrom, until: posted.neededUntil, event: event)
+                plan.add(
+                    Self.insertItems,
+                    [
+                        posted.itemID.rawValue, ItemKind.request.rawValue, posted.ownerID.rawValue, posted.title, posted.description,
+                        posted.category.rawValue, posted.maxDailyPriceCents, posted.location.lat, posted.location.lng,
+                        posted.location.place, posted.neededFrom.description, posted.neededUntil.description, at,
+                        event.position,
+                    ], writes: [WritePlan.Row(.item, posted.itemID.rawValue)])
             case .revised(let revised):
                 // Moved while available: out of its old cells, into its new ones (one statement:
                 // projections are pipelined, and read no answers).
-                try session.query(
-                    """
-                    WITH old AS (SELECT lat, lng FROM items_view WHERE item_id = \(item)),
-                    changed AS (
-                        UPDATE items_view
-                        SET title = coalesce(\(revised.title), title), description = coalesce(\(revised.description), description),
-                            category = coalesce(\(revised.category?.rawValue), category),
-                            price_cents = coalesce(\(revised.priceCents), price_cents),
-                            lat = coalesce(\(revised.location?.lat), lat), lng = coalesce(\(revised.location?.lng), lng),
-                            place = coalesce(\(revised.location?.place), place),
-                            updated_at = \(at), position = \(event.position)
-                        WHERE item_id = \(item)
-                        RETURNING status, lat, lng
-                    )
-                    INSERT INTO market_cell_moves (item, lat, lng, delta)
-                    SELECT \(item), old.lat, old.lng, -1 FROM old, changed
-                    WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
-                    UNION ALL
-                    SELECT \(item), changed.lat, changed.lng, 1 FROM old, changed
-                    WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
-                    """, prepared: true)
+                plan.add(
+                    [
+                        """
+                        WITH old AS (SELECT lat, lng FROM items_view WHERE item_id = \(item)),
+                        changed AS (
+                            UPDATE items_view
+                            SET title = coalesce(\(revised.title), title), description = coalesce(\(revised.description), description),
+                                category = coalesce(\(revised.category?.rawValue), category),
+                                price_cents = coalesce(\(revised.priceCents), price_cents),
+                                lat = coalesce(\(revised.location?.lat), lat), lng = coalesce(\(revised.location?.lng), lng),
+                                place = coalesce(\(revised.location?.place), place),
+                                updated_at = \(at), position = \(event.position)
+                            WHERE item_id = \(item)
+                            RETURNING status, lat, lng
+                        )
+                        INSERT INTO market_cell_moves (item, lat, lng, delta)
+                        SELECT \(item), old.lat, old.lng, -1 FROM old, changed
+                        WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
+                        UNION ALL
+                        SELECT \(item), changed.lat, changed.lng, 1 FROM old, changed
+                        WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
+                        """
+                    ], writes: [row])
             case .withdrawn:
-                try setStatus(&session, item, .withdrawn, event)
+                setStatus(&plan, item, .withdrawn, event)
             case .reserved(let reserved):
-                try setStatus(&session, item, .reserved, event, deal: .some(reserved.bidderID.rawValue))
+                setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID.rawValue))
             case .closed:
-                try setStatus(&session, item, .closed, event)
-                // A completed deal for both parties: the owner and the bidder it was reserved
-                // for. Each found by key: an `IN` over a `UNION` could be planned as a scan of
-                // `users_view`, and a rebuild's tables have no statistics to stop it.
-                try session.query(
-                    """
-                    UPDATE users_view SET completed_deals = completed_deals + 1
-                    WHERE user_id = (SELECT owner_id FROM items_view WHERE item_id = \(item))
-                       OR user_id = (SELECT deal_bidder_id FROM items_view WHERE item_id = \(item))
-                    """, prepared: true)
+                setStatus(&plan, item, .closed, event)
+                // A completed deal for both parties: the owner and the bidder it was reserved for.
+                plan.add(Self.completeDeals, [item], reads: [row], writes: [])
             case .relisted:
-                try setStatus(&session, item, .available, event, deal: .some(nil))
+                setStatus(&plan, item, .available, event, deal: .some(nil))
             case .photoAdded(let added):
-                try Gallery.items.add(added.digest, to: item, event, &session)
+                plan.add([Gallery.items.add(added.digest, to: item, event)], writes: [row])
             case .photoRemoved(let removed):
-                try Gallery.items.remove(removed.digest, from: item, event, &session)
+                plan.add([Gallery.items.remove(removed.digest, from: item, event)], writes: [row])
             case .bidPlaced(let placed):
-                try session.query(
-                    """
-                    INSERT INTO bids_view (bid_id, item_id, owner_id, bidder_id, bidder_handle, daily_price_cents, from_day,
-                                           until_day, message, status, created_at, updated_at)
-                    VALUES (\(placed.bidID.rawValue), \(item), (SELECT owner_id FROM items_view WHERE item_id = \(item)),
-                            \(placed.bidderID.rawValue),
-                            coalesce((SELECT handle FROM users_view WHERE user_id = \(placed.bidderID.rawValue)), ''),
-                            \(placed.dailyPriceCents), \(placed.from.description)::date, \(placed.until.description)::date,
-                            \(placed.message), 'pending', \(at), \(at))
-                    ON CONFLICT (bid_id) DO NOTHING
-                    """, prepared: true)
+                plan.add(
+                    Self.insertBids,
+                    [
+                        placed.bidID.rawValue, item, placed.bidderID.rawValue, placed.dailyPriceCents, placed.from.description,
+                        placed.until.description, placed.message, at,
+                    ], reads: [row], writes: [WritePlan.Row(.bid, placed.bidID.rawValue)])
                 bidCounts.add(item, event)
             case .bidWithdrawn(let withdrawn):
-                try setBid(&session, withdrawn.bidID, .withdrawn, reason: nil, event)
+                setBid(&plan, withdrawn.bidID, .withdrawn, reason: nil, event)
             case .bidRejected(let rejected):
-                try setBid(&session, rejected.bidID, .rejected, reason: rejected.reason, event)
+                setBid(&plan, rejected.bidID, .rejected, reason: rejected.reason, event)
             case .bidApproved(let approved):
-                try setBid(&session, approved.bidID, .approved, reason: nil, event)
+                setBid(&plan, approved.bidID, .approved, reason: nil, event)
             case .reviewWritten(let review):
-                try session.query(
+                var statements: [PostgresQuery] = [
                     """
                     INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position)
                     VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
                             \(review.subjectID.rawValue), \(review.stars), \(review.text), \(at), \(event.position))
                     ON CONFLICT (bid_id, role) DO NOTHING
-                    """, prepared: true)
-                try session.query(
+                    """,
                     """
                     UPDATE users_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars)
                     WHERE user_id = \(review.subjectID.rawValue)
-                    """, prepared: true)
+                    """,
+                ]
                 // A renter's review rates the item too; an owner's rates only the renter.
                 if review.role == .bidder {
-                    try session.query(
+                    statements.append(
                         """
                         UPDATE items_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars),
                                updated_at = \(at), position = \(event.position)
                         WHERE item_id = \(item)
-                        """, prepared: true)
+                        """)
                 }
+                plan.add(statements, writes: [row])
             case .messageSent(let message):
-                try session.query(
-                    """
-                    INSERT INTO messages_view (message_id, bid_id, item_id, author_id, recipient_id, text, created_at, position)
-                    VALUES (\(message.messageID.rawValue), \(message.bidID.rawValue), \(item), \(message.authorID.rawValue),
-                            \(message.recipientID.rawValue), \(message.text), \(at), \(event.position))
-                    ON CONFLICT (message_id) DO NOTHING
-                    """, prepared: true)
+                plan.add(
+                    [
+                        """
+                        INSERT INTO messages_view (message_id, bid_id, item_id, author_id, recipient_id, text, created_at, position)
+                        VALUES (\(message.messageID.rawValue), \(message.bidID.rawValue), \(item), \(message.authorID.rawValue),
+                                \(message.recipientID.rawValue), \(message.text), \(at), \(event.position))
+                        ON CONFLICT (message_id) DO NOTHING
+                        """
+                    ], writes: [])
             }
         }
+        try plan.run(&session)
         try bidCounts.write(&session)
         if moved { try Self.applyCellMoves(&session) }
     }
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
     /// bids lose their message; what they wrote in reviews and messages is removed (their stars stay). Both show `former user`, in step with the sealed fields' redaction.
-    private func forget(_ event: ProjectedEvent, _ session: inout PostgresSession) throws {
+    private func forget(_ event: ProjectedEvent, _ plan: inout WritePlan) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
         let user = forgotten.userID.rawValue
-        // Their available items move to 0, 0 on the map, as the sealed places read now. A
-        // cell they left that names one as its sample takes another when the moves apply.
-        try session.query(
+        // Rows of any item or bid: after what came before, before what comes after.
+        plan.barrier([
+            // Their available items move to 0, 0 on the map, as the sealed places read now. A
+            // cell they left that names one as its sample takes another when the moves apply.
             """
             INSERT INTO market_cell_moves (item, lat, lng, delta)
             SELECT item_id, lat, lng, -1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
             UNION ALL
             SELECT item_id, 0, 0, 1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
-            """, prepared: true)
-        try session.query(
+            """,
             """
             UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
                    updated_at = \(event.recordedAt), position = \(event.position)
             WHERE owner_id = \(user)
-            """, prepared: true)
-        try session.query(
+            """,
             """
             UPDATE bids_view SET bidder_handle = \(Redacted.name),
                    message = CASE WHEN message IS NULL THEN NULL ELSE \(Redacted.text) END
             WHERE bidder_id = \(user)
-            """, prepared: true)
-        try session.query("UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user)", prepared: true)
-        try session.query("UPDATE messages_view SET text = \(Redacted.text) WHERE author_id = \(user)", prepared: true)
-    }
-
-    private func insertItem(
-        _ session: inout PostgresSession, id: ItemID, kind: ItemKind, owner: UserID, title: String, description: String,
-        category: Marketplace.Category, price: Int?, location: Location, from: Day?, until: Day?, event: ProjectedEvent
-    ) throws {
-        try session.query(
-            """
-            WITH inserted AS (
-            INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
-                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position)
-            VALUES (\(id.rawValue), \(kind.rawValue), \(owner.rawValue),
-                    coalesce((SELECT handle FROM users_view WHERE user_id = \(owner.rawValue)), ''),
-                    \(title), \(description), \(category.rawValue), \(price), \(location.lat), \(location.lng),
-                    \(location.place), \(from?.description)::date, \(until?.description)::date, 'available',
-                    \(event.recordedAt), \(event.recordedAt), \(event.position))
-            ON CONFLICT (item_id) DO NOTHING
-            RETURNING item_id, lat, lng
-            )
-            INSERT INTO market_cell_moves (item, lat, lng, delta) SELECT item_id, lat, lng, 1 FROM inserted
-            """, prepared: true)
+            """,
+            "UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user)",
+            "UPDATE messages_view SET text = \(Redacted.text) WHERE author_id = \(user)",
+        ])
     }
 
     /// A new status; in or out of the market's cells when it becomes or stops being available.
     /// `deal`: the bidder of the deal it is reserved for (`.some(nil)`: none any more); nil
     /// keeps it.
-    private func setStatus(
-        _ session: inout PostgresSession, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil
-    ) throws {
-        try session.query(
-            """
-            WITH old AS (SELECT status FROM items_view WHERE item_id = \(item)),
-            changed AS (
-                UPDATE items_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position),
-                       deal_bidder_id = CASE WHEN \(deal != nil) THEN \(deal ?? nil)::uuid ELSE deal_bidder_id END
-                WHERE item_id = \(item)
-                RETURNING status, lat, lng
-            )
-            INSERT INTO market_cell_moves (item, lat, lng, delta)
-            SELECT \(item), changed.lat, changed.lng, CASE WHEN changed.status = 'available' THEN 1 ELSE -1 END
-            FROM old, changed
-            WHERE (old.status = 'available') <> (changed.status = 'available')
-            """, prepared: true)
+    private func setStatus(_ plan: inout WritePlan, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil) {
+        plan.add(
+            Self.setStatuses, [item, status.rawValue, event.recordedAt, event.position, deal != nil, deal ?? nil],
+            writes: [WritePlan.Row(.item, item)])
     }
 
-    private func setBid(
-        _ session: inout PostgresSession, _ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent
-    ) throws {
-        try session.query(
-            """
-            UPDATE bids_view SET status = \(status.rawValue), reason = \(reason), updated_at = \(event.recordedAt)
-            WHERE bid_id = \(bid.rawValue)
-            """, prepared: true)
+    private func setBid(_ plan: inout WritePlan, _ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent) {
+        plan.add(
+            Self.setBids, [bid.rawValue, status.rawValue, reason, event.recordedAt], writes: [WritePlan.Row(.bid, bid.rawValue)])
+    }
+
+    // MARK: Set-based writes. Each row finds what it reads by key (a correlated subquery, or
+    // `= ANY` beside a join), so a batch is never a scan of a whole view: a rebuild's tables
+    // have no statistics to stop the planner choosing one.
+
+    /// New items, each with its owner's handle (empty when not yet in `users_view`), into the
+    /// market's cells.
+    static let insertItems = SetWrite("insert items", width: 14) { c in
+        """
+        WITH inserted AS (
+            INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
+                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position)
+            SELECT r.item, r.kind, r.owner, coalesce((SELECT handle FROM users_view WHERE user_id = r.owner), ''),
+                   r.title, r.description, r.category, r.price, r.lat, r.lng, r.place, r.from_day, r.until_day, 'available',
+                   r.at, r.at, r.position
+            FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::uuid[], \(c[3])::text[], \(c[4])::text[], \(c[5])::text[],
+                        \(c[6])::int4[], \(c[7])::float8[], \(c[8])::float8[], \(c[9])::text[], \(c[10])::date[],
+                        \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[])
+                 AS r(item, kind, owner, title, description, category, price, lat, lng, place, from_day, until_day, at, position)
+            ON CONFLICT (item_id) DO NOTHING
+            RETURNING item_id, lat, lng
+        )
+        INSERT INTO market_cell_moves (item, lat, lng, delta) SELECT item_id, lat, lng, 1 FROM inserted
+        """
+    }
+
+    /// New statuses (and deals: `deal_set`), each item in or out of the market's cells when it
+    /// becomes or stops being available.
+    static let setStatuses = SetWrite("set item statuses", width: 6) { c in
+        // The old status read in the update's own snapshot, by key, row by row.
+        """
+        WITH changed AS (
+            UPDATE items_view i SET status = r.status, updated_at = r.at, position = r.position,
+                   deal_bidder_id = CASE WHEN r.deal_set THEN r.deal ELSE i.deal_bidder_id END
+            FROM (
+                SELECT r.*, old.status AS old_status
+                FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::timestamptz[], \(c[3])::int8[], \(c[4])::bool[],
+                            \(c[5])::uuid[]) AS r(item, status, at, position, deal_set, deal),
+                     LATERAL (SELECT status FROM items_view WHERE item_id = r.item OFFSET 0) old
+            ) r
+            WHERE i.item_id = r.item AND i.item_id = ANY (\(c[0])::uuid[])
+            RETURNING i.item_id, i.status, i.lat, i.lng, r.old_status
+        )
+        INSERT INTO market_cell_moves (item, lat, lng, delta)
+        SELECT item_id, lat, lng, CASE WHEN status = 'available' THEN 1 ELSE -1 END FROM changed
+        WHERE (old_status = 'available') <> (status = 'available')
+        """
+    }
+
+    /// A completed deal for both parties of each item: its owner and the bidder it was
+    /// reserved for, once each per item.
+    static let completeDeals = SetWrite("complete deals", width: 1) { c in
+        """
+        WITH deals AS (
+            SELECT p.user_id, count(*) AS n
+            FROM unnest(\(c[0])::uuid[]) AS r(item),
+                 LATERAL (SELECT owner_id, deal_bidder_id FROM items_view WHERE item_id = r.item OFFSET 0) i,
+                 LATERAL (SELECT DISTINCT u FROM (VALUES (i.owner_id), (i.deal_bidder_id)) AS v(u) WHERE u IS NOT NULL) AS p(user_id)
+            GROUP BY p.user_id
+        )
+        UPDATE users_view u SET completed_deals = u.completed_deals + deals.n
+        FROM deals WHERE u.user_id = deals.user_id AND u.user_id = ANY (ARRAY(SELECT user_id FROM deals))
+        """
+    }
+
+    /// New bids, each with its item's owner and its bidder's handle (empty when not yet in
+    /// `users_view`).
+    static let insertBids = SetWrite("insert bids", width: 8) { c in
+        """
+        INSERT INTO bids_view (bid_id, item_id, owner_id, bidder_id, bidder_handle, daily_price_cents, from_day,
+                               until_day, message, status, created_at, updated_at)
+        SELECT r.bid, r.item, (SELECT owner_id FROM items_view WHERE item_id = r.item), r.bidder,
+               coalesce((SELECT handle FROM users_view WHERE user_id = r.bidder), ''), r.price, r.from_day, r.until_day,
+               r.message, 'pending', r.at, r.at
+        FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::uuid[], \(c[3])::int4[], \(c[4])::date[], \(c[5])::date[],
+                    \(c[6])::text[], \(c[7])::timestamptz[]) AS r(bid, item, bidder, price, from_day, until_day, message, at)
+        ON CONFLICT (bid_id) DO NOTHING
+        """
+    }
+
+    /// Bids' new statuses.
+    static let setBids = SetWrite("set bid statuses", width: 4) { c in
+        """
+        UPDATE bids_view b SET status = r.status, reason = r.reason, updated_at = r.at
+        FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::text[], \(c[3])::timestamptz[]) AS r(bid, status, reason, at)
+        WHERE b.bid_id = r.bid AND b.bid_id = ANY (\(c[0])::uuid[])
+        """
     }
 
     /// The kept cells' levels, as `market_cells` keeps them (migration 0021).

@@ -65,9 +65,9 @@ public struct LoansProjection: InlineProjection {
                 try leaveFundraising(&session, loan, to: .expired, event)
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
-                if let digest = added.digest { try Gallery.loans.add(digest, to: loan, event, &session) }
+                if let digest = added.digest { try session.query(Gallery.loans.add(digest, to: loan, event), prepared: true) }
             case .photoRemoved(let removed):
-                if let digest = removed.digest { try Gallery.loans.remove(digest, from: loan, event, &session) }
+                if let digest = removed.digest { try session.query(Gallery.loans.remove(digest, from: loan, event), prepared: true) }
             case .repaymentRecorded(let recorded):
                 try session.query(
                     """

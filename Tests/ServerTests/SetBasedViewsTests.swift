@@ -1,0 +1,217 @@
+import Aggregates
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+
+/// The projections write a batch set-based (`WritePlan`): one statement per shape of write
+/// and step. A history whose items interleave event by event, with every kind of item event,
+/// a user forgotten halfway, loans and carts, built in one batch must make exactly the views
+/// it makes one event at a time.
+@Suite("Views written set-based")
+struct SetBasedViewsTests {
+    @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger)
+                let events = try await InterleavedHistory().append(to: store)
+                #expect(events > 150)
+
+                var oneByOne = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
+                oneByOne.batchSize = 1
+                let together = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
+                #expect(together.batchSize >= events, "the whole history in one batch")
+                try await oneByOne.createSchema("one_by_one")
+                try await together.createSchema("together")
+                #expect(try await oneByOne.build("one_by_one", after: 0) == Int64(events))
+                #expect(try await together.build("together", after: 0) == Int64(events))
+
+                for table in ViewGroup.all.flatMap(\.tables) {
+                    let rows = try await pool.query("SELECT count(*) AS n FROM one_by_one.\(unsafeRaw: table)").single()
+                        .decode("n", as: Int.self)
+                    let differing = try await pool.query(
+                        """
+                        SELECT count(*) AS n FROM (
+                            (SELECT to_jsonb(t)::text FROM one_by_one.\(unsafeRaw: table) t
+                             EXCEPT ALL SELECT to_jsonb(t)::text FROM together.\(unsafeRaw: table) t)
+                            UNION ALL
+                            (SELECT to_jsonb(t)::text FROM together.\(unsafeRaw: table) t
+                             EXCEPT ALL SELECT to_jsonb(t)::text FROM one_by_one.\(unsafeRaw: table) t)
+                        ) d
+                        """
+                    ).single().decode("n", as: Int.self)
+                    #expect(differing == 0, "\(table): \(differing) rows differ of \(rows)")
+                }
+                // Not an empty comparison: the chains' ends are there.
+                let items = try await pool.query(
+                    "SELECT status, count(*)::int AS n FROM together.items_view GROUP BY status ORDER BY status"
+                ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
+                #expect(items == ["available 3", "reserved 1", "withdrawn 2"])
+                let deals = try await pool.query("SELECT sum(completed_deals)::int AS n FROM together.users_view").single()
+                #expect(try deals.decode("n", as: Int.self) == 14, "two for each of seven closings")
+                let bids = try await pool.query(
+                    "SELECT status, count(*)::int AS n FROM together.bids_view GROUP BY status ORDER BY status"
+                ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
+                #expect(bids == ["approved 8", "rejected 8", "withdrawn 8"])
+                let cells = try await pool.query("SELECT coalesce(sum(count), 0)::int AS n FROM together.market_cells WHERE level = 4")
+                    .single()
+                #expect(try cells.decode("n", as: Int.self) == 3, "the available items, each in one cell a level")
+            }
+        }
+    }
+}
+
+/// Four owners' items, each event of each item appended in turn with the others' (so every
+/// item's chain of conflicts runs beside the others'), two rounds of deals, a user forgotten
+/// between them, and loans with carts.
+struct InterleavedHistory {
+    let users = (0..<6).map { _ in UserID() }
+    let from = Day(year: 2026, month: 12, day: 1)!
+    let until = Day(year: 2026, month: 12, day: 20)!
+    let places = [
+        Location(lat: 27.7172, lng: 85.3240, place: "Kathmandu"), Location(lat: 28.2096, lng: 83.9856, place: "Pokhara"),
+        Location(lat: -1.2921, lng: 36.8219, place: "Nairobi"), Location(lat: 51.5072, lng: -0.1276, place: "London"),
+    ]
+
+    /// Appends the history, one stream's step at a time; returns how many events it made.
+    func append(to store: EventStore) async throws -> Int {
+        var count = 0
+        func add(_ stream: StreamID, _ events: [NewEvent]) async throws {
+            _ = try await store.append([StreamAppend(stream, expectedVersion: .any, events: events)])
+            count += events.count
+        }
+        func item(_ id: ItemID, _ event: ItemEvent) async throws { try await add(.item(id), [try Aggregate.item.codec.encode(event)]) }
+
+        for (index, user) in users.enumerated() {
+            try await add(
+                .user(user),
+                try [
+                    .registered(
+                        UserRegistered(
+                            userID: user, handle: "u\(index)", displayName: "User \(index)", email: "u\(index)@example.org", country: "NP")),
+                    .profileUpdated(ProfileUpdated(defaultShareCents: 5000)),
+                    .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: CardID(), chargeID: "ch_\(index)")),
+                ].map(Aggregate.user.codec.encode))
+        }
+        let items = (0..<4).map { _ in ItemID() }
+        let owners = (0..<4).map { users[$0] }
+        // Step by step, each item in turn.
+        for (index, id) in items.enumerated() {
+            try await item(
+                id,
+                .rentalPosted(
+                    RentalPosted(
+                        itemID: id, ownerID: owners[index], title: "Thing \(index)", description: "Fine", category: .tools,
+                        dailyPriceCents: 1000 + index, location: places[index], availableFrom: from, availableUntil: until)))
+        }
+        for round in 0..<2 {
+            if round == 1 {
+                // Forgotten between the rounds: the owner of item 3, who bid on others in round 0.
+                try await add(.user(users[3]), [try Aggregate.user.codec.encode(.forgotten(UserForgotten(userID: users[3])))])
+            }
+            var bids = [[(BidID, UserID)]]()
+            for (index, id) in items.enumerated() {
+                // Three bidders on each item, the others' owners and a sixth user.
+                let bidders = [users[(index + 1) % 4], users[(index + 2) % 4], users[4 + round]]
+                bids.append(bidders.map { (BidID(), $0) })
+            }
+            for slot in 0..<3 {
+                for (index, id) in items.enumerated() {
+                    let (bid, bidder) = bids[index][slot]
+                    try await item(
+                        id,
+                        .bidPlaced(
+                            BidPlaced(bidID: bid, bidderID: bidder, dailyPriceCents: 900, from: from, until: until, message: "Please \(slot)")))
+                }
+            }
+            for (index, id) in items.enumerated() { try await item(id, .bidWithdrawn(BidWithdrawn(bidID: bids[index][2].0))) }
+            for (index, id) in items.enumerated() { try await item(id, .bidApproved(BidApproved(bidID: bids[index][0].0))) }
+            for (index, id) in items.enumerated() {
+                try await item(id, .reserved(ItemReserved(bidID: bids[index][0].0, bidderID: bids[index][0].1)))
+            }
+            for (index, id) in items.enumerated() {
+                try await item(id, .bidRejected(BidRejected(bidID: bids[index][1].0, reason: "another_bid_approved")))
+            }
+            for (index, id) in items.enumerated() {
+                try await item(
+                    id,
+                    .messageSent(
+                        MessageSent(
+                            messageID: MessageID(), bidID: bids[index][0].0, authorID: bids[index][0].1, recipientID: owners[index],
+                            text: "When?")))
+            }
+            // Item 3 stays reserved in the second round; the others close and relist.
+            for (index, id) in items.enumerated() where !(round == 1 && index == 3) { try await item(id, .closed(ItemClosed())) }
+            for (index, id) in items.enumerated() where !(round == 1 && index == 3) {
+                let (bid, bidder) = bids[index][0]
+                try await item(
+                    id,
+                    .reviewWritten(ReviewWritten(bidID: bid, authorID: bidder, subjectID: owners[index], role: .bidder, stars: 4, text: "Good")))
+                try await item(
+                    id,
+                    .reviewWritten(ReviewWritten(bidID: bid, authorID: owners[index], subjectID: bidder, role: .owner, stars: 5, text: "Kind")))
+            }
+            for (index, id) in items.enumerated() where !(round == 1 && index == 3) { try await item(id, .relisted(ItemRelisted())) }
+            for (index, id) in items.enumerated() {
+                try await item(id, .photoAdded(ItemPhotoAdded(digest: String(repeating: "\(index)", count: 64))))
+                try await item(id, .revised(ItemRevised(title: "Thing \(index), round \(round)", location: places[(index + round + 1) % 4])))
+            }
+            for (index, id) in items.enumerated() where round == 1 && index < 2 {
+                try await item(id, .photoRemoved(ItemPhotoRemoved(digest: String(repeating: "\(index)", count: 64))))
+            }
+        }
+        // A request, revised and withdrawn; an item withdrawn right after it was posted.
+        let request = ItemID()
+        try await item(
+            request,
+            .requestPosted(
+                RequestPosted(
+                    itemID: request, ownerID: users[5], title: "Ladder", description: "Tall", category: .tools, maxDailyPriceCents: 700,
+                    neededFrom: from, neededUntil: until, location: places[0])))
+        let lamp = ItemID()
+        try await item(
+            lamp,
+            .rentalPosted(
+                RentalPosted(
+                    itemID: lamp, ownerID: users[4], title: "Lamp", description: "Bright", category: .tools, dailyPriceCents: 300,
+                    location: places[1], availableFrom: from, availableUntil: until)))
+        try await item(request, .revised(ItemRevised(priceCents: 800)))
+        try await item(lamp, .withdrawn(ItemWithdrawn()))
+        try await item(request, .withdrawn(ItemWithdrawn()))
+
+        // Two loans, each funded by lenders through their carts, then repaid in part.
+        for (index, borrower) in users.prefix(2).enumerated() {
+            let loan = LoanID()
+            let lenders = [users[(index + 2) % 6], users[(index + 3) % 6], users[5]]
+            try await add(
+                .loan(loan),
+                [
+                    try Aggregate.loan.codec.encode(
+                        .posted(
+                            LoanPosted(
+                                loanID: loan, borrowerID: borrower, title: "Loom \(index)", description: "For weaving", sector: "Arts",
+                                activity: "Weaving", countryCode: "NP", location: places[index], amountCents: 15_000, deadline: until)))
+                ])
+            for lender in lenders {
+                try await add(
+                    .cart(of: lender),
+                    try [
+                        .itemAdded(CartItemAdded(loanID: loan, amountCents: 5000)),
+                        .checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: loan, amountCents: 5000)], totalCents: 5000, paidWith: "balance")),
+                    ].map(Aggregate.cart.codec.encode))
+                try await add(.user(lender), [try Aggregate.user.codec.encode(.balanceDebited(BalanceDebited(amountCents: 5000)))])
+                try await add(.loan(loan), [try Aggregate.loan.codec.encode(.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 5000)))])
+            }
+            let credits = LoanDecider.split(1500, over: lenders.map { LenderAmount(lenderID: $0, amountCents: 5000) })
+            try await add(
+                .loan(loan),
+                try [.funded(LoanFunded()), .repaymentRecorded(LoanRepaymentRecorded(amountCents: 1500, credits: credits))]
+                    .map(Aggregate.loan.codec.encode))
+        }
+        return count
+    }
+}
