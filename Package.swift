@@ -54,13 +54,16 @@ let package = Package(
             name: "Postgres",
             dependencies: [
                 "CLibPQ",
+                "UUIDs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The domain, pure: typed IDs, commands, events, one decider per aggregate. No I/O.
-        .target(name: "Marketplace"),
+        // UUIDs made, written and read without Foundation's sprintf, sscanf and /dev/urandom.
+        .target(name: "UUIDs"),
+        .target(name: "Marketplace", dependencies: ["UUIDs"]),
         // Codable values written straight to JSON bytes: the answers and the events' bodies.
         .target(name: "JSONStream"),
         // The append-only log: append with expected versions, read, follow, verify.
@@ -92,7 +95,7 @@ let package = Package(
         .target(
             name: "Projections",
             dependencies: [
-                "Aggregates", "EventStore", "Marketplace", "Postgres", .product(name: "Logging", package: "swift-log"),
+                "Aggregates", "EventStore", "Marketplace", "Postgres", "UUIDs", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Card fingerprints and the payment processor port, with its sandbox.
@@ -104,6 +107,7 @@ let package = Package(
         .target(
             name: "UseCases",
             dependencies: [
+                "UUIDs",
                 "Aggregates",
                 "EventStore",
                 "Marketplace",
@@ -122,6 +126,7 @@ let package = Package(
         .target(
             name: "Server",
             dependencies: [
+                "UUIDs",
                 "Aggregates",
                 "EventStore",
                 "JSONStream",
@@ -222,7 +227,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MarketplaceTests",
-            dependencies: ["Marketplace"]
+            dependencies: ["Marketplace", "UUIDs"]
         ),
         // Images made in code for the tests: a photo with GPS tags, a decompression bomb, ...
         .target(name: "ImageFixtures", dependencies: ["CVipsShim", "Media"], path: "Tests/ImageFixtures"),

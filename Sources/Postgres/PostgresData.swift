@@ -1,4 +1,5 @@
 import Foundation
+import UUIDs
 
 /// A PostgreSQL type OID, as sent with a parameter and read back with a column.
 public struct PostgresType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -169,37 +170,12 @@ extension String: PostgresCodable {
 }
 
 extension UUID: PostgresCodable {
-    public var postgresBinding: PostgresBinding { PostgresBinding(type: .uuid, text: uuidString.lowercased()) }
+    public var postgresBinding: PostgresBinding { PostgresBinding(type: .uuid, text: lowercaseText) }
     public static let postgresTypes: Set<PostgresType> = [.uuid]
     public static func reads(_ type: PostgresType) -> Bool { type == .uuid }
     public init?(postgresText text: String, type: PostgresType) {
-        guard let uuid = Self.parseCanonical(text) else { return nil }
+        guard let uuid = UUID(text: text) else { return nil }
         self = uuid
-    }
-
-    /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as PostgreSQL writes a uuid, read straight from
-    /// the bytes (`UUID(uuidString:)` goes through sscanf, for every id a row holds).
-    static func parseCanonical(_ text: String) -> UUID? {
-        var text = text
-        return text.withUTF8 { utf8 -> UUID? in
-            guard utf8.count == 36 else { return nil }
-            var bytes = (UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0),
-                         UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0), UInt8(0))
-            let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
-                var index = 0
-                for offset in 0..<16 {
-                    if offset == 4 || offset == 6 || offset == 8 || offset == 10 {
-                        guard utf8[index] == UInt8(ascii: "-") else { return false }
-                        index += 1
-                    }
-                    guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return false }
-                    out[offset] = high << 4 | low
-                    index += 2
-                }
-                return true
-            }
-            return parsed ? UUID(uuid: bytes) : nil
-        }
     }
 }
 

@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// What concerns a user, as it happens (SPEC §11.4).
 public enum NoticeKind: String, Codable, Sendable, CaseIterable {
@@ -48,7 +49,7 @@ public struct FeedProjection: InlineProjection {
     }
 
     private func item(_ event: ProjectedEvent, _ batch: inout Notices) throws {
-        let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
+        let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
         switch try Aggregate.item.codec.decode(event) {
         case .bidPlaced(let placed):
             batch.bidsReceived.add(event, item, placed.bidID.rawValue, placed.bidderID.rawValue, placed.dailyPriceCents)
@@ -70,7 +71,7 @@ public struct FeedProjection: InlineProjection {
     }
 
     private func loan(_ event: ProjectedEvent, _ batch: inout Notices, _ session: inout PostgresSession) throws {
-        let loan = UUID(uuidString: String(event.streamID.rawValue.dropFirst("loan-".count)))
+        let loan = UUID(text: event.streamID.rawValue.dropFirst("loan-".count))
         let kind: NoticeKind
         switch try Aggregate.loan.codec.decode(event) {
         case .sharePurchased(let share):
@@ -90,7 +91,7 @@ public struct FeedProjection: InlineProjection {
     private func user(_ event: ProjectedEvent, _ batch: inout Notices) throws {
         switch try Aggregate.user.codec.decode(event) {
         case .balanceCredited(let credit):
-            guard let user = UUID(uuidString: String(event.streamID.rawValue.dropFirst("user-".count))) else { return }
+            guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
             batch.notice(.balanceCredited, to: UserID(user), event, loan: credit.loanID.rawValue, amount: credit.amountCents)
         case .forgotten(let forgotten):
             // A forgotten person has no feed; notices about them elsewhere read `former user`.

@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// `items_view`, `bids_view`, `reviews_view` and `messages_view`: every item, bid, review and
 /// message as clients read them, and the ratings they add up to in `users_view`.
@@ -25,7 +26,7 @@ public struct ItemsProjection: InlineProjection {
                 continue
             }
             guard Aggregate.item.owns(event.streamID) else { continue }
-            let item = UUID(uuidString: String(event.streamID.rawValue.dropFirst("item-".count)))
+            let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
             let row = WritePlan.Row(.item, item)
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)

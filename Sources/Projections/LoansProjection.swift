@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// `loans_view`, `loan_shares_view` and `country_loans_view`: every loan, who lent to it and
 /// what they were repaid, and how many loans each country has fundraising.
@@ -11,98 +12,147 @@ public struct LoansProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        var plan = WritePlan()
         for event in events {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
                 // A forgotten borrower's loans stay (lenders' money is in them) without the place
                 // or the photos.
-                try session.query(
+                plan.barrier([
                     """
                     UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), photos = '{}', updated_at = \(event.recordedAt),
                            position = \(event.position)
                     WHERE borrower_id = \(forgotten.userID.rawValue)
-                    """, prepared: true)
+                    """
+                ])
                 continue
             }
             guard Aggregate.loan.owns(event.streamID) else { continue }
-            let loan = UUID(uuidString: String(event.streamID.rawValue.dropFirst("loan-".count)))
+            let loan = UUID(text: event.streamID.rawValue.dropFirst("loan-".count))
+            let row = [WritePlan.Row(.loan, loan)]
+            let shares = [WritePlan.Row(.loanShares, loan)]
             let at = event.recordedAt
             switch try Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
-                try session.query(
-                    """
-                    INSERT INTO loans_view (loan_id, borrower_id, title, description, sector, activity, country_code,
-                                            lat, lng, place, amount_cents, status, deadline, created_at, updated_at, position)
-                    VALUES (\(posted.loanID.rawValue), \(posted.borrowerID.rawValue), \(posted.title), \(posted.description),
-                            \(posted.sector), \(posted.activity), \(posted.countryCode), \(posted.location.lat),
-                            \(posted.location.lng), \(posted.location.place), \(posted.amountCents), 'fundraising',
-                            \(posted.deadline.description)::date, \(at), \(at), \(event.position))
-                    ON CONFLICT (loan_id) DO NOTHING
-                    """, prepared: true)
-                try session.query(
-                    """
-                    INSERT INTO country_loans_view (country_code, fundraising_loans) VALUES (\(posted.countryCode), 1)
-                    ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = country_loans_view.fundraising_loans + 1
-                    """, prepared: true)
+                plan.add(
+                    Self.postLoans,
+                    [
+                        posted.loanID.rawValue, posted.borrowerID.rawValue, posted.title, posted.description, posted.sector,
+                        posted.activity, posted.countryCode, posted.location.lat, posted.location.lng, posted.location.place,
+                        posted.amountCents, posted.deadline.description, at, event.position,
+                    ], writes: [WritePlan.Row(.loan, posted.loanID.rawValue)])
             case .sharePurchased(let purchase):
-                try session.query(
-                    """
-                    INSERT INTO loan_shares_view (loan_id, lender_id, amount_cents, first_bought_at)
-                    VALUES (\(loan), \(purchase.lenderID.rawValue), \(purchase.amountCents), \(at))
-                    ON CONFLICT (loan_id, lender_id)
-                    DO UPDATE SET amount_cents = loan_shares_view.amount_cents + excluded.amount_cents
-                    """, prepared: true)
-                try session.query(
-                    """
-                    UPDATE loans_view
-                    SET funded_cents = funded_cents + \(purchase.amountCents),
-                        lender_count = (SELECT count(*) FROM loan_shares_view WHERE loan_id = \(loan)),
-                        updated_at = \(at), position = \(event.position)
-                    WHERE loan_id = \(loan)
-                    """, prepared: true)
+                plan.add(Self.buyShares, [loan, purchase.lenderID.rawValue, purchase.amountCents, at], writes: shares)
+                // Counts the lenders once the share is written.
+                plan.add(Self.fundLoans, [loan, purchase.amountCents, at, event.position], reads: shares, writes: row)
             case .funded:
-                try leaveFundraising(&session, loan, to: .funded, event)
+                plan.add(Self.leaveFundraising, [loan, LoanStatus.funded.rawValue, at, event.position], writes: row)
             case .expired:
-                try leaveFundraising(&session, loan, to: .expired, event)
+                plan.add(Self.leaveFundraising, [loan, LoanStatus.expired.rawValue, at, event.position], writes: row)
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
-                if let digest = added.digest { try session.query(Gallery.loans.add(digest, to: loan, event), prepared: true) }
+                if let digest = added.digest { plan.add([Gallery.loans.add(digest, to: loan, event)], writes: row) }
             case .photoRemoved(let removed):
-                if let digest = removed.digest { try session.query(Gallery.loans.remove(digest, from: loan, event), prepared: true) }
+                if let digest = removed.digest { plan.add([Gallery.loans.remove(digest, from: loan, event)], writes: row) }
             case .repaymentRecorded(let recorded):
-                try session.query(
-                    """
-                    UPDATE loans_view SET repaid_cents = repaid_cents + \(recorded.amountCents), status = 'repaying',
-                        updated_at = \(at), position = \(event.position)
-                    WHERE loan_id = \(loan)
-                    """, prepared: true)
-                try session.query(
-                    """
-                    UPDATE loan_shares_view s SET repaid_cents = s.repaid_cents + c.amount
-                    FROM unnest(\(recorded.credits.map { $0.lenderID.description })::uuid[],
-                                \(recorded.credits.map(\.amountCents))::int8[]) AS c(lender, amount)
-                    WHERE s.loan_id = \(loan) AND s.lender_id = c.lender
-                    """, prepared: true)
+                plan.add(Self.recordRepayments, [loan, recorded.amountCents, at, event.position], writes: row)
+                plan.add(
+                    Self.creditShares, rows: recorded.credits.map { [loan, $0.lenderID.rawValue, $0.amountCents] }, writes: shares)
             case .repaid:
-                try setStatus(&session, loan, .repaid, event)
+                plan.add(
+                    [
+                        """
+                        UPDATE loans_view SET status = \(LoanStatus.repaid.rawValue), updated_at = \(at), position = \(event.position)
+                        WHERE loan_id = \(loan)
+                        """
+                    ], writes: row)
             }
         }
+        try plan.run(&session)
     }
 
-    private func leaveFundraising(_ session: inout PostgresSession, _ loan: UUID?, to status: LoanStatus, _ event: ProjectedEvent) throws {
-        try session.query(
-            """
-            UPDATE country_loans_view SET fundraising_loans = fundraising_loans - 1
-            WHERE country_code = (SELECT country_code FROM loans_view WHERE loan_id = \(loan) AND status = 'fundraising')
-            """, prepared: true)
-        try setStatus(&session, loan, status, event)
+    // MARK: Set-based writes, each row found by key (see `ItemsProjection`).
+
+    /// New loans, fundraising, each counted in its country's fundraising loans.
+    static let postLoans = SetWrite("post loans", width: 14) { c in
+        """
+        WITH r AS (
+            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::text[], \(c[3])::text[], \(c[4])::text[],
+                                 \(c[5])::text[], \(c[6])::text[], \(c[7])::float8[], \(c[8])::float8[], \(c[9])::text[],
+                                 \(c[10])::int4[], \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[])
+                 AS r(loan, borrower, title, description, sector, activity, country, lat, lng, place, amount, deadline, at, position)
+        ),
+        inserted AS (
+            INSERT INTO loans_view (loan_id, borrower_id, title, description, sector, activity, country_code,
+                                    lat, lng, place, amount_cents, status, deadline, created_at, updated_at, position)
+            SELECT loan, borrower, title, description, sector, activity, country, lat, lng, place, amount, 'fundraising',
+                   deadline, at, at, position
+            FROM r
+            ON CONFLICT (loan_id) DO NOTHING
+        )
+        INSERT INTO country_loans_view AS c (country_code, fundraising_loans)
+        SELECT country, count(*) FROM r GROUP BY country
+        ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = c.fundraising_loans + excluded.fundraising_loans
+        """
     }
 
-    private func setStatus(_ session: inout PostgresSession, _ loan: UUID?, _ status: LoanStatus, _ event: ProjectedEvent) throws {
-        try session.query(
-            """
-            UPDATE loans_view SET status = \(status.rawValue), updated_at = \(event.recordedAt), position = \(event.position)
-            WHERE loan_id = \(loan)
-            """, prepared: true)
+    /// Shares bought: a lender's first, or more of the same loan.
+    static let buyShares = SetWrite("buy shares", width: 4) { c in
+        """
+        INSERT INTO loan_shares_view AS s (loan_id, lender_id, amount_cents, first_bought_at)
+        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int4[], \(c[3])::timestamptz[])
+        ON CONFLICT (loan_id, lender_id) DO UPDATE SET amount_cents = s.amount_cents + excluded.amount_cents
+        """
+    }
+
+    /// What a share bought adds to its loan, and the loan's lenders counted again.
+    static let fundLoans = SetWrite("fund loans", width: 4) { c in
+        """
+        UPDATE loans_view l
+        SET funded_cents = l.funded_cents + r.amount,
+            lender_count = (SELECT count(*) FROM loan_shares_view s WHERE s.loan_id = r.loan),
+            updated_at = r.at, position = r.position
+        FROM unnest(\(c[0])::uuid[], \(c[1])::int4[], \(c[2])::timestamptz[], \(c[3])::int8[]) AS r(loan, amount, at, position)
+        WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
+        """
+    }
+
+    /// Loans funded or expired: out of their country's fundraising count (if they were in it),
+    /// read in the statement's snapshot, before the new status.
+    static let leaveFundraising = SetWrite("leave fundraising", width: 4) { c in
+        """
+        WITH r AS (
+            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::timestamptz[], \(c[3])::int8[])
+                 AS r(loan, status, at, position)
+        ),
+        leaving AS (
+            SELECT l.country_code, count(*) AS n
+            FROM r, LATERAL (SELECT country_code FROM loans_view WHERE loan_id = r.loan AND status = 'fundraising' OFFSET 0) l
+            GROUP BY l.country_code
+        ),
+        counted AS (
+            UPDATE country_loans_view c SET fundraising_loans = c.fundraising_loans - leaving.n
+            FROM leaving WHERE c.country_code = leaving.country_code
+        )
+        UPDATE loans_view l SET status = r.status, updated_at = r.at, position = r.position
+        FROM r WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
+        """
+    }
+
+    static let recordRepayments = SetWrite("record repayments", width: 4) { c in
+        """
+        UPDATE loans_view l SET repaid_cents = l.repaid_cents + r.amount, status = 'repaying', updated_at = r.at, position = r.position
+        FROM unnest(\(c[0])::uuid[], \(c[1])::int4[], \(c[2])::timestamptz[], \(c[3])::int8[]) AS r(loan, amount, at, position)
+        WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
+        """
+    }
+
+    /// Each lender's part of a repayment.
+    static let creditShares = SetWrite("credit shares", width: 3) { c in
+        """
+        UPDATE loan_shares_view s SET repaid_cents = s.repaid_cents + r.amount
+        FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int8[]) AS r(loan, lender, amount)
+        WHERE s.loan_id = r.loan AND s.lender_id = r.lender AND s.loan_id = ANY (\(c[0])::uuid[])
+        """
     }
 }
 
@@ -112,29 +162,39 @@ public struct CartsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        var plan = WritePlan()
         for event in events where Aggregate.cart.owns(event.streamID) {
-            let user = UUID(uuidString: String(event.streamID.rawValue.dropFirst("cart-".count)))
+            let user = UUID(text: event.streamID.rawValue.dropFirst("cart-".count))
+            let cart = [WritePlan.Row(.cart, user)]
             switch try Aggregate.cart.codec.decode(event) {
             case .itemAdded(let added):
-                try session.query(
-                    """
-                    INSERT INTO cart_lines_view (user_id, loan_id, amount_cents, added_at, position)
-                    VALUES (\(user), \(added.loanID.rawValue), \(added.amountCents), \(event.recordedAt), \(event.position))
-                    ON CONFLICT (user_id, loan_id) DO NOTHING
-                    """, prepared: true)
+                plan.add(Self.addLines, [user, added.loanID.rawValue, added.amountCents, event.recordedAt, event.position], writes: cart)
             case .amountChanged(let changed):
-                try session.query(
-                    """
-                    UPDATE cart_lines_view SET amount_cents = \(changed.amountCents)
-                    WHERE user_id = \(user) AND loan_id = \(changed.loanID.rawValue)
-                    """, prepared: true)
+                plan.add(
+                    [
+                        """
+                        UPDATE cart_lines_view SET amount_cents = \(changed.amountCents)
+                        WHERE user_id = \(user) AND loan_id = \(changed.loanID.rawValue)
+                        """
+                    ], writes: cart)
             case .itemRemoved(let removed):
-                try session.query(
-                    "DELETE FROM cart_lines_view WHERE user_id = \(user) AND loan_id = \(removed.loanID.rawValue)",
-                    prepared: true)
+                plan.add(["DELETE FROM cart_lines_view WHERE user_id = \(user) AND loan_id = \(removed.loanID.rawValue)"], writes: cart)
             case .cleared, .checkedOut:
-                try session.query("DELETE FROM cart_lines_view WHERE user_id = \(user)", prepared: true)
+                plan.add(Self.emptyCarts, [user], writes: cart)
             }
         }
+        try plan.run(&session)
+    }
+
+    static let addLines = SetWrite("add cart lines", width: 5) { c in
+        """
+        INSERT INTO cart_lines_view (user_id, loan_id, amount_cents, added_at, position)
+        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int4[], \(c[3])::timestamptz[], \(c[4])::int8[])
+        ON CONFLICT (user_id, loan_id) DO NOTHING
+        """
+    }
+
+    static let emptyCarts = SetWrite("empty carts", width: 1) { c in
+        "DELETE FROM cart_lines_view WHERE user_id = ANY (\(c[0])::uuid[])"
     }
 }

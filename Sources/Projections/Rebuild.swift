@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Logging
@@ -160,6 +161,9 @@ public struct ViewRebuilder: Sendable {
 
     /// Applies the events after `position` up to `until` (the head when nil) to the tables
     /// in `schema`; returns the last position applied. `progress(done, target)` after each batch.
+    ///
+    /// Two connections of the pool: one reads, opens and decodes the next batch while the
+    /// other writes this one, so the rebuilder's work and PostgreSQL's overlap.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -168,19 +172,34 @@ public struct ViewRebuilder: Sendable {
         let target = min(until ?? head, head)
         let projections = projections
         let tables = tables
-        let batchSize = batchSize
-        return try await pool.withConnection { connection in
-            try await connection.withBlockingSession { session in
-                var done = position
-                while done < target {
-                    done = try session.withTransaction { session in
-                        try Self.applyBatch(&session, schema, projections, personalData, after: done, until: target, limit: batchSize)
+        let (pool, personalData, batchSize) = (pool, personalData, batchSize)
+        @Sendable func read(after position: Int64) -> Task<[ProjectedEvent], any Error> {
+            Task {
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        let events = try Self.readBatch(&session, personalData, after: position, until: target, limit: batchSize)
+                        Self.decodeAhead(events)
+                        return events
                     }
-                    progress(done, target)
                 }
-                try Self.createMissingIndexes(&session, schema, tables)
-                return done
             }
+        }
+        return try await pool.withConnection { writer in
+            var done = position
+            var next = done < target ? read(after: done) : nil
+            defer { next?.cancel() }
+            while let reading = next {
+                let events = try await reading.value
+                // None left before `target`: positions may skip (a rolled-back append's).
+                done = events.last?.position ?? target
+                next = done < target ? read(after: done) : nil
+                try await writer.withBlockingSession { session in
+                    try session.withTransaction { session in try Self.apply(events, &session, schema, projections) }
+                }
+                progress(done, target)
+            }
+            try await writer.withBlockingSession { session in try Self.createMissingIndexes(&session, schema, tables) }
+            return done
         }
     }
 
@@ -219,14 +238,46 @@ public struct ViewRebuilder: Sendable {
         _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection],
         _ personalData: PersonalData?, after position: Int64, until: Int64, limit: Int
     ) throws -> Int64 {
-        var events = try session.query(
+        let events = try readBatch(&session, personalData, after: position, until: until, limit: limit)
+        guard let last = events.last?.position else { return until }
+        try apply(events, &session, schema, projections)
+        return last
+    }
+
+    /// The events after `position` (at most `limit`, none past `until`), their personal
+    /// fields opened.
+    static func readBatch(
+        _ session: inout PostgresSession, _ personalData: PersonalData?, after position: Int64, until: Int64, limit: Int
+    ) throws -> [ProjectedEvent] {
+        let events = try session.query(
             """
             SELECT \(unsafeRaw: EventStore.columns) FROM events
             WHERE position > \(position) AND position <= \(until) ORDER BY position LIMIT \(limit)
             """, prepared: true
         ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
-        guard let last = events.last?.position else { return until }
-        if let personalData { events = try personalData.open(events, in: &session) }
+        guard let personalData, !events.isEmpty else { return events }
+        return try personalData.open(events, in: &session)
+    }
+
+    /// Each event decoded once into the cache the projections read it from. One that does not
+    /// decode is left for the projection that reads it to throw.
+    static func decodeAhead(_ events: [ProjectedEvent]) {
+        for event in events {
+            switch event.streamID.category {
+            case Aggregate.item.category: _ = try? Aggregate.item.codec.decode(event)
+            case Aggregate.user.category: _ = try? Aggregate.user.codec.decode(event)
+            case Aggregate.loan.category: _ = try? Aggregate.loan.codec.decode(event)
+            case Aggregate.cart.category: _ = try? Aggregate.cart.codec.decode(event)
+            default: break
+            }
+        }
+    }
+
+    /// `events` applied to the tables of `schema`, in the caller's transaction.
+    static func apply(
+        _ events: [ProjectedEvent], _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection]
+    ) throws {
+        guard !events.isEmpty else { return }
         // The projections' unqualified tables are the schema's while they write; pipelined,
         // their writes go back to back, not one round trip each.
         _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
@@ -234,7 +285,6 @@ public struct ViewRebuilder: Sendable {
         try session.pipelined { session in
             for projection in projections { try projection.apply(events, &session) }
         }
-        return last
     }
 
     /// Swaps the rebuilt tables in for the live ones, with appends blocked only for a short

@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// `users_view`: every registered user's public and private profile fields.
 ///
@@ -16,17 +17,17 @@ public struct UsersProjection: InlineProjection {
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         var changes = ProfileChanges()
+        var plan = WritePlan()
         for event in events where Aggregate.user.owns(event.streamID) {
             switch try Aggregate.user.codec.decode(event) {
             case .registered(let registered):
-                if changes.touches(registered.userID.rawValue) { try changes.write(&session) }
-                try session.query(
-                    """
-                    INSERT INTO users_view (user_id, handle, display_name, email, country, member_since, updated_at)
-                    VALUES (\(registered.userID.rawValue), \(registered.handle), \(registered.displayName),
-                            \(registered.email), \(registered.country), \(event.recordedAt), \(event.recordedAt))
-                    ON CONFLICT (user_id) DO NOTHING
-                    """, prepared: true)
+                if changes.touches(registered.userID.rawValue), let folded = changes.take() { plan.barrier([folded]) }
+                plan.add(
+                    Self.insertUsers,
+                    [
+                        registered.userID.rawValue, registered.handle, registered.displayName, registered.email, registered.country,
+                        event.recordedAt,
+                    ], writes: [WritePlan.Row(.user, registered.userID.rawValue)])
             case .profileUpdated(let updated):
                 changes.change(userID(of: event), at: event.recordedAt) { change in
                     change.displayName = updated.displayName ?? change.displayName
@@ -38,32 +39,34 @@ public struct UsersProjection: InlineProjection {
             case .blocked, .unblocked, .cardCharged:
                 break
             case .forgotten(let forgotten):
-                try changes.write(&session)
                 // Ids, handle and money stay; nothing personal does (SPEC §11.3).
-                try session.query(
-                    """
-                    UPDATE users_view
-                    SET display_name = \(Redacted.name), email = \(Redacted.text), country = NULL, default_share_cents = NULL,
-                        photo = NULL, forgotten_at = \(event.recordedAt), updated_at = \(event.recordedAt)
-                    WHERE user_id = \(forgotten.userID.rawValue)
-                    """, prepared: true)
-                try session.query("DELETE FROM cards_view WHERE user_id = \(forgotten.userID.rawValue)", prepared: true)
+                plan.barrier(
+                    [changes.take()].compactMap { $0 } + [
+                        """
+                        UPDATE users_view
+                        SET display_name = \(Redacted.name), email = \(Redacted.text), country = NULL, default_share_cents = NULL,
+                            photo = NULL, forgotten_at = \(event.recordedAt), updated_at = \(event.recordedAt)
+                        WHERE user_id = \(forgotten.userID.rawValue)
+                        """,
+                        "DELETE FROM cards_view WHERE user_id = \(forgotten.userID.rawValue)",
+                    ])
             case .cardAdded(let card):
-                try session.query(
-                    """
-                    INSERT INTO cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)
-                    VALUES (\(card.cardID.rawValue), \(userID(of: event)), \(card.network.rawValue), \(card.last4),
-                            \(card.expMonth), \(card.expYear), \(event.recordedAt))
-                    ON CONFLICT (card_id) DO NOTHING
-                    """, prepared: true)
+                plan.add(
+                    Self.insertCards,
+                    [card.cardID.rawValue, userID(of: event), card.network.rawValue, card.last4, card.expMonth, card.expYear, event.recordedAt],
+                    writes: [WritePlan.Row(.card, card.cardID.rawValue)])
             case .cardExpiryUpdated(let updated):
-                try session.query(
-                    """
-                    UPDATE cards_view SET exp_month = \(updated.expMonth), exp_year = \(updated.expYear)
-                    WHERE card_id = \(updated.cardID.rawValue)
-                    """, prepared: true)
+                plan.add(
+                    [
+                        """
+                        UPDATE cards_view SET exp_month = \(updated.expMonth), exp_year = \(updated.expYear)
+                        WHERE card_id = \(updated.cardID.rawValue)
+                        """
+                    ], writes: [WritePlan.Row(.card, updated.cardID.rawValue)])
             case .cardRemoved(let removed):
-                try session.query("DELETE FROM cards_view WHERE card_id = \(removed.cardID.rawValue)", prepared: true)
+                plan.add(
+                    ["DELETE FROM cards_view WHERE card_id = \(removed.cardID.rawValue)"],
+                    writes: [WritePlan.Row(.card, removed.cardID.rawValue)])
             case .fundsDeposited(let deposit):
                 changes.change(userID(of: event), at: event.recordedAt) { $0.balanceCents += deposit.amountCents }
             case .balanceCredited(let credit):
@@ -72,11 +75,31 @@ public struct UsersProjection: InlineProjection {
                 changes.change(userID(of: event), at: event.recordedAt) { $0.balanceCents -= debit.amountCents }
             }
         }
-        try changes.write(&session)
+        try plan.run(&session)
+        if let folded = changes.take() { try session.query(folded, prepared: true) }
+    }
+
+    static let insertUsers = SetWrite("insert users", width: 6) { c in
+        """
+        INSERT INTO users_view (user_id, handle, display_name, email, country, member_since, updated_at)
+        SELECT r.user_id, r.handle, r.display_name, r.email, r.country, r.at, r.at
+        FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::text[], \(c[3])::text[], \(c[4])::text[], \(c[5])::timestamptz[])
+             AS r(user_id, handle, display_name, email, country, at)
+        ON CONFLICT (user_id) DO NOTHING
+        """
+    }
+
+    static let insertCards = SetWrite("insert cards", width: 7) { c in
+        """
+        INSERT INTO cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)
+        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::text[], \(c[3])::text[], \(c[4])::int4[], \(c[5])::int4[],
+                             \(c[6])::timestamptz[])
+        ON CONFLICT (card_id) DO NOTHING
+        """
     }
 
     func userID(of event: ProjectedEvent) -> UUID? {
-        UUID(uuidString: String(event.streamID.rawValue.dropFirst("user-".count)))
+        UUID(text: event.streamID.rawValue.dropFirst("user-".count))
     }
 }
 
@@ -103,10 +126,10 @@ private struct ProfileChanges {
         changes[user]?.at = time
     }
 
-    /// One statement; the rows found by key (`= ANY`), so that a batch of a few users is
-    /// never a scan of them all.
-    mutating func write(_ session: inout PostgresSession) throws {
-        guard !changes.isEmpty else { return }
+    /// The folded changes as one statement, and none left; nil when there are none. The rows
+    /// are found by key (`= ANY`), so that a batch of a few users is never a scan of them all.
+    mutating func take() -> PostgresQuery? {
+        guard !changes.isEmpty else { return nil }
         var users = PostgresBatchColumn(), names = PostgresBatchColumn(), countries = PostgresBatchColumn(), shares = PostgresBatchColumn()
         var photoSet = PostgresBatchColumn(), photos = PostgresBatchColumn(), balances = PostgresBatchColumn(), times = PostgresBatchColumn()
         for (user, change) in changes {
@@ -119,8 +142,8 @@ private struct ProfileChanges {
             balances.append(change.balanceCents)
             times.append(change.at)
         }
-        try session.query(
-            """
+        defer { changes = [:] }
+        return """
             UPDATE users_view u
             SET display_name = coalesce(c.display_name, u.display_name), country = coalesce(c.country, u.country),
                 default_share_cents = coalesce(c.share, u.default_share_cents),
@@ -130,7 +153,6 @@ private struct ProfileChanges {
                         \(photos)::text[], \(balances)::int8[], \(times)::timestamptz[])
                  AS c(user_id, display_name, country, share, photo_set, photo, balance, at)
             WHERE u.user_id = c.user_id AND u.user_id = ANY (\(users)::uuid[])
-            """, prepared: true)
-        changes = [:]
+            """
     }
 }

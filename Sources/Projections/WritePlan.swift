@@ -28,7 +28,9 @@ struct WritePlan {
 
     /// The tables whose rows conflict.
     enum Table: Hashable {
-        case item, bid
+        case item, bid, user, card, cart, loan
+        /// All of a loan's shares: one is bought, all are counted.
+        case loanShares
     }
 
     /// One statement for every row given to `shape` at a step (its columns, each an array),
@@ -49,7 +51,11 @@ struct WritePlan {
 
     /// One row of `shape`'s statement, its values in the shape's column order.
     mutating func add(_ shape: SetWrite, _ values: [any PostgresEncodable], reads: [Row] = [], writes: [Row]) {
-        precondition(values.count == shape.width, "\(shape.name) takes \(shape.width) values")
+        add(shape, rows: [values], reads: reads, writes: writes)
+    }
+
+    /// Rows of `shape`'s statement that are one write: they run at the same step.
+    mutating func add(_ shape: SetWrite, rows: [[any PostgresEncodable]], reads: [Row] = [], writes: [Row]) {
         let step = schedule(reads: reads, writes: writes)
         let index =
             steps[step].firstIndex { $0.shape?.name == shape.name }
@@ -57,7 +63,10 @@ struct WritePlan {
                 steps[step].append(Batch(shape: shape, columns: Array(repeating: PostgresBatchColumn(), count: shape.width)))
                 return steps[step].count - 1
             }()
-        for (column, value) in values.enumerated() { steps[step][index].columns[column].append(value) }
+        for values in rows {
+            precondition(values.count == shape.width, "\(shape.name) takes \(shape.width) values")
+            for (column, value) in values.enumerated() { steps[step][index].columns[column].append(value) }
+        }
     }
 
     /// Statements run as they are, at their step, in order.

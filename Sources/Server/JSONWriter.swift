@@ -2,6 +2,7 @@ import Foundation
 import JSONStream
 import Marketplace
 import Projections
+import UUIDs
 
 /// A value that writes its JSON itself, member by member, where `Encodable` pays for boxed
 /// containers and generic metadata on every member: for the resources a list returns twenty

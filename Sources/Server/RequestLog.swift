@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Marketplace
+import UUIDs
 
 extension HTTPField.Name {
     static let requestID = HTTPField.Name("X-Request-ID")!

@@ -5,6 +5,7 @@ import Logging
 import Marketplace
 import Payments
 import Postgres
+import UUIDs
 
 /// Charging a card for a command, and recording what it paid for, exactly once.
 ///

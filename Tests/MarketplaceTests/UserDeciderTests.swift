@@ -1,6 +1,7 @@
 import Foundation
 import Marketplace
 import Testing
+import UUIDs
 
 func givenUser(_ history: [UserEvent], when command: UserCommand) -> Result<[UserEvent], DomainError> {
     Result { try UserDecider.decide(command, history.reduce(UserDecider.initial, UserDecider.evolve)) }
@@ -137,6 +138,39 @@ struct IdentifierTextTests {
         #expect(zero.lowercaseText == "00000000-0000-0000-0000-000000000000")
         let max = UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
         #expect(max.lowercaseText == "ffffffff-ffff-ffff-ffff-ffffffffffff")
+    }
+
+    @Test func textReadsWhatFoundationReadsAndNothingElse() throws {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(UUID(text: uuid.uuidString) == uuid)
+            #expect(UUID(text: uuid.lowercaseText) == uuid)
+            #expect(UUID(text: "item-\(uuid.lowercaseText)".dropFirst(5)) == uuid, "a stream name's tail")
+        }
+        let good = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+        var hostile = [
+            "", good.uppercased(), String(good.dropLast()), good + "0", "{\(good)}", " \(good)", good.replacingOccurrences(of: "-", with: ""),
+            good.replacingOccurrences(of: "0f", with: "0g"), good.replacingOccurrences(of: "-4b", with: "4-b"),
+            good.replacingOccurrences(of: "0f", with: "0\u{0}"), good.replacingOccurrences(of: "0f", with: "é"),
+            good.replacingOccurrences(of: "-", with: "_"), String(repeating: "-", count: 36),
+        ]
+        for index in good.indices { hostile.append(good.replacingCharacters(in: index...index, with: "z")) }
+        for text in hostile { #expect(UUID(text: text) == UUID(uuidString: text), "\(text.debugDescription)") }
+
+        // An identifier decodes as Foundation decodes a UUID: the same value, the same error.
+        struct Typed: Decodable { var id: UserID }
+        struct Plain: Decodable { var id: UUID }
+        let decoder = JSONDecoder()
+        #expect(try decoder.decode(Typed.self, from: Data(#"{"id":"\#(good)"}"#.utf8)).id.rawValue == UUID(uuidString: good))
+        func failure(_ result: Result<some Any, any Error>) -> String {
+            if case .failure(let error) = result { "\(error)" } else { "decoded" }
+        }
+        for body in [#"{"id":"nope"}"#, #"{"id":12}"#, #"{"id":null}"#, #"{}"#] {
+            let data = Data(body.utf8)
+            let typed = failure(Result { try decoder.decode(Typed.self, from: data) })
+            #expect(typed != "decoded")
+            #expect(typed == failure(Result { try decoder.decode(Plain.self, from: data) }), "\(body)")
+        }
     }
 
     @Test func randomUUIDsAreVersionFourAndDistinct() {

@@ -60,6 +60,18 @@ struct SetBasedViewsTests {
                 let cells = try await pool.query("SELECT coalesce(sum(count), 0)::int AS n FROM together.market_cells WHERE level = 4")
                     .single()
                 #expect(try cells.decode("n", as: Int.self) == 3, "the available items, each in one cell a level")
+                let loans = try await pool.query(
+                    "SELECT status || ' ' || lender_count || ' ' || funded_cents AS l FROM together.loans_view ORDER BY 1"
+                ).map { try $0.decode("l", as: String.self) }
+                #expect(loans == ["expired 1 7500", "repaying 3 15000", "repaying 3 15000"])
+                let countries = try await pool.query(
+                    "SELECT country_code || ' ' || fundraising_loans AS c FROM together.country_loans_view ORDER BY 1"
+                ).map { try $0.decode("c", as: String.self) }
+                #expect(countries == ["KE 0", "NP 0"])
+                let lines = try await pool.query("SELECT amount_cents FROM together.cart_lines_view").map { try $0.decode(0, as: Int.self) }
+                #expect(lines == [1000], "one line left, in the cart cleared before it")
+                let cards = try await pool.query("SELECT exp_month FROM together.cards_view ORDER BY exp_month").map { try $0.decode(0, as: Int.self) }
+                #expect(cards == [3, 12, 12, 12], "one removed, one changed twice; the forgotten user's taken away")
             }
         }
     }
@@ -86,7 +98,12 @@ struct InterleavedHistory {
         }
         func item(_ id: ItemID, _ event: ItemEvent) async throws { try await add(.item(id), [try Aggregate.item.codec.encode(event)]) }
 
+        var cards = [CardID]()
         for (index, user) in users.enumerated() {
+            let card = CardOnFile(
+                cardID: CardID(), network: .visa, last4: "424\(index)", expMonth: 12, expYear: 2030,
+                fingerprint: String(repeating: "ab", count: 32), processorToken: "tok_\(index)")
+            cards.append(card.cardID)
             try await add(
                 .user(user),
                 try [
@@ -94,8 +111,18 @@ struct InterleavedHistory {
                         UserRegistered(
                             userID: user, handle: "u\(index)", displayName: "User \(index)", email: "u\(index)@example.org", country: "NP")),
                     .profileUpdated(ProfileUpdated(defaultShareCents: 5000)),
-                    .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: CardID(), chargeID: "ch_\(index)")),
+                    .cardAdded(card),
+                    .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: card.cardID, chargeID: "ch_\(index)")),
                 ].map(Aggregate.user.codec.encode))
+        }
+        // A card's expiry changed, then removed; another's changed twice.
+        for (user, events) in [
+            (users[0], [UserEvent.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[0], expMonth: 1, expYear: 2031))]),
+            (users[1], [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[1], expMonth: 2, expYear: 2032))]),
+            (users[0], [.cardRemoved(PaymentCardRemoved(cardID: cards[0]))]),
+            (users[1], [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[1], expMonth: 3, expYear: 2033))]),
+        ] {
+            try await add(.user(user), try events.map(Aggregate.user.codec.encode))
         }
         let items = (0..<4).map { _ in ItemID() }
         let owners = (0..<4).map { users[$0] }
@@ -212,6 +239,29 @@ struct InterleavedHistory {
                 try [.funded(LoanFunded()), .repaymentRecorded(LoanRepaymentRecorded(amountCents: 1500, credits: credits))]
                     .map(Aggregate.loan.codec.encode))
         }
+        // A loan in Kenya that expires with one share bought; carts changed, emptied and cleared.
+        let seeds = LoanID()
+        try await add(
+            .loan(seeds),
+            [
+                try Aggregate.loan.codec.encode(
+                    .posted(
+                        LoanPosted(
+                            loanID: seeds, borrowerID: users[2], title: "Seeds", description: "For the farm", sector: "Agriculture",
+                            activity: "Farming", countryCode: "KE", location: places[2], amountCents: 20_000, deadline: until)))
+            ])
+        try await add(.cart(of: users[4]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 2500)))])
+        try await add(.cart(of: users[5]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 5000)))])
+        try await add(
+            .cart(of: users[4]), [try Aggregate.cart.codec.encode(.amountChanged(CartItemAmountChanged(loanID: seeds, amountCents: 7500)))])
+        try await add(.cart(of: users[5]), [try Aggregate.cart.codec.encode(.cleared(CartCleared()))])
+        try await add(
+            .loan(seeds), [try Aggregate.loan.codec.encode(.sharePurchased(LoanSharePurchased(lenderID: users[4], amountCents: 7500)))])
+        try await add(.cart(of: users[4]), [try Aggregate.cart.codec.encode(.itemRemoved(CartItemRemoved(loanID: seeds)))])
+        try await add(.cart(of: users[5]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 1000)))])
+        try await add(
+            .loan(seeds),
+            [try Aggregate.loan.codec.encode(.expired(LoanExpired(refunds: [LenderAmount(lenderID: users[4], amountCents: 7500)])))])
         return count
     }
 }
