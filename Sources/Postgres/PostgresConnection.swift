@@ -342,11 +342,17 @@ public struct PostgresSession: ~Copyable {
     /// The statements prepared in the pipeline since the last sync, by their place in it: a
     /// prepare that an earlier error skipped never happened, and must not be counted done.
     var preparesInFlight: [Int: String] = [:]
+    /// Statements `recording` keeps instead of sending; nil when not recording.
+    var recorded: [RecordedStatement]?
 
     /// Runs one statement; with `prepared`, prepares it on first use and then only executes it.
     /// In `pipelined`, it is only sent, and answers no rows.
     @discardableResult
     public mutating func query(_ query: PostgresQuery, prepared usePrepared: Bool = false) throws -> PostgresRows {
+        if recorded != nil {
+            recorded!.append(RecordedStatement(query: query, prepared: usePrepared))
+            return PostgresRows(columns: [], cells: [], affectedRows: 0)
+        }
         if unsynced != nil { return try send(query, prepared: usePrepared) }
         guard usePrepared else { return try PostgresConnection.execute(pg, query) }
         let name = PostgresQuery.preparedName(query)
@@ -366,6 +372,29 @@ public struct PostgresSession: ~Copyable {
             // The server forgot it (DISCARD ALL, say): prepare again, once.
             try PostgresConnection.prepare(pg, name: name, query)
             return try PostgresConnection.executePrepared(pg, name: name, query)
+        }
+    }
+
+    /// Runs `body` with its statements kept, not sent, and gives them back: what `pipelined`
+    /// would send (they answer no rows), for one thread to make a batch's statements while
+    /// another connection sends the last batch's. `pipelined(recorded:)` sends them.
+    public mutating func recording(_ body: (inout PostgresSession) throws -> Void) throws -> [RecordedStatement] {
+        precondition(recorded == nil && unsynced == nil, "recording inside a recording or a pipeline")
+        recorded = []
+        do {
+            try body(&self)
+        } catch {
+            recorded = nil
+            throw error
+        }
+        defer { recorded = nil }
+        return recorded ?? []
+    }
+
+    /// Statements `recording` kept, sent pipelined.
+    public mutating func pipelined(recorded statements: [RecordedStatement]) throws {
+        try pipelined { session in
+            for statement in statements { try session.query(statement.query, prepared: statement.prepared) }
         }
     }
 
@@ -543,4 +572,10 @@ public enum TransactionMode: Sendable {
         case .readOnlySnapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         }
     }
+}
+
+/// A statement `PostgresSession.recording` kept, to be sent later.
+public struct RecordedStatement: Sendable {
+    public let query: PostgresQuery
+    public let prepared: Bool
 }

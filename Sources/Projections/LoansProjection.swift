@@ -162,9 +162,21 @@ public struct CartsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        // A cart the batch empties loses whatever the batch did to it before: those lines are
+        // never written (and never left behind dead for the emptying to wade through), and the
+        // last emptying alone removes the lines it had before the batch.
+        var emptiedLast: [UUID: Int] = [:]
+        for (index, event) in events.enumerated() where Aggregate.cart.owns(event.streamID) {
+            guard let user = UUID(text: event.streamID.rawValue.dropFirst("cart-".count)) else { continue }
+            switch try Aggregate.cart.codec.decode(event) {
+            case .cleared, .checkedOut: emptiedLast[user] = index
+            default: break
+            }
+        }
         var plan = WritePlan()
-        for event in events where Aggregate.cart.owns(event.streamID) {
+        for (index, event) in events.enumerated() where Aggregate.cart.owns(event.streamID) {
             let user = UUID(text: event.streamID.rawValue.dropFirst("cart-".count))
+            if let user, let last = emptiedLast[user], index < last { continue }
             let cart = [WritePlan.Row(.cart, user)]
             switch try Aggregate.cart.codec.decode(event) {
             case .itemAdded(let added):

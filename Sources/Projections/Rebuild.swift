@@ -1,4 +1,3 @@
-import Aggregates
 import EventStore
 import Foundation
 import Logging
@@ -172,8 +171,9 @@ public struct ViewRebuilder: Sendable {
     /// Applies the events after `position` up to `until` (the head when nil) to the tables
     /// in `schema`; returns the last position applied. `progress(done, target)` after each batch.
     ///
-    /// Two connections of the pool: one reads, opens and decodes the next batch while the
-    /// other writes this one, so the rebuilder's work and PostgreSQL's overlap.
+    /// Two connections of the pool: one reads and opens the next batch and makes the
+    /// projections' statements for it (`recording`), while the other sends this batch's, so
+    /// the rebuilder's work and PostgreSQL's overlap.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -183,28 +183,33 @@ public struct ViewRebuilder: Sendable {
         let projections = projections
         let tables = tables
         let (pool, personalData, batchSize) = (pool, personalData, batchSize)
-        @Sendable func read(after position: Int64) -> Task<[ProjectedEvent], any Error> {
+        /// The batch after `position`: its last position, and the statements that apply it.
+        @Sendable func prepare(after position: Int64) -> Task<(last: Int64?, statements: [RecordedStatement]), any Error> {
             Task {
                 try await pool.withConnection { connection in
                     try await connection.withBlockingSession { session in
                         let events = try Self.readBatch(&session, personalData, after: position, until: target, limit: batchSize)
-                        Self.decodeAhead(events)
-                        return events
+                        let statements = try session.recording { session in
+                            for projection in projections { try projection.apply(events, &session) }
+                        }
+                        return (events.last?.position, statements)
                     }
                 }
             }
         }
         return try await pool.withConnection { writer in
             var done = position
-            var next = done < target ? read(after: done) : nil
+            var next = done < target ? prepare(after: done) : nil
             defer { next?.cancel() }
-            while let reading = next {
-                let events = try await reading.value
+            while let preparing = next {
+                let batch = try await preparing.value
                 // None left before `target`: positions may skip (a rolled-back append's).
-                done = events.last?.position ?? target
-                next = done < target ? read(after: done) : nil
+                done = batch.last ?? target
+                next = done < target ? prepare(after: done) : nil
                 try await writer.withBlockingSession { session in
-                    try session.withTransaction { session in try Self.apply(events, &session, schema, projections) }
+                    try session.withTransaction { session in
+                        try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
+                    }
                 }
                 progress(done, target)
             }
@@ -269,32 +274,24 @@ public struct ViewRebuilder: Sendable {
         return try personalData.open(events, in: &session)
     }
 
-    /// Each event decoded once into the cache the projections read it from. One that does not
-    /// decode is left for the projection that reads it to throw.
-    static func decodeAhead(_ events: [ProjectedEvent]) {
-        for event in events {
-            switch event.streamID.category {
-            case Aggregate.item.category: _ = try? Aggregate.item.codec.decode(event)
-            case Aggregate.user.category: _ = try? Aggregate.user.codec.decode(event)
-            case Aggregate.loan.category: _ = try? Aggregate.loan.codec.decode(event)
-            case Aggregate.cart.category: _ = try? Aggregate.cart.codec.decode(event)
-            default: break
-            }
-        }
-    }
-
     /// `events` applied to the tables of `schema`, in the caller's transaction.
     static func apply(
         _ events: [ProjectedEvent], _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection]
     ) throws {
         guard !events.isEmpty else { return }
-        // The projections' unqualified tables are the schema's while they write; pipelined,
-        // their writes go back to back, not one round trip each.
+        try inSchema(schema, &session) { session in
+            // Pipelined, the projections' writes go back to back, not one round trip each.
+            try session.pipelined { session in
+                for projection in projections { try projection.apply(events, &session) }
+            }
+        }
+    }
+
+    /// `body` with the projections' unqualified tables `schema`'s, in the caller's transaction.
+    static func inSchema(_ schema: String, _ session: inout PostgresSession, _ body: (inout PostgresSession) throws -> Void) throws {
         _ = try session.query("SELECT set_config('search_path', \(schema + ", public"), true)")
         defer { _ = try? session.query("SELECT set_config('search_path', 'public', true)") }
-        try session.pipelined { session in
-            for projection in projections { try projection.apply(events, &session) }
-        }
+        try body(&session)
     }
 
     /// Swaps the rebuilt tables in for the live ones, with appends blocked only for a short

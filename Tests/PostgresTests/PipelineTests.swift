@@ -184,4 +184,58 @@ struct SnapshotTests {
             }
         }
     }
+
+    @Test func recordedStatementsAreNotSentUntilAnotherConnectionSendsThemInOrder() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                try await pool.query("CREATE TABLE t (n integer PRIMARY KEY, total bigint)")
+                let statements = try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        let statements = try session.recording { session in
+                            for n in 1...300 {
+                                let rows = try session.query(
+                                    "INSERT INTO t VALUES (\(n), coalesce((SELECT total FROM t WHERE n = \(n - 1)), 0) + \(n))",
+                                    prepared: n % 2 == 0)
+                                #expect(rows.isEmpty)
+                            }
+                        }
+                        // Kept, not sent: this connection is as it was, and wrote nothing.
+                        #expect(try session.query("SELECT count(*) AS c FROM t").single().decode("c", as: Int.self) == 0)
+                        return statements
+                    }
+                }
+                #expect(statements.count == 300)
+                #expect(try await pool.query("SELECT count(*) AS c FROM t").single().decode("c", as: Int.self) == 0)
+                // Sent by another connection (the pool's other one, held alongside).
+                try await pool.withConnection { first in
+                    try await pool.withConnection { second in
+                        try await second.withBlockingSession { session in
+                            try session.withTransaction { session in try session.pipelined(recorded: statements) }
+                        }
+                    }
+                    _ = first
+                }
+                let total = try await pool.query("SELECT total FROM t WHERE n = 300").single().decode("total", as: Int.self)
+                #expect(total == 300 * 301 / 2)
+                // A failing body records nothing and leaves the session usable.
+                struct Stop: Error {}
+                let stopped = try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session -> Bool in
+                        do {
+                            _ = try session.recording { session in
+                                try session.query("DELETE FROM t")
+                                throw Stop()
+                            }
+                            return false
+                        } catch is Stop {
+                            // Run, not kept: the session is out of recording.
+                            return try session.query("SELECT 1 AS x").count == 1
+                        }
+                    }
+                }
+                #expect(stopped)
+                #expect(try await pool.query("SELECT count(*) AS c FROM t").single().decode("c", as: Int.self) == 300)
+            }
+        }
+    }
 }
