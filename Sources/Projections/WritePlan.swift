@@ -31,6 +31,8 @@ struct WritePlan {
         case item, bid, user, card, cart, loan
         /// All of a loan's shares: one is bought, all are counted.
         case loanShares
+        /// All of a loan's lenders, as its news reads them.
+        case loanLenders
     }
 
     /// One statement for every row given to `shape` at a step (its columns, each an array),

@@ -63,7 +63,11 @@ struct SetBasedViewsTests {
                 let loans = try await pool.query(
                     "SELECT status || ' ' || lender_count || ' ' || funded_cents AS l FROM together.loans_view ORDER BY 1"
                 ).map { try $0.decode("l", as: String.self) }
-                #expect(loans == ["expired 1 7500", "repaying 3 15000", "repaying 3 15000"])
+                #expect(loans == ["expired 1 7500", "repaid 4 20000", "repaid 4 20000"])
+                let news = try await pool.query(
+                    "SELECT kind || ' ' || count(*) AS k FROM together.feed_view WHERE loan_id IS NOT NULL GROUP BY kind ORDER BY 1"
+                ).map { try $0.decode("k", as: String.self) }
+                #expect(news == ["loan_expired 1", "loan_funded 4", "loan_repaid 6"], "the forgotten lender hears nothing")
                 let countries = try await pool.query(
                     "SELECT country_code || ' ' || fundraising_loans AS c FROM together.country_loans_view ORDER BY 1"
                 ).map { try $0.decode("c", as: String.self) }
@@ -237,6 +241,11 @@ struct InterleavedHistory {
             try await add(
                 .loan(loan),
                 try [.funded(LoanFunded()), .repaymentRecorded(LoanRepaymentRecorded(amountCents: 1500, credits: credits))]
+                    .map(Aggregate.loan.codec.encode))
+            // A lender after the funding hears of the repayment, not of the funding.
+            try await add(
+                .loan(loan),
+                try [.sharePurchased(LoanSharePurchased(lenderID: users[1 - index], amountCents: 5000)), .repaid(LoanRepaid())]
                     .map(Aggregate.loan.codec.encode))
         }
         // A loan in Kenya that expires with one share bought; carts changed, emptied and cleared.
