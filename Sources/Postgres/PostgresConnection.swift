@@ -404,6 +404,7 @@ public struct PostgresSession: ~Copyable {
     /// intermediate sync), and the statements after it in the pipeline are not run. For
     /// writes whose results are not needed, such as a projection's, inside a transaction.
     public mutating func pipelined<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
+        precondition(recorded == nil, "recording keeps statements only; it cannot pipeline")
         guard unsynced == nil else { return try body(&self) }
         return try inPipelineMode { session in
             let result: T
@@ -423,6 +424,7 @@ public struct PostgresSession: ~Copyable {
     /// error is thrown, and the transaction is rolled back. With `prepared`, each statement is
     /// prepared on the connection the first time (their SQL text must not vary).
     public mutating func snapshot(_ queries: [PostgresQuery], prepared usePrepared: Bool = false) throws -> [PostgresRows] {
+        precondition(recorded == nil, "recording keeps statements only; it cannot read a snapshot")
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
         // One sync for all of them: more would sync on the way and lose the rows before.
         // A first prepared run sends a prepare before each statement: twice as many in flight.
@@ -542,6 +544,7 @@ public struct PostgresSession: ~Copyable {
     public mutating func withTransaction<T>(
         _ mode: TransactionMode = .readWrite, _ body: (inout PostgresSession) throws -> T
     ) throws -> T {
+        precondition(recorded == nil, "recording keeps statements only; it cannot open a transaction")
         _ = try PostgresConnection.executeSimple(pg, mode.begin)
         let result: T
         do {

@@ -55,8 +55,10 @@ public struct LoansProjection: InlineProjection {
                 if let digest = removed.digest { plan.add([Gallery.loans.remove(digest, from: loan, event)], writes: row) }
             case .repaymentRecorded(let recorded):
                 plan.add(Self.recordRepayments, [loan, recorded.amountCents, at, event.position], writes: row)
-                plan.add(
-                    Self.creditShares, rows: recorded.credits.map { [loan, $0.lenderID.rawValue, $0.amountCents] }, writes: shares)
+                if !recorded.credits.isEmpty {
+                    plan.add(
+                        Self.creditShares, rows: recorded.credits.map { [loan, $0.lenderID.rawValue, $0.amountCents] }, writes: shares)
+                }
             case .repaid:
                 plan.add(
                     [

@@ -173,7 +173,9 @@ public struct ViewRebuilder: Sendable {
     ///
     /// Two connections of the pool: one reads and opens the next batch and makes the
     /// projections' statements for it (`recording`), while the other sends this batch's, so
-    /// the rebuilder's work and PostgreSQL's overlap.
+    /// the rebuilder's work and PostgreSQL's overlap. The pool needs two connections (`lender
+    /// replay` and the bench open it so); with one, the reading waits for the pool's acquire
+    /// timeout and fails. A batch being read when the writing fails finishes on its own.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }

@@ -8,8 +8,9 @@ import Postgres
 /// last earlier write it conflicts with: one that wrote a row it reads or writes, or read a
 /// row it writes. Writes of one step never conflict, so the order they run in cannot be
 /// told; every conflicting pair runs in the events' order. The views end as they would
-/// event by event, in as many steps as the longest chain of conflicts (an item's posting,
-/// its bids, their fates, its reservation and closing: five), whatever the batch's size.
+/// event by event, in as many steps as the longest chain of conflicts, whatever the batch's
+/// size: an item's posting, its bids, their fates, its reservation and closing are five; a
+/// loan takes two for each share bought in the batch (the share, then the lenders counted).
 ///
 /// Naming every row a write touches is the contract: a row the projection itself writes and
 /// another write reads must be named by both. Rows only other projections write (they have

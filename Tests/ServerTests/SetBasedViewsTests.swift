@@ -50,13 +50,13 @@ struct SetBasedViewsTests {
                 let items = try await pool.query(
                     "SELECT status, count(*)::int AS n FROM together.items_view GROUP BY status ORDER BY status"
                 ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
-                #expect(items == ["available 3", "reserved 1", "withdrawn 2"])
+                #expect(items == ["available 3", "closed 1", "reserved 1", "withdrawn 2"])
                 let deals = try await pool.query("SELECT sum(completed_deals)::int AS n FROM together.users_view").single()
-                #expect(try deals.decode("n", as: Int.self) == 14, "two for each of seven closings")
+                #expect(try deals.decode("n", as: Int.self) == 15, "two for each of seven closings, one for the owner who rented their own")
                 let bids = try await pool.query(
                     "SELECT status, count(*)::int AS n FROM together.bids_view GROUP BY status ORDER BY status"
                 ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
-                #expect(bids == ["approved 8", "rejected 8", "withdrawn 8"])
+                #expect(bids == ["approved 9", "rejected 8", "withdrawn 8"])
                 let cells = try await pool.query("SELECT coalesce(sum(count), 0)::int AS n FROM together.market_cells WHERE level = 4")
                     .single()
                 #expect(try cells.decode("n", as: Int.self) == 3, "the available items, each in one cell a level")
@@ -210,6 +210,19 @@ struct InterleavedHistory {
                 RentalPosted(
                     itemID: lamp, ownerID: users[4], title: "Lamp", description: "Bright", category: .tools, dailyPriceCents: 300,
                     location: places[1], availableFrom: from, availableUntil: until)))
+        // An owner's bid on their own item, reserved and closed: one deal for them, not two.
+        let own = ItemID()
+        let ownBid = BidID()
+        try await item(
+            own,
+            .rentalPosted(
+                RentalPosted(
+                    itemID: own, ownerID: users[5], title: "Tent", description: "Dry", category: .tools, dailyPriceCents: 400,
+                    location: places[3], availableFrom: from, availableUntil: until)))
+        try await item(own, .bidPlaced(BidPlaced(bidID: ownBid, bidderID: users[5], dailyPriceCents: 400, from: from, until: until)))
+        try await item(own, .bidApproved(BidApproved(bidID: ownBid)))
+        try await item(own, .reserved(ItemReserved(bidID: ownBid, bidderID: users[5])))
+        try await item(own, .closed(ItemClosed()))
         try await item(request, .revised(ItemRevised(priceCents: 800)))
         try await item(lamp, .withdrawn(ItemWithdrawn()))
         try await item(request, .withdrawn(ItemWithdrawn()))
