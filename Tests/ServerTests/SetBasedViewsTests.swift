@@ -101,6 +101,14 @@ struct InterleavedHistory {
             count += events.count
         }
         func item(_ id: ItemID, _ event: ItemEvent) async throws { try await add(.item(id), [try Aggregate.item.codec.encode(event)]) }
+        func rental(_ id: ItemID, by owner: UserID, _ title: String, cents: Int, at place: Location) async throws {
+            try await item(
+                id,
+                .rentalPosted(
+                    RentalPosted(
+                        itemID: id, ownerID: owner, title: title, description: "Fine", category: .tools, dailyPriceCents: cents,
+                        location: place, availableFrom: from, availableUntil: until)))
+        }
 
         var cards = [CardID]()
         for (index, user) in users.enumerated() {
@@ -132,12 +140,7 @@ struct InterleavedHistory {
         let owners = (0..<4).map { users[$0] }
         // Step by step, each item in turn.
         for (index, id) in items.enumerated() {
-            try await item(
-                id,
-                .rentalPosted(
-                    RentalPosted(
-                        itemID: id, ownerID: owners[index], title: "Thing \(index)", description: "Fine", category: .tools,
-                        dailyPriceCents: 1000 + index, location: places[index], availableFrom: from, availableUntil: until)))
+            try await rental(id, by: owners[index], "Thing \(index)", cents: 1000 + index, at: places[index])
         }
         for round in 0..<2 {
             if round == 1 {
@@ -204,21 +207,11 @@ struct InterleavedHistory {
                     itemID: request, ownerID: users[5], title: "Ladder", description: "Tall", category: .tools, maxDailyPriceCents: 700,
                     neededFrom: from, neededUntil: until, location: places[0])))
         let lamp = ItemID()
-        try await item(
-            lamp,
-            .rentalPosted(
-                RentalPosted(
-                    itemID: lamp, ownerID: users[4], title: "Lamp", description: "Bright", category: .tools, dailyPriceCents: 300,
-                    location: places[1], availableFrom: from, availableUntil: until)))
+        try await rental(lamp, by: users[4], "Lamp", cents: 300, at: places[1])
         // An owner's bid on their own item, reserved and closed: one deal for them, not two.
         let own = ItemID()
         let ownBid = BidID()
-        try await item(
-            own,
-            .rentalPosted(
-                RentalPosted(
-                    itemID: own, ownerID: users[5], title: "Tent", description: "Dry", category: .tools, dailyPriceCents: 400,
-                    location: places[3], availableFrom: from, availableUntil: until)))
+        try await rental(own, by: users[5], "Tent", cents: 400, at: places[3])
         try await item(own, .bidPlaced(BidPlaced(bidID: ownBid, bidderID: users[5], dailyPriceCents: 400, from: from, until: until)))
         try await item(own, .bidApproved(BidApproved(bidID: ownBid)))
         try await item(own, .reserved(ItemReserved(bidID: ownBid, bidderID: users[5])))
