@@ -4,6 +4,7 @@ import HummingbirdCore
 import Synchronization
 import NIOCore
 import Marketplace
+import UUIDs
 
 extension Request {
     /// The JSON body as `T`, or a problem: 413 when too large, 400 when not JSON of that shape.
@@ -371,8 +372,8 @@ extension URI {
                 decoded.append(byte)
                 continue
             }
-            guard index != utf8.endIndex, let high = hexValue(utf8[index]),
-                utf8.index(after: index) != utf8.endIndex, let low = hexValue(utf8[utf8.index(after: index)])
+            guard index != utf8.endIndex, let high = utf8[index].hexDigitValue,
+                utf8.index(after: index) != utf8.endIndex, let low = utf8[utf8.index(after: index)].hexDigitValue
             else {
                 malformed = true
                 continue
@@ -384,14 +385,5 @@ extension URI {
         }
         if !malformed, let text = String(validating: decoded, as: UTF8.self) { return text }
         return String(decoding: spaced, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

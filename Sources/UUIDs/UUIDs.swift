@@ -56,7 +56,7 @@ extension UUID {
                     index = utf8.index(after: index)
                 }
                 let next = utf8.index(after: index)
-                guard let high = nibble(utf8[index]), let low = nibble(utf8[next]) else { return false }
+                guard let high = utf8[index].hexDigitValue, let low = utf8[next].hexDigitValue else { return false }
                 out[offset] = high << 4 | low
                 index = utf8.index(after: next)
             }
@@ -64,12 +64,16 @@ extension UUID {
         }
         return parsed ? UUID(uuid: bytes) : nil
     }
+}
 
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+extension UInt8 {
+    /// The value of this byte as a hex digit of either case; nil for any other byte. (UUIDs,
+    /// `bytea` and percent-encoded text are read with it.)
+    public var hexDigitValue: UInt8? {
+        switch self {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): self - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): self - UInt8(ascii: "A") + 10
         default: nil
         }
     }
