@@ -24,7 +24,12 @@ enum CanonicalJSON {
         var depth = 0
 
         mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
         }
 
         mutating func value(into out: inout [UInt8]) -> Bool {
@@ -41,7 +46,12 @@ enum CanonicalJSON {
         /// A number or a literal, copied as written.
         mutating func token(into out: inout [UInt8]) -> Bool {
             let start = index
-            while index < bytes.count, !",:]} \t\r\n".utf8.contains(bytes[index]) { index += 1 }
+            scan: while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: ","), UInt8(ascii: ":"), UInt8(ascii: "]"), UInt8(ascii: "}"), 0x20, 0x09, 0x0A, 0x0D: break scan
+                default: index += 1
+                }
+            }
             guard index > start else { return false }
             let text = bytes[start..<index]
             guard text.elementsEqual("true".utf8) || text.elementsEqual("false".utf8) || text.elementsEqual("null".utf8)
@@ -109,7 +119,7 @@ enum CanonicalJSON {
                 guard bytes[index] == UInt8(ascii: ",") else { return false }
                 index += 1
             }
-            members.sort { $0.key.lexicographicallyPrecedes($1.key) }
+            members.sort { Self.precedes($0.key, $1.key) }
             out.append(UInt8(ascii: "{"))
             for (offset, member) in members.enumerated() {
                 if offset > 0 { out.append(UInt8(ascii: ",")) }
@@ -171,6 +181,15 @@ enum CanonicalJSON {
                 run = index
             }
             return false
+        }
+
+        /// Byte order, by `memcmp`: the sort of a huge object's keys is most of its digest's cost.
+        static func precedes(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+            let common = min(left.count, right.count)
+            let order =
+                common == 0
+                ? 0 : left.withUnsafeBytes { left in right.withUnsafeBytes { memcmp(left.baseAddress!, $0.baseAddress!, common) } }
+            return order != 0 ? order < 0 : left.count < right.count
         }
 
         mutating func hex4() -> UInt32? {

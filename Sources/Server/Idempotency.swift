@@ -42,17 +42,19 @@ struct IdempotencyMiddleware: RouterMiddleware {
         // The one reading of the body's shape, duplicate keys included, before anything digests it.
         // The digest is of the canonical JSON (`CanonicalJSON`: a client retrying with its keys
         // in another order, or other spacing, sends the same request), in one pass and a sort.
-        try JSONShape.check(body.readableBytesView)
+        let bytes = body.withUnsafeReadableBytes { Array($0) }
+        let checked = JSONShape.CheckedBody(byteCount: bytes.count, keys: try JSONShape.check(bytes))
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
-        let bytes = Array(body.readableBytesView)
         digest.update(data: CanonicalJSON.canonical(bytes) ?? bytes)
         let idempotency = Idempotency(actor: user.description, key: key, requestHash: Data(digest.finalize()).hexString)
 
         let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: key)
         if let recorded, recorded.requestHash != idempotency.requestHash { throw IdempotentRequest.keyReused }
         let current = IdempotentRequest(idempotency, recorded: recorded)
-        var response = try await IdempotentRequest.$current.withValue(current) { try await next(request, context) }
+        var response = try await IdempotentRequest.$current.withValue(current) {
+            try await JSONShape.$checkedBody.withValue(checked) { try await next(request, context) }
+        }
         if current.wasReplayed {
             LenderMetrics.idempotentReplays.increment()
             response.headers[.idempotentReplayed] = "true"
