@@ -244,6 +244,17 @@ public protocol InlineProjection: Sendable {
     var name: String { get }
     /// Applies a batch's events, in position order, on the appending transaction's connection.
     func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
+    /// Applies a batch to views being rebuilt from the log, where what is cheaper made once
+    /// over all the rows may be left to `finishRebuild`. `apply` unless a projection says otherwise.
+    func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
+    /// After a rebuild's last batch: what `rebuild` left undone, so that the views read as if
+    /// every event had been applied. Nothing unless a projection says otherwise.
+    func finishRebuild(_ session: inout PostgresSession) throws
+}
+
+extension InlineProjection {
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws { try apply(events, &session) }
+    public func finishRebuild(_ session: inout PostgresSession) throws {}
 }
 
 extension ProjectedEvent {

@@ -15,6 +15,34 @@ public struct ItemsProjection: InlineProjection {
     public init() {}
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        try apply(events, &session, movingCells: true)
+    }
+
+    /// A rebuild leaves the market's cells alone: made once over the available items at its
+    /// end (`finishRebuild`), they cost a scan, where moving them batch by batch cost an upsert
+    /// per cell touched and kept an index on the items whose predicate reads `status`, so that
+    /// no change of status could be written beside its row (HOT).
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        try apply(events, &session, movingCells: false)
+    }
+
+    /// Each kept cell's count, sums and least item id, from the available items: what moving
+    /// them item by item since the first event makes (`applyCellMoves`, migration 0021).
+    public func finishRebuild(_ session: inout PostgresSession) throws {
+        try session.query("DELETE FROM market_cell_moves")
+        try session.query("DELETE FROM market_cells")
+        try session.query(
+            """
+            INSERT INTO market_cells (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
+            SELECT l, mercator_x(i.lng) >> (24 - l), mercator_y(i.lat) >> (24 - l), count(*),
+                   sum(round(i.lat * 1e7)::bigint), sum(round(i.lng * 1e7)::bigint), (array_agg(i.item_id ORDER BY i.item_id))[1]
+            FROM items_view i, unnest(\(unsafeRaw: Self.cellLevels)) AS l
+            WHERE i.status = 'available'
+            GROUP BY 1, 2, 3
+            """)
+    }
+
+    private func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession, movingCells: Bool) throws {
         // Whether an event may have noted a move in or out of the market's cells.
         var moved = false
         var bidCounts = BidCounts()
@@ -144,7 +172,7 @@ public struct ItemsProjection: InlineProjection {
         }
         try plan.run(&session)
         try bidCounts.write(&session)
-        if moved { try Self.applyCellMoves(&session) }
+        if moved && movingCells { try Self.applyCellMoves(&session) }
     }
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's

@@ -111,12 +111,13 @@ public struct ViewRebuilder: Sendable {
         "rebuild_\(Int(Date().timeIntervalSince1970))_\(UInt32.random(in: 0...UInt32.max))"
     }
 
-    /// The columns the projections find rows by, beside keys: the indexes that lead with them
-    /// are kept while a rebuild writes. Others wait for the end of the build (`build`), which
-    /// measured 15% faster without them. A column missing here makes a rebuild scan its
-    /// table for each lookup: never wrong, but slow on a large log.
+    /// The columns the projections find rows by while rebuilding, beside keys: the indexes
+    /// that lead with them are kept while a rebuild writes. Others wait for the end of the
+    /// build (`build`), which measured 15% faster without them. A column missing here makes a
+    /// rebuild scan its table for each lookup: never wrong, but slow on a large log. (The
+    /// market's cells read items by `map_x`, but only once a rebuild is finished.)
     static let lookups: [String: Set<String>] = [
-        "items_view": ["owner_id", "map_x"], "bids_view": ["item_id", "bidder_id"], "reviews_view": ["author_id"],
+        "items_view": ["owner_id"], "bids_view": ["item_id", "bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
     ]
 
@@ -185,6 +186,9 @@ public struct ViewRebuilder: Sendable {
         let projections = projections
         let tables = tables
         let (pool, personalData, batchSize) = (pool, personalData, batchSize)
+        // A build from the first event may leave work for its end (`finishRebuild`); one that
+        // catches an existing build up applies its events as appends do.
+        let fresh = position == 0
         /// The batch after `position`: its last position, and the statements that apply it.
         @Sendable func prepare(after position: Int64) -> Task<(last: Int64?, statements: [RecordedStatement]), any Error> {
             Task {
@@ -192,7 +196,9 @@ public struct ViewRebuilder: Sendable {
                     try await connection.withBlockingSession { session in
                         let events = try Self.readBatch(&session, personalData, after: position, until: target, limit: batchSize)
                         let statements = try session.recording { session in
-                            for projection in projections { try projection.apply(events, &session) }
+                            for projection in projections {
+                                if fresh { try projection.rebuild(events, &session) } else { try projection.apply(events, &session) }
+                            }
                         }
                         return (events.last?.position, statements)
                     }
@@ -215,7 +221,16 @@ public struct ViewRebuilder: Sendable {
                 }
                 progress(done, target)
             }
-            try await writer.withBlockingSession { session in try Self.createMissingIndexes(&session, schema, tables) }
+            try await writer.withBlockingSession { session in
+                if fresh {
+                    try session.withTransaction { session in
+                        try Self.inSchema(schema, &session) { session in
+                            for projection in projections { try projection.finishRebuild(&session) }
+                        }
+                    }
+                }
+                try Self.createMissingIndexes(&session, schema, tables)
+            }
             return done
         }
     }

@@ -11,7 +11,9 @@ import TestSupport
 /// The projections write a batch set-based (`WritePlan`): one statement per shape of write
 /// and step. A history whose items interleave event by event, with every kind of item event,
 /// a user forgotten halfway, loans and carts, built in one batch must make exactly the views
-/// it makes one event at a time.
+/// it makes one event at a time. The one-at-a-time build applies events as appends do
+/// (`apply`, after its first event), so the rebuild's way (`rebuild`, then `finishRebuild`:
+/// the market's cells made at the end) is held to the appends' way too.
 @Suite("Views written set-based")
 struct SetBasedViewsTests {
     @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
@@ -27,7 +29,8 @@ struct SetBasedViewsTests {
                 #expect(together.batchSize >= events, "the whole history in one batch")
                 try await oneByOne.createSchema("one_by_one")
                 try await together.createSchema("together")
-                #expect(try await oneByOne.build("one_by_one", after: 0) == Int64(events))
+                #expect(try await oneByOne.build("one_by_one", after: 0, until: 1) == 1)
+                #expect(try await oneByOne.build("one_by_one", after: 1) == Int64(events))
                 #expect(try await together.build("together", after: 0) == Int64(events))
 
                 for table in ViewGroup.all.flatMap(\.tables) {
