@@ -300,7 +300,7 @@ public final class EventStore: Sendable {
                         ProjectedEvent(
                             position: position, streamID: append.stream, streamVersion: firstVersion + offset,
                             type: event.type, schemaVersion: event.schemaVersion, data: event.data,
-                            metadata: pending.metadata, recordedAt: row.appendedAt ?? Date(), decoded: event.decoded))
+                            recordedAt: row.appendedAt ?? Date(), decoded: event.decoded))
                 }
             }
         }
