@@ -554,6 +554,16 @@ public final class EventStore: Sendable {
         try await pool.query("SELECT position FROM log_head").single().decode("position", as: Int64.self)
     }
 
+    /// The columns a projection reads (`projectedEvent`): not the metadata or the hashes,
+    /// whose text PostgreSQL writes and the rebuilder reads back for every event.
+    public static let projectedColumns = "position, stream_id, stream_version, type, schema_version, data, recorded_at"
+
+    public static func projectedEvent(_ row: PostgresRow) throws -> ProjectedEvent {
+        ProjectedEvent(
+            position: try row.decode(0), streamID: StreamID(rawValue: try row.decode(1)), streamVersion: try row.decode(2),
+            type: try row.decode(3), schemaVersion: try row.decode(4), data: try row.decode(5), recordedAt: try row.decode(6))
+    }
+
     public static func recordedEvent(_ row: PostgresRow) throws -> RecordedEvent {
         RecordedEvent(
             position: try row.decode(0), streamID: StreamID(rawValue: try row.decode(1)), streamVersion: try row.decode(2),

@@ -257,16 +257,6 @@ extension InlineProjection {
     public func finishRebuild(_ session: inout PostgresSession) throws {}
 }
 
-extension ProjectedEvent {
-    /// A stored event as projections see it, for rebuilding views from the log.
-    public init(_ recorded: RecordedEvent) {
-        self.init(
-            position: recorded.position, streamID: recorded.streamID, streamVersion: recorded.streamVersion,
-            type: recorded.type, schemaVersion: recorded.schemaVersion, data: recorded.data,
-            recordedAt: recorded.recordedAt)
-    }
-}
-
 /// What an idempotency key holds: the request it was first used for, where that request's
 /// events are in the log (none, for a command that decided nothing), and the response
 /// recorded with them, if the writer gave one.

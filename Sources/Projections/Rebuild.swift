@@ -283,10 +283,10 @@ public struct ViewRebuilder: Sendable {
     ) throws -> [ProjectedEvent] {
         let events = try session.query(
             """
-            SELECT \(unsafeRaw: EventStore.columns) FROM events
+            SELECT \(unsafeRaw: EventStore.projectedColumns) FROM events
             WHERE position > \(position) AND position <= \(until) ORDER BY position LIMIT \(limit)
             """, prepared: true
-        ).map { try ProjectedEvent(EventStore.recordedEvent($0)) }
+        ).map(EventStore.projectedEvent)
         guard let personalData, !events.isEmpty else { return events }
         return try personalData.open(events, in: &session)
     }
