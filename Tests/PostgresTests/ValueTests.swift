@@ -141,6 +141,30 @@ struct ValueTests {
         }
     }
 
+    /// A batch's column is one `text[]` literal written value by value: escapes, NULLs and
+    /// every type's text come back as sent, in order.
+    @Test func batchColumnsUnnestToTheirValues() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let words: [String?] = ["plain", nil, "quote\"d", "back\\slash", "NULL", "", "{braces},comma", "🐘", nil]
+                var column = PostgresBatchColumn()
+                #expect(column.isEmpty)
+                for word in words { column.append(word) }
+                #expect(column.count == words.count)
+                let back = try await pool.query(
+                    "SELECT w FROM unnest(\(column)::text[]) WITH ORDINALITY AS t(w, n) ORDER BY n"
+                ).map { try $0.decode("w", as: String?.self) }
+                #expect(back == words)
+                var numbers = PostgresBatchColumn()
+                for number in [Int64.min, 0, 42] { numbers.append(number) }
+                let sum = try await pool.query("SELECT sum(n)::text AS s FROM unnest(\(numbers)::int8[]) AS t(n)").single()
+                #expect(try sum.decode("s", as: String.self) == "\(Int64.min + 42)")
+                let empty = try await pool.query("SELECT cardinality(\(PostgresBatchColumn())::text[]) AS n").single()
+                #expect(try empty.decode("n", as: Int.self) == 0)
+            }
+        }
+    }
+
     @Test func jsonbRoundTripsItsValue() async throws {
         struct Payload: Codable, Equatable {
             var name: String
