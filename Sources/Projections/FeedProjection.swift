@@ -31,6 +31,11 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
 /// share bought writes one, so a lender hears only of what happens after they lent. Each row
 /// finds what it reads by key (`LATERAL ... OFFSET 0`, which the planner cannot turn into a
 /// join over a whole view).
+///
+/// A notice is inserted without `ON CONFLICT`: an event is applied once, and each makes at
+/// most one notice per person (a loan's news one per lender, each once in
+/// `feed_loan_lenders`), so a key taken twice is a defect to hear of, not to hide. The
+/// conflict check cost 1.7–1.9 times the insert itself (300,000 rows, psql).
 public struct FeedProjection: InlineProjection {
     public let name = "feed"
     public init() {}
@@ -144,7 +149,6 @@ public struct FeedProjection: InlineProjection {
              AS n(position, at, item, bid, bidder, amount),
              LATERAL (SELECT owner_id, item_id FROM items_view WHERE item_id = n.item OFFSET 0) i
         WHERE \(unsafeRaw: stillHere("i.owner_id"))
-        ON CONFLICT DO NOTHING
         """
     }
 
@@ -156,7 +160,6 @@ public struct FeedProjection: InlineProjection {
         FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::text[], \(c[3])::uuid[]) AS n(position, at, kind, bid),
              LATERAL (SELECT bidder_id, item_id, bid_id, owner_id FROM bids_view WHERE bid_id = n.bid OFFSET 0) b
         WHERE \(unsafeRaw: stillHere("b.bidder_id"))
-        ON CONFLICT DO NOTHING
         """
     }
 
@@ -170,7 +173,6 @@ public struct FeedProjection: InlineProjection {
                     \(c[6])::uuid[], \(c[7])::uuid[], \(c[8])::uuid[], \(c[9])::int8[], \(c[10])::int4[])
              AS n(position, at, user_id, kind, item, bid, loan, message, from_user, amount, stars)
         WHERE \(unsafeRaw: stillHere("n.user_id"))
-        ON CONFLICT DO NOTHING
         """
     }
 
@@ -182,7 +184,6 @@ public struct FeedProjection: InlineProjection {
         FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::text[], \(c[3])::uuid[]) AS n(position, at, kind, loan),
              LATERAL (SELECT lender_id, loan_id FROM feed_loan_lenders WHERE loan_id = n.loan OFFSET 0) l
         WHERE \(unsafeRaw: stillHere("l.lender_id"))
-        ON CONFLICT DO NOTHING
         """
     }
 }
