@@ -29,8 +29,8 @@ public struct ItemsProjection: InlineProjection {
     /// Each kept cell's count, sums and least item id, from the available items: what moving
     /// them item by item since the first event makes (`applyCellMoves`, migration 0021).
     public func finishRebuild(_ session: inout PostgresSession) throws {
-        try session.query("DELETE FROM market_cell_moves")
-        try session.query("DELETE FROM market_cells")
+        // The rebuild's own tables, seen by no one else until a swap: emptied without dead rows.
+        try session.query("TRUNCATE market_cell_moves, market_cells")
         try session.query(
             """
             INSERT INTO market_cells (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)

@@ -43,7 +43,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
         // The digest is of the canonical JSON (`CanonicalJSON`: a client retrying with its keys
         // in another order, or other spacing, sends the same request), in one pass and a sort.
         let bytes = body.withUnsafeReadableBytes { Array($0) }
-        let checked = JSONShape.CheckedBody(byteCount: bytes.count, keys: try JSONShape.check(bytes))
+        let checked = JSONShape.CheckedBody(bytes: bytes, keys: try JSONShape.check(bytes))
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         digest.update(data: CanonicalJSON.canonical(bytes) ?? bytes)

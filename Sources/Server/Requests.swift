@@ -20,8 +20,9 @@ extension Request {
         if allowEmpty, buffer.readableBytes == 0 { return nil }
         // Read through one contiguous pointer: a ByteBufferView walked byte by byte costs a
         // bounds-checked call per byte, seconds for a 1 MiB body in a debug build.
-        let keys = try JSONShape.checkedBody.flatMap { $0.byteCount == buffer.readableBytes ? $0.keys : nil }
-            ?? buffer.withUnsafeReadableBytes { try JSONShape.check($0) }
+        let keys = try buffer.withUnsafeReadableBytes { bytes in
+            try JSONShape.checkedBody.flatMap { $0.keys(of: bytes) } ?? JSONShape.check(bytes)
+        }
         let value: T
         do {
             value = try JSONDecoder().decode(type, from: buffer.withUnsafeReadableBytes { Data($0) })
@@ -113,10 +114,18 @@ enum JSONShape {
     static let maxStringBytes = 20_000
 
     /// A body already checked in this request (by `IdempotencyMiddleware`, which reads the
-    /// body before the route does), so the route's `decodeBody` does not read it again.
-    struct CheckedBody {
-        let byteCount: Int
+    /// body before the route does), so the route's `decodeBody` does not scan it again.
+    struct CheckedBody: Sendable {
+        let bytes: [UInt8]
         let keys: Set<String>
+
+        /// The keys found, when `other` holds these very bytes (one `memcmp`): any other body
+        /// is checked anew.
+        func keys(of other: UnsafeRawBufferPointer) -> Set<String>? {
+            guard other.count == bytes.count else { return nil }
+            let same = bytes.withUnsafeBytes { mine in mine.count == 0 || memcmp(mine.baseAddress!, other.baseAddress!, mine.count) == 0 }
+            return same ? keys : nil
+        }
     }
 
     @TaskLocal static var checkedBody: CheckedBody?
