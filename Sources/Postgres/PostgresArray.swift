@@ -14,8 +14,11 @@ extension PostgresType {
 }
 
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
+    /// The literal a batch column writes, sent as this array's own type.
     public var postgresBinding: PostgresBinding {
-        PostgresBinding(type: Element.postgresArrayType, text: PostgresArrayLiteral.format(map { $0.postgresBinding.text }))
+        var column = PostgresBatchColumn()
+        for element in self { column.append(element) }
+        return PostgresBinding(type: Element.postgresArrayType, text: column.postgresBinding.text)
     }
 }
 
@@ -37,10 +40,28 @@ public struct PostgresBatchColumn: PostgresEncodable, Sendable {
             literal.append(contentsOf: "NULL".utf8)
             return
         }
-        PostgresArrayLiteral.appendQuoted(text, to: &literal)
+        Self.appendQuoted(text, to: &literal)
     }
 
     public var isEmpty: Bool { count == 0 }
+
+    /// `text` as one quoted element, `"` and `\` escaped (the array literal's own rules). Most
+    /// (ids, numbers, times) have nothing to escape and are copied whole.
+    private static func appendQuoted(_ text: String, to literal: inout [UInt8]) {
+        var text = text
+        literal.append(UInt8(ascii: "\""))
+        text.withUTF8 { bytes in
+            if !bytes.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }) {
+                literal.append(contentsOf: bytes)
+                return
+            }
+            for byte in bytes {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { literal.append(UInt8(ascii: "\\")) }
+                literal.append(byte)
+            }
+        }
+        literal.append(UInt8(ascii: "\""))
+    }
 
     public var postgresBinding: PostgresBinding {
         var literal = literal
@@ -72,37 +93,9 @@ extension Array: PostgresDecodable where Element: PostgresArrayElement {
     }
 }
 
-/// The text form of a one-dimensional array: `{1,2,3}`, `{"a b","c\"d",NULL}`.
+/// The text form of a one-dimensional array, read back (`PostgresBatchColumn` writes it):
+/// `{1,2,3}`, `{"a b","c\"d",NULL}`.
 enum PostgresArrayLiteral {
-    /// Every element quoted, with `"` and `\` escaped: the array literal's own rules.
-    static func format(_ elements: [String?]) -> String {
-        var literal: [UInt8] = [UInt8(ascii: "{")]
-        for (index, element) in elements.enumerated() {
-            if index > 0 { literal.append(UInt8(ascii: ",")) }
-            if let element { appendQuoted(element, to: &literal) } else { literal.append(contentsOf: "NULL".utf8) }
-        }
-        literal.append(UInt8(ascii: "}"))
-        return String(decoding: literal, as: UTF8.self)
-    }
-
-    /// `text` as one quoted element. Most (ids, numbers, times) have nothing to escape and are
-    /// copied whole.
-    static func appendQuoted(_ text: String, to literal: inout [UInt8]) {
-        var text = text
-        literal.append(UInt8(ascii: "\""))
-        text.withUTF8 { bytes in
-            if !bytes.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }) {
-                literal.append(contentsOf: bytes)
-                return
-            }
-            for byte in bytes {
-                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { literal.append(UInt8(ascii: "\\")) }
-                literal.append(byte)
-            }
-        }
-        literal.append(UInt8(ascii: "\""))
-    }
-
     static func parse(_ text: String) -> [String?]? {
         var scalars = Substring(text).unicodeScalars[...]
         guard scalars.first == "{", scalars.last == "}" else { return nil }

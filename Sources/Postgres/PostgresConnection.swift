@@ -381,13 +381,8 @@ public struct PostgresSession: ~Copyable {
     public mutating func recording(_ body: (inout PostgresSession) throws -> Void) throws -> [RecordedStatement] {
         precondition(recorded == nil && unsynced == nil, "recording inside a recording or a pipeline")
         recorded = []
-        do {
-            try body(&self)
-        } catch {
-            recorded = nil
-            throw error
-        }
         defer { recorded = nil }
+        try body(&self)
         return recorded ?? []
     }
 
