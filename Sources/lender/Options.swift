@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Migrations
 import Postgres
+import Server
 
 /// Where the database and the migration files are.
 struct DatabaseOptions: ParsableArguments {
@@ -77,7 +78,7 @@ enum Logs {
     static func bootstrap() -> Logger {
         let level = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) }
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = LineLogHandler(StreamLogHandler.standardError(label: label))
             handler.logLevel = level ?? .info
             return handler
         }

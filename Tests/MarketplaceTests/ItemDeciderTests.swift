@@ -78,6 +78,20 @@ struct ItemPostingTests {
         edge.title = String(repeating: "x", count: 120)
         edge.dailyPriceCents = 999_999
         #expect((try? given([], when: .postRental(edge), by: alice).get()) != nil)
+        // A title is counted without the white space around it, ASCII or not.
+        for blank in ["   ", "\t", "\u{3000}\u{3000}", " \u{A0}\n"] {
+            var empty = post
+            empty.title = blank
+            expectRefused(given([], when: .postRental(empty), by: alice), .invalid, "validation_failed")
+        }
+        for padded in [" " + String(repeating: "x", count: 120) + " ", "\u{3000}" + String(repeating: "x", count: 120) + "\u{2003}", "é"] {
+            var fits = post
+            fits.title = padded
+            #expect((try? given([], when: .postRental(fits), by: alice).get()) != nil, "\(padded)")
+        }
+        var overlong = post
+        overlong.title = "\u{3000}" + String(repeating: "x", count: 121)
+        expectRefused(given([], when: .postRental(overlong), by: alice), .invalid, "validation_failed")
     }
 
     @Test func anItemIsPostedOnce() {

@@ -137,7 +137,7 @@ struct AccountsTests {
         try await withServer { client, _ in
             _ = try await client.register("ada")
             let token = try await client.login("ada")
-            for scheme in ["bearer", "BEARER", "Bearer"] {
+            for scheme in ["bearer", "BEARER", "Bearer", "Bearer ", "Bearer \t"] {
                 let reply = try await client.execute(
                     uri: "/v1/me", method: .get, headers: [.authorization: "\(scheme) \(token)"], body: nil) { $0.status }
                 #expect(reply == .ok, "\(scheme)")

@@ -3,7 +3,9 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import Server
 import ServerTestSupport
+import Synchronization
 import Testing
 
 @Suite("Request ids and the request log")
@@ -41,4 +43,36 @@ struct RequestLogTests {
             #expect(!lines.text.contains(ada.token), "no token is ever logged")
         }
     }
+
+    /// The server's handler sets metadata as swift-log's stream handler would write it, only later:
+    /// the lines are the same, key for key, with a line's own metadata over the logger's.
+    @Test func lineLogHandlerWritesTheStreamHandlersLines() {
+        let streamed = Lines(), ours = Lines()
+        var plain = Logger(label: "lender.t") { StreamLogHandler(label: $0, stream: streamed) }
+        var lined = Logger(label: "lender.t") { LineLogHandler(StreamLogHandler(label: $0, stream: ours)) }
+        for index in [0, 1] {
+            var logger = index == 0 ? plain : lined
+            logger.logLevel = .info
+            logger[metadataKey: "request_id"] = "r-1"
+            logger[metadataKey: "b"] = "2"
+            logger.debug("not written")
+            logger.info("written", metadata: ["b": "3", "c": "4"])
+            logger[metadataKey: "b"] = nil
+            logger.warning("again")
+            if index == 0 { plain = logger } else { lined = logger }
+        }
+        // Timestamps to the second may differ between the two: compare what follows them.
+        let strip = { (text: String) in text.split(separator: "\n").map { $0.split(separator: " ", maxSplits: 1).last.map(String.init) ?? "" } }
+        #expect(strip(ours.text) == strip(streamed.text))
+        #expect(strip(ours.text) == ["info lender.t: b=3 c=4 request_id=r-1 [ServerTests] written", "warning lender.t: request_id=r-1 [ServerTests] again"])
+        #expect(lined[metadataKey: "request_id"] == "r-1" && lined[metadataKey: "b"] == nil)
+    }
 }
+
+/// A stream that keeps what is written to it.
+private final class Lines: TextOutputStream, Sendable {
+    private let written = Mutex("")
+    var text: String { written.withLock { $0 } }
+    func write(_ string: String) { written.withLock { $0 += string } }
+}
+
