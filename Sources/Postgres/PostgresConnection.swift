@@ -259,19 +259,26 @@ public final class PostgresConnection: Sendable {
                         name: String(cString: PQfname(result, Int32(column))),
                         type: PostgresType(rawValue: UInt32(PQftype(result, Int32(column))))))
             }
-            var cells = [String?]()
+            var cells = [Range<Int>?]()
             cells.reserveCapacity(rowCount * columnCount)
+            var bytes = [UInt8]()
             for row in 0..<Int32(rowCount) {
                 for column in 0..<Int32(columnCount) {
                     if PQgetisnull(result, row, column) == 1 {
                         cells.append(nil)
                     } else {
-                        cells.append(String(cString: PQgetvalue(result, row, column)))
+                        let length = Int(PQgetlength(result, row, column))
+                        let start = bytes.count
+                        PQgetvalue(result, row, column).withMemoryRebound(to: UInt8.self, capacity: length) {
+                            bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+                        }
+                        bytes.append(0)
+                        cells.append(start..<start + length)
                     }
                 }
             }
             let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
-            return PostgresRows(columns: columns, cells: cells, affectedRows: affected)
+            return PostgresRows(columns: columns, bytes: bytes, cells: cells, affectedRows: affected)
         default:
             throw error(from: result, on: pg)
         }

@@ -81,10 +81,43 @@ public protocol PostgresDecodable: Sendable {
     static func reads(_ type: PostgresType) -> Bool
     /// Returns nil when the text is not a valid value of the type.
     init?(postgresText text: String, type: PostgresType)
+    /// The same, from the text's UTF-8 bytes, which a NUL follows. By default through a
+    /// `String`; numbers, ids and times read the bytes themselves.
+    init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType)
 }
 
 extension PostgresDecodable {
     public static func reads(_ type: PostgresType) -> Bool { postgresTypes.contains(type) }
+
+    @inlinable
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        self.init(postgresText: String(decoding: bytes, as: UTF8.self), type: type)
+    }
+}
+
+/// An integer in PostgreSQL's text (an optional sign, then decimal digits), as `Int(String)`
+/// reads it: nil when empty, malformed or out of range.
+@usableFromInline
+func parseInteger<T: FixedWidthInteger>(_ bytes: UnsafeBufferPointer<UInt8>, as: T.Type) -> T? {
+    var index = 0
+    var negative = false
+    if let first = bytes.first, first == UInt8(ascii: "-") || first == UInt8(ascii: "+") {
+        negative = first == UInt8(ascii: "-")
+        index = 1
+    }
+    guard index < bytes.count else { return nil }
+    var value: T = 0
+    while index < bytes.count {
+        let digit = bytes[index] &- UInt8(ascii: "0")
+        guard digit < 10 else { return nil }
+        let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+        let (next, overflowAgain) =
+            negative ? shifted.subtractingReportingOverflow(T(digit)) : shifted.addingReportingOverflow(T(digit))
+        guard !overflow, !overflowAgain else { return nil }
+        value = next
+        index += 1
+    }
+    return value
 }
 
 public typealias PostgresCodable = PostgresEncodable & PostgresDecodable
@@ -116,6 +149,10 @@ extension Int: PostgresCodable {
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let value = parseInteger(bytes, as: Int.self) else { return nil }
+        self = value
+    }
 }
 
 extension Int64: PostgresCodable {
@@ -123,12 +160,20 @@ extension Int64: PostgresCodable {
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let value = parseInteger(bytes, as: Int64.self) else { return nil }
+        self = value
+    }
 }
 
 extension Int32: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int4, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { [.int2, .int4] }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let value = parseInteger(bytes, as: Int32.self) else { return nil }
+        self = value
+    }
 }
 
 extension Double: PostgresCodable {
@@ -155,7 +200,27 @@ extension Double: PostgresCodable {
         default: self.init(text)
         }
     }
+
+    /// float8out's text in place: digits read by `strtod` in the C locale (which also reads
+    /// NaN and Infinity), up to the NUL after them and no further.
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let start = bytes.baseAddress, !bytes.isEmpty, bytes[0] > 0x20 else { return nil }
+        let parsed = start.withMemoryRebound(to: CChar.self, capacity: bytes.count + 1) { text -> Double? in
+            var end: UnsafeMutablePointer<CChar>?
+            // strtod reads the thread's locale: the C locale's for the call.
+            let previous = uselocale(numericLocale)
+            defer { uselocale(previous) }
+            let value = strtod(text, &end)
+            guard let end, UnsafePointer(end) == text + bytes.count else { return nil }
+            return value
+        }
+        guard let parsed else { return nil }
+        self = parsed
+    }
 }
+
+/// The C locale's numbers, whatever `setlocale` a library in the process may have called.
+nonisolated(unsafe) private let numericLocale = newlocale(LC_NUMERIC_MASK, "C", nil)
 
 extension String: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .text, text: self) }
@@ -167,6 +232,9 @@ extension String: PostgresCodable {
         }
     }
     public init?(postgresText text: String, type: PostgresType) { self = text }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        self = String(decoding: bytes, as: UTF8.self)
+    }
 }
 
 extension UUID: PostgresCodable {
@@ -175,6 +243,10 @@ extension UUID: PostgresCodable {
     public static func reads(_ type: PostgresType) -> Bool { type == .uuid }
     public init?(postgresText text: String, type: PostgresType) {
         guard let uuid = UUID(text: text) else { return nil }
+        self = uuid
+    }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let uuid = UUID(utf8: bytes) else { return nil }
         self = uuid
     }
 }
@@ -223,6 +295,10 @@ extension Date: PostgresCodable {
     public static func reads(_ type: PostgresType) -> Bool { type == .timestamptz || type == .timestamp }
     public init?(postgresText text: String, type: PostgresType) {
         guard let date = PostgresTimestamp.parse(text) else { return nil }
+        self = date
+    }
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let date = PostgresTimestamp.parse(bytes) else { return nil }
         self = date
     }
 }
@@ -284,66 +360,68 @@ enum PostgresTimestamp {
     /// twenty items reads forty of these.
     static func parse(_ text: String) -> Date? {
         var text = text
-        return text.withUTF8 { bytes -> Date? in
-            var index = 0
-            func number(_ count: Int) -> Int? {
-                guard index + count <= bytes.count else { return nil }
-                var value = 0
-                for _ in 0..<count {
-                    let c = bytes[index]
-                    guard c >= 48, c <= 57 else { return nil }
-                    value = value * 10 + Int(c - 48)
-                    index += 1
-                }
-                return value
-            }
-            func expect(_ c: UInt8) -> Bool {
-                guard index < bytes.count, bytes[index] == c else { return false }
+        return text.withUTF8 { parse($0) }
+    }
+
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        var index = 0
+        func number(_ count: Int) -> Int? {
+            guard index + count <= bytes.count else { return nil }
+            var value = 0
+            for _ in 0..<count {
+                let c = bytes[index]
+                guard c >= 48, c <= 57 else { return nil }
+                value = value * 10 + Int(c - 48)
                 index += 1
-                return true
             }
-            guard let year = number(4), expect(UInt8(ascii: "-")), let month = number(2), (1...12).contains(month),
-                expect(UInt8(ascii: "-")), let day = number(2), (1...31).contains(day),
-                expect(UInt8(ascii: " ")) || expect(UInt8(ascii: "T")), let hour = number(2), expect(UInt8(ascii: ":")),
-                let minute = number(2), expect(UInt8(ascii: ":")), let second = number(2)
-            else { return nil }
-            var micros = 0
-            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-                index += 1
-                var digits = 0
-                while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
-                    if digits < 6 { micros = micros * 10 + Int(bytes[index] - 48) }
-                    digits += 1
-                    index += 1
-                }
-                for _ in digits..<6 where digits < 6 { micros *= 10 }
-            }
-            var offsetSeconds = 0
-            if index < bytes.count {
-                let sign: Int
-                switch bytes[index] {
-                case UInt8(ascii: "+"): sign = 1
-                case UInt8(ascii: "-"): sign = -1
-                default: return nil
-                }
-                index += 1
-                guard let hours = number(2) else { return nil }
-                var offset = hours * 3600
-                if expect(UInt8(ascii: ":")) {
-                    guard let minutes = number(2) else { return nil }
-                    offset += minutes * 60
-                    if expect(UInt8(ascii: ":")) {
-                        guard let secs = number(2) else { return nil }
-                        offset += secs
-                    }
-                }
-                offsetSeconds = sign * offset
-            }
-            guard index == bytes.count else { return nil }
-            let epoch = daysSinceEpoch(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
-                - offsetSeconds
-            return Date(timeIntervalSince1970: Double(epoch) + Double(micros) / 1_000_000)
+            return value
         }
+        func expect(_ c: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == c else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect(UInt8(ascii: "-")), let month = number(2), (1...12).contains(month),
+            expect(UInt8(ascii: "-")), let day = number(2), (1...31).contains(day),
+            expect(UInt8(ascii: " ")) || expect(UInt8(ascii: "T")), let hour = number(2), expect(UInt8(ascii: ":")),
+            let minute = number(2), expect(UInt8(ascii: ":")), let second = number(2)
+        else { return nil }
+        var micros = 0
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var digits = 0
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+                if digits < 6 { micros = micros * 10 + Int(bytes[index] - 48) }
+                digits += 1
+                index += 1
+            }
+            for _ in digits..<6 where digits < 6 { micros *= 10 }
+        }
+        var offsetSeconds = 0
+        if index < bytes.count {
+            let sign: Int
+            switch bytes[index] {
+            case UInt8(ascii: "+"): sign = 1
+            case UInt8(ascii: "-"): sign = -1
+            default: return nil
+            }
+            index += 1
+            guard let hours = number(2) else { return nil }
+            var offset = hours * 3600
+            if expect(UInt8(ascii: ":")) {
+                guard let minutes = number(2) else { return nil }
+                offset += minutes * 60
+                if expect(UInt8(ascii: ":")) {
+                    guard let secs = number(2) else { return nil }
+                    offset += secs
+                }
+            }
+            offsetSeconds = sign * offset
+        }
+        guard index == bytes.count else { return nil }
+        let epoch = daysSinceEpoch(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+            - offsetSeconds
+        return Date(timeIntervalSince1970: Double(epoch) + Double(micros) / 1_000_000)
     }
 
     /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's

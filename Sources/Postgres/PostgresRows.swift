@@ -7,14 +7,19 @@ public struct PostgresColumn: Sendable, Hashable {
 /// The rows of a result, copied out of libpq into Swift values.
 public struct PostgresRows: Sendable, RandomAccessCollection {
     public let columns: [PostgresColumn]
-    /// Row-major cells in text format; nil is NULL.
-    @usableFromInline let cells: [String?]
+    /// Every cell's text as libpq gave it, row-major, each followed by a NUL (so that C
+    /// parsers read it in place). One buffer, not a `String` a cell: a page of the market is
+    /// 460 cells, most of them numbers, ids and times that never needed a string.
+    @usableFromInline let bytes: [UInt8]
+    /// Where each cell's text is in `bytes`; nil is NULL.
+    @usableFromInline let cells: [Range<Int>?]
     @usableFromInline let indexByName: [String: Int]
     /// Rows a command inserted, updated or deleted (PQcmdTuples), when it says.
     public let affectedRows: Int
 
-    init(columns: [PostgresColumn], cells: [String?], affectedRows: Int) {
+    init(columns: [PostgresColumn], bytes: [UInt8] = [], cells: [Range<Int>?], affectedRows: Int) {
         self.columns = columns
+        self.bytes = bytes
         self.cells = cells
         self.affectedRows = affectedRows
         // Only wide rows look names up by hashing (`PostgresRow.columnIndex`): hashing every
@@ -55,7 +60,8 @@ public struct PostgresRow: Sendable {
     /// The cell's raw text, nil for NULL.
     @inlinable
     public func text(_ column: Int) -> String? {
-        rows.cells[index * rows.columns.count + column]
+        guard let range = rows.cells[index * rows.columns.count + column] else { return nil }
+        return rows.bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
     }
 
     @inlinable
@@ -89,13 +95,15 @@ public struct PostgresRow: Sendable {
             throw PostgresError(.decoding, message: "no column at index \(column) (\(rows.columns.count) columns)")
         }
         let info = rows.columns[column]
-        guard let text = text(column) else { return nil }
+        guard let range = rows.cells[index * rows.columns.count + column] else { return nil }
         guard T.reads(info.type) else {
             throw PostgresError(
                 .decoding, message: "column \"\(info.name)\" is \(info.type), which does not decode as \(T.self)",
                 column: info.name)
         }
-        guard let value = T(postgresText: text, type: info.type) else {
+        let value = rows.bytes.withUnsafeBufferPointer { T(postgresBytes: UnsafeBufferPointer(rebasing: $0[range]), type: info.type) }
+        guard let value else {
+            let text = self.text(column) ?? ""
             throw PostgresError(
                 .decoding, message: "column \"\(info.name)\" holds \(text.prefix(64).debugDescription), not a valid \(T.self)",
                 column: info.name)

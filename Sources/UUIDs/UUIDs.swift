@@ -45,6 +45,12 @@ extension UUID {
         self = uuid
     }
 
+    /// The same, from the text's UTF-8 bytes.
+    public init?(utf8: UnsafeBufferPointer<UInt8>) {
+        guard let uuid = Self.parse(utf8) else { return nil }
+        self = uuid
+    }
+
     private static func parse(_ utf8: some RandomAccessCollection<UInt8>) -> UUID? {
         guard utf8.count == 36 else { return nil }
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -49,6 +49,51 @@ struct ValueTests {
         }
     }
 
+    /// Numbers are read from a result's bytes, not through a `String` each: they read as their
+    /// text reads, bit for bit, PostgreSQL's extremes and specials among them.
+    @Test func numbersReadFromTheirBytesAsFromTheirText() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let rows = try await pool.query(
+                    """
+                    SELECT d, (d * 1e6)::int8 AS i FROM (
+                        SELECT (random() - 0.5) * 10 ^ (random() * 600 - 300) AS d FROM generate_series(1, 3000)
+                        UNION ALL SELECT (random() - 0.5) * 360 FROM generate_series(1, 3000)
+                        UNION ALL SELECT unnest(ARRAY[0, -0.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308])
+                    ) numbers WHERE abs(d) < 9e12
+                    """)
+                for row in rows {
+                    let text = try #require(row.text(0))
+                    #expect(try row.decode("d", as: Double.self).bitPattern == Double(text)!.bitPattern, "\(text)")
+                    #expect(try row.decode("i", as: Int.self) == Int(row.text(1)!)!)
+                }
+                let specials = try await pool.query(
+                    "SELECT 'NaN'::float8, 'Infinity'::float8, '-Infinity'::float8, \(Int64.min)::int8, \(Int32.max)::int4").single()
+                #expect(try specials.decode(0, as: Double.self).isNaN)
+                #expect(try specials.decode(1, as: Double.self) == .infinity)
+                #expect(try specials.decode(2, as: Double.self) == -.infinity)
+                #expect(try specials.decode(3, as: Int64.self) == .min)
+                #expect(try specials.decode(4, as: Int32.self) == .max)
+                // Past Int's range (an xid8 may be): a decoding error naming the column, not a wrapped number.
+                let huge = try await pool.query("SELECT '18446744073709551615'::xid8 AS x").single()
+                #expect(throws: PostgresError.self) { try huge.decode("x", as: Int.self) }
+            }
+        }
+        func bytes<T>(_ text: String, _ read: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+            let utf8 = Array(text.utf8) + [0]
+            return utf8.withUnsafeBufferPointer { read(UnsafeBufferPointer(rebasing: $0.dropLast())) }
+        }
+        for malformed in ["", "-", "+", "12a", " 1", "1 ", "1.5", "9223372036854775808", "--1"] {
+            #expect(bytes(malformed) { Int(postgresBytes: $0, type: .int8) } == nil, "\(malformed)")
+        }
+        #expect(bytes("-9223372036854775808") { Int(postgresBytes: $0, type: .int8) } == .min)
+        #expect(bytes("+7") { Int32(postgresBytes: $0, type: .int4) } == 7)
+        for malformed in ["", " 1", "1 ", "1x", "--1", "1e", "."] {
+            #expect(bytes(malformed) { Double(postgresBytes: $0, type: .float8) } == nil, "\(malformed)")
+        }
+        #expect(bytes("-1.25e-3") { Double(postgresBytes: $0, type: .float8) } == -0.00125)
+    }
+
     /// Timestamps read as PostgreSQL counts them: its text of 5,000 instants from 1900 to 2200,
     /// leap days and month ends among them, against its own epoch; in UTC and with offsets.
     @Test func timestampsReadAsPostgreSQLCountsThem() async throws {

@@ -98,6 +98,37 @@ struct JSONWriterTests {
         try expectSameBytes(open)
     }
 
+    static var profile: String {
+        #"""
+        {"id":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","handle":"ada","displayName":"Ada \"L\" é","email":"ada@example.org",
+         "country":"NP","memberSince":"2026-11-24T02:50:14Z","balanceCents":125000,"defaultShareCents":2500,"completedDeals":4,
+         "rating":4.25,"reviewCount":8,"photos":[{"digest":"ab12","url":"/v1/media/ab12"}],
+         "cards":[{"id":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a02","network":"visa","last4":"4242","expMonth":12,"expYear":2030,
+                   "redacted":"visa ending 4242","position":5}],
+         "posts":[\#(item),\#(request)],"bids":[\#(bid)],"bidsReceived":[\#(bid),\#(bid)],"approvalsGiven":[],"approvalsReceived":[\#(bid)],
+         "loans":[{"loanId":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a00","title":"Goats","amountCents":50000,"repaidCents":100,"status":"repaying"}],
+         "blocked":["34fe5a30-edec-4c44-9d7b-dc92f3d08305","8d40177b-1cc4-49b1-a12a-a96354b7b13c"],
+         "links":{"posts":"/v1/me/posts?cursor=abc","bidsReceived":"/v1/me/bids-received?cursor=d\/e"},"position":42}
+        """#
+    }
+
+    @Test("a profile writes the bytes its Encodable form writes, full or bare")
+    func profiles() throws {
+        let full = try decode(PrivateProfile.self, Self.profile)
+        #expect(full.posts.count == 2 && full.blocked.count == 2 && full.links.posts != nil)
+        try expectSameBytes(full)
+        var bare = full
+        (bare.country, bare.defaultShareCents, bare.rating, bare.position) = (nil, nil, nil, nil)
+        (bare.photos, bare.cards, bare.posts, bare.bids, bare.loans, bare.blocked) = ([], [], [], [], [], [])
+        bare.links = try decode(ProfileLinks.self, "{}")
+        bare.cards = [
+            try decode(
+                CardResource.self,
+                #"{"id":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a03","network":"mastercard","last4":"0005","expMonth":1,"expYear":2031,"redacted":"x"}"#)
+        ]
+        try expectSameBytes(bare)
+    }
+
     @Test("resources inside a larger answer write themselves, the same bytes")
     func insideAnotherValue() throws {
         let holder = Holder(
