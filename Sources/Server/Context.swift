@@ -75,11 +75,7 @@ struct BearerAuthenticator: AuthenticatorMiddleware {
         guard let authorization else { return nil }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let given = parts[1]
-        if let first = given.unicodeScalars.first, let last = given.unicodeScalars.last, first.isVisibleASCII, last.isVisibleASCII {
-            return String(given)  // nothing to trim, and Foundation's trim bridges through NSString
-        }
-        let token = given.trimmingCharacters(in: .whitespaces)
+        let token = parts[1].trimmingSpaces
         return token.isEmpty ? nil : token
     }
 }

@@ -88,6 +88,9 @@ struct MarketTests {
             #expect(within.data.map(\.title) == ["Bhaktapur bike", "Pokhara bike"])
             let close = try await client.marketPage("near=\(kathmandu.0),\(kathmandu.1)&radiusKm=20", viewer.token)
             #expect(close.data.map(\.title) == ["Bhaktapur bike"])
+            // Spaces around either number are allowed, as they were.
+            let spaced = try await client.marketPage("near=%20\(kathmandu.0)%20,%20%20\(kathmandu.1)%20&radiusKm=20", viewer.token)
+            #expect(spaced.data.map(\.title) == ["Bhaktapur bike"])
             // Without `near`, no distance: an explicit null, read from the JSON itself.
             let far = try await client.market("", viewer.token).json["data"] as? [[String: Any]]
             #expect(far?.count == 3 && far?.allSatisfy { $0["distanceKm"] is NSNull } == true)
