@@ -72,6 +72,22 @@ public struct PostgresBatchColumn: PostgresEncodable, Sendable {
 
 extension Array: PostgresDecodable where Element: PostgresArrayElement {
     public static var postgresTypes: Set<PostgresType> { [.int4Array, .int8Array, .textArray] }
+    /// By a switch: the default makes `postgresTypes`, a new set, for every cell.
+    public static func reads(_ type: PostgresType) -> Bool {
+        switch type {
+        case .int4Array, .int8Array, .textArray: true
+        default: false
+        }
+    }
+
+    /// An empty array without parsing: most of a page's photo lists are `{}`.
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        if bytes.count == 2, bytes[0] == UInt8(ascii: "{"), bytes[1] == UInt8(ascii: "}") {
+            self = []
+            return
+        }
+        self.init(postgresText: String(decoding: bytes, as: UTF8.self), type: type)
+    }
 
     public init?(postgresText text: String, type: PostgresType) {
         guard let items = PostgresArrayLiteral.parse(text) else { return nil }

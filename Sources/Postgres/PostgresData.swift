@@ -169,6 +169,7 @@ extension Int64: PostgresCodable {
 extension Int32: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int4, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { [.int2, .int4] }
+    public static func reads(_ type: PostgresType) -> Bool { type == .int2 || type == .int4 }
     public init?(postgresText text: String, type: PostgresType) { self.init(text) }
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
         guard let value = parseInteger(bytes, as: Int32.self) else { return nil }
