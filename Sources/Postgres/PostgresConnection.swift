@@ -261,7 +261,12 @@ public final class PostgresConnection: Sendable {
             }
             var cells = [Range<Int>?]()
             cells.reserveCapacity(rowCount * columnCount)
+            var size = 0
+            for row in 0..<Int32(rowCount) {
+                for column in 0..<Int32(columnCount) { size += Int(PQgetlength(result, row, column)) + 1 }
+            }
             var bytes = [UInt8]()
+            bytes.reserveCapacity(size)
             for row in 0..<Int32(rowCount) {
                 for column in 0..<Int32(columnCount) {
                     if PQgetisnull(result, row, column) == 1 {

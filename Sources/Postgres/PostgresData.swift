@@ -81,8 +81,9 @@ public protocol PostgresDecodable: Sendable {
     static func reads(_ type: PostgresType) -> Bool
     /// Returns nil when the text is not a valid value of the type.
     init?(postgresText text: String, type: PostgresType)
-    /// The same, from the text's UTF-8 bytes, which a NUL follows. By default through a
-    /// `String`; numbers, ids and times read the bytes themselves.
+    /// The same, from the text's UTF-8 bytes, which a NUL must follow (as in `PostgresRows`,
+    /// the only caller): C's parsers stop there. By default through a `String`; numbers, ids
+    /// and times read the bytes themselves.
     init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType)
 }
 
@@ -206,6 +207,7 @@ extension Double: PostgresCodable {
     /// NaN and Infinity), up to the NUL after them and no further.
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
         guard let start = bytes.baseAddress, !bytes.isEmpty, bytes[0] > 0x20 else { return nil }
+        assert(start[bytes.count] == 0, "a cell's text is followed by a NUL, where strtod stops")
         let parsed = start.withMemoryRebound(to: CChar.self, capacity: bytes.count + 1) { text -> Double? in
             var end: UnsafeMutablePointer<CChar>?
             // strtod reads the thread's locale: the C locale's for the call.

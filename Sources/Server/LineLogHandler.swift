@@ -10,6 +10,7 @@ public struct LineLogHandler: LogHandler {
 
     public init(_ lines: StreamLogHandler) {
         self.lines = lines
+        self.metadata = lines.metadata
     }
 
     public var logLevel: Logger.Level {

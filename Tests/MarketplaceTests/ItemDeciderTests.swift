@@ -84,7 +84,10 @@ struct ItemPostingTests {
             empty.title = blank
             expectRefused(given([], when: .postRental(empty), by: alice), .invalid, "validation_failed")
         }
-        for padded in [" " + String(repeating: "x", count: 120) + " ", "\u{3000}" + String(repeating: "x", count: 120) + "\u{2003}", "é"] {
+        for padded in [
+            " " + String(repeating: "x", count: 120) + " ", "\u{3000}" + String(repeating: "x", count: 120) + "\u{2003}", "é",
+            String(repeating: "x", count: 120) + "\u{A0}", " " + String(repeating: "x", count: 120),
+        ] {
             var fits = post
             fits.title = padded
             #expect((try? given([], when: .postRental(fits), by: alice).get()) != nil, "\(padded)")
