@@ -75,7 +75,7 @@ struct BearerAuthenticator: AuthenticatorMiddleware {
         guard let authorization else { return nil }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingSpaces
+        let token = parts[1].trimmingWhiteSpace(newlines: false)
         return token.isEmpty ? nil : token
     }
 }

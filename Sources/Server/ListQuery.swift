@@ -20,7 +20,7 @@ struct ListQuery {
         self.parameters = parameters
         listing.words = (text("q") ?? "").split(whereSeparator: \.isWhitespace).prefix(10).map(String.init)
         if let value = text("near") {
-            let parts = value.split(separator: ",").map { Double($0.trimmingSpaces) }
+            let parts = value.split(separator: ",").map { Double($0.trimmingWhiteSpace(newlines: false)) }
             if parts.count == 2, let lat = parts[0], let lng = parts[1], (-90...90).contains(lat), (-180...180).contains(lng) {
                 listing.near = (lat, lng)
             } else {
@@ -109,16 +109,5 @@ extension Request {
             return fallback
         }
         return limit
-    }
-}
-
-extension StringProtocol {
-    /// Without spaces and tabs around it (`CharacterSet.whitespaces`). Most text has none,
-    /// as its first and last characters say: Foundation's trim bridges through `NSString`.
-    var trimmingSpaces: String {
-        if let first = unicodeScalars.first, let last = unicodeScalars.last, first.isVisibleASCII, last.isVisibleASCII {
-            return String(self)
-        }
-        return trimmingCharacters(in: .whitespaces)
     }
 }
