@@ -149,7 +149,11 @@ extension Int: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
-    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresText text: String, type: PostgresType) {
+        var text = text
+        guard let value = text.withUTF8({ parseInteger($0, as: Int.self) }) else { return nil }
+        self = value
+    }
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
         guard let value = parseInteger(bytes, as: Int.self) else { return nil }
         self = value
@@ -160,7 +164,11 @@ extension Int64: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
-    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresText text: String, type: PostgresType) {
+        var text = text
+        guard let value = text.withUTF8({ parseInteger($0, as: Int64.self) }) else { return nil }
+        self = value
+    }
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
         guard let value = parseInteger(bytes, as: Int64.self) else { return nil }
         self = value
@@ -171,7 +179,11 @@ extension Int32: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int4, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { [.int2, .int4] }
     public static func reads(_ type: PostgresType) -> Bool { type == .int2 || type == .int4 }
-    public init?(postgresText text: String, type: PostgresType) { self.init(text) }
+    public init?(postgresText text: String, type: PostgresType) {
+        var text = text
+        guard let value = text.withUTF8({ parseInteger($0, as: Int32.self) }) else { return nil }
+        self = value
+    }
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
         guard let value = parseInteger(bytes, as: Int32.self) else { return nil }
         self = value
@@ -195,30 +207,31 @@ extension Double: PostgresCodable {
         }
     }
     public init?(postgresText text: String, type: PostgresType) {
-        switch text {
-        case "NaN": self = .nan
-        case "Infinity": self = .infinity
-        case "-Infinity": self = -.infinity
-        default: self.init(text)
-        }
+        let count = text.utf8.count
+        guard let value = text.withCString({ Self.parse($0, count: count) }) else { return nil }
+        self = value
     }
 
-    /// float8out's text in place: digits read by `strtod` in the C locale (which also reads
-    /// NaN and Infinity), up to the NUL after them and no further.
+    /// float8out's text in place (the NUL after it is where `strtod` stops).
     public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
-        guard let start = bytes.baseAddress, !bytes.isEmpty, bytes[0] > 0x20 else { return nil }
+        guard let start = bytes.baseAddress else { return nil }
         assert(start[bytes.count] == 0, "a cell's text is followed by a NUL, where strtod stops")
-        let parsed = start.withMemoryRebound(to: CChar.self, capacity: bytes.count + 1) { text -> Double? in
-            var end: UnsafeMutablePointer<CChar>?
-            // strtod reads the thread's locale: the C locale's for the call.
-            let previous = uselocale(numericLocale)
-            defer { uselocale(previous) }
-            let value = strtod(text, &end)
-            guard let end, UnsafePointer(end) == text + bytes.count else { return nil }
-            return value
-        }
-        guard let parsed else { return nil }
-        self = parsed
+        guard let value = start.withMemoryRebound(to: CChar.self, capacity: bytes.count + 1, { Self.parse($0, count: bytes.count) })
+        else { return nil }
+        self = value
+    }
+
+    /// The `count` bytes at `text`, which a NUL follows, read by `strtod` in the C locale (as
+    /// `Double(String)` reads them; NaN and Infinity too), all of them and nothing else.
+    private static func parse(_ text: UnsafePointer<CChar>, count: Int) -> Double? {
+        guard count > 0, UInt8(bitPattern: text[0]) > 0x20 else { return nil }
+        var end: UnsafeMutablePointer<CChar>?
+        // strtod reads the thread's locale: the C locale's for the call.
+        let previous = uselocale(numericLocale)
+        defer { uselocale(previous) }
+        let value = strtod(text, &end)
+        guard let end, UnsafePointer(end) == text + count else { return nil }
+        return value
     }
 }
 

@@ -98,6 +98,12 @@ struct ValueTests {
             #expect(bytes(malformed) { Double(postgresBytes: $0, type: .float8) } == nil, "\(malformed)")
         }
         #expect(bytes("-1.25e-3") { Double(postgresBytes: $0, type: .float8) } == -0.00125)
+        // The text reads the same way, by the same parsers.
+        #expect(Double(postgresText: "NaN", type: .float8)?.isNaN == true)
+        #expect(Double(postgresText: "-Infinity", type: .float8) == -.infinity)
+        #expect(Double(postgresText: "1.5", type: .float8) == 1.5 && Double(postgresText: " 1.5", type: .float8) == nil)
+        #expect(Double(postgresText: "1.5\u{0}2", type: .float8) == nil && Double(postgresText: "", type: .float8) == nil)
+        #expect(Int(postgresText: "-42", type: .int8) == -42 && Int(postgresText: "4 2", type: .int8) == nil)
     }
 
     /// Timestamps read as PostgreSQL counts them: its text of 5,000 instants from 1900 to 2200,
