@@ -54,6 +54,7 @@ let package = Package(
             name: "Postgres",
             dependencies: [
                 "CLibPQ",
+                "Civil",
                 "UUIDs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -63,9 +64,11 @@ let package = Package(
         // The domain, pure: typed IDs, commands, events, one decider per aggregate. No I/O.
         // UUIDs made, written and read without Foundation's sprintf, sscanf and /dev/urandom.
         .target(name: "UUIDs"),
-        .target(name: "Marketplace", dependencies: ["UUIDs"]),
+        // Dates of the calendar from days since 1970 and back, in integers.
+        .target(name: "Civil"),
+        .target(name: "Marketplace", dependencies: ["Civil", "UUIDs"]),
         // Codable values written straight to JSON bytes: the answers and the events' bodies.
-        .target(name: "JSONStream"),
+        .target(name: "JSONStream", dependencies: ["Civil"]),
         // The append-only log: append with expected versions, read, follow, verify.
         .target(
             name: "EventStore",

@@ -1,3 +1,4 @@
+import Civil
 import Foundation
 
 /// Codable values written straight to JSON bytes, as they encode themselves, where
@@ -191,16 +192,7 @@ public final class JSONSink {
         let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let inDay = seconds - days * 86_400
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let (year, month, day) = Civil.date(fromDays: Int(days))
         func digits(_ value: Int64, _ width: Int) {
             guard value >= 0 else {
                 // Before year 0: the sign, then at least `width` characters, as the zero padding of the text always wrote.
@@ -226,11 +218,11 @@ public final class JSONSink {
                 index -= 1
             } while rest > 0
         }
-        digits(year, 4)
+        digits(Int64(year), 4)
         bytes.append(UInt8(ascii: "-"))
-        digits(month, 2)
+        digits(Int64(month), 2)
         bytes.append(UInt8(ascii: "-"))
-        digits(day, 2)
+        digits(Int64(day), 2)
         bytes.append(UInt8(ascii: "T"))
         digits(inDay / 3600, 2)
         bytes.append(UInt8(ascii: ":"))

@@ -1,3 +1,4 @@
+import Civil
 import Foundation
 
 /// A calendar day, `YYYY-MM-DD`, as rental periods are counted (`until` included).
@@ -38,8 +39,8 @@ public struct Day: Hashable, Sendable, Comparable, Codable, CustomStringConverti
         return Day(year: year, month: month, day: day)
     }
 
-    /// The UTC day of an instant. From 1600 to 9999 by arithmetic (Howard Hinnant's
-    /// `civil_from_days`), the proleptic Gregorian calendar that Foundation's is there: a bid's
+    /// The UTC day of an instant. From 1600 to 9999 by arithmetic (`Civil`), the proleptic
+    /// Gregorian calendar that Foundation's is there: a bid's
     /// two dates asked Foundation's calendar four times, 3% of the command (`perf`). Outside,
     /// where Foundation's turns Julian, through it.
     public init(_ date: Date) {
@@ -47,15 +48,7 @@ public struct Day: Hashable, Sendable, Comparable, Codable, CustomStringConverti
         if seconds.isFinite, abs(seconds) < 1e12, case let days = Int((seconds / 86_400).rounded(.down)),
             (-135_140...2_932_896).contains(days)
         {
-            let shifted = days + 719_468
-            let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-            let dayOfEra = shifted - era * 146_097
-            let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-            let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-            let shiftedMonth = (5 * dayOfYear + 2) / 153
-            self.day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-            self.month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-            self.year = yearOfEra + era * 400 + (self.month <= 2 ? 1 : 0)
+            (year, month, day) = Civil.date(fromDays: days)
             return
         }
         let components = Calendar.utc.dateComponents([.year, .month, .day], from: date)

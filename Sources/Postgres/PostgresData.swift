@@ -1,3 +1,4 @@
+import Civil
 import Foundation
 import UUIDs
 
@@ -96,6 +97,20 @@ extension PostgresDecodable {
     }
 }
 
+/// The integers read their text, or its bytes, by one parser.
+extension PostgresDecodable where Self: FixedWidthInteger {
+    public init?(postgresText text: String, type: PostgresType) {
+        var text = text
+        guard let value = text.withUTF8({ parseInteger($0, as: Self.self) }) else { return nil }
+        self = value
+    }
+
+    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
+        guard let value = parseInteger(bytes, as: Self.self) else { return nil }
+        self = value
+    }
+}
+
 /// An integer in PostgreSQL's text (an optional sign, then decimal digits), as `Int(String)`
 /// reads it: nil when empty, malformed or out of range.
 @usableFromInline
@@ -149,45 +164,18 @@ extension Int: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
-    public init?(postgresText text: String, type: PostgresType) {
-        var text = text
-        guard let value = text.withUTF8({ parseInteger($0, as: Int.self) }) else { return nil }
-        self = value
-    }
-    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
-        guard let value = parseInteger(bytes, as: Int.self) else { return nil }
-        self = value
-    }
 }
 
 extension Int64: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int8, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { integerTypes }
     public static func reads(_ type: PostgresType) -> Bool { isInteger(type) }
-    public init?(postgresText text: String, type: PostgresType) {
-        var text = text
-        guard let value = text.withUTF8({ parseInteger($0, as: Int64.self) }) else { return nil }
-        self = value
-    }
-    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
-        guard let value = parseInteger(bytes, as: Int64.self) else { return nil }
-        self = value
-    }
 }
 
 extension Int32: PostgresCodable {
     public var postgresBinding: PostgresBinding { PostgresBinding(type: .int4, text: String(self)) }
     public static var postgresTypes: Set<PostgresType> { [.int2, .int4] }
     public static func reads(_ type: PostgresType) -> Bool { type == .int2 || type == .int4 }
-    public init?(postgresText text: String, type: PostgresType) {
-        var text = text
-        guard let value = text.withUTF8({ parseInteger($0, as: Int32.self) }) else { return nil }
-        self = value
-    }
-    public init?(postgresBytes bytes: UnsafeBufferPointer<UInt8>, type: PostgresType) {
-        guard let value = parseInteger(bytes, as: Int32.self) else { return nil }
-        self = value
-    }
 }
 
 extension Double: PostgresCodable {
@@ -435,19 +423,8 @@ enum PostgresTimestamp {
             offsetSeconds = sign * offset
         }
         guard index == bytes.count else { return nil }
-        let epoch = daysSinceEpoch(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        let epoch = Civil.days(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
             - offsetSeconds
         return Date(timeIntervalSince1970: Double(epoch) + Double(micros) / 1_000_000)
-    }
-
-    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
-    /// `days_from_civil`); a day past the month's end runs on into the next, as `timegm` does.
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
-        let year = month <= 2 ? year - 1 : year
-        let era = (year >= 0 ? year : year - 399) / 400
-        let yearOfEra = year - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
