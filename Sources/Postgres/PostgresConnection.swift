@@ -429,24 +429,32 @@ public struct PostgresSession: ~Copyable {
     /// Runs read statements pipelined in one REPEATABLE READ, READ ONLY transaction: one
     /// round trip and one snapshot for all of them. Their rows come back in order; the first
     /// error is thrown, and the transaction is rolled back. With `prepared`, each statement is
-    /// prepared on the connection the first time (their SQL text must not vary).
-    public mutating func snapshot(_ queries: [PostgresQuery], prepared usePrepared: Bool = false) throws -> [PostgresRows] {
+    /// prepared on the connection the first time (their SQL text must not vary); with
+    /// `genericPlans` too, each is planned once for any values (`plan_cache_mode`), for
+    /// statements whose best plan does not depend on them.
+    public mutating func snapshot(
+        _ queries: [PostgresQuery], prepared usePrepared: Bool = false, genericPlans: Bool = false
+    ) throws -> [PostgresRows] {
         precondition(recorded == nil, "recording keeps statements only; it cannot read a snapshot")
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
         // One sync for all of them: more would sync on the way and lose the rows before.
         // A first prepared run sends a prepare before each statement: twice as many in flight.
-        guard (usePrepared ? 2 : 1) * queries.count + 2 < Self.pipelineDepth else {
+        precondition(usePrepared || !genericPlans, "only prepared statements keep a plan")
+        let opening: [PostgresQuery] =
+            ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + (genericPlans ? ["SET LOCAL plan_cache_mode = force_generic_plan"] : [])
+        guard (usePrepared ? 2 : 1) * queries.count + opening.count + 1 < Self.pipelineDepth else {
             throw PostgresError(
-                .encoding, message: "a snapshot takes fewer than \((Self.pipelineDepth - 2) / (usePrepared ? 2 : 1)) statements")
+                .encoding,
+                message: "a snapshot takes fewer than \((Self.pipelineDepth - opening.count - 1) / (usePrepared ? 2 : 1)) statements")
         }
-        let statements: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + queries + ["COMMIT"]
+        let statements = opening + queries + ["COMMIT"]
         do {
             return try inPipelineMode { session in
                 for (index, statement) in statements.enumerated() {
-                    try session.send(statement, prepared: usePrepared && index > 0 && index < statements.count - 1)
+                    try session.send(statement, prepared: usePrepared && index >= opening.count && index < statements.count - 1)
                 }
-                // BEGIN's and COMMIT's answers are not the caller's.
-                return Array(try session.sync(collecting: true).dropFirst().dropLast())
+                // The opening's and COMMIT's answers are not the caller's.
+                return Array(try session.sync(collecting: true).dropFirst(opening.count).dropLast())
             }
         } catch {
             if PQstatus(pg) == CONNECTION_OK, PQtransactionStatus(pg) != PQTRANS_IDLE {

@@ -237,7 +237,7 @@ public struct MapListing: Sendable {
         statement.append(" FROM \(unsafeRaw: view) WHERE ")
         statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
         guard let nearest else {
-            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(limit + 1)")
+            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(literal: limit + 1)")
             return statement
         }
         // The GiST index orders by the distance alone: asked for (distance, id), the planner
@@ -246,10 +246,10 @@ public struct MapListing: Sendable {
         // them, and only those few are ordered by id: the same rows, in the keyset's order.
         statement.append(" ORDER BY ")
         statement.append(nearest)
-        statement.append(" FETCH FIRST \(limit + 1) ROWS WITH TIES")
+        statement.append(" FETCH FIRST \(literal: limit + 1) ROWS WITH TIES")
         var page: PostgresQuery = "SELECT * FROM ("
         page.append(statement)
-        page.append(") AS nearest ORDER BY chord_km, \(unsafeRaw: id) LIMIT \(limit + 1)")
+        page.append(") AS nearest ORDER BY chord_km, \(unsafeRaw: id) LIMIT \(literal: limit + 1)")
         return page
     }
 
