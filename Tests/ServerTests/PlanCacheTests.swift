@@ -72,4 +72,25 @@ struct PlanCacheTests {
             }
         }
     }
+
+    /// The nearest page's point and box are parameters of type `cube`, read once when bound:
+    /// sent as text, the generic plan cast them again for every row it looked at.
+    @Test func aNearestPageReadsItsPointAndBoxOnce() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                var listing = MapListing()
+                listing.near = (27.7172, 85.3240)
+                listing.radiusKm = 25
+                listing.byDistance = true
+                let statement = listing.statement(
+                    select: ItemResource.columns, from: "items_view", id: "item_id", where: ["status = 'available'"])
+                #expect(try await pool.query(statement, prepared: true).isEmpty)
+                let types = try await pool.query(
+                    "SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE statement LIKE '%earth <->%'"
+                ).single().decode("types", as: [String].self)
+                #expect(types.filter { $0 == "cube" }.count == 5, "\(types)")  // four points and the box
+                #expect(!types.contains("text"), "\(types)")
+            }
+        }
+    }
 }

@@ -206,7 +206,7 @@ public struct MapListing: Sendable {
         conditions += boxConditions
         conditions += titleConditions
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
-        let chord: PostgresQuery? = nearPoint.map { "(earth <-> \($0)::cube)" }
+        let chord: PostgresQuery? = nearPoint.map { "(earth <-> \(PostgresUntyped($0))::cube)" }
         if let chord {
             // `earth_km` written out over the chord: a SQL function would be planned, or run per row, as one.
             statement.append("2 * \(unsafeRaw: Earth.radiusSQL) * asin(least(1.0, ")
@@ -215,7 +215,7 @@ public struct MapListing: Sendable {
             statement.append(chord)
             statement.append(" AS chord_km")
             if let radiusBox, let radiusKm {
-                conditions.append("earth <@ \(radiusBox)::cube")
+                conditions.append("earth <@ \(PostgresUntyped(radiusBox))::cube")
                 var within = chord
                 within.append(" <= \(Earth.chord(ofArcKm: radiusKm))")
                 conditions.append(within)
