@@ -93,4 +93,17 @@ struct PlanCacheTests {
             }
         }
     }
+
+    /// The cart every cart command answers with is prepared, and keeps its plan.
+    @Test func theCartIsPreparedOnce() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                let carts = CartView(pool)
+                for _ in 0..<7 { #expect(try await carts.cart(of: UserID()).lines.isEmpty) }
+                let plans = try await Self.plans(pool, like: "%still_needed%")
+                #expect(plans.generic + plans.custom == 7)
+                #expect(plans.generic >= 1, "planned once for the runs after the fifth")
+            }
+        }
+    }
 }

@@ -9,7 +9,8 @@ public struct CartView: Sendable {
     public init(_ pool: PostgresPool) { self.pool = pool }
 
     /// The cart: each line with what its loan still needs and, when the line no longer fits,
-    /// why (the same rule checkout applies).
+    /// why (the same rule checkout applies). Prepared: every cart command answers with it, and
+    /// planning it was 118 µs a call, as long as it ran (`pg_stat_statements`, cart_checkout).
     public func cart(of user: UserID, position: Int64? = nil) async throws -> CartResource {
         let rows = try await pool.query(
             """
@@ -17,7 +18,7 @@ public struct CartView: Sendable {
             FROM cart_lines_view c LEFT JOIN loans_view l USING (loan_id)
             WHERE c.user_id = \(user.rawValue)
             ORDER BY c.position, c.loan_id
-            """)
+            """, prepared: true)
         let lines = try rows.map { row in
             let amount: Int = try row.decode("amount_cents")
             let status = try row.decode("status", as: String?.self).flatMap(LoanStatus.init(rawValue:))
