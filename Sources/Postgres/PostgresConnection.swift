@@ -429,23 +429,29 @@ public struct PostgresSession: ~Copyable {
     /// Runs read statements pipelined in one REPEATABLE READ, READ ONLY transaction: one
     /// round trip and one snapshot for all of them. Their rows come back in order; the first
     /// error is thrown, and the transaction is rolled back. With `prepared`, each statement is
-    /// prepared on the connection the first time (their SQL text must not vary); with
-    /// `genericPlans` too, each is planned once for any values (`plan_cache_mode`), for
-    /// statements whose best plan does not depend on them.
+    /// prepared on the connection the first time (their SQL text must not vary). With
+    /// `genericIndexPlans` too, each is planned once for any values and takes its order from
+    /// an index where one gives it (`plan_cache_mode = force_generic_plan`, `enable_sort =
+    /// off`, for the transaction): a generic plan comes from average statistics, and made
+    /// from many short lists it sorts what a bitmap scan found, every row of a long one.
     public mutating func snapshot(
-        _ queries: [PostgresQuery], prepared usePrepared: Bool = false, genericPlans: Bool = false
+        _ queries: [PostgresQuery], prepared usePrepared: Bool = false, genericIndexPlans: Bool = false
     ) throws -> [PostgresRows] {
         precondition(recorded == nil, "recording keeps statements only; it cannot read a snapshot")
         guard unsynced == nil else { throw PostgresError(.connection, message: "a snapshot cannot run inside a pipeline") }
         // One sync for all of them: more would sync on the way and lose the rows before.
         // A first prepared run sends a prepare before each statement: twice as many in flight.
-        precondition(usePrepared || !genericPlans, "only prepared statements keep a plan")
-        let opening: [PostgresQuery] =
-            ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"] + (genericPlans ? ["SET LOCAL plan_cache_mode = force_generic_plan"] : [])
-        guard (usePrepared ? 2 : 1) * queries.count + opening.count + 1 < Self.pipelineDepth else {
+        precondition(usePrepared || !genericIndexPlans, "only prepared statements keep a plan")
+        var opening: [PostgresQuery] = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"]
+        if genericIndexPlans {
+            opening.append(
+                "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_sort', 'off', true)")
+        }
+        let messages = usePrepared ? 2 : 1
+        guard messages * queries.count + opening.count + 1 < Self.pipelineDepth else {
             throw PostgresError(
                 .encoding,
-                message: "a snapshot takes fewer than \((Self.pipelineDepth - opening.count - 1) / (usePrepared ? 2 : 1)) statements")
+                message: "a snapshot takes at most \((Self.pipelineDepth - opening.count - 2) / messages) statements")
         }
         let statements = opening + queries + ["COMMIT"]
         do {

@@ -151,11 +151,13 @@ public final class PostgresPool: Sendable {
     /// Runs read statements in one round trip (pipelined) and one snapshot (a REPEATABLE
     /// READ, READ ONLY transaction), so that what they read belongs together: a page made of
     /// several views. Their rows come back in order. With `prepared`, as `query(_:prepared:)`;
-    /// with `genericPlans`, as `PostgresSession.snapshot`.
-    public func snapshot(_ queries: [PostgresQuery], prepared: Bool = false, genericPlans: Bool = false) async throws -> [PostgresRows] {
+    /// with `genericIndexPlans`, as `PostgresSession.snapshot`.
+    public func snapshot(
+        _ queries: [PostgresQuery], prepared: Bool = false, genericIndexPlans: Bool = false
+    ) async throws -> [PostgresRows] {
         try await withConnection { connection in
             try await connection.withBlockingSession { session in
-                try session.snapshot(queries, prepared: prepared, genericPlans: genericPlans)
+                try session.snapshot(queries, prepared: prepared, genericIndexPlans: genericIndexPlans)
             }
         }
     }

@@ -52,12 +52,16 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
             bind(value?.postgresBinding ?? .null)
         }
 
-        /// Writes an integer into the SQL as its digits, not as a parameter: for a value the
-        /// plan turns on, such as a `LIMIT`. A prepared statement's generic plan cannot see a
+        /// Writes a count into the SQL as its digits, not as a parameter: for a value the plan
+        /// turns on, such as a `LIMIT`. A prepared statement's generic plan cannot see a
         /// parameter's value and takes a `LIMIT $n` for a tenth of the rows, so PostgreSQL
         /// planned such a statement anew at every run (60–70 µs, more than a page's executor
-        /// time on the market's newest). Each value is then a statement of its own.
+        /// time on the market's newest). Each value is a statement of its own: only for
+        /// values from a small range (a page's size is 1 to 100).
         public mutating func appendInterpolation(literal value: Int) {
+            precondition(value >= 0, "a literal is a count")
+            // Apart from a placeholder just before it, which the digits would lengthen ($1, $15).
+            if let last = sql.utf8.last, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) { sql += " " }
             sql += String(value)
         }
 

@@ -165,6 +165,36 @@ struct SnapshotTests {
         }
     }
 
+    /// With generic plans in index order, the answers are still the statements' own, in order,
+    /// and the settings hold for the snapshot alone: after it, and after one that failed, the
+    /// connection plans as before.
+    @Test func genericIndexPlansHoldForTheSnapshotAlone() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE t (n integer PRIMARY KEY)")
+                try await pool.query("INSERT INTO t SELECT generate_series(1, 5)")
+                let settings: PostgresQuery =
+                    "SELECT current_setting('plan_cache_mode') AS mode, current_setting('enable_sort') AS sort"
+                for bound in [2, 4] {
+                    let answers = try await pool.snapshot(
+                        ["SELECT n FROM t WHERE n <= \(bound) ORDER BY n", settings, "SELECT count(*) AS c FROM t"],
+                        prepared: true, genericIndexPlans: true)
+                    #expect(answers.count == 3)
+                    #expect(try answers[0].map { try $0.decode("n", as: Int.self) } == Array(1...bound))
+                    #expect(try answers[1].single().decode("mode", as: String.self) == "force_generic_plan")
+                    #expect(try answers[1].single().decode("sort", as: String.self) == "off")
+                    #expect(try answers[2].single().decode("c", as: Int.self) == 5)
+                }
+                _ = try await #require(throws: PostgresError.self) {
+                    try await pool.snapshot(["SELECT 1 / 0 AS boom"], prepared: true, genericIndexPlans: true)
+                }
+                let after = try await pool.query(settings).single()
+                #expect(try after.decode("mode", as: String.self) == "auto")
+                #expect(try after.decode("sort", as: String.self) == "on")
+            }
+        }
+    }
+
     @Test func anErrorIsThrownAndTheConnectionIsIdleAfter() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in

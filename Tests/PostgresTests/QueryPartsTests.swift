@@ -42,9 +42,12 @@ struct QueryPartsTests {
     /// parts number their parameters around it.
     @Test func aLiteralIntegerIsTextNotAParameter() async throws {
         var statement: PostgresQuery = "SELECT n FROM generate_series(\(1), \(literal: 50)) n WHERE n > \(40)"
-        statement.append(" ORDER BY n DESC LIMIT \(literal: 3) OFFSET \(literal: -0)")
+        statement.append(" ORDER BY n DESC LIMIT \(literal: 3) OFFSET \(literal: 0)")
         #expect(statement.sql == "SELECT n FROM generate_series($1, 50) n WHERE n > $2 ORDER BY n DESC LIMIT 3 OFFSET 0")
         #expect(statement.bindings.count == 2)
+        // Right after a placeholder, the digits stay apart from its number.
+        let adjacent: PostgresQuery = "\(1)\(literal: 5)"
+        #expect(adjacent.sql == "$1 5")
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 let rows = try await pool.query(statement, prepared: true)

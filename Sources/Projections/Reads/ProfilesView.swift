@@ -31,11 +31,12 @@ public struct ProfilesView: Sendable {
     /// balance and the loans it paid for agree: the first page of each list (`MyList`), with
     /// links to the rest. `blocked` is the user's own stream's to say.
     ///
-    /// Planned once for any user: each statement's best plan is the same index whoever asks.
-    /// Left to choose, PostgreSQL planned them anew at every request (60–75 µs of its 330–450): a
-    /// custom plan for a user outside a column's most common values is estimated at one row,
-    /// the generic one at the average (8.4 against 68.7 for the posts, `EXPLAIN`), so the
-    /// generic never looked cheaper.
+    /// Planned once for any user, each list in its index's order: the best plan whoever asks.
+    /// Left to choose, PostgreSQL planned them anew at every request (60–75 µs of its 330–450):
+    /// a user outside a column's most common values is estimated at one row, so a custom plan
+    /// looked cheaper than the generic one made for the average (costs 8.4 and 68.7 for the
+    /// posts, `EXPLAIN`). And where most users' lists are short, the generic plan would sort
+    /// what a bitmap scan finds: every row, for a user with a long list.
     public func privateProfile(_ user: UserID, blocked: Set<UserID>, position: Int64? = nil) async throws -> PrivateProfile {
         let first = MyList.profileLength
         let lists: [MyList] = [.posts, .bids, .bidsReceived, .loans, .approvalsGiven, .approvalsReceived]
@@ -47,7 +48,7 @@ public struct ProfilesView: Sendable {
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
-            ] + lists.map { $0.statement(of: user, after: nil, limit: first) }, prepared: true, genericPlans: true)
+            ] + lists.map { $0.statement(of: user, after: nil, limit: first) }, prepared: true, genericIndexPlans: true)
         guard let row = answers[0].first else { throw DomainError.userNotFound }
         let cards = try answers[1].map { try CardResource(row: $0) }
         let posts = try MyList.page(answers[2], limit: first, ItemResource.keyed)
