@@ -456,8 +456,15 @@ public struct PostgresSession: ~Copyable {
         let statements = opening + queries + ["COMMIT"]
         do {
             return try inPipelineMode { session in
-                for (index, statement) in statements.enumerated() {
-                    try session.send(statement, prepared: usePrepared && index >= opening.count && index < statements.count - 1)
+                do {
+                    for (index, statement) in statements.enumerated() {
+                        try session.send(statement, prepared: usePrepared && index >= opening.count && index < statements.count - 1)
+                    }
+                } catch {
+                    // A statement refused before it was sent (a NUL in a value): what went before
+                    // it is synced, so that the pipeline can be left and the transaction rolled back.
+                    _ = try? session.sync()
+                    throw error
                 }
                 // The opening's and COMMIT's answers are not the caller's.
                 return Array(try session.sync(collecting: true).dropFirst(opening.count).dropLast())

@@ -211,6 +211,16 @@ struct SnapshotTests {
                 #expect(try await pool.query("SELECT 41 + 1 AS x").single().decode("x", as: Int.self) == 42)
                 let answers = try await pool.snapshot(["SELECT 7 AS seven"])
                 #expect(try answers[0].single().decode("seven", as: Int.self) == 7)
+                // A statement refused before it is sent, after others were: the same connection
+                // after it, not one the pool had to replace.
+                let backend: PostgresQuery = "SELECT pg_backend_pid() AS pid"
+                let pid = try await pool.query(backend).single().decode("pid", as: Int.self)
+                let refused = try await #require(throws: PostgresError.self) {
+                    try await pool.snapshot(["SELECT 1 AS one", "SELECT \("a\u{0}b")::text AS t"], prepared: true, genericIndexPlans: true)
+                }
+                #expect(refused.kind == .encoding)
+                #expect(try await pool.query(backend).single().decode("pid", as: Int.self) == pid)
+                #expect(try await pool.snapshot(["SELECT 7 AS seven"])[0].single().decode("seven", as: Int.self) == 7)
             }
         }
     }
