@@ -155,7 +155,7 @@ struct MapBox {
         statement.append(" ")
         statement.append(.joined([conditions] + filters, separator: " AND "))
         statement.append(
-            " GROUP BY v.map_x >> \(unsafeRaw: String(shift)), v.map_y >> \(unsafeRaw: String(shift)) ORDER BY v.map_y >> \(unsafeRaw: String(shift)), v.map_x >> \(unsafeRaw: String(shift))")
+            " GROUP BY v.map_x >> \(literal: shift), v.map_y >> \(literal: shift) ORDER BY v.map_y >> \(literal: shift), v.map_x >> \(literal: shift)")
         return statement
     }
 
@@ -164,22 +164,22 @@ struct MapBox {
     /// rows at its north and south ends, each read on an index of its own. A side at the
     /// world's end (longitude ±180, latitude ±90) has no partial cells.
     func keptCellsStatement(grid: Int, kept: Int) -> PostgresQuery {
-        let keptShift = String(24 - kept)
-        let up = String(kept - grid)
-        let shift = String(24 - grid)
+        let keptShift = 24 - kept
+        let up = kept - grid
+        let shift = 24 - grid
         var strips: [PostgresQuery] = []
         for (edge, range): (PostgresQuery, PostgresQuery) in [
-            ("i.ix0 > i.fx0", "v.map_x BETWEEN i.fx0 << \(unsafeRaw: keptShift) AND ((i.fx0 + 1) << \(unsafeRaw: keptShift)) - 1"),
+            ("i.ix0 > i.fx0", "v.map_x BETWEEN i.fx0 << \(literal: keptShift) AND ((i.fx0 + 1) << \(literal: keptShift)) - 1"),
             // A column of its own unless the west strip took it (a box one kept cell wide).
             ("i.ix1 < i.fx1 AND (i.fx1 <> i.fx0 OR i.ix0 = i.fx0)",
-             "v.map_x BETWEEN i.fx1 << \(unsafeRaw: keptShift) AND ((i.fx1 + 1) << \(unsafeRaw: keptShift)) - 1"),
+             "v.map_x BETWEEN i.fx1 << \(literal: keptShift) AND ((i.fx1 + 1) << \(literal: keptShift)) - 1"),
             ("i.iy0 > i.fy0",
-             "v.map_y BETWEEN i.fy0 << \(unsafeRaw: keptShift) AND ((i.fy0 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
+             "v.map_y BETWEEN i.fy0 << \(literal: keptShift) AND ((i.fy0 + 1) << \(literal: keptShift)) - 1 AND v.map_x >> \(literal: keptShift) BETWEEN i.ix0 AND i.ix1"),
             ("i.iy1 < i.fy1 AND (i.fy1 <> i.fy0 OR i.iy0 = i.fy0)",
-             "v.map_y BETWEEN i.fy1 << \(unsafeRaw: keptShift) AND ((i.fy1 + 1) << \(unsafeRaw: keptShift)) - 1 AND v.map_x >> \(unsafeRaw: keptShift) BETWEEN i.ix0 AND i.ix1"),
+             "v.map_y BETWEEN i.fy1 << \(literal: keptShift) AND ((i.fy1 + 1) << \(literal: keptShift)) - 1 AND v.map_x >> \(literal: keptShift) BETWEEN i.ix0 AND i.ix1"),
         ] {
             var strip: PostgresQuery = """
-                SELECT v.map_x >> \(unsafeRaw: shift) AS cx, v.map_y >> \(unsafeRaw: shift) AS cy, 1 AS n, v.lat AS slat,
+                SELECT v.map_x >> \(literal: shift) AS cx, v.map_y >> \(literal: shift) AS cy, 1 AS n, v.lat AS slat,
                        v.lng AS slng, v.item_id::text AS sample
                 FROM items_view v, inner_cells i WHERE v.status = 'available' AND
                 """
@@ -189,18 +189,18 @@ struct MapBox {
         }
         var statement: PostgresQuery = """
             WITH ends AS (
-                SELECT mercator_x(\(minLng)) >> \(unsafeRaw: keptShift) AS fx0, mercator_x(\(maxLng)) >> \(unsafeRaw: keptShift) AS fx1,
-                       mercator_y(\(maxLat)) >> \(unsafeRaw: keptShift) AS fy0, mercator_y(\(minLat)) >> \(unsafeRaw: keptShift) AS fy1
+                SELECT mercator_x(\(minLng)) >> \(literal: keptShift) AS fx0, mercator_x(\(maxLng)) >> \(literal: keptShift) AS fx1,
+                       mercator_y(\(maxLat)) >> \(literal: keptShift) AS fy0, mercator_y(\(minLat)) >> \(literal: keptShift) AS fy1
             ), inner_cells AS (
                 SELECT fx0, fx1, fy0, fy1,
-                       fx0 + \(unsafeRaw: minLng <= -180 ? "0" : "1") AS ix0, fx1 - \(unsafeRaw: maxLng >= 180 ? "0" : "1") AS ix1,
-                       fy0 + \(unsafeRaw: maxLat >= 90 ? "0" : "1") AS iy0, fy1 - \(unsafeRaw: minLat <= -90 ? "0" : "1") AS iy1
+                       fx0 + \(literal: minLng <= -180 ? 0 : 1) AS ix0, fx1 - \(literal: maxLng >= 180 ? 0 : 1) AS ix1,
+                       fy0 + \(literal: maxLat >= 90 ? 0 : 1) AS iy0, fy1 - \(literal: minLat <= -90 ? 0 : 1) AS iy1
                 FROM ends
             ), parts AS (
-                SELECT c.cell_x >> \(unsafeRaw: up) AS cx, c.cell_y >> \(unsafeRaw: up) AS cy, c.count AS n,
+                SELECT c.cell_x >> \(literal: up) AS cx, c.cell_y >> \(literal: up) AS cy, c.count AS n,
                        c.sum_lat / 1e7 AS slat, c.sum_lng / 1e7 AS slng, c.sample::text AS sample
                 FROM market_cells c, inner_cells i
-                WHERE c.level = \(unsafeRaw: String(kept)) AND c.cell_x BETWEEN i.ix0 AND i.ix1 AND c.cell_y BETWEEN i.iy0 AND i.iy1
+                WHERE c.level = \(literal: kept) AND c.cell_x BETWEEN i.ix0 AND i.ix1 AND c.cell_y BETWEEN i.iy0 AND i.iy1
             """
         for strip in strips {
             statement.append(" UNION ALL ")
