@@ -198,7 +198,28 @@ struct ValueTests {
         }
     }
 
-    /// A batch's column is one `text[]` literal written value by value: escapes, NULLs and
+    /// A batch's column is untyped: the cast where it is used types the parameter, so it is
+    /// read once into that array, not into a `text[]` converted element by element after.
+    @Test func aBatchColumnTakesTheTypeOfItsCast() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                var ids = PostgresBatchColumn(), times = PostgresBatchColumn()
+                ids.append(UUID(uuidString: "0b8e8c1e-6e0a-4c39-9d39-3f1a0c0f0d2e")!)
+                times.append(Date(timeIntervalSince1970: 1_800_000_000))
+                let row = try await pool.query(
+                    "SELECT count(*) AS n FROM unnest(\(ids)::uuid[], \(times)::timestamptz[]) AS r(id, at) WHERE at IS NOT NULL",
+                    prepared: true
+                ).single()
+                #expect(try row.decode("n", as: Int.self) == 1)
+                let types = try await pool.query(
+                    "SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE statement LIKE '%unnest(%'"
+                ).single().decode("types", as: [String].self)
+                #expect(types == ["uuid[]", "timestamp with time zone[]"])
+            }
+        }
+    }
+
+    /// A batch's column is one array literal written value by value: escapes, NULLs and
     /// every type's text come back as sent, in order.
     @Test func batchColumnsUnnestToTheirValues() async throws {
         try await TestDatabase.withEmpty { configuration in
