@@ -14,7 +14,7 @@ public struct ConversationsView: Sendable {
     public func reviews(about user: UserID, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
         let page = try await reviews(where: "r.subject_id = \(user.rawValue)", limit: limit, after: after)
         if page.data.isEmpty, after == nil,
-            try await pool.query("SELECT 1 FROM users_view WHERE user_id = \(user.rawValue)").isEmpty
+            try await pool.query("SELECT 1 FROM users_view WHERE user_id = \(user.rawValue)", prepared: true).isEmpty
         {
             throw DomainError.userNotFound
         }
@@ -30,12 +30,9 @@ public struct ConversationsView: Sendable {
         var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE"
         statement.append(" ")
         statement.append(condition)
-        statement.append(
-            """
-             AND (\(after?.at)::timestamptz IS NULL OR (r.created_at, r.bid_id) < (\(after?.at), \(after?.id)))
-            ORDER BY r.created_at DESC, r.bid_id DESC LIMIT \(limit + 1)
-            """)
-        let rows = try await pool.query(statement)
+        if let after { statement.append(" AND (r.created_at, r.bid_id) < (\(after.at), \(after.id))") }
+        statement.append(" ORDER BY r.created_at DESC, r.bid_id DESC LIMIT \(literal: limit + 1)")
+        let rows = try await pool.query(statement, prepared: true)
         let reviews = try rows.prefix(limit).map(ReviewResource.init)
         let next = rows.count > limit ? reviews.last.map { Cursor(at: $0.createdAt, id: $0.bidId.rawValue).encoded } : nil
         return Page(data: reviews, nextCursor: next)
@@ -43,12 +40,10 @@ public struct ConversationsView: Sendable {
 
     /// The messages on a bid, newest first; `before` a message's position pages back.
     public func messages(onBid bid: BidID, limit: Int, before: Int64?) async throws -> Page<MessageResource> {
-        let rows = try await pool.query(
-            """
-            SELECT \(unsafeRaw: MessageResource.selection)
-            WHERE m.bid_id = \(bid.rawValue) AND (\(before)::bigint IS NULL OR m.position < \(before))
-            ORDER BY m.position DESC LIMIT \(limit + 1)
-            """)
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: MessageResource.selection) WHERE m.bid_id = \(bid.rawValue)"
+        if let before { statement.append(" AND m.position < \(before)") }
+        statement.append(" ORDER BY m.position DESC LIMIT \(literal: limit + 1)")
+        let rows = try await pool.query(statement, prepared: true)
         let messages = try rows.prefix(limit).map(MessageResource.init)
         return Page(data: messages, nextCursor: rows.count > limit ? messages.last.map { String($0.position) } : nil)
     }
@@ -84,8 +79,8 @@ public struct ConversationsView: Sendable {
             """
         statement.append(" ")
         statement.append(condition)
-        statement.append(" ORDER BY f.position, f.user_id LIMIT \(limit)")
-        return try await pool.query(statement).map { row in
+        statement.append(" ORDER BY f.position, f.user_id LIMIT \(literal: limit)")
+        return try await pool.query(statement, prepared: true).map { row in
             (UserID(try row.decode("user_id", as: UUID.self)), try Notice(row))
         }
     }
@@ -200,7 +195,7 @@ extension ConversationsView {
             """
             SELECT \(unsafeRaw: MessageResource.selection)
             WHERE m.message_id = \(id.rawValue)
-            """)
+            """, prepared: true)
         return try rows.first.map(MessageResource.init)
     }
 }

@@ -44,7 +44,7 @@ public struct ItemsView: Sendable {
 
     /// The item a bid was placed on: the stream that decides on the bid.
     public func item(ofBid id: BidID) async throws -> ItemID {
-        let rows = try await pool.query("SELECT item_id FROM bids_view WHERE bid_id = \(id.rawValue)")
+        let rows = try await pool.query("SELECT item_id FROM bids_view WHERE bid_id = \(id.rawValue)", prepared: true)
         guard let itemID = try rows.first?.decode("item_id", as: UUID.self) else { throw DomainError.bidNotFound }
         return ItemID(itemID)
     }
@@ -61,25 +61,21 @@ public struct ItemsView: Sendable {
             JOIN users_view owner ON owner.user_id = \(item.ownerId.rawValue)
             WHERE b.item_id = \(item.id.rawValue) AND b.status = 'approved'
             ORDER BY b.updated_at DESC LIMIT 1
-            """)
+            """, prepared: true)
         guard let row = rows.first else { return nil }
         if actor == item.ownerId { return try row.decode("bidder_email") }
         if actor.rawValue == (try row.decode("bidder_id", as: UUID.self)) { return try row.decode("owner_email") }
         return nil
     }
 
-    /// The item's bids, newest first: all of them, or only `bidder`'s.
+    /// The item's bids, newest first: all of them, or only `bidder`'s. The statement holds
+    /// only the filters that are set, as the market's does, and is prepared.
     public func bids(on item: ItemID, onlyBy bidder: UserID?, limit: Int, after: Cursor?) async throws -> Page<BidResource> {
-        let onlyBidder = bidder?.rawValue
-        let rows = try await pool.query(
-            """
-            SELECT \(unsafeRaw: BidResource.columns) FROM bids_view
-            WHERE item_id = \(item.rawValue)
-              AND (\(onlyBidder)::uuid IS NULL OR bidder_id = \(onlyBidder))
-              AND (\(after?.at)::timestamptz IS NULL OR (created_at, bid_id) < (\(after?.at), \(after?.id)))
-            ORDER BY created_at DESC, bid_id DESC
-            LIMIT \(limit + 1)
-            """)
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE item_id = \(item.rawValue)"
+        if let bidder { statement.append(" AND bidder_id = \(bidder.rawValue)") }
+        if let after { statement.append(" AND (created_at, bid_id) < (\(after.at), \(after.id))") }
+        statement.append(" ORDER BY created_at DESC, bid_id DESC LIMIT \(literal: limit + 1)")
+        let rows = try await pool.query(statement, prepared: true)
         let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
         let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue).encoded } : nil
         return Page(data: bids, nextCursor: next)
