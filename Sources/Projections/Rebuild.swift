@@ -317,15 +317,21 @@ public struct ViewRebuilder: Sendable {
     /// build of 1.08M events took 47–64 s, and 25 s planned with the values
     /// (`pg_stat_statements`). In batches of 5,000 the plans happened to be good; planning
     /// with the values costs 0.3–0.7 s of such a build.
+    /// The mode before is put back after, for a caller's transaction that goes on (a swap's,
+    /// a comparison's); a failed body leaves an aborted transaction, whose end undoes both.
     static func inSchema(_ schema: String, _ session: inout PostgresSession, _ body: (inout PostgresSession) throws -> Void) throws {
-        _ = try session.query(
-            "SELECT set_config('search_path', \(schema + ", public"), true), set_config('plan_cache_mode', 'force_custom_plan', true)")
+        // Read before it is set: the CTE's row is made before the select list's calls.
+        let previous = try session.query(
+            """
+            WITH before AS MATERIALIZED (SELECT current_setting('plan_cache_mode') AS mode)
+            SELECT mode, set_config('search_path', \(schema + ", public"), true),
+                   set_config('plan_cache_mode', 'force_custom_plan', true)
+            FROM before
+            """
+        ).single().decode("mode", as: String.self)
         defer {
             _ = try? session.query(
-                """
-                SELECT set_config('search_path', 'public', true),
-                       set_config('plan_cache_mode', (SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'), true)
-                """)
+                "SELECT set_config('search_path', 'public', true), set_config('plan_cache_mode', \(previous), true)")
         }
         try body(&session)
     }

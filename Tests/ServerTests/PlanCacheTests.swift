@@ -129,9 +129,9 @@ struct PlanCacheTests {
         }
     }
 
-    /// An item's bids, a bid's messages and a user's feed are prepared, one statement for each
-    /// set of filters (no `IS NULL OR`), and keep their plans; so is a bid decision's lookup
-    /// of its item.
+    /// An item's bids (as its owner reads them), a bid's messages, reviews and a user's feed
+    /// are prepared, one statement for each set of filters (no `IS NULL OR`), and keep their
+    /// plans; so is a bid decision's lookup of its item.
     @Test func theListsOfConversationsAndBidsArePreparedOnce() async throws {
         try await TestDatabase.withMigrated { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
@@ -139,17 +139,20 @@ struct PlanCacheTests {
                 let cursor = Cursor(at: Date(), id: UUID())
                 for _ in 0..<7 {
                     #expect(try await items.bids(on: ItemID(), onlyBy: nil, limit: 20, after: nil).data.isEmpty)
-                    #expect(try await items.bids(on: ItemID(), onlyBy: UserID(), limit: 20, after: cursor).data.isEmpty)
+                    #expect(try await items.bids(on: ItemID(), onlyBy: nil, limit: 20, after: cursor).data.isEmpty)
                     #expect(try await conversations.messages(onBid: BidID(), limit: 20, before: 9).data.isEmpty)
+                    #expect(try await conversations.reviews(ofItem: ItemID(), limit: 20, after: cursor).data.isEmpty)
                     #expect(try await conversations.feed(of: UserID(), after: 0, limit: 20).data.isEmpty)
                     await #expect(throws: DomainError.self) { try await items.item(ofBid: BidID()) }
                 }
                 let statements = try await pool.query(
-                    "SELECT statement FROM pg_prepared_statements WHERE statement ~ 'bids_view|messages_view|feed_view'"
+                    "SELECT statement FROM pg_prepared_statements WHERE statement ~ 'bids_view|messages_view|feed_view|reviews_view'"
                 ).map { try $0.decode("statement", as: String.self) }
-                #expect(statements.count == 5, "\(statements)")
+                #expect(statements.count == 6, "\(statements)")
                 #expect(!statements.contains { $0.contains("IS NULL OR") }, "\(statements)")
-                for pattern in ["%FROM bids_view WHERE item_id%", "%m.bid_id =%", "%FROM feed_view%", "SELECT item_id FROM bids_view%"] {
+                for pattern in [
+                    "%FROM bids_view WHERE item_id%", "%m.bid_id =%", "%FROM feed_view%", "SELECT item_id FROM bids_view%", "%r.item_id =%",
+                ] {
                     let plans = try await Self.plans(pool, like: pattern)
                     #expect(plans.generic >= 1, "\(pattern): planned once for the runs after the fifth")
                 }

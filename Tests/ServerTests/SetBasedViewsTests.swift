@@ -3,7 +3,7 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
-import Projections
+@testable import Projections
 import ServerTestSupport
 import Testing
 import TestSupport
@@ -52,8 +52,20 @@ struct SetBasedViewsTests {
                 }
                 #expect(plans.custom > 50, "the writes of \(events / 20 + 1) batches")
                 #expect(plans.generic == 0)
-                let mode = try await pool.query("SHOW plan_cache_mode").single().decode("plan_cache_mode", as: String.self)
-                #expect(mode == "force_generic_plan", "the setting ends with the rebuild's transactions")
+                // Inside a longer transaction (a swap's, a comparison's), the mode before comes back.
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        try session.withTransaction { session in
+                            _ = try session.query("SET LOCAL plan_cache_mode = auto")
+                            try ViewRebuilder.inSchema("planned", &session) { session in
+                                let inside = try session.query("SELECT current_setting('plan_cache_mode') AS mode").single()
+                                #expect(try inside.decode("mode", as: String.self) == "force_custom_plan")
+                            }
+                            let after = try session.query("SELECT current_setting('plan_cache_mode') AS mode").single()
+                            #expect(try after.decode("mode", as: String.self) == "auto")
+                        }
+                    }
+                }
             }
         }
     }

@@ -69,13 +69,15 @@ public struct ItemsView: Sendable {
     }
 
     /// The item's bids, newest first: all of them, or only `bidder`'s. The statement holds
-    /// only the filters that are set, as the market's does, and is prepared.
+    /// only the filters that are set, as the market's does. The owner's is prepared; a
+    /// bidder's is planned with its values, since a generic plan may take the bidder's index
+    /// and walk every bid of a bidder with many to find the few on this item.
     public func bids(on item: ItemID, onlyBy bidder: UserID?, limit: Int, after: Cursor?) async throws -> Page<BidResource> {
         var statement: PostgresQuery = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE item_id = \(item.rawValue)"
         if let bidder { statement.append(" AND bidder_id = \(bidder.rawValue)") }
         if let after { statement.append(" AND (created_at, bid_id) < (\(after.at), \(after.id))") }
         statement.append(" ORDER BY created_at DESC, bid_id DESC LIMIT \(literal: limit + 1)")
-        let rows = try await pool.query(statement, prepared: true)
+        let rows = try await pool.query(statement, prepared: bidder == nil)
         let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
         let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue).encoded } : nil
         return Page(data: bids, nextCursor: next)
