@@ -79,9 +79,12 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # bind it (a standby of the test suite failed so, its port held by one of the suite's own
 # connections). Probing only finds listeners.
 free_port() {
-    local low port
+    local low span port
     low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-    port=$((20000 + $(printf '%s' "$ROOT" | cksum | cut -d' ' -f1) % (low - 20000 - 1000)))
+    span=$((low - 21000))
+    # A kernel whose range starts lower leaves no room below it: the old span, then.
+    [ "$span" -ge 1000 ] || span=20000
+    port=$((20000 + $(printf '%s' "$ROOT" | cksum | cut -d' ' -f1) % span))
     while port_in_use "$port"; do port=$((port + 1)); done
     echo "$port"
 }
