@@ -170,7 +170,9 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [])
             }
         }
-        if moved && movingCells { try Self.scratchCellMoves(&session) }
+        // A rebuild's moves are never read (its cells are made at its end), but its statements
+        // note them all the same: here they are dropped at each commit, without WAL.
+        if moved { try Self.scratchCellMoves(&session) }
         try plan.run(&session)
         try bidCounts.write(&session)
         if moved && movingCells { try Self.applyCellMoves(&session) }
