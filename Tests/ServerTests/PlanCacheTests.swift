@@ -51,6 +51,38 @@ struct PlanCacheTests {
         }
     }
 
+    /// Every page size a client may ask for (1–100) reads through one of four statements,
+    /// each page holding what was asked for and a cursor exactly when there is more: a size
+    /// each would have filled a connection's prepared statements (256) with a list's alone.
+    struct Listed: Encodable, Sendable {
+        var at: Date
+        var id: UUID
+    }
+
+    @Test func everyPageSizeReadsThroughAFewStatements() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE listed (id uuid PRIMARY KEY, category text, created_at timestamptz)")
+                try await pool.query(
+                    "INSERT INTO listed SELECT gen_random_uuid(), 'c', now() - n * interval '1 minute' FROM generate_series(1, 60) n")
+                for limit in 1...100 {
+                    var listing = MapListing()
+                    listing.limit = limit
+                    let statement = listing.statement(select: "id, created_at", from: "listed", id: "id", where: [])
+                    let rows = try await pool.query(statement, prepared: true)
+                    let page = try listing.page(rows, at: { $0.at }, id: { $0.id }) { row in
+                        Listed(at: try row.decode("created_at", as: Date.self), id: try row.decode("id", as: UUID.self))
+                    }
+                    #expect(page.data.count == min(limit, 60), "limit \(limit)")
+                    #expect((page.nextCursor != nil) == (limit < 60), "limit \(limit)")
+                }
+                let prepared = try await pool.query("SELECT count(*)::int FROM pg_prepared_statements WHERE statement LIKE '%FROM listed%'")
+                    .single().decode(0, as: Int.self)
+                #expect(prepared == PageSize.steps.count)
+            }
+        }
+    }
+
     /// `GET /v1/me`'s eight statements are planned once each for any user, from the first
     /// request, and each list in its index's order: where most users have a few posts, a
     /// generic plan left to itself sorts what a bitmap scan finds, every post of one who has

@@ -31,7 +31,7 @@ public struct ConversationsView: Sendable {
         statement.append(" ")
         statement.append(condition)
         if let after { statement.append(" AND (r.created_at, r.bid_id) < (\(after.at), \(after.id))") }
-        statement.append(" ORDER BY r.created_at DESC, r.bid_id DESC LIMIT \(literal: limit + 1)")
+        statement.append(" ORDER BY r.created_at DESC, r.bid_id DESC LIMIT \(literal: PageSize.rowsRead(limit))")
         let rows = try await pool.query(statement, prepared: true)
         let reviews = try rows.prefix(limit).map(ReviewResource.init)
         let next = rows.count > limit ? reviews.last.map { Cursor(at: $0.createdAt, id: $0.bidId.rawValue).encoded } : nil
@@ -42,7 +42,7 @@ public struct ConversationsView: Sendable {
     public func messages(onBid bid: BidID, limit: Int, before: Int64?) async throws -> Page<MessageResource> {
         var statement: PostgresQuery = "SELECT \(unsafeRaw: MessageResource.selection) WHERE m.bid_id = \(bid.rawValue)"
         if let before { statement.append(" AND m.position < \(before)") }
-        statement.append(" ORDER BY m.position DESC LIMIT \(literal: limit + 1)")
+        statement.append(" ORDER BY m.position DESC LIMIT \(literal: PageSize.rowsRead(limit))")
         let rows = try await pool.query(statement, prepared: true)
         let messages = try rows.prefix(limit).map(MessageResource.init)
         return Page(data: messages, nextCursor: rows.count > limit ? messages.last.map { String($0.position) } : nil)

@@ -76,7 +76,7 @@ public struct ItemsView: Sendable {
         var statement: PostgresQuery = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE item_id = \(item.rawValue)"
         if let bidder { statement.append(" AND bidder_id = \(bidder.rawValue)") }
         if let after { statement.append(" AND (created_at, bid_id) < (\(after.at), \(after.id))") }
-        statement.append(" ORDER BY created_at DESC, bid_id DESC LIMIT \(literal: limit + 1)")
+        statement.append(" ORDER BY created_at DESC, bid_id DESC LIMIT \(literal: PageSize.rowsRead(limit))")
         let rows = try await pool.query(statement, prepared: bidder == nil)
         let bids = try rows.prefix(limit).map { try BidResource($0, position: nil) }
         let next = rows.count > limit ? bids.last.map { Cursor(at: $0.createdAt, id: $0.id.rawValue).encoded } : nil

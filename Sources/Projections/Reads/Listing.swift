@@ -25,6 +25,22 @@ public struct Page<Element: Encodable & Sendable>: Encodable, Sendable {
 // Read back by Swift clients of the API, such as the HTTP tests.
 extension Page: Decodable where Element: Decodable {}
 
+/// How many rows a list reads for a page.
+public enum PageSize {
+    /// The sizes a list's statement is written for.
+    static let steps = [10, 20, 50, 100]
+
+    /// One more than the least step that holds `limit` (or `limit` itself, past them): the
+    /// page keeps `limit` rows, and one after them says there are more. A page's `LIMIT` is
+    /// written into its statement (`\(literal:)`) so that its generic plan is priced for the
+    /// page. Were each size its own statement, a client asking for each of 1…100 would make a
+    /// connection prepare a hundred statements a list and, past 256 (`preparedLimit`), forget
+    /// the hot ones with its own; in steps, a list has four.
+    public static func rowsRead(_ limit: Int) -> Int {
+        (steps.first { $0 >= limit } ?? limit) + 1
+    }
+}
+
 /// An opaque keyset position: the sort key and id of the last row a page held. Stable while
 /// rows arrive: the next page starts strictly after it, so none is seen twice or skipped.
 public struct Cursor: Codable, Sendable {
@@ -237,7 +253,7 @@ public struct MapListing: Sendable {
         statement.append(" FROM \(unsafeRaw: view) WHERE ")
         statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
         guard let nearest else {
-            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(literal: limit + 1)")
+            statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(literal: PageSize.rowsRead(limit))")
             return statement
         }
         // The GiST index orders by the distance alone: asked for (distance, id), the planner
@@ -246,10 +262,10 @@ public struct MapListing: Sendable {
         // them, and only those few are ordered by id: the same rows, in the keyset's order.
         statement.append(" ORDER BY ")
         statement.append(nearest)
-        statement.append(" FETCH FIRST \(literal: limit + 1) ROWS WITH TIES")
+        statement.append(" FETCH FIRST \(literal: PageSize.rowsRead(limit)) ROWS WITH TIES")
         var page: PostgresQuery = "SELECT * FROM ("
         page.append(statement)
-        page.append(") AS nearest ORDER BY chord_km, \(unsafeRaw: id) LIMIT \(literal: limit + 1)")
+        page.append(") AS nearest ORDER BY chord_km, \(unsafeRaw: id) LIMIT \(literal: PageSize.rowsRead(limit))")
         return page
     }
 

@@ -48,7 +48,7 @@ public enum MyList: String, CaseIterable, Sendable {
             key = ("s.first_bought_at, s.loan_id", "s.first_bought_at DESC, s.loan_id DESC")
         }
         if let cursor { statement.append(" AND (\(unsafeRaw: key.columns)) < (\(cursor.at), \(cursor.id))") }
-        statement.append(" ORDER BY \(unsafeRaw: key.order) LIMIT \(literal: limit + 1)")
+        statement.append(" ORDER BY \(unsafeRaw: key.order) LIMIT \(literal: PageSize.rowsRead(limit))")
         return statement
     }
 
