@@ -29,8 +29,8 @@ public struct ItemsProjection: InlineProjection {
     /// Each kept cell's count, sums and least item id, from the available items: what moving
     /// them item by item since the first event makes (`applyCellMoves`, migration 0021).
     public func finishRebuild(_ session: inout PostgresSession) throws {
-        // The rebuild's own tables, seen by no one else until a swap: emptied without dead rows.
-        try session.query("TRUNCATE market_cell_moves, market_cells")
+        // The rebuild's own table, seen by no one else until a swap: emptied without dead rows.
+        try session.query("TRUNCATE market_cells")
         try session.query(
             """
             INSERT INTO market_cells (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
@@ -98,13 +98,15 @@ public struct ItemsProjection: InlineProjection {
                                 updated_at = \(at), position = \(event.position)
                             WHERE item_id = \(item)
                             RETURNING status, lat, lng
+                        ),
+                        moves (item, lat, lng, delta) AS (
+                            SELECT \(item), old.lat, old.lng, -1 FROM old, changed
+                            WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
+                            UNION ALL
+                            SELECT \(item), changed.lat, changed.lng, 1 FROM old, changed
+                            WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
                         )
-                        INSERT INTO market_cell_moves (item, lat, lng, delta)
-                        SELECT \(item), old.lat, old.lng, -1 FROM old, changed
-                        WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
-                        UNION ALL
-                        SELECT \(item), changed.lat, changed.lng, 1 FROM old, changed
-                        WHERE changed.status = 'available' AND (old.lat, old.lng) <> (changed.lat, changed.lng)
+                        \(unsafeRaw: Self.noteMoves)
                         """
                     ], writes: [row])
             case .withdrawn:
@@ -170,28 +172,46 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [])
             }
         }
-        // A rebuild's moves are never read (its cells are made at its end), but its statements
-        // note them all the same: here they are dropped at each commit, without WAL.
-        if moved { try Self.scratchCellMoves(&session) }
+        if moved { try Self.startMoves(&session, noted: movingCells) }
         try plan.run(&session)
         try bidCounts.write(&session)
         if moved && movingCells { try Self.applyCellMoves(&session) }
     }
 
-    /// The batch's moves noted in this session's own `market_cell_moves`, emptied at each
-    /// commit (`ON COMMIT DELETE ROWS`), which the unqualified name finds before the shared
-    /// table (migration 0022) or a rebuild's copy: PostgreSQL looks in a session's temporary
-    /// tables first.
+    /// The cell moves of a batch are noted in a setting of its transaction,
+    /// `lender.cell_moves` (a JSON array of `[item, lat, lng, delta]`), by each statement that
+    /// moves items (`noteMoves`), and read at the batch's end (`notedMoves`). A setting made
+    /// with `set_config(…, true)` ends with its transaction, leaves nothing behind, and is
+    /// no one else's.
     ///
-    /// The shared table was emptied by `DELETE`, and each batch's reads of it walked every
-    /// dead row since autovacuum last came (once a minute at most): in 60 s of postings the
-    /// four statements that read it went from 530 µs a batch to 1.6 ms, a third of the
-    /// flusher's serial time, and 1,010 pages. A temporary table has no dead rows left
-    /// behind from one transaction to the next, and writes no WAL.
-    static func scratchCellMoves(_ session: inout PostgresSession) throws {
-        try session.query(
-            "CREATE TEMPORARY TABLE IF NOT EXISTS market_cell_moves (LIKE public.market_cell_moves) ON COMMIT DELETE ROWS")
+    /// They went through a shared table before (migration 0022), emptied by `DELETE`: its dead
+    /// rows stayed until autovacuum came (once a minute at most, and never while an older
+    /// snapshot is open, a backup's), and each batch's reads walked them all. In 60 s of
+    /// postings the four statements that read it went from 530 µs a batch to 1.6 ms, a third
+    /// of the flusher's serial time, over 1,010 pages. A temporary table of each session had
+    /// no dead rows, but emptied at commit it keeps the transaction id it was made in, and
+    /// held back the whole database's freezing for as long as its session lived.
+    ///
+    /// Each batch that moves items starts afresh here: its moves to be read at its end, or,
+    /// in a rebuild (whose cells are made at its end), not noted at all (`unread`).
+    static func startMoves(_ session: inout PostgresSession, noted: Bool) throws {
+        try session.query("SELECT set_config('lender.cell_moves', \(noted ? "" : "unread"), true)", prepared: true)
     }
+
+    /// The end of a statement whose last common table is `moves (item, lat, lng, delta)`: those
+    /// moves added to the batch's (`startMoves`). The statement's writes happen either way.
+    static let noteMoves = """
+        SELECT set_config('lender.cell_moves', CASE current_setting('lender.cell_moves', true) WHEN 'unread' THEN 'unread'
+            ELSE (coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb
+                  || coalesce((SELECT jsonb_agg(jsonb_build_array(item, lat, lng, delta)) FROM moves), '[]'))::text END, true)
+        """
+
+    /// The batch's moves as rows (item, lat, lng, delta). A `float8` goes into JSON as its
+    /// shortest exact digits, so it comes back the same number.
+    static let notedMoves = """
+        (SELECT (e ->> 0)::uuid AS item, (e ->> 1)::float8 AS lat, (e ->> 2)::float8 AS lng, (e ->> 3)::int4 AS delta
+         FROM jsonb_array_elements(coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb) AS e)
+        """
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
     /// bids lose their message; what they wrote in reviews and messages is removed (their stars stay). Both show `former user`, in step with the sealed fields' redaction.
@@ -203,10 +223,12 @@ public struct ItemsProjection: InlineProjection {
             // Their available items move to 0, 0 on the map, as the sealed places read now. A
             // cell they left that names one as its sample takes another when the moves apply.
             """
-            INSERT INTO market_cell_moves (item, lat, lng, delta)
-            SELECT item_id, lat, lng, -1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
-            UNION ALL
-            SELECT item_id, 0, 0, 1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
+            WITH moves (item, lat, lng, delta) AS (
+                SELECT item_id, lat, lng, -1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
+                UNION ALL
+                SELECT item_id, 0, 0, 1 FROM items_view WHERE owner_id = \(user) AND status = 'available'
+            )
+            \(unsafeRaw: Self.noteMoves)
             """,
             """
             UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
@@ -257,8 +279,9 @@ public struct ItemsProjection: InlineProjection {
                  AS r(item, kind, owner, title, description, category, price, lat, lng, place, from_day, until_day, at, position)
             ON CONFLICT (item_id) DO NOTHING
             RETURNING item_id, lat, lng
-        )
-        INSERT INTO market_cell_moves (item, lat, lng, delta) SELECT item_id, lat, lng, 1 FROM inserted
+        ),
+        moves (item, lat, lng, delta) AS (SELECT item_id, lat, lng, 1 FROM inserted)
+        \(unsafeRaw: noteMoves)
         """
     }
 
@@ -278,10 +301,12 @@ public struct ItemsProjection: InlineProjection {
             ) r
             WHERE i.item_id = r.item AND i.item_id = ANY (\(c[0])::uuid[])
             RETURNING i.item_id, i.status, i.lat, i.lng, r.old_status
+        ),
+        moves (item, lat, lng, delta) AS (
+            SELECT item_id, lat, lng, CASE WHEN status = 'available' THEN 1 ELSE -1 END FROM changed
+            WHERE (old_status = 'available') <> (status = 'available')
         )
-        INSERT INTO market_cell_moves (item, lat, lng, delta)
-        SELECT item_id, lat, lng, CASE WHEN status = 'available' THEN 1 ELSE -1 END FROM changed
-        WHERE (old_status = 'available') <> (status = 'available')
+        \(unsafeRaw: noteMoves)
         """
     }
 
@@ -339,7 +364,7 @@ public struct ItemsProjection: InlineProjection {
         // by the upsert's `least`, so a batch of postings skips the two statements' work.
         let left = """
             SELECT DISTINCT l AS level, mercator_x(m.lng) >> (24 - l) AS cell_x, mercator_y(m.lat) >> (24 - l) AS cell_y
-            FROM market_cell_moves m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
+            FROM \(notedMoves) AS m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
             """
         // A cell only items left had a row already; its proposed sample (the greatest uuid,
         // never an item's) is one `least` passes over.
@@ -349,7 +374,7 @@ public struct ItemsProjection: InlineProjection {
             SELECT l, mercator_x(m.lng) >> (24 - l), mercator_y(m.lat) >> (24 - l), sum(m.delta),
                    sum(m.delta * round(m.lat * 1e7)::bigint), sum(m.delta * round(m.lng * 1e7)::bigint),
                    coalesce((array_agg(m.item ORDER BY m.item) FILTER (WHERE m.delta > 0))[1], 'ffffffff-ffff-ffff-ffff-ffffffffffff')
-            FROM market_cell_moves m, unnest(\(unsafeRaw: cellLevels)) AS l
+            FROM \(unsafeRaw: notedMoves) AS m, unnest(\(unsafeRaw: cellLevels)) AS l
             GROUP BY 1, 2, 3
             ON CONFLICT (level, cell_x, cell_y) DO UPDATE
             SET count = c.count + excluded.count, sum_lat = c.sum_lat + excluded.sum_lat,
@@ -376,7 +401,6 @@ public struct ItemsProjection: InlineProjection {
                   AND i.map_x BETWEEN c.cell_x << (24 - c.level) AND ((c.cell_x + 1) << (24 - c.level)) - 1
                   AND i.map_y BETWEEN c.cell_y << (24 - c.level) AND ((c.cell_y + 1) << (24 - c.level)) - 1)
             """, prepared: true)
-        try session.query("DELETE FROM market_cell_moves", prepared: true)
     }
 }
 

@@ -15,7 +15,7 @@ public struct ViewGroup: Sendable {
         ViewGroup(
             name: "users", projections: [UsersProjection(), ItemsProjection(), FeedProjection()],
             tables: [
-                "users_view", "cards_view", "items_view", "bids_view", "market_cells", "market_cell_moves", "reviews_view", "messages_view",
+                "users_view", "cards_view", "items_view", "bids_view", "market_cells", "reviews_view", "messages_view",
                 "feed_view", "feed_loan_lenders",
             ]),
         ViewGroup(

@@ -123,26 +123,6 @@ struct MigrationTests {
         }
     }
 
-    /// The market's cell moves go through a temporary table of each session (migration 0027):
-    /// where an operator took the right to make one away from PUBLIC, migrating gives it back
-    /// to the server's role, or fails then, rather than every posting later.
-    @Test func theServersRoleMayMakeTemporaryTablesAfterMigrating() async throws {
-        try await TestDatabase.withEmpty { configuration in
-            let name = "\"" + configuration.database.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-            try await TestDatabase.withPool(configuration, size: 1) { pool in
-                try await pool.query("REVOKE TEMPORARY ON DATABASE \(unsafeRaw: name) FROM PUBLIC")
-                let before = try await pool.query(
-                    "SELECT has_database_privilege('lender_app', current_database(), 'TEMPORARY') AS may").single()
-                #expect(try before.decode("may", as: Bool.self) == false)
-                let migrator = try Migrator(directory: TestDatabase.migrationsDirectory, logger: TestDatabase.logger)
-                try await pool.withConnection { connection in try await migrator.migrate(on: connection) }
-                let after = try await pool.query(
-                    "SELECT has_database_privilege('lender_app', current_database(), 'TEMPORARY') AS may").single()
-                #expect(try after.decode("may", as: Bool.self))
-            }
-        }
-    }
-
     @Test func theRepositoryMigrationsApplyCleanly() async throws {
         try await TestDatabase.withMigrated { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in

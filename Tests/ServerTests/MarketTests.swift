@@ -254,9 +254,9 @@ struct MarketTests {
             let kept = try await admin.query(
                 "SELECT level, sum(count)::int AS n FROM market_cells GROUP BY level ORDER BY level")
             #expect(try kept.map { try $0.decode("n", as: Int.self) } == Array(repeating: available, count: 7), "every level holds every item once")
-            // The moves went through each session's scratch table, emptied as its transaction
-            // commits: the shared one never held a row, so no dead ones pile up for each batch
-            // to read past until autovacuum comes.
+            // The moves went through a setting of each batch's transaction: the table they went
+            // through before never held a row, so no dead ones pile up for each batch to read
+            // past until autovacuum comes.
             let shared = try await count(admin, "SELECT pg_relation_size('public.market_cell_moves')::int")
             #expect(shared == 0, "\(shared) bytes of dead moves in the shared table")
 
