@@ -206,11 +206,14 @@ public struct ItemsProjection: InlineProjection {
                   || coalesce((SELECT jsonb_agg(jsonb_build_array(item, lat, lng, delta)) FROM moves), '[]'))::text END, true)
         """
 
-    /// The batch's moves as rows (item, lat, lng, delta). A `float8` goes into JSON as its
-    /// shortest exact digits, so it comes back the same number.
+    /// The batch's moves as the rows of `m` (item, lat, lng, delta), read out of the JSON once
+    /// (`MATERIALIZED`: else each use in the cells' inlined formulas reads it again, seven
+    /// levels over, a third dearer). A `float8` goes into JSON as its shortest exact digits, so
+    /// it comes back the same number.
     static let notedMoves = """
-        (SELECT (e ->> 0)::uuid AS item, (e ->> 1)::float8 AS lat, (e ->> 2)::float8 AS lng, (e ->> 3)::int4 AS delta
-         FROM jsonb_array_elements(coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb) AS e)
+        WITH m AS MATERIALIZED (
+            SELECT (e ->> 0)::uuid AS item, (e ->> 1)::float8 AS lat, (e ->> 2)::float8 AS lng, (e ->> 3)::int4 AS delta
+            FROM jsonb_array_elements(coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb) AS e)
         """
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
@@ -363,18 +366,20 @@ public struct ItemsProjection: InlineProjection {
         // Only a cell an item left can empty or lose its sample: arrivals keep the least id
         // by the upsert's `least`, so a batch of postings skips the two statements' work.
         let left = """
+            \(notedMoves)
             SELECT DISTINCT l AS level, mercator_x(m.lng) >> (24 - l) AS cell_x, mercator_y(m.lat) >> (24 - l) AS cell_y
-            FROM \(notedMoves) AS m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
+            FROM m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
             """
         // A cell only items left had a row already; its proposed sample (the greatest uuid,
         // never an item's) is one `least` passes over.
         try session.query(
             """
+            \(unsafeRaw: notedMoves)
             INSERT INTO market_cells AS c (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
             SELECT l, mercator_x(m.lng) >> (24 - l), mercator_y(m.lat) >> (24 - l), sum(m.delta),
                    sum(m.delta * round(m.lat * 1e7)::bigint), sum(m.delta * round(m.lng * 1e7)::bigint),
                    coalesce((array_agg(m.item ORDER BY m.item) FILTER (WHERE m.delta > 0))[1], 'ffffffff-ffff-ffff-ffff-ffffffffffff')
-            FROM \(unsafeRaw: notedMoves) AS m, unnest(\(unsafeRaw: cellLevels)) AS l
+            FROM m, unnest(\(unsafeRaw: cellLevels)) AS l
             GROUP BY 1, 2, 3
             ON CONFLICT (level, cell_x, cell_y) DO UPDATE
             SET count = c.count + excluded.count, sum_lat = c.sum_lat + excluded.sum_lat,
