@@ -179,10 +179,9 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// The cell moves of a batch are noted in a setting of its transaction,
-    /// `lender.cell_moves` (a JSON array of `[item, lat, lng, delta]`), by each statement that
-    /// moves items (`noteMoves`), and read at the batch's end (`notedMoves`). A setting made
-    /// with `set_config(…, true)` ends with its transaction, leaves nothing behind, and is
-    /// no one else's.
+    /// `lender.cell_moves`, by each statement that moves items (`noteMoves`), and read at the
+    /// batch's end (`notedMoves`). A setting made with `set_config(…, true)` ends with its
+    /// transaction, leaves nothing behind, and is no one else's.
     ///
     /// They went through a shared table before (migration 0022), emptied by `DELETE`: its dead
     /// rows stayed until autovacuum came (once a minute at most, and never while an older
@@ -199,21 +198,28 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// The end of a statement whose last common table is `moves (item, lat, lng, delta)`: those
-    /// moves added to the batch's (`startMoves`). The statement's writes happen either way.
+    /// moves appended to the batch's (`startMoves`) as JSON arrays `[item, map x, map y, lat
+    /// and lng in 1e-7 degrees, delta]`, comma-separated. Integers, so they read back exactly
+    /// whatever `extra_float_digits` says, and each move's position is worked out once, not at
+    /// each level. Appended as text, the noted moves are not read again until the batch's end;
+    /// a statement that moves nothing leaves the setting alone. The statement's writes happen
+    /// either way (data-modifying common tables always run to the end), and it answers one
+    /// boolean, not the setting.
     static let noteMoves = """
-        SELECT set_config('lender.cell_moves', CASE current_setting('lender.cell_moves', true) WHEN 'unread' THEN 'unread'
-            ELSE (coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb
-                  || coalesce((SELECT jsonb_agg(jsonb_build_array(item, lat, lng, delta)) FROM moves), '[]'))::text END, true)
+        SELECT set_config('lender.cell_moves', concat_ws(',', nullif(current_setting('lender.cell_moves', true), ''), (
+                   SELECT string_agg(jsonb_build_array(item, mercator_x(lng), mercator_y(lat), round(lat * 1e7)::int8,
+                                                       round(lng * 1e7)::int8, delta)::text, ',')
+                   FROM moves)), true) IS NULL
+        WHERE current_setting('lender.cell_moves', true) IS DISTINCT FROM 'unread' AND EXISTS (SELECT FROM moves)
         """
 
-    /// The batch's moves as the rows of `m` (item, lat, lng, delta), read out of the JSON once
-    /// (`MATERIALIZED`: else each use in the cells' inlined formulas reads it again, seven
-    /// levels over, a third dearer). A `float8` goes into JSON as its shortest exact digits, so
-    /// it comes back the same number.
+    /// The batch's moves as the rows of `m` (item, x, y, lat7, lng7, delta), read out of the
+    /// setting once (`MATERIALIZED`, so that no use of a column reads the JSON again).
     static let notedMoves = """
         WITH m AS MATERIALIZED (
-            SELECT (e ->> 0)::uuid AS item, (e ->> 1)::float8 AS lat, (e ->> 2)::float8 AS lng, (e ->> 3)::int4 AS delta
-            FROM jsonb_array_elements(coalesce(nullif(current_setting('lender.cell_moves', true), ''), '[]')::jsonb) AS e)
+            SELECT (e ->> 0)::uuid AS item, (e ->> 1)::int4 AS x, (e ->> 2)::int4 AS y, (e ->> 3)::int8 AS lat7,
+                   (e ->> 4)::int8 AS lng7, (e ->> 5)::int4 AS delta
+            FROM jsonb_array_elements(('[' || coalesce(current_setting('lender.cell_moves', true), '') || ']')::jsonb) AS e)
         """
 
     /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
@@ -367,7 +373,7 @@ public struct ItemsProjection: InlineProjection {
         // by the upsert's `least`, so a batch of postings skips the two statements' work.
         let left = """
             \(notedMoves)
-            SELECT DISTINCT l AS level, mercator_x(m.lng) >> (24 - l) AS cell_x, mercator_y(m.lat) >> (24 - l) AS cell_y
+            SELECT DISTINCT l AS level, m.x >> (24 - l) AS cell_x, m.y >> (24 - l) AS cell_y
             FROM m, unnest(\(cellLevels)) AS l WHERE m.delta < 0
             """
         // A cell only items left had a row already; its proposed sample (the greatest uuid,
@@ -376,8 +382,7 @@ public struct ItemsProjection: InlineProjection {
             """
             \(unsafeRaw: notedMoves)
             INSERT INTO market_cells AS c (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
-            SELECT l, mercator_x(m.lng) >> (24 - l), mercator_y(m.lat) >> (24 - l), sum(m.delta),
-                   sum(m.delta * round(m.lat * 1e7)::bigint), sum(m.delta * round(m.lng * 1e7)::bigint),
+            SELECT l, m.x >> (24 - l), m.y >> (24 - l), sum(m.delta), sum(m.delta * m.lat7), sum(m.delta * m.lng7),
                    coalesce((array_agg(m.item ORDER BY m.item) FILTER (WHERE m.delta > 0))[1], 'ffffffff-ffff-ffff-ffff-ffffffffffff')
             FROM m, unnest(\(unsafeRaw: cellLevels)) AS l
             GROUP BY 1, 2, 3
