@@ -51,14 +51,15 @@ struct PlanCacheTests {
         }
     }
 
-    /// Every page size a client may ask for (1–100) reads through one of four statements,
-    /// each page holding what was asked for and a cursor exactly when there is more: a size
-    /// each would have filled a connection's prepared statements (256) with a list's alone.
+    /// A row of the listing `everyPageSizeReadsThroughAFewStatements` pages through.
     struct Listed: Encodable, Sendable {
         var at: Date
         var id: UUID
     }
 
+    /// Every page size a client may ask for (1–100) reads through one of four statements,
+    /// each page holding what was asked for and a cursor exactly when there is more: a size
+    /// each would have filled a connection's prepared statements (256) with a list's alone.
     @Test func everyPageSizeReadsThroughAFewStatements() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
