@@ -244,17 +244,42 @@ public protocol InlineProjection: Sendable {
     var name: String { get }
     /// Applies a batch's events, in position order, on the appending transaction's connection.
     func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
-    /// Applies a batch to views being rebuilt from the log, where what is cheaper made once
-    /// over all the rows may be left to `finishRebuild`. `apply` unless a projection says otherwise.
-    func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
+    /// Applies a batch to views being rebuilt from the log from its first event, where what
+    /// is cheaper made once over all the rows may be left to `finishRebuild`, and what the
+    /// projection reads of earlier batches may be kept in `memory` rather than read back from
+    /// its tables. `apply` unless a projection says otherwise.
+    func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws
     /// After a rebuild's last batch: what `rebuild` left undone, so that the views read as if
     /// every event had been applied. Nothing unless a projection says otherwise.
     func finishRebuild(_ session: inout PostgresSession) throws
 }
 
 extension InlineProjection {
-    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws { try apply(events, &session) }
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        try apply(events, &session)
+    }
     public func finishRebuild(_ session: inout PostgresSession) throws {}
+}
+
+/// What projections keep from one batch of a rebuild to the next: one value per key, made at
+/// its first use, for as long as the rebuild lasts. A rebuild's batches are made one after
+/// another, so its lock is never waited for.
+public final class RebuildMemory: Sendable {
+    private let values = Mutex<[String: any Sendable]>([:])
+
+    public init() {}
+
+    /// `body` with the value kept under `key` (`initial` the first time), changed in place.
+    public func with<Value: Sendable, Result>(
+        _ key: String, initial: @autoclosure () -> Value, _ body: (inout Value) throws -> Result
+    ) rethrows -> Result {
+        try values.withLock { values in
+            // Taken out while it changes, so the dictionary holds no second reference to copy.
+            var value = values.removeValue(forKey: key) as? Value ?? initial()
+            defer { values[key] = value }
+            return try body(&value)
+        }
+    }
 }
 
 /// What an idempotency key holds: the request it was first used for, where that request's

@@ -362,7 +362,7 @@ public struct PostgresSession: ~Copyable {
     @discardableResult
     public mutating func query(_ query: PostgresQuery, prepared usePrepared: Bool = false) throws -> PostgresRows {
         if recorded != nil {
-            recorded!.append(RecordedStatement(query: query, prepared: usePrepared))
+            recorded!.append(RecordedStatement(.query(query, prepared: usePrepared)))
             return PostgresRows(columns: [], cells: [], affectedRows: 0)
         }
         if unsynced != nil { return try send(query, prepared: usePrepared) }
@@ -398,11 +398,33 @@ public struct PostgresSession: ~Copyable {
         return recorded ?? []
     }
 
-    /// Statements `recording` kept, sent pipelined.
+    /// Statements `recording` kept, sent pipelined; a COPY between them ends the pipeline
+    /// before it and starts another after it (COPY cannot be pipelined).
     public mutating func pipelined(recorded statements: [RecordedStatement]) throws {
-        try pipelined { session in
-            for statement in statements { try session.query(statement.query, prepared: statement.prepared) }
+        var rest = statements[...]
+        while !rest.isEmpty {
+            let queries = rest.prefix { if case .query = $0.kind { true } else { false } }
+            rest = rest.dropFirst(queries.count)
+            if !queries.isEmpty {
+                try pipelined { session in
+                    for case .query(let query, let prepared) in queries.lazy.map(\.kind) { try session.query(query, prepared: prepared) }
+                }
+            }
+            if case .copy(let rows) = rest.first?.kind {
+                try copy(rows)
+                rest = rest.dropFirst()
+            }
         }
+    }
+
+    /// Sends `rows` by `COPY … FROM STDIN`. Kept for later while `recording`; not in a pipeline.
+    public mutating func copy(_ rows: PostgresCopyRows) throws {
+        if recorded != nil {
+            recorded!.append(RecordedStatement(.copy(rows)))
+            return
+        }
+        guard unsynced == nil else { throw PostgresError(.encoding, message: "COPY cannot be sent in a pipeline") }
+        try PostgresConnection.copy(pg, rows)
     }
 
     /// Runs `body` with its statements pipelined (libpq's pipeline mode): sent one after another
@@ -607,6 +629,12 @@ public enum TransactionMode: Sendable {
 
 /// A statement `PostgresSession.recording` kept, to be sent later.
 public struct RecordedStatement: Sendable {
-    public let query: PostgresQuery
-    public let prepared: Bool
+    public enum Kind: Sendable {
+        case query(PostgresQuery, prepared: Bool)
+        case copy(PostgresCopyRows)
+    }
+
+    public let kind: Kind
+
+    init(_ kind: Kind) { self.kind = kind }
 }

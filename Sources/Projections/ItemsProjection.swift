@@ -22,7 +22,7 @@ public struct ItemsProjection: InlineProjection {
     /// end (`finishRebuild`), they cost a scan, where moving them batch by batch cost an upsert
     /// per cell touched and kept an index on the items whose predicate reads `status`, so that
     /// no change of status could be written beside its row (HOT).
-    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try apply(events, &session, movingCells: false)
     }
 

@@ -192,6 +192,7 @@ public struct ViewRebuilder: Sendable {
         // A build from the first event may leave work for its end (`finishRebuild`); one that
         // catches an existing build up applies its events as appends do.
         let fresh = position == 0
+        let memory = RebuildMemory()
         /// The batch after `position`: its last position, and the statements that apply it.
         @Sendable func prepare(after position: Int64) -> Task<(last: Int64?, statements: [RecordedStatement]), any Error> {
             Task {
@@ -200,7 +201,7 @@ public struct ViewRebuilder: Sendable {
                         let events = try Self.readBatch(&session, personalData, after: position, until: target, limit: batchSize)
                         let statements = try session.recording { session in
                             for projection in projections {
-                                if fresh { try projection.rebuild(events, &session) } else { try projection.apply(events, &session) }
+                                if fresh { try projection.rebuild(events, &session, memory) } else { try projection.apply(events, &session) }
                             }
                         }
                         return (events.last?.position, statements)

@@ -41,9 +41,10 @@ struct RebuildLookupsTests {
                             #expect(all.count == events)
                             // A build from the first event (`rebuild`), in halves, so the second
                             // half finds the first's rows; then the appends' way (`apply`).
+                            let memory = RebuildMemory()
                             for half in [all.prefix(events / 2), all.dropFirst(events / 2)] {
                                 try ViewRebuilder.inSchema("fresh", &session) { session in
-                                    for projection in projections { try projection.rebuild(Array(half), &session) }
+                                    for projection in projections { try projection.rebuild(Array(half), &session, memory) }
                                 }
                                 try ViewRebuilder.apply(Array(half), &session, "caught_up", projections)
                             }
