@@ -14,8 +14,14 @@ public struct Aggregate<ID: CustomStringConvertible & Sendable, State: Sendable,
     /// The stream of the aggregate with this id.
     public func stream(_ id: ID) -> StreamID { StreamID(category, id) }
 
-    /// Whether a stream is one of this aggregate's.
-    public func owns(_ stream: StreamID) -> Bool { stream.category == category }
+    /// Whether a stream is one of this aggregate's: its name is the category, then `-` or
+    /// nothing (a category holds no `-`). By bytes: `stream.category` makes a String out of
+    /// Characters, 1% of a rebuild's CPU, where every projection asks of every event.
+    public func owns(_ stream: StreamID) -> Bool {
+        let name = stream.rawValue.utf8
+        guard name.starts(with: category.utf8) else { return false }
+        return name.dropFirst(category.utf8.count).first.map { $0 == UInt8(ascii: "-") } ?? true
+    }
 }
 
 extension Aggregate where ID == UserID, State == UserState, Command == UserCommand, Event == UserEvent {

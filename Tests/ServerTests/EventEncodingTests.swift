@@ -103,4 +103,16 @@ struct EventEncodingTests {
             try Aggregate.item.codec.codec.encode(CartCleared())
         }
     }
+
+    /// A stream is an aggregate's when its name is the category, then `-` or nothing: not
+    /// when the category is only the start of a longer word.
+    @Test func anAggregateOwnsItsStreamsAndNoOthers() {
+        #expect(Aggregate.item.owns(Aggregate.item.stream(item)))
+        #expect(Aggregate.item.owns(StreamID(rawValue: "item")))
+        #expect(!Aggregate.item.owns(StreamID(rawValue: "items-\(item)")))
+        #expect(!Aggregate.item.owns(StreamID(rawValue: "ite")))
+        #expect(!Aggregate.item.owns(Aggregate.user.stream(user)))
+        #expect(!Aggregate.user.owns(StreamID(rawValue: "user_x-1")))
+        #expect(Aggregate.loan.owns(Aggregate.loan.stream(loan)))
+    }
 }
