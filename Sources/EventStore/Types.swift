@@ -270,6 +270,8 @@ public final class RebuildMemory: Sendable {
     public init() {}
 
     /// `body` with the value kept under `key` (`initial` the first time), changed in place.
+    /// A body that throws leaves what it had changed: a build that fails a batch is abandoned,
+    /// never retried with the same memory.
     public func with<Value: Sendable, Result>(
         _ key: String, initial: @autoclosure () -> Value, _ body: (inout Value) throws -> Result
     ) rethrows -> Result {

@@ -83,13 +83,26 @@ extension PostgresConnection {
                 }
             }
         }
-        let ended = sent ? PQputCopyEnd(pg, nil) : -1
+        // A piece not sent: the COPY is abandoned (CopyFail), so the server ends it with an
+        // error and libpq leaves the COPY state.
+        let sendError = sent ? nil : String(cString: PQerrorMessage(pg)).trimmingWhitespace()
+        let ended = sent ? PQputCopyEnd(pg, nil) : PQputCopyEnd(pg, "the client could not send the rows")
         // The statement's own result, then the NULL that ends it: read both whatever happened,
-        // so the connection is ready for the next statement.
+        // so the connection is ready for the next statement. A result still in COPY state means
+        // libpq could not end it either (only when it cannot allocate its buffer): the
+        // connection is made afresh (`PQreset`, the same handle) rather than waited on forever
+        // or handed on in the middle of a COPY. Its transaction is gone, and the statements it
+        // had prepared are prepared again at their next use.
         var failure: (any Error)?
         while let result = PQgetResult(pg) {
+            if PQresultStatus(result) == PGRES_COPY_IN {
+                PQclear(result)
+                PQreset(pg)
+                throw PostgresError(.connection, message: "\(sendError ?? "COPY \(rows.target) could not be ended"); connection reset")
+            }
             do { _ = try consume(result, on: pg) } catch { failure = failure ?? error }
         }
+        if let sendError { throw PostgresError(.connection, message: sendError) }
         if let failure { throw failure }
         guard ended == 1 else {
             throw PostgresError(.connection, message: String(cString: PQerrorMessage(pg)).trimmingWhitespace())

@@ -100,18 +100,23 @@ public struct FeedProjection: InlineProjection {
     }
 
     /// What a rebuild's notices read, folded from the log in its order: each item's owner,
-    /// each bid's bidder and item, each loan's lenders (in the order they first lent), and who
-    /// is forgotten. The views hold the same, and never change it once written: an item keeps
-    /// its owner, a bid its bidder and item. About 100 bytes a bid.
+    /// each bid's bidder, item and owner, each loan's lenders (in the order they first lent),
+    /// who is registered and who of them forgotten. The views hold the same, and never change
+    /// it once written: an item keeps its owner, a bid its bidder, item and owner. About 100
+    /// bytes a bid.
     struct Memory: Sendable {
         struct Bid: Sendable {
             var bidder: UUID
-            var item: UUID
+            var item: UUID?
+            /// As `bids_view` has it: the item's owner when the bid was placed.
+            var owner: UUID?
         }
 
         var owners: [UUID: UUID] = [:]
         var bids: [UUID: Bid] = [:]
         var lenders: [UUID: [UUID]] = [:]
+        var registered: Set<UUID> = []
+        /// As `users_view.forgotten_at` says: only a registered user's is set.
         var forgotten: Set<UUID> = []
 
         mutating func fold(
@@ -119,15 +124,19 @@ public struct FeedProjection: InlineProjection {
             forgotten newlyForgotten: inout [UUID]
         ) throws {
             if Aggregate.item.owns(event.streamID) {
-                guard let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count)) else { return }
+                // As the views key them: an item by its posting's id, a bid's item by its stream.
+                let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
                 switch try Aggregate.item.codec.decode(event) {
                 case .rentalPosted(let posted):
-                    if owners[item] == nil { owners[item] = posted.ownerID.rawValue }
+                    if owners[posted.itemID.rawValue] == nil { owners[posted.itemID.rawValue] = posted.ownerID.rawValue }
                 case .requestPosted(let posted):
-                    if owners[item] == nil { owners[item] = posted.ownerID.rawValue }
+                    if owners[posted.itemID.rawValue] == nil { owners[posted.itemID.rawValue] = posted.ownerID.rawValue }
                 case .bidPlaced(let placed):
-                    if bids[placed.bidID.rawValue] == nil { bids[placed.bidID.rawValue] = Bid(bidder: placed.bidderID.rawValue, item: item) }
-                    guard let owner = owners[item] else { return }
+                    let owner = item.flatMap { owners[$0] }
+                    if bids[placed.bidID.rawValue] == nil {
+                        bids[placed.bidID.rawValue] = Bid(bidder: placed.bidderID.rawValue, item: item, owner: owner)
+                    }
+                    guard let owner else { return }
                     notices.append(
                         Notice(
                             .bidReceived, to: owner, event, item: item, bid: placed.bidID.rawValue, from: placed.bidderID.rawValue,
@@ -168,11 +177,13 @@ public struct FeedProjection: InlineProjection {
                 for lender in lenders[loan] ?? [] { notices.append(Notice(kind, to: lender, event, loan: loan)) }
             } else if Aggregate.user.owns(event.streamID) {
                 switch try Aggregate.user.codec.decode(event) {
+                case .registered(let registered):
+                    self.registered.insert(registered.userID.rawValue)
                 case .balanceCredited(let credit):
                     guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
                     notices.append(Notice(.balanceCredited, to: user, event, loan: credit.loanID.rawValue, amount: credit.amountCents))
                 case .forgotten(let gone):
-                    forgotten.insert(gone.userID.rawValue)
+                    if registered.contains(gone.userID.rawValue) { forgotten.insert(gone.userID.rawValue) }
                     newlyForgotten.append(gone.userID.rawValue)
                 default:
                     break
@@ -183,7 +194,7 @@ public struct FeedProjection: InlineProjection {
         /// A bid approved or rejected: its bidder hears of it, from the item's owner.
         private func fate(_ kind: NoticeKind, of bid: UUID, _ event: ProjectedEvent, _ notices: inout [Notice]) {
             guard let known = bids[bid] else { return }
-            notices.append(Notice(kind, to: known.bidder, event, item: known.item, bid: bid, from: owners[known.item]))
+            notices.append(Notice(kind, to: known.bidder, event, item: known.item, bid: bid, from: known.owner))
         }
     }
 

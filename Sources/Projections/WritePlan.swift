@@ -42,6 +42,7 @@ struct WritePlan {
         var shape: SetWrite?
         var columns: [PostgresBatchColumn] = []
         var statements: [PostgresQuery] = []
+        var copy: PostgresCopyRows?
     }
 
     private var steps: [[Batch]] = []
@@ -70,6 +71,19 @@ struct WritePlan {
             precondition(values.count == shape.width, "\(shape.name) takes \(shape.width) values")
             for (column, value) in values.enumerated() { steps[step][index].columns[column].append(value) }
         }
+    }
+
+    /// One row sent by `COPY` into `target` at its step: for a build's fresh tables, a row
+    /// already worked out (no `ON CONFLICT`, nothing read from other rows).
+    mutating func add(copy target: String, _ values: [any PostgresEncodable], reads: [Row] = [], writes: [Row]) {
+        let step = schedule(reads: reads, writes: writes)
+        let index =
+            steps[step].firstIndex { $0.copy?.target == target }
+            ?? {
+                steps[step].append(Batch(copy: PostgresCopyRows(into: target, width: values.count)))
+                return steps[step].count - 1
+            }()
+        steps[step][index].copy!.append(values)
     }
 
     /// Statements run as they are, at their step, in order.
@@ -108,6 +122,7 @@ struct WritePlan {
             for batch in step {
                 if let shape = batch.shape { try session.query(shape.statement(batch.columns), prepared: true) }
                 for statement in batch.statements { try session.query(statement, prepared: true) }
+                if let copy = batch.copy { try session.copy(copy) }
             }
         }
         self = WritePlan()

@@ -22,7 +22,7 @@ struct CopyTests {
                     try await connection.withBlockingSession { session in try session.copy(sent) }
                 }
                 let read = try await pool.query("SELECT n, id, at, body FROM t ORDER BY n")
-                #expect(read.count == texts.count + 1)
+                try #require(read.count == texts.count + 1)
                 for (n, text) in texts.enumerated() {
                     #expect(try read[n].decode("body", as: String.self) == text)
                     #expect(try read[n].decode("id", as: UUID.self) == id)
@@ -30,6 +30,37 @@ struct CopyTests {
                 }
                 #expect(try read[texts.count].decode("body", as: String?.self) == nil)
                 #expect(try read[texts.count].decode("id", as: UUID?.self) == nil)
+                #expect(try read[texts.count].decode("at", as: Date?.self) == nil)
+            }
+        }
+    }
+
+    /// Rows of more than one piece (1 MiB each) arrive whole; a COPY the server will not
+    /// start (no such table) is an error, and the connection takes its next statement.
+    @Test func manyPiecesArriveWholeAndARefusedStartLeavesTheConnectionUsable() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE t (n bigint PRIMARY KEY, body text)")
+                var rows = PostgresCopyRows(into: "t (n, body)", width: 2)
+                let body = String(repeating: "0123456789abcde\t", count: 4096)
+                for n in 0..<50 { rows.append([n, body]) }
+                var missing = PostgresCopyRows(into: "no_such_table (n)", width: 1)
+                missing.append([1])
+                let (sent, refused) = (rows, missing)
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        try session.copy(sent)
+                        let error = #expect(throws: PostgresError.self) { try session.copy(refused) }
+                        #expect(error?.sqlState == "42P01")
+                        let answer = try session.query("SELECT 41 + 1 AS x").single().decode("x", as: Int.self)
+                        #expect(answer == 42)
+                    }
+                }
+                let read = try await pool.query("SELECT count(*)::int AS c, sum(length(body))::int8 AS l FROM t").single()
+                #expect(try read.decode("c", as: Int.self) == 50)
+                #expect(try read.decode("l", as: Int.self) == 50 * 16 * 4096)
+                let same = try await pool.query("SELECT count(*)::int AS c FROM t WHERE body = \(body)").single()
+                #expect(try same.decode("c", as: Int.self) == 50)
             }
         }
     }
@@ -73,8 +104,8 @@ struct CopyTests {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 try await pool.query("CREATE TABLE t (n integer PRIMARY KEY, total bigint)")
-                var middle = PostgresCopyRows(into: "t (n, total)", width: 2)
-                for n in 101...200 { middle.append([n, -1]) }
+                var middle = PostgresCopyRows(into: "u (n)", width: 1)
+                for n in 101...200 { middle.append([n]) }
                 let copied = middle
                 try await pool.withConnection { connection in
                     try await connection.withBlockingSession { session in
@@ -82,11 +113,14 @@ struct CopyTests {
                             for n in 1...100 {
                                 try session.query("INSERT INTO t VALUES (\(n), coalesce((SELECT total FROM t WHERE n = \(n - 1)), 0) + \(n))")
                             }
+                            // Into a table a statement before it makes: only there if that ran first.
+                            try session.query("CREATE TABLE u (n integer PRIMARY KEY)")
                             try session.copy(copied)
+                            try session.query("INSERT INTO t SELECT n, 0 FROM u")
                             // Reads what the COPY wrote: only right if it ran before.
                             try session.query("UPDATE t SET total = (SELECT total FROM t WHERE n = 100) + n WHERE n > 100")
                         }
-                        #expect(statements.count == 102)
+                        #expect(statements.count == 104)
                         #expect(try session.query("SELECT count(*) AS c FROM t").single().decode("c", as: Int.self) == 0)
                         try session.withTransaction { session in try session.pipelined(recorded: statements) }
                         let inPipeline = #expect(throws: PostgresError.self) {
