@@ -106,7 +106,8 @@ struct ValueTests {
         #expect(Int(postgresText: "-42", type: .int8) == -42 && Int(postgresText: "4 2", type: .int8) == nil)
     }
 
-    /// Timestamps read as PostgreSQL counts them: its text of 5,000 instants from 1900 to 2200,
+    /// Timestamps read as PostgreSQL counts them: its text of 5,002 instants from 1900 to 2200
+    /// and two before the year 1000,
     /// leap days and month ends among them, against its own epoch; in UTC and with offsets.
     @Test func timestampsReadAsPostgreSQLCountsThem() async throws {
         try await TestDatabase.withEmpty { configuration in
@@ -118,15 +119,34 @@ struct ValueTests {
                         UNION ALL SELECT unnest(ARRAY[timestamptz '2000-02-29 23:59:59.999999+00', '2024-12-31 12:00:00+00',
                             '1970-01-01 00:00:00+00', '1969-12-31 23:59:59.5+00', '2100-03-01 00:00:00+00',
                             '1900-02-28 00:00:01+00', '2199-12-31 23:59:59+00', '2023-01-31 00:00:00+00',
-                            '2023-03-01 00:00:00+00', '2024-02-29 00:00:00+00'])
+                            '2023-03-01 00:00:00+00', '2024-02-29 00:00:00+00', '0999-12-31 23:59:59+00',
+                            '0001-01-01 00:00:00+00'])
                     ) instants
                     """)
-                #expect(rows.count == 5_000)
+                #expect(rows.count == 5_002)
+                var sent = PostgresBatchColumn(), texts = PostgresBatchColumn()
                 for row in rows {
                     let epoch = try row.decode("epoch", as: Double.self)
                     let read = try row.decode("t", as: Date.self)
                     #expect(abs(read.timeIntervalSince1970 - epoch) < 0.000_001, "\(row.text(0) ?? "")")
+                    sent.append(read)
+                    texts.append(row.text(0))
                 }
+                // And written as PostgreSQL reads them: each sent back is the instant it was (to
+                // the microsecond a Date holds: past 2106, 2^32 s, a double's step is 0.95 µs).
+                let differing = try await pool.query(
+                    """
+                    WITH d AS (
+                        SELECT b.t, abs(extract(epoch FROM a.t - b.t)) > 0.000001 AS off
+                        FROM unnest(\(sent)::timestamptz[]) WITH ORDINALITY AS a(t, i)
+                        JOIN unnest(\(texts)::timestamptz[]) WITH ORDINALITY AS b(t, i) USING (i)
+                    )
+                    SELECT count(*) FILTER (WHERE off)::int AS n, count(*)::int AS all, min(t::text) FILTER (WHERE off) AS first
+                    FROM d
+                    """
+                ).single()
+                #expect(try differing.decode("all", as: Int.self) == 5_002)
+                #expect(try differing.decode("n", as: Int.self) == 0, "\(differing.text(2) ?? "")")
                 // Offsets are taken away; a month of 13, or no seconds, is no timestamp.
                 for (text, epoch) in [
                     ("2026-11-25 17:30:00+05:45", 1_795_607_100.0), ("2026-11-25 17:30:00-03", 1_795_638_600.0),
