@@ -16,7 +16,7 @@ public struct ItemsProjection: InlineProjection {
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         var unused = Memory()
-        try apply(events, &session, movingCells: true, copying: false, &unused)
+        try apply(events, &session, building: false, &unused)
     }
 
     /// A rebuild leaves the market's cells alone: made once over the available items at its
@@ -30,7 +30,7 @@ public struct ItemsProjection: InlineProjection {
     /// 1.04M events, 13 µs a bid, `pg_stat_statements`).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Memory()) { known in
-            try apply(events, &session, movingCells: false, copying: true, &known)
+            try apply(events, &session, building: true, &known)
         }
     }
 
@@ -68,11 +68,12 @@ public struct ItemsProjection: InlineProjection {
             """)
     }
 
-    /// `copying`: a build from the first event, whose new rows go by `COPY` (`known`).
+    /// `building`: a build from the first event, which moves no cells (they are made at its end)
+    /// and sends its new items and bids by `COPY` (`known`).
     private func apply(
-        _ events: [ProjectedEvent], _ session: inout PostgresSession, movingCells: Bool, copying: Bool, _ known: inout Memory
+        _ events: [ProjectedEvent], _ session: inout PostgresSession, building: Bool, _ known: inout Memory
     ) throws {
-        if copying { try known.register(events) }
+        if building { try known.register(events) }
         // Whether an event may have noted a move in or out of the market's cells.
         var moved = false
         var bidCounts = BidCounts()
@@ -95,7 +96,7 @@ public struct ItemsProjection: InlineProjection {
             switch decoded {
             case .rentalPosted, .requestPosted:
                 let posting = Posting(decoded)!
-                if copying {
+                if building {
                     guard known.owners[posting.id] == nil else { break }
                     known.owners[posting.id] = posting.owner
                     plan.add(
@@ -157,7 +158,7 @@ public struct ItemsProjection: InlineProjection {
                 plan.add([Gallery.items.add(added.digest, to: item, event)], writes: [row])
             case .photoRemoved(let removed):
                 plan.add([Gallery.items.remove(removed.digest, from: item, event)], writes: [row])
-            case .bidPlaced(let placed) where copying:
+            case .bidPlaced(let placed) where building:
                 if known.bids.insert(placed.bidID.rawValue).inserted {
                     plan.add(
                         copy: Self.bidColumns,
@@ -217,10 +218,10 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [])
             }
         }
-        if moved { try Self.startMoves(&session, noted: movingCells) }
+        if moved { try Self.startMoves(&session, noted: !building) }
         try plan.run(&session)
         try bidCounts.write(&session)
-        if moved && movingCells { try Self.applyCellMoves(&session) }
+        if moved && !building { try Self.applyCellMoves(&session) }
     }
 
     /// The cell moves of a batch are noted in a setting of its transaction,
