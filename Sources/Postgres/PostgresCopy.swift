@@ -89,16 +89,15 @@ extension PostgresConnection {
         let ended = sent ? PQputCopyEnd(pg, nil) : PQputCopyEnd(pg, "the client could not send the rows")
         // The statement's own result, then the NULL that ends it: read both whatever happened,
         // so the connection is ready for the next statement. A result still in COPY state means
-        // libpq could not end it either (only when it cannot allocate its buffer): the
-        // connection is made afresh (`PQreset`, the same handle) rather than waited on forever
-        // or handed on in the middle of a COPY. Its transaction is gone, and the statements it
-        // had prepared are prepared again at their next use.
+        // libpq could not end it either (only when it cannot allocate its buffer): thrown
+        // rather than waited on forever. libpq then reports a command in progress
+        // (`PQTRANS_ACTIVE`), so the pool closes the connection when it comes back
+        // (`needsReplacing`) instead of handing it on.
         var failure: (any Error)?
         while let result = PQgetResult(pg) {
             if PQresultStatus(result) == PGRES_COPY_IN {
                 PQclear(result)
-                PQreset(pg)
-                throw PostgresError(.connection, message: "\(sendError ?? "COPY \(rows.target) could not be ended"); connection reset")
+                throw PostgresError(.connection, message: sendError ?? "COPY \(rows.target) could not be ended")
             }
             do { _ = try consume(result, on: pg) } catch { failure = failure ?? error }
         }

@@ -72,8 +72,13 @@ public struct FeedProjection: InlineProjection {
             for event in events {
                 try known.fold(event, into: &batch, lenders: &lenders, forgotten: &forgotten)
             }
-            // Whoever is forgotten by the batch's end hears nothing of it, as `stillHere` reads.
-            for notice in batch where !known.forgotten.contains(notice.user) { notices.append(notice.values) }
+            // Whoever is forgotten by the batch's end hears nothing of it, as `stillHere` reads,
+            // and whoever the batch forgets loses what it said to them, as the deletion after
+            // the appends' inserts does (even someone `users_view` never held).
+            let forgottenNow = Set(forgotten)
+            for notice in batch where !known.forgotten.contains(notice.user) && !forgottenNow.contains(notice.user) {
+                notices.append(notice.values)
+            }
         }
         if !forgotten.isEmpty {
             try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(forgotten.map(\.lowercaseText))::uuid[])", prepared: true)

@@ -45,7 +45,7 @@ public struct ItemsProjection: InlineProjection {
         /// The batch's registrations first: the inserts read `users_view` as the users
         /// projection leaves it after the whole batch.
         mutating func register(_ events: [ProjectedEvent]) throws {
-            for event in events where event.type == UserRegistered.eventType {
+            for event in events where event.type == UserRegistered.eventType && Aggregate.user.owns(event.streamID) {
                 guard case .registered(let registered) = try Aggregate.user.codec.decode(event) else { continue }
                 if handles[registered.userID.rawValue] == nil { handles[registered.userID.rawValue] = registered.handle }
             }
