@@ -277,7 +277,13 @@ public final class RebuildMemory: Sendable {
     ) rethrows -> Result {
         try values.withLock { values in
             // Taken out while it changes, so the dictionary holds no second reference to copy.
-            var value = values.removeValue(forKey: key) as? Value ?? initial()
+            var value: Value
+            if let kept = values.removeValue(forKey: key) {
+                guard let typed = kept as? Value else { preconditionFailure("\(key) is kept as \(type(of: kept)), not \(Value.self)") }
+                value = typed
+            } else {
+                value = initial()
+            }
             defer { values[key] = value }
             return try body(&value)
         }

@@ -634,12 +634,12 @@ public enum TransactionMode: Sendable {
 
 /// A statement `PostgresSession.recording` kept, to be sent later.
 public struct RecordedStatement: Sendable {
-    public enum Kind: Sendable {
+    enum Kind: Sendable {
         case query(PostgresQuery, prepared: Bool)
         case copy(PostgresCopyRows)
     }
 
-    public let kind: Kind
+    let kind: Kind
 
     init(_ kind: Kind) { self.kind = kind }
 }

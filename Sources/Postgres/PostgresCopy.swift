@@ -7,20 +7,20 @@ import CLibPQ
 public struct PostgresCopyRows: Sendable {
     /// `table (column, …)`, as the statement names them.
     public let target: String
-    public let width: Int
-    public private(set) var count = 0
+    let width: Int
+    private(set) var count = 0
     /// The rows so far: values separated by tabs, each row ended by a newline.
     private(set) var data: [UInt8] = []
     /// The first value that cannot be sent (holding NUL), thrown when the rows are sent.
     private(set) var unsendable: String?
 
-    /// `target` is SQL: pass a constant, never a client's text.
-    public init(into target: String, width: Int) {
+    /// `target` is SQL, sent as it is: pass a constant, never a client's text.
+    public init(unsafeRawTarget target: String, width: Int) {
         self.target = target
         self.width = width
     }
 
-    public var isEmpty: Bool { count == 0 }
+    var isEmpty: Bool { count == 0 }
 
     /// One row, its values in the target's column order; nil is NULL.
     public mutating func append(_ values: [any PostgresEncodable]) {

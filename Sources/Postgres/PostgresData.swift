@@ -364,7 +364,7 @@ enum PostgresTimestamp {
         var parts = tm()
         gmtime_r(&time, &parts)
         let year = Int(parts.tm_year) + 1900
-        guard (0...9999).contains(year) else { return format(parts, micros: micros) }
+        guard (1...9999).contains(year) else { return format(parts, micros: micros) }
         // Written digit by digit into the string's own 29 bytes: padding and joining a dozen
         // small strings was 8% of a rebuild's CPU (`perf`), and runs for every time any
         // statement sends.
@@ -390,7 +390,8 @@ enum PostgresTimestamp {
         }
     }
 
-    /// Any year, as the fast path above writes years 0 to 9999.
+    /// Years outside 1 to 9999, as before the fast path above. Neither writes the `BC` that
+    /// PostgreSQL wants for year 0 and before; no value of this server is that old.
     static func format(_ parts: tm, micros: Int) -> String {
         func pad(_ value: Int, _ width: Int) -> String {
             let digits = String(value)

@@ -53,10 +53,7 @@ public struct FeedProjection: InlineProjection {
             }
         }
         try plan.run(&session)
-        // A forgotten person has no feed; notices about them elsewhere read `former user`.
-        if !forgotten.isEmpty {
-            try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(forgotten.map(\.lowercaseText))::uuid[])", prepared: true)
-        }
+        if !forgotten.isEmpty { try Self.removeFeeds(of: forgotten, &session) }
     }
 
     /// A build from the first event: the same notices, worked out here from what the log
@@ -64,8 +61,8 @@ public struct FeedProjection: InlineProjection {
     /// The notices were a rebuild's largest table, and their inserts its costliest statements
     /// (433,800 rows of 1.08M events, 4.7 s, each looking up what it reads by key).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
-        var notices = PostgresCopyRows(into: Self.noticeColumns, width: 11)
-        var lenders = PostgresCopyRows(into: "feed_loan_lenders (loan_id, lender_id)", width: 2)
+        var notices = PostgresCopyRows(unsafeRawTarget: Self.noticeColumns, width: 11)
+        var lenders = PostgresCopyRows(unsafeRawTarget: "feed_loan_lenders (loan_id, lender_id)", width: 2)
         var forgotten: [UUID] = []
         try memory.with(name, initial: Memory()) { known in
             var batch: [Notice] = []
@@ -80,11 +77,14 @@ public struct FeedProjection: InlineProjection {
                 notices.append(notice.values)
             }
         }
-        if !forgotten.isEmpty {
-            try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(forgotten.map(\.lowercaseText))::uuid[])", prepared: true)
-        }
+        if !forgotten.isEmpty { try Self.removeFeeds(of: forgotten, &session) }
         try session.copy(lenders)
         try session.copy(notices)
+    }
+
+    /// A forgotten person has no feed; notices about them elsewhere read `former user`.
+    static func removeFeeds(of users: [UUID], _ session: inout PostgresSession) throws {
+        try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(users.map(\.lowercaseText))::uuid[])", prepared: true)
     }
 
     static let noticeColumns =

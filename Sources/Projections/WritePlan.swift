@@ -73,14 +73,15 @@ struct WritePlan {
         }
     }
 
-    /// One row sent by `COPY` into `target` at its step: for a build's fresh tables, a row
-    /// already worked out (no `ON CONFLICT`, nothing read from other rows).
+    /// One row sent by `COPY` into `target` (SQL: a constant) at its step: for a build's fresh
+    /// tables, a row already worked out (no `ON CONFLICT`; the statement reads no other row,
+    /// and `reads` only keeps it after the rows it stands on).
     mutating func add(copy target: String, _ values: [any PostgresEncodable], reads: [Row] = [], writes: [Row]) {
         let step = schedule(reads: reads, writes: writes)
         let index =
             steps[step].firstIndex { $0.copy?.target == target }
             ?? {
-                steps[step].append(Batch(copy: PostgresCopyRows(into: target, width: values.count)))
+                steps[step].append(Batch(copy: PostgresCopyRows(unsafeRawTarget: target, width: values.count)))
                 return steps[step].count - 1
             }()
         steps[step][index].copy!.append(values)

@@ -14,7 +14,7 @@ struct CopyTests {
                 let texts = ["tab\there", "line\nbreak", "carriage\rreturn", #"back\slash \N \. "quoted""#, "\\.", "", "é😀"]
                 let id = UUID()
                 let at = Date(timeIntervalSince1970: 1_790_000_000.25)
-                var rows = PostgresCopyRows(into: "t (n, id, at, body)", width: 4)
+                var rows = PostgresCopyRows(unsafeRawTarget: "t (n, id, at, body)", width: 4)
                 for (n, text) in texts.enumerated() { rows.append([n, id, at, text]) }
                 rows.append([texts.count, nil as UUID?, nil as Date?, nil as String?])
                 let sent = rows
@@ -41,10 +41,10 @@ struct CopyTests {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 try await pool.query("CREATE TABLE t (n bigint PRIMARY KEY, body text)")
-                var rows = PostgresCopyRows(into: "t (n, body)", width: 2)
+                var rows = PostgresCopyRows(unsafeRawTarget: "t (n, body)", width: 2)
                 let body = String(repeating: "0123456789abcde\t", count: 4096)
                 for n in 0..<50 { rows.append([n, body]) }
-                var missing = PostgresCopyRows(into: "no_such_table (n)", width: 1)
+                var missing = PostgresCopyRows(unsafeRawTarget: "no_such_table (n)", width: 1)
                 missing.append([1])
                 let (sent, refused) = (rows, missing)
                 try await pool.withConnection { connection in
@@ -72,13 +72,13 @@ struct CopyTests {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 try await pool.query("CREATE TABLE t (n bigint PRIMARY KEY, body text)")
-                var nul = PostgresCopyRows(into: "t (n, body)", width: 2)
+                var nul = PostgresCopyRows(unsafeRawTarget: "t (n, body)", width: 2)
                 nul.append([1, "fine"])
                 nul.append([2, "a\u{0}b"])
-                var duplicate = PostgresCopyRows(into: "t (n, body)", width: 2)
+                var duplicate = PostgresCopyRows(unsafeRawTarget: "t (n, body)", width: 2)
                 duplicate.append([1, "first"])
                 duplicate.append([1, "again"])
-                var notANumber = PostgresCopyRows(into: "t (n, body)", width: 2)
+                var notANumber = PostgresCopyRows(unsafeRawTarget: "t (n, body)", width: 2)
                 notANumber.append(["one", "x"])
                 let refusals = (nul: nul, duplicate: duplicate, notANumber: notANumber)
                 try await pool.withConnection { connection in
@@ -104,7 +104,7 @@ struct CopyTests {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 try await pool.query("CREATE TABLE t (n integer PRIMARY KEY, total bigint)")
-                var middle = PostgresCopyRows(into: "u (n)", width: 1)
+                var middle = PostgresCopyRows(unsafeRawTarget: "u (n)", width: 1)
                 for n in 101...200 { middle.append([n]) }
                 let copied = middle
                 try await pool.withConnection { connection in
@@ -127,6 +127,20 @@ struct CopyTests {
                             try session.withTransaction { session in try session.pipelined { session in try session.copy(copied) } }
                         }
                         #expect(inPipeline?.message.contains("pipeline") == true)
+                        // In the caller's transaction: a statement failing after the COPY takes
+                        // its rows back with it.
+                        var more = PostgresCopyRows(unsafeRawTarget: "u (n)", width: 1)
+                        for n in 201...210 { more.append([n]) }
+                        let failing = try session.recording { [more] session in
+                            try session.copy(more)
+                            try session.query("SELECT 1 / 0")
+                        }
+                        let divided = #expect(throws: PostgresError.self) {
+                            try session.withTransaction { session in try session.pipelined(recorded: failing) }
+                        }
+                        #expect(divided?.sqlState == "22012")
+                        let kept = try session.query("SELECT count(*) AS c FROM u WHERE n > 200").single().decode("c", as: Int.self)
+                        #expect(kept == 0)
                     }
                 }
                 let totals = try await pool.query("SELECT sum(total)::int8 AS s, count(*)::int AS c FROM t").single()
