@@ -249,16 +249,17 @@ public protocol InlineProjection: Sendable {
     /// projection reads of earlier batches may be kept in `memory` rather than read back from
     /// its tables. `apply` unless a projection says otherwise.
     func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws
-    /// After a rebuild's last batch: what `rebuild` left undone, so that the views read as if
-    /// every event had been applied. Nothing unless a projection says otherwise.
-    func finishRebuild(_ session: inout PostgresSession) throws
+    /// After a rebuild's last batch: what `rebuild` left undone (in the views, or in
+    /// `memory`), so that the views read as if every event had been applied. Nothing unless a
+    /// projection says otherwise.
+    func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws
 }
 
 extension InlineProjection {
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try apply(events, &session)
     }
-    public func finishRebuild(_ session: inout PostgresSession) throws {}
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {}
 }
 
 /// What projections keep from one batch of a rebuild to the next: one value per key, made at

@@ -231,7 +231,7 @@ public struct ViewRebuilder: Sendable {
                 if fresh {
                     try session.withTransaction { session in
                         try Self.inSchema(schema, &session) { session in
-                            for projection in projections { try projection.finishRebuild(&session) }
+                            for projection in projections { try projection.finishRebuild(&session, memory) }
                         }
                     }
                 }
