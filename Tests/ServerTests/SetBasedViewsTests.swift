@@ -123,7 +123,7 @@ struct SetBasedViewsTests {
                 let bids = try await pool.query(
                     "SELECT status, count(*)::int AS n FROM together.bids_view GROUP BY status ORDER BY status"
                 ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
-                #expect(bids == ["approved 9", "rejected 8", "withdrawn 8"])
+                #expect(bids == ["approved 9", "pending 1", "rejected 9", "withdrawn 8"])
                 let cells = try await pool.query("SELECT coalesce(sum(count), 0)::int AS n FROM together.market_cells WHERE level = 4")
                     .single()
                 #expect(try cells.decode("n", as: Int.self) == 4, "the available items, each in one cell a level")
@@ -360,6 +360,21 @@ struct InterleavedHistory {
                 UserEvent.balanceCredited(BalanceCredited(amountCents: 100, loanID: seeds, reason: .refund)),
                 .forgotten(UserForgotten(userID: stranger)),
             ].map(Aggregate.user.codec.encode))
+        // A bid left undecided; and a late user's bid, still undecided when they are
+        // forgotten, then approved and rejected (a build holds a bid until its fate, and
+        // writes the undecided at its end).
+        let late = UserID()
+        try await add(
+            .user(late),
+            [try Aggregate.user.codec.encode(.registered(UserRegistered(userID: late, handle: "late", displayName: "Late", email: "l@example.org")))])
+        let (open, lateBid) = (BidID(), BidID())
+        for (bid, bidder) in [(open, users[5]), (lateBid, late)] {
+            try await item(
+                items[0], .bidPlaced(BidPlaced(bidID: bid, bidderID: bidder, dailyPriceCents: 800, from: from, until: until, message: "Still?")))
+        }
+        try await add(.user(late), [try Aggregate.user.codec.encode(.forgotten(UserForgotten(userID: late)))])
+        try await item(items[0], .bidApproved(BidApproved(bidID: lateBid)))
+        try await item(items[0], .bidRejected(BidRejected(bidID: lateBid, reason: "Changed my mind")))
         return count
     }
 }
