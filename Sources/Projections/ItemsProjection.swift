@@ -387,7 +387,7 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// A rental's or a request's posting, as an item's row has it.
-    private struct Posting {
+    fileprivate struct Posting {
         var id: UUID
         var kind: ItemKind
         var owner: UUID
@@ -398,31 +398,6 @@ public struct ItemsProjection: InlineProjection {
         var location: Location
         var from: Day?
         var until: Day?
-
-        init?(_ event: ItemEvent) {
-            switch event {
-            case .rentalPosted(let posted):
-                self.init(
-                    id: posted.itemID.rawValue, kind: .rental, owner: posted.ownerID.rawValue, title: posted.title,
-                    description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
-                    location: posted.location, from: posted.availableFrom, until: posted.availableUntil)
-            case .requestPosted(let posted):
-                self.init(
-                    id: posted.itemID.rawValue, kind: .request, owner: posted.ownerID.rawValue, title: posted.title,
-                    description: posted.description, category: posted.category, priceCents: posted.maxDailyPriceCents,
-                    location: posted.location, from: posted.neededFrom, until: posted.neededUntil)
-            default:
-                return nil
-            }
-        }
-
-        init(
-            id: UUID, kind: ItemKind, owner: UUID, title: String, description: String, category: Category, priceCents: Int?,
-            location: Location, from: Day?, until: Day?
-        ) {
-            (self.id, self.kind, self.owner, self.title, self.description) = (id, kind, owner, title, description)
-            (self.category, self.priceCents, self.location, self.from, self.until) = (category, priceCents, location, from, until)
-        }
     }
 
     /// The columns a build's new items are copied into: `insertItems`' (`status` available).
@@ -590,5 +565,25 @@ private struct BidCounts {
                  AS c(item, bids, at, position)
             WHERE i.item_id = c.item AND i.item_id = ANY (\(ids)::uuid[])
             """, prepared: true)
+    }
+}
+
+extension ItemsProjection.Posting {
+    /// In an extension, so the struct keeps its memberwise initializer.
+    init?(_ event: ItemEvent) {
+        switch event {
+        case .rentalPosted(let posted):
+            self.init(
+                id: posted.itemID.rawValue, kind: .rental, owner: posted.ownerID.rawValue, title: posted.title,
+                description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
+                location: posted.location, from: posted.availableFrom, until: posted.availableUntil)
+        case .requestPosted(let posted):
+            self.init(
+                id: posted.itemID.rawValue, kind: .request, owner: posted.ownerID.rawValue, title: posted.title,
+                description: posted.description, category: posted.category, priceCents: posted.maxDailyPriceCents,
+                location: posted.location, from: posted.neededFrom, until: posted.neededUntil)
+        default:
+            return nil
+        }
     }
 }
