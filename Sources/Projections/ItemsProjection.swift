@@ -24,25 +24,40 @@ public struct ItemsProjection: InlineProjection {
     /// per cell touched and kept an index on the items whose predicate reads `status`, so that
     /// no change of status could be written beside its row (HOT).
     ///
-    /// And its new items and bids are sent by `COPY`, their owners' and bidders' handles and
+    /// And its items and bids are sent by `COPY`, their owners' and bidders' handles and
     /// their items' owners known from what the log said earlier (`Memory`), where each insert
     /// looked them up by key: the bids' insert was a build's costliest statement (2.5 s of
-    /// 1.04M events, 13 µs a bid, `pg_stat_statements`).
+    /// 1.04M events, 13 µs a bid, `pg_stat_statements`). Each item is kept in memory and
+    /// written once, as the log leaves it, at the build's end, where its statuses, bid counts,
+    /// revisions and photos were each an update of its row (the statuses' alone 1.8 s).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Memory()) { known in
             try apply(events, &session, building: true, &known)
         }
     }
 
-    /// What a build's inserts read, folded from the log: each user's handle, each item's
-    /// owner, and the bids placed. None of it changes once said (`users_view` keeps the
-    /// first registration of an id, `items_view` and `bids_view` the first row of each).
-    /// And the bids not yet decided (`held`), written once when their fate comes.
+    /// What a build's inserts read, folded from the log: each user's handle and the bids
+    /// placed. Neither changes once said (`users_view` keeps the first registration of an id,
+    /// `bids_view` the first row of each). The items (`items`, each as its row stands, and the
+    /// first posting of an id only, as `items_view` keeps it), written at the build's end. And
+    /// the bids not yet decided (`held`), written once when their fate comes.
     struct Memory: Sendable {
         var handles: [UUID: String] = [:]
-        var owners: [UUID: UUID] = [:]
+        var items: [UUID: HeldItem] = [:]
+        /// Each owner's items, for their forgetting.
+        var itemsOf: [UUID: [UUID]] = [:]
         var bids: Set<UUID> = []
         var held: [UUID: HeldBid] = [:]
+
+        /// A forgotten owner's items keep their listing but lose the place, as the forget's
+        /// update does to the rows of the appends.
+        mutating func forget(owner: UUID, _ event: ProjectedEvent) {
+            for id in itemsOf[owner] ?? [] {
+                items[id]!.handle = Redacted.name
+                items[id]!.posting.location = Location(lat: 0, lng: 0, place: Redacted.text)
+                items[id]!.touch(event)
+            }
+        }
 
         /// A forgotten bidder's undecided bids lose their handle and message, as the forget's
         /// update does to the bids already written.
@@ -60,6 +75,56 @@ public struct ItemsProjection: InlineProjection {
                 guard case .registered(let registered) = try Aggregate.user.codec.decode(event) else { continue }
                 if handles[registered.userID.rawValue] == nil { handles[registered.userID.rawValue] = registered.handle }
             }
+        }
+    }
+
+    /// An item of a build as its row stands: `insertItems`' values, then each change the
+    /// appends' statements make to the row, made here in the events' order.
+    struct HeldItem: Sendable {
+        var posting: Posting
+        var handle: String
+        var status = ItemStatus.available
+        var deal: UUID?
+        var bidCount = 0
+        var reviewCount = 0
+        var reviewStars = 0
+        var photos: [String] = []
+        var created: Date
+        var updated: Date
+        var position: Int64
+
+        init(_ posting: Posting, handle: String, _ event: ProjectedEvent) {
+            self.posting = posting
+            self.handle = handle
+            created = event.recordedAt
+            updated = event.recordedAt
+            position = event.position
+        }
+
+        /// Every statement that changes a row sets both.
+        mutating func touch(_ event: ProjectedEvent) {
+            updated = event.recordedAt
+            position = event.position
+        }
+
+        /// As the revision's `coalesce`s: what it names, and nothing else.
+        mutating func revise(_ revised: ItemRevised, _ event: ProjectedEvent) {
+            posting.title = revised.title ?? posting.title
+            posting.description = revised.description ?? posting.description
+            posting.category = revised.category ?? posting.category
+            posting.priceCents = revised.priceCents ?? posting.priceCents
+            posting.location = revised.location ?? posting.location
+            touch(event)
+        }
+
+        /// In `itemColumns`' order.
+        var row: [any PostgresEncodable] {
+            [
+                posting.id, posting.kind.rawValue, posting.owner, handle, posting.title, posting.description,
+                posting.category.rawValue, posting.priceCents, posting.location.lat, posting.location.lng,
+                posting.location.place, posting.from?.description, posting.until?.description, status.rawValue, bidCount,
+                reviewCount, reviewStars, photos, deal, created, updated, position,
+            ]
         }
     }
 
@@ -85,11 +150,16 @@ public struct ItemsProjection: InlineProjection {
         }
     }
 
-    /// The bids still undecided, written as they are; then each kept cell's count, sums and
-    /// least item id, from the available items: what moving them item by item since the first
-    /// event makes (`applyCellMoves`, migration 0021).
+    /// The items as the log left them, and the bids still undecided, written as they are;
+    /// then each kept cell's count, sums and least item id, from the available items: what
+    /// moving them item by item since the first event makes (`applyCellMoves`, migration 0021).
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Memory()) { known in
+            var items = PostgresCopyRows(unsafeRawTarget: Self.itemColumns, width: 22)
+            for item in known.items.values { items.append(item.row) }
+            known.items = [:]
+            known.itemsOf = [:]
+            try session.copy(items)
             var pending = PostgresCopyRows(unsafeRawTarget: Self.bidColumns, width: 13)
             for bid in known.held.values { pending.append(bid.row(.pending, reason: nil, at: bid.placed)) }
             known.held = [:]
@@ -108,8 +178,8 @@ public struct ItemsProjection: InlineProjection {
             """)
     }
 
-    /// `building`: a build from the first event, which moves no cells (they are made at its end)
-    /// and sends its new items and bids by `COPY` (`known`).
+    /// `building`: a build from the first event, which moves no cells (they are made at its end),
+    /// keeps its items in memory until its end and sends its bids by `COPY` (`known`).
     private func apply(
         _ events: [ProjectedEvent], _ session: inout PostgresSession, building: Bool, _ known: inout Memory
     ) throws {
@@ -137,16 +207,9 @@ public struct ItemsProjection: InlineProjection {
             case .rentalPosted, .requestPosted:
                 let posting = Posting(decoded)!
                 if building {
-                    guard known.owners[posting.id] == nil else { break }
-                    known.owners[posting.id] = posting.owner
-                    plan.add(
-                        copy: Self.itemColumns,
-                        [
-                            posting.id, posting.kind.rawValue, posting.owner, known.handles[posting.owner] ?? "", posting.title,
-                            posting.description, posting.category.rawValue, posting.priceCents, posting.location.lat,
-                            posting.location.lng, posting.location.place, posting.from?.description, posting.until?.description,
-                            ItemStatus.available.rawValue, at, at, event.position,
-                        ], writes: [WritePlan.Row(.item, posting.id)])
+                    guard known.items[posting.id] == nil else { break }
+                    known.items[posting.id] = HeldItem(posting, handle: known.handles[posting.owner] ?? "", event)
+                    known.itemsOf[posting.owner, default: []].append(posting.id)
                 } else {
                     plan.add(
                         Self.insertItems,
@@ -156,6 +219,8 @@ public struct ItemsProjection: InlineProjection {
                             posting.location.place, posting.from?.description, posting.until?.description, at, event.position,
                         ], writes: [WritePlan.Row(.item, posting.id)])
                 }
+            case .revised(let revised) where building:
+                if let item { known.items[item]?.revise(revised, event) }
             case .revised(let revised):
                 // Moved while available: out of its old cells, into its new ones (one statement:
                 // projections are pipelined, and read no answers).
@@ -185,15 +250,31 @@ public struct ItemsProjection: InlineProjection {
                         """
                     ], writes: [row])
             case .withdrawn:
-                setStatus(&plan, item, .withdrawn, event)
+                setStatus(&plan, item, .withdrawn, event, building: building, &known)
             case .reserved(let reserved):
-                setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID.rawValue))
+                setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID.rawValue), building: building, &known)
             case .closed:
-                setStatus(&plan, item, .closed, event)
+                setStatus(&plan, item, .closed, event, building: building, &known)
                 // A completed deal for both parties: the owner and the bidder it was reserved for.
-                plan.add(Self.completeDeals, [item], reads: [row], writes: [])
+                if !building {
+                    plan.add(Self.completeDeals, [item], reads: [row], writes: [])
+                } else if let held = item.flatMap({ known.items[$0] }) {
+                    for user in Set([held.posting.owner, held.deal].compactMap { $0 }) {
+                        plan.add(Self.addCompletedDeals, [user], writes: [])
+                    }
+                }
             case .relisted:
-                setStatus(&plan, item, .available, event, deal: .some(nil))
+                setStatus(&plan, item, .available, event, deal: .some(nil), building: building, &known)
+            case .photoAdded(let added) where building:
+                if let item, known.items[item]?.photos.contains(added.digest) == false {
+                    known.items[item]!.photos.append(added.digest)
+                    known.items[item]!.touch(event)
+                }
+            case .photoRemoved(let removed) where building:
+                if let item, known.items[item] != nil {
+                    known.items[item]!.photos.removeAll { $0 == removed.digest }
+                    known.items[item]!.touch(event)
+                }
             case .photoAdded(let added):
                 plan.add([Gallery.items.add(added.digest, to: item, event)], writes: [row])
             case .photoRemoved(let removed):
@@ -201,11 +282,15 @@ public struct ItemsProjection: InlineProjection {
             case .bidPlaced(let placed) where building:
                 if known.bids.insert(placed.bidID.rawValue).inserted {
                     known.held[placed.bidID.rawValue] = HeldBid(
-                        bid: placed.bidID.rawValue, item: item, owner: item.flatMap { known.owners[$0] }, bidder: placed.bidderID.rawValue,
-                        handle: known.handles[placed.bidderID.rawValue] ?? "", price: placed.dailyPriceCents,
-                        from: placed.from.description, until: placed.until.description, message: placed.message, placed: at)
+                        bid: placed.bidID.rawValue, item: item, owner: item.flatMap { known.items[$0]?.posting.owner },
+                        bidder: placed.bidderID.rawValue, handle: known.handles[placed.bidderID.rawValue] ?? "",
+                        price: placed.dailyPriceCents, from: placed.from.description, until: placed.until.description,
+                        message: placed.message, placed: at)
                 }
-                bidCounts.add(item, event)
+                if let item, known.items[item] != nil {
+                    known.items[item]!.bidCount += 1
+                    known.items[item]!.touch(event)
+                }
             case .bidPlaced(let placed):
                 plan.add(
                     Self.insertBids,
@@ -234,7 +319,13 @@ public struct ItemsProjection: InlineProjection {
                     """,
                 ]
                 // A renter's review rates the item too; an owner's rates only the renter.
-                if review.role == .bidder {
+                if review.role == .bidder && building {
+                    if let item, known.items[item] != nil {
+                        known.items[item]!.reviewCount += 1
+                        known.items[item]!.reviewStars += review.stars
+                        known.items[item]!.touch(event)
+                    }
+                } else if review.role == .bidder {
                     statements.append(
                         """
                         UPDATE items_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars),
@@ -255,7 +346,8 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [])
             }
         }
-        if moved { try Self.startMoves(&session, noted: !building) }
+        // A build writes no item until its end, so it notes no moves.
+        if moved && !building { try Self.startMoves(&session) }
         try plan.run(&session)
         try bidCounts.write(&session)
         if moved && !building { try Self.applyCellMoves(&session) }
@@ -274,10 +366,11 @@ public struct ItemsProjection: InlineProjection {
     /// no dead rows, but emptied at commit it keeps the transaction id it was made in, and
     /// held back the whole database's freezing for as long as its session lived.
     ///
-    /// Each batch that moves items starts afresh here: its moves to be read at its end, or,
-    /// in a rebuild (whose cells are made at its end), not noted at all (`unread`).
-    static func startMoves(_ session: inout PostgresSession, noted: Bool) throws {
-        try session.query("SELECT set_config('lender.cell_moves', \(noted ? "" : "unread"), true)", prepared: true)
+    /// Each batch that moves items starts afresh here, its moves to be read at its end. A build
+    /// from the first event notes none: it writes its items at its end, and makes its cells
+    /// from them.
+    static func startMoves(_ session: inout PostgresSession) throws {
+        try session.query("SELECT set_config('lender.cell_moves', '', true)", prepared: true)
     }
 
     /// The end of a statement whose last common table is `moves (item, lat, lng, delta)`: those
@@ -293,7 +386,7 @@ public struct ItemsProjection: InlineProjection {
                    SELECT string_agg(jsonb_build_array(item, mercator_x(lng), mercator_y(lat), round(lat * 1e7)::int8,
                                                        round(lng * 1e7)::int8, delta)::text, ',')
                    FROM moves)), true) IS NULL
-        WHERE current_setting('lender.cell_moves', true) IS DISTINCT FROM 'unread' AND EXISTS (SELECT FROM moves)
+        WHERE EXISTS (SELECT FROM moves)
         """
 
     /// The batch's moves as the rows of `m` (item, x, y, lat7, lng7, delta), read out of the
@@ -310,8 +403,13 @@ public struct ItemsProjection: InlineProjection {
     private func forget(_ event: ProjectedEvent, _ plan: inout WritePlan, building: Bool, _ known: inout Memory) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
         let user = forgotten.userID.rawValue
-        if building { known.forget(bidder: user) }
         // Rows of any item or bid: after what came before, before what comes after.
+        if building {
+            known.forget(bidder: user)
+            known.forget(owner: user, event)
+            plan.barrier(Self.redactions(of: user))
+            return
+        }
         plan.barrier([
             // Their available items move to 0, 0 on the map, as the sealed places read now. A
             // cell they left that names one as its sample takes another when the moves apply.
@@ -328,6 +426,13 @@ public struct ItemsProjection: InlineProjection {
                    updated_at = \(event.recordedAt), position = \(event.position)
             WHERE owner_id = \(user)
             """,
+        ] + Self.redactions(of: user))
+    }
+
+    /// What a forgotten person wrote on others' rows, redacted: their bids' handle and message,
+    /// their reviews' and messages' text.
+    private static func redactions(of user: UUID) -> [PostgresQuery] {
+        [
             """
             UPDATE bids_view SET bidder_handle = \(Redacted.name),
                    message = CASE WHEN message IS NULL THEN NULL ELSE \(Redacted.text) END
@@ -335,13 +440,23 @@ public struct ItemsProjection: InlineProjection {
             """,
             "UPDATE reviews_view SET text = \(Redacted.text) WHERE author_id = \(user)",
             "UPDATE messages_view SET text = \(Redacted.text) WHERE author_id = \(user)",
-        ])
+        ]
     }
 
     /// A new status; in or out of the market's cells when it becomes or stops being available.
     /// `deal`: the bidder of the deal it is reserved for (`.some(nil)`: none any more); nil
     /// keeps it.
-    private func setStatus(_ plan: inout WritePlan, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil) {
+    private func setStatus(
+        _ plan: inout WritePlan, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil, building: Bool,
+        _ known: inout Memory
+    ) {
+        if building {
+            guard let item, known.items[item] != nil else { return }
+            known.items[item]!.status = status
+            if let deal { known.items[item]!.deal = deal }
+            known.items[item]!.touch(event)
+            return
+        }
         plan.add(
             Self.setStatuses, [item, status.rawValue, event.recordedAt, event.position, deal != nil, deal ?? nil],
             writes: [WritePlan.Row(.item, item)])
@@ -387,7 +502,7 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// A rental's or a request's posting, as an item's row has it.
-    fileprivate struct Posting {
+    struct Posting: Sendable {
         var id: UUID
         var kind: ItemKind
         var owner: UUID
@@ -400,10 +515,11 @@ public struct ItemsProjection: InlineProjection {
         var until: Day?
     }
 
-    /// The columns a build's new items are copied into: `insertItems`' (`status` available).
+    /// The columns a build's items are copied into, at its end (`HeldItem.row`).
     static let itemColumns = """
         items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
-                    window_from, window_until, status, created_at, updated_at, position)
+                    window_from, window_until, status, bid_count, review_count, review_stars, photos, deal_bidder_id,
+                    created_at, updated_at, position)
         """
 
     /// The columns a build's bids are copied into: `insertBids`', and their fate's.
@@ -434,6 +550,16 @@ public struct ItemsProjection: InlineProjection {
             WHERE (old_status = 'available') <> (status = 'available')
         )
         \(unsafeRaw: noteMoves)
+        """
+    }
+
+    /// A build's completed deals: one for each user named, once for each time named (the
+    /// build knows each item's owner and deal, `completeDeals` reads them).
+    static let addCompletedDeals = SetWrite("add completed deals", width: 1) { c in
+        """
+        WITH deals AS (SELECT user_id, count(*) AS n FROM unnest(\(c[0])::uuid[]) AS r(user_id) GROUP BY user_id)
+        UPDATE users_view u SET completed_deals = u.completed_deals + deals.n
+        FROM deals WHERE u.user_id = deals.user_id AND u.user_id = ANY (\(c[0])::uuid[])
         """
     }
 

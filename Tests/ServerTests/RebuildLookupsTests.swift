@@ -62,9 +62,14 @@ struct RebuildLookupsTests {
                 #expect(scanned == [], "tables scanned for want of an index (add the column to ViewRebuilder.lookups)")
                 let built = try await pool.query("SELECT count(*)::int AS n FROM fresh.bids_view").single()
                 #expect(try built.decode("n", as: Int.self) == 27, "the bids were written, the undecided one at the end")
-                // The appends' way moved the cells by its own moves alone, not by the rebuild's
-                // before it in the same transaction (noted, never read): each level holds each
-                // available item once.
+                // The build's items, held until its end, all written then.
+                let items = try await pool.query(
+                    "SELECT (SELECT count(*) FROM fresh.items_view)::int AS fresh, (SELECT count(*) FROM caught_up.items_view)::int AS caught_up"
+                ).single()
+                #expect(try items.decode("fresh", as: Int.self) == items.decode("caught_up", as: Int.self))
+                // The appends' way moved the cells by its own moves alone, not by anything the
+                // build did before it in the same transaction: each level holds each available
+                // item once.
                 let available = try await pool.query(
                     "SELECT count(*)::int AS n FROM caught_up.items_view WHERE status = 'available'"
                 ).single().decode("n", as: Int.self)
