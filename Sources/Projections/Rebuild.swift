@@ -1,3 +1,4 @@
+import Aggregates
 import EventStore
 import Foundation
 import Logging
@@ -179,11 +180,13 @@ public struct ViewRebuilder: Sendable {
     /// Applies the events after `position` up to `until` (the head when nil) to the tables
     /// in `schema`; returns the last position applied. `progress(done, target)` after each batch.
     ///
-    /// Two connections of the pool: one reads and opens the next batch and makes the
-    /// projections' statements for it (`recording`), while the other sends this batch's, so
-    /// the rebuilder's work and PostgreSQL's overlap. The pool needs two connections (`lender
-    /// replay` and the bench open it so); with one, the reading waits for the pool's acquire
-    /// timeout and fails. A batch being read when the writing fails finishes on its own.
+    /// Three connections of the pool, so that the rebuilder's work and PostgreSQL's overlap:
+    /// one sends a batch's statements while another makes the next batch's (`recording`) and
+    /// a third reads, opens and decodes the batch after that. The recording is a fold, one
+    /// batch after another; the decoding, a third of its work before, is not. With two
+    /// connections the reading waits for the recording's, and a build takes longer; with one,
+    /// the reading waits for the pool's acquire timeout and fails. `lender replay` and the
+    /// bench open three. A batch being read when the writing fails finishes on its own.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -197,37 +200,64 @@ public struct ViewRebuilder: Sendable {
         // catches an existing build up applies its events as appends do.
         let fresh = position == 0
         let memory = RebuildMemory()
-        /// The batch after `position`: its last position, and the statements that apply it.
-        @Sendable func prepare(after position: Int64) -> Task<(last: Int64?, statements: [RecordedStatement]), any Error> {
+        /// The batch after `position`, read, opened and decoded.
+        @Sendable func fetch(after position: Int64) -> Task<[ProjectedEvent], any Error> {
             Task {
                 try await pool.withConnection { connection in
                     try await connection.withBlockingSession { session in
                         let events = try Self.readBatch(&session, personalData, after: position, until: target, limit: batchSize)
-                        let statements = try session.recording { session in
+                        Self.decodeAhead(events)
+                        return events
+                    }
+                }
+            }
+        }
+        /// The statements that apply `events`, made in the events' order batch after batch:
+        /// a build's memory is a fold.
+        @Sendable func record(_ events: [ProjectedEvent]) -> Task<[RecordedStatement], any Error> {
+            Task {
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        try session.recording { session in
                             for projection in projections {
                                 if fresh { try projection.rebuild(events, &session, memory) } else { try projection.apply(events, &session) }
                             }
                         }
-                        return (events.last?.position, statements)
                     }
                 }
             }
         }
         return try await pool.withConnection { writer in
             var done = position
-            var next = done < target ? prepare(after: done) : nil
-            defer { next?.cancel() }
-            while let preparing = next {
-                let batch = try await preparing.value
-                // None left before `target`: positions may skip (a rolled-back append's).
-                done = batch.last ?? target
-                next = done < target ? prepare(after: done) : nil
-                try await writer.withBlockingSession { session in
-                    try session.withTransaction { session in
-                        try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
-                    }
+            var fetching = done < target ? fetch(after: done) : nil
+            // Each batch recorded only once the one before it is: a build's memory is a fold.
+            var recording: (last: Int64, statements: Task<[RecordedStatement], any Error>)?
+            var recorded: (last: Int64, statements: [RecordedStatement])?
+            defer {
+                fetching?.cancel()
+                recording?.statements.cancel()
+            }
+            while true {
+                if let fetched = fetching {
+                    let events = try await fetched.value
+                    // None left before `target`: positions may skip (a rolled-back append's).
+                    let last = events.last?.position ?? target
+                    fetching = last < target ? fetch(after: last) : nil
+                    recording = (last, record(events))
                 }
-                progress(done, target)
+                // The batch before is sent while this one is recorded and the next one read.
+                if let batch = recorded {
+                    try await writer.withBlockingSession { session in
+                        try session.withTransaction { session in
+                            try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
+                        }
+                    }
+                    done = batch.last
+                    progress(done, target)
+                }
+                guard let next = recording else { break }
+                recorded = (next.last, try await next.statements.value)
+                recording = nil
             }
             try await writer.withBlockingSession { session in
                 if fresh {
@@ -297,6 +327,24 @@ public struct ViewRebuilder: Sendable {
         ).map(EventStore.projectedEvent)
         guard let personalData, !events.isEmpty else { return events }
         return try personalData.open(events, in: &session)
+    }
+
+    /// Each event decoded by its aggregate's codec and kept beside it (`ProjectedEvent.decoded`),
+    /// where the projections find it: a batch's decoding moved off the thread that records its
+    /// statements, whose work is a fold and cannot be split. An event that does not decode is
+    /// left as it is, to fail where a projection reads it.
+    static func decodeAhead(_ events: [ProjectedEvent]) {
+        for event in events {
+            if Aggregate.item.owns(event.streamID) {
+                _ = try? Aggregate.item.codec.decode(event)
+            } else if Aggregate.user.owns(event.streamID) {
+                _ = try? Aggregate.user.codec.decode(event)
+            } else if Aggregate.loan.owns(event.streamID) {
+                _ = try? Aggregate.loan.codec.decode(event)
+            } else if Aggregate.cart.owns(event.streamID) {
+                _ = try? Aggregate.cart.codec.decode(event)
+            }
+        }
     }
 
     /// `events` applied to the tables of `schema`, in the caller's transaction.

@@ -22,7 +22,7 @@ struct ItemsLoad: AsyncParsableCommand {
         var logger = Logger(label: "lender-bench")
         logger.logLevel = .warning
         let configuration = try PostgresConfiguration(databaseURL)
-        try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+        try await PostgresPool.with(configuration: configuration, options: .init(size: 3), logger: logger) { pool in
             let store = EventStore(pool: pool, logger: logger)
             let owner = UserID()
             _ = try await store.append(

@@ -23,7 +23,7 @@ struct ReplayBench: AsyncParsableCommand {
         var logger = Logger(label: "lender-bench")
         logger.logLevel = .warning
         let configuration = try PostgresConfiguration(databaseURL)
-        let figures = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+        let figures = try await PostgresPool.with(configuration: configuration, options: .init(size: 3), logger: logger) { pool in
             let store = EventStore(pool: pool, logger: logger)
             let clock = ContinuousClock()
             if try await store.headPosition() == 0 {

@@ -42,7 +42,7 @@ struct Replay: AsyncParsableCommand {
         let logger = Logs.bootstrap()
         let groups = try ViewGroup.named(projection)
         // As the owner: a rebuild creates and moves tables.
-        try await database.withPool(size: 2, logger: logger) {
+        try await database.withPool(size: 3, logger: logger) {
             pool in
             let rebuilder = ViewRebuilder(
                 pool: pool, groups: groups, logger: logger, personalData: try DataKeyOptions.personalData(pool: pool))

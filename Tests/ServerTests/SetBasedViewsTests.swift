@@ -73,7 +73,9 @@ struct SetBasedViewsTests {
 
     @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
         try await TestDatabase.withMigrated { configuration in
-            try await TestDatabase.withPool(configuration, size: 2) { pool in
+            // Three connections, as `lender replay` opens: a batch is read and decoded while the
+            // one before it is recorded and the one before that sent.
+            try await TestDatabase.withPool(configuration, size: 3) { pool in
                 let store = EventStore(pool: pool, logger: TestDatabase.logger)
                 let events = try await InterleavedHistory().append(to: store)
                 #expect(events > 150)
