@@ -36,11 +36,11 @@ public struct ItemsProjection: InlineProjection {
         }
     }
 
-    /// What a build's inserts read, folded from the log: each user's handle and the bids
-    /// placed. Neither changes once said (`users_view` keeps the first registration of an id,
-    /// `bids_view` the first row of each). The items (`items`, each as its row stands, and the
-    /// first posting of an id only, as `items_view` keeps it), written at the build's end. And
-    /// the bids not yet decided (`held`), written once when their fate comes.
+    /// What a build folds from the log. Each user's handle and the bids placed, which never
+    /// change once said (`users_view` keeps the first registration of an id, `bids_view` the
+    /// first row of each). Each item as its row stands (`items`; the first posting of an id
+    /// only, as `items_view` keeps it), written at the build's end. And the bids not yet
+    /// decided (`held`), written once when their fate comes.
     struct Memory: Sendable {
         var handles: [UUID: String] = [:]
         var items: [UUID: HeldItem] = [:]
@@ -49,8 +49,8 @@ public struct ItemsProjection: InlineProjection {
         var bids: Set<UUID> = []
         var held: [UUID: HeldBid] = [:]
 
-        /// A forgotten owner's items keep their listing but lose the place, as the forget's
-        /// update does to the rows of the appends.
+        /// A forgotten owner's items keep their listing but lose the place, and show `former
+        /// user`, as the forget's update does to the rows of the appends.
         mutating func forget(owner: UUID, _ event: ProjectedEvent) {
             for id in itemsOf[owner] ?? [] {
                 items[id]!.handle = Redacted.name
@@ -92,10 +92,13 @@ public struct ItemsProjection: InlineProjection {
         var created: Date
         var updated: Date
         var position: Int64
+        /// Where the log posted it.
+        let posted: Int64
 
         init(_ posting: Posting, handle: String, _ event: ProjectedEvent) {
             self.posting = posting
             self.handle = handle
+            posted = event.position
             created = event.recordedAt
             updated = event.recordedAt
             position = event.position
@@ -155,8 +158,12 @@ public struct ItemsProjection: InlineProjection {
     /// moving them item by item since the first event makes (`applyCellMoves`, migration 0021).
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Memory()) { known in
+            // In the order they were posted, as the appends insert them: a table laid out the
+            // same at each build, its pages in the order the market's newest read them.
             var items = PostgresCopyRows(unsafeRawTarget: Self.itemColumns, width: 22)
-            for item in known.items.values { items.append(item.row) }
+            for item in known.items.values.sorted(by: { $0.posted < $1.posted }) {
+                items.append(item.row)
+            }
             known.items = [:]
             known.itemsOf = [:]
             try session.copy(items)

@@ -123,6 +123,8 @@ public struct ViewRebuilder: Sendable {
     /// market's cells read items by `map_x`, but only once a rebuild is finished. No projection
     /// reads bids by item: the feed finds a bid by its key; its index by item, kept until the
     /// bids went by COPY, cost 0.4 s of a 1.04M-event build in index entries.)
+    /// (The items' owners serve a catch-up's forgetting: a build from the first event holds
+    /// its items in memory and writes them at its end.)
     static let lookups: [String: Set<String>] = [
         "items_view": ["owner_id"], "bids_view": ["bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
@@ -185,9 +187,11 @@ public struct ViewRebuilder: Sendable {
     /// one sends a batch's statements while another makes the next batch's (`recording`) and
     /// a third reads, opens and decodes the batch after that. The recording is a fold, one
     /// batch after another; the decoding, a third of its work before, is not. With two
-    /// connections the reading waits for the recording's, and a build takes longer; with one,
-    /// the reading waits for the pool's acquire timeout and fails. `lender replay` and the
-    /// bench open three. A batch being read when the writing fails finishes on its own.
+    /// connections the reading waits for the recording's, and a build takes longer (a batch
+    /// recorded for longer than the pool's acquire timeout would fail the read; one of 5,000
+    /// events takes tens of milliseconds); with one, the reading waits for that timeout and fails. `lender replay` and the
+    /// bench open three. When the writing fails, the batches being read and recorded are
+    /// waited for before the error is thrown.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -234,31 +238,38 @@ public struct ViewRebuilder: Sendable {
             // Each batch recorded only once the one before it is: a build's memory is a fold.
             var recording: (last: Int64, statements: Task<[RecordedStatement], any Error>)?
             var recorded: (last: Int64, statements: [RecordedStatement])?
-            defer {
+            do {
+                while true {
+                    try Task.checkCancellation()
+                    if let fetched = fetching {
+                        let events = try await fetched.value
+                        // None left before `target`: positions may skip (a rolled-back append's).
+                        let last = events.last?.position ?? target
+                        fetching = last < target ? fetch(after: last) : nil
+                        recording = (last, record(events))
+                    }
+                    // The batch before is sent while this one is recorded and the next one read.
+                    if let batch = recorded {
+                        try await writer.withBlockingSession { session in
+                            try session.withTransaction { session in
+                                try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
+                            }
+                        }
+                        done = batch.last
+                        progress(done, target)
+                    }
+                    guard let next = recording else { break }
+                    recorded = (next.last, try await next.statements.value)
+                    recording = nil
+                }
+            } catch {
+                // What is still reading or recording holds a connection: done with before the
+                // caller drops the schema or closes the pool.
                 fetching?.cancel()
                 recording?.statements.cancel()
-            }
-            while true {
-                if let fetched = fetching {
-                    let events = try await fetched.value
-                    // None left before `target`: positions may skip (a rolled-back append's).
-                    let last = events.last?.position ?? target
-                    fetching = last < target ? fetch(after: last) : nil
-                    recording = (last, record(events))
-                }
-                // The batch before is sent while this one is recorded and the next one read.
-                if let batch = recorded {
-                    try await writer.withBlockingSession { session in
-                        try session.withTransaction { session in
-                            try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
-                        }
-                    }
-                    done = batch.last
-                    progress(done, target)
-                }
-                guard let next = recording else { break }
-                recorded = (next.last, try await next.statements.value)
-                recording = nil
+                _ = await fetching?.result
+                _ = await recording?.statements.result
+                throw error
             }
             let indexes = try await writer.withBlockingSession { session in
                 if fresh {
@@ -270,7 +281,7 @@ public struct ViewRebuilder: Sendable {
                 }
                 return try Self.missingIndexes(&session, schema, tables)
             }
-            try await Self.create(indexes, on: writer, pool)
+            try await Self.makeIndexes(indexes, on: writer, andOneFrom: pool)
             return done
         }
     }
@@ -311,28 +322,31 @@ public struct ViewRebuilder: Sendable {
     /// slowest kinds come first (GiST and GIN: the items' places took 1.1 s of 1.04M events,
     /// a third of all the indexes), then the largest tables', so that neither connection is
     /// left with a long one at the end.
-    static func create(_ indexes: [String], on writer: PostgresConnection, _ pool: PostgresPool) async throws {
+    static func makeIndexes(_ indexes: [String], on writer: PostgresConnection, andOneFrom pool: PostgresPool) async throws {
         let pending = Pending(indexes)
         @Sendable func make(on connection: PostgresConnection) async throws {
             try await connection.withBlockingSession { session in
-                while let index = pending.next() {
+                while let index = pending.next() { _ = try session.query(PostgresQuery(unsafeSQL: index)) }
+            }
+        }
+        guard indexes.count > 1 else { return try await make(on: writer) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for connection in [writer, nil] {
+                group.addTask {
                     do {
-                        _ = try session.query(PostgresQuery(unsafeSQL: index))
+                        if let connection { try await make(on: connection) } else { try await pool.withConnection { try await make(on: $0) } }
                     } catch {
+                        // The other stops after the index it is making.
                         pending.drop()
                         throw error
                     }
                 }
             }
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await make(on: writer) }
-            group.addTask { try await pool.withConnection { try await make(on: $0) } }
             try await group.waitForAll()
         }
     }
 
-    /// Statements still to run, taken one at a time by whoever is free.
+    /// Statements still to run, taken one at a time by whichever connection is free.
     private final class Pending: Sendable {
         private let statements: Mutex<ArraySlice<String>>
 
