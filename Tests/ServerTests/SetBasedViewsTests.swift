@@ -72,6 +72,24 @@ struct SetBasedViewsTests {
         }
     }
 
+    /// A build whose writing fails, with a batch being read and another recorded meanwhile,
+    /// throws that error and holds no connection after. (That it waits for those two before
+    /// throwing is not seen here: they end within a millisecond of the failure.)
+    @Test func aBuildWhoseWritingFailsThrowsAndHoldsNoConnection() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 3) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger)
+                let events = try await InterleavedHistory().append(to: store)
+                var rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
+                rebuilder.batchSize = 7
+                try await rebuilder.createSchema("broken")
+                try await pool.query("DROP TABLE broken.messages_view")
+                await #expect(throws: PostgresError.self) { try await rebuilder.build("broken", after: 0) }
+                #expect(pool.usage.inUse == 0, "\(pool.usage.inUse) connections still held after \(events) events")
+            }
+        }
+    }
+
     @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
         try await TestDatabase.withMigrated { configuration in
             // Three connections, as `lender replay` opens: a batch is read and decoded while the
