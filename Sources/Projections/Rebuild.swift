@@ -43,6 +43,7 @@ public enum RebuildError: Error, CustomStringConvertible {
     case invalidSchemaName(String)
     case swapBlocked(attempts: Int)
     case indexNotUnderstood(String)
+    case tablesMissing(schema: String, [String])
 
     public var description: String {
         switch self {
@@ -53,6 +54,8 @@ public enum RebuildError: Error, CustomStringConvertible {
             "readers held the live views at each of \(attempts) attempts to swap; nothing was changed, try again"
         case .indexNotUnderstood(let definition):
             "cannot make this index on the rebuilt views (name it without spaces or quotes): \(definition)"
+        case .tablesMissing(let schema, let tables):
+            "schema \(schema) lacks \(tables.joined(separator: ", ")); build into a schema createSchema made"
         }
     }
 }
@@ -200,6 +203,15 @@ public struct ViewRebuilder: Sendable {
         let target = min(until ?? head, head)
         let projections = projections
         let tables = tables
+        // A table missing here would be found in `public` by the batches' `search_path`, and
+        // the build would write the live view.
+        let missing = try await pool.query(
+            """
+            SELECT t FROM unnest(\(tables)::text[]) AS t
+            WHERE to_regclass(format('%I.%I', \(schema), t)) IS NULL ORDER BY t
+            """
+        ).map { try $0.decode("t", as: String.self) }
+        guard missing.isEmpty else { throw RebuildError.tablesMissing(schema: schema, missing) }
         let (pool, personalData, batchSize) = (pool, personalData, batchSize)
         // A build from the first event may leave work for its end (`finishRebuild`); one that
         // catches an existing build up applies its events as appends do.

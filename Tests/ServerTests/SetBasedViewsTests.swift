@@ -91,6 +91,28 @@ struct SetBasedViewsTests {
         }
     }
 
+    /// The batches' `search_path` is the build's schema, then `public`: a table missing from
+    /// the schema would be found among the live views and written. A build refuses such a
+    /// schema before it writes anything.
+    @Test func aBuildIntoASchemaLackingATableWritesNothing() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 3) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger)
+                _ = try await InterleavedHistory().append(to: store)
+                let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
+                try await rebuilder.createSchema("partial")
+                try await pool.query("DROP TABLE partial.messages_view")
+                let live = "SELECT count(*)::int AS n FROM public.messages_view"
+                // The history was appended without the inline projections: the live views are empty.
+                let before = try await pool.query(PostgresQuery(unsafeSQL: live)).single().decode("n", as: Int.self)
+                await #expect(throws: RebuildError.self) { try await rebuilder.build("partial", after: 0) }
+                #expect(try await pool.query(PostgresQuery(unsafeSQL: live)).single().decode("n", as: Int.self) == before)
+                let written = try await pool.query("SELECT count(*)::int AS n FROM partial.items_view").single()
+                #expect(try written.decode("n", as: Int.self) == 0)
+            }
+        }
+    }
+
     @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
         try await TestDatabase.withMigrated { configuration in
             // Three connections, as `lender replay` opens: a batch is read and decoded while the
