@@ -45,14 +45,14 @@ public struct ItemsProjection: InlineProjection {
         var handles: [UUID: String] = [:]
         var items: [UUID: HeldItem] = [:]
         /// Each owner's items, for their forgetting.
-        var itemsOf: [UUID: [UUID]] = [:]
+        var itemsByOwner: [UUID: [UUID]] = [:]
         var bids: Set<UUID> = []
         var held: [UUID: HeldBid] = [:]
 
         /// A forgotten owner's items keep their listing but lose the place, and show `former
         /// user`, as the forget's update does to the rows of the appends.
         mutating func forget(owner: UUID, _ event: ProjectedEvent) {
-            for id in itemsOf[owner] ?? [] {
+            for id in itemsByOwner[owner] ?? [] {
                 items[id]!.handle = Redacted.name
                 items[id]!.posting.location = Location(lat: 0, lng: 0, place: Redacted.text)
                 items[id]!.touch(event)
@@ -92,7 +92,7 @@ public struct ItemsProjection: InlineProjection {
         var created: Date
         var updated: Date
         var position: Int64
-        /// Where the log posted it.
+        /// Where the log posted it: the order `finishRebuild` copies the items in.
         let posted: Int64
 
         init(_ posting: Posting, handle: String, _ event: ProjectedEvent) {
@@ -165,7 +165,7 @@ public struct ItemsProjection: InlineProjection {
                 items.append(item.row)
             }
             known.items = [:]
-            known.itemsOf = [:]
+            known.itemsByOwner = [:]
             try session.copy(items)
             var pending = PostgresCopyRows(unsafeRawTarget: Self.bidColumns, width: 13)
             for bid in known.held.values { pending.append(bid.row(.pending, reason: nil, at: bid.placed)) }
@@ -216,7 +216,7 @@ public struct ItemsProjection: InlineProjection {
                 if building {
                     guard known.items[posting.id] == nil else { break }
                     known.items[posting.id] = HeldItem(posting, handle: known.handles[posting.owner] ?? "", event)
-                    known.itemsOf[posting.owner, default: []].append(posting.id)
+                    known.itemsByOwner[posting.owner, default: []].append(posting.id)
                 } else {
                     plan.add(
                         Self.insertItems,

@@ -192,9 +192,9 @@ public struct ViewRebuilder: Sendable {
     /// batch after another; the decoding, a third of its work before, is not. With two
     /// connections the reading waits for the recording's, and a build takes longer (a batch
     /// recorded for longer than the pool's acquire timeout would fail the read; one of 5,000
-    /// events takes tens of milliseconds); with one, the reading waits for that timeout and fails. `lender replay` and the
-    /// bench open three. When the writing fails, the batches being read and recorded are
-    /// waited for before the error is thrown.
+    /// events takes tens of milliseconds); with one, the reading waits for that timeout and
+    /// fails. `lender replay` and the bench open three. When the writing fails, the batches
+    /// being read and recorded are waited for before the error is thrown.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -335,31 +335,29 @@ public struct ViewRebuilder: Sendable {
     /// a third of all the indexes), then the largest tables', so that neither connection is
     /// left with a long one at the end.
     static func makeIndexes(_ indexes: [String], on writer: PostgresConnection, andOneFrom pool: PostgresPool) async throws {
-        let pending = Pending(indexes)
+        let pending = IndexQueue(indexes)
         @Sendable func make(on connection: PostgresConnection) async throws {
             try await connection.withBlockingSession { session in
                 while let index = pending.next() { _ = try session.query(PostgresQuery(unsafeSQL: index)) }
             }
         }
         guard indexes.count > 1 else { return try await make(on: writer) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for connection in [writer, nil] {
-                group.addTask {
-                    do {
-                        if let connection { try await make(on: connection) } else { try await pool.withConnection { try await make(on: $0) } }
-                    } catch {
-                        // The other stops after the index it is making.
-                        pending.drop()
-                        throw error
-                    }
-                }
+        /// A failure stops the other connection after the index it is making.
+        @Sendable func makeOrStop(_ body: @Sendable () async throws -> Void) async throws {
+            do { try await body() } catch {
+                pending.drop()
+                throw error
             }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await makeOrStop { try await make(on: writer) } }
+            group.addTask { try await makeOrStop { try await pool.withConnection { try await make(on: $0) } } }
             try await group.waitForAll()
         }
     }
 
     /// Statements still to run, taken one at a time by whichever connection is free.
-    private final class Pending: Sendable {
+    private final class IndexQueue: Sendable {
         private let statements: Mutex<ArraySlice<String>>
 
         init(_ statements: [String]) { self.statements = Mutex(statements[...]) }

@@ -83,7 +83,8 @@ struct SetBasedViewsTests {
                 var rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
                 rebuilder.batchSize = 7
                 try await rebuilder.createSchema("broken")
-                // Every message refused, mid-history (dropped, the table would be found in `public`).
+                // Every message refused, mid-history (a dropped table is refused before the
+                // build starts: `aBuildIntoASchemaLackingATableWritesNothing`).
                 try await pool.query("ALTER TABLE broken.messages_view ADD CHECK (text = '')")
                 await #expect(throws: PostgresError.self) { try await rebuilder.build("broken", after: 0) }
                 #expect(pool.usage.inUse == 0, "\(pool.usage.inUse) connections still held after \(events) events")
