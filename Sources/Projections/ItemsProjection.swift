@@ -49,6 +49,13 @@ public struct ItemsProjection: InlineProjection {
         var bids: Set<UUID> = []
         var held: [UUID: HeldBid] = [:]
 
+        /// `body` made to the item's row, if the log posted it: an update of the appends finds
+        /// no row otherwise.
+        mutating func change(_ item: UUID?, _ body: (inout HeldItem) -> Void) {
+            guard let item, items[item] != nil else { return }
+            body(&items[item]!)
+        }
+
         /// A forgotten owner's items keep their listing but lose the place, and show `former
         /// user`, as the forget's update does to the rows of the appends.
         mutating func forget(owner: UUID, _ event: ProjectedEvent) {
@@ -227,7 +234,7 @@ public struct ItemsProjection: InlineProjection {
                         ], writes: [WritePlan.Row(.item, posting.id)])
                 }
             case .revised(let revised) where building:
-                if let item { known.items[item]?.revise(revised, event) }
+                known.change(item) { $0.revise(revised, event) }
             case .revised(let revised):
                 // Moved while available: out of its old cells, into its new ones (one statement:
                 // projections are pipelined, and read no answers).
@@ -273,14 +280,15 @@ public struct ItemsProjection: InlineProjection {
             case .relisted:
                 setStatus(&plan, item, .available, event, deal: .some(nil), building: building, &known)
             case .photoAdded(let added) where building:
-                if let item, known.items[item]?.photos.contains(added.digest) == false {
-                    known.items[item]!.photos.append(added.digest)
-                    known.items[item]!.touch(event)
+                known.change(item) { held in
+                    guard !held.photos.contains(added.digest) else { return }
+                    held.photos.append(added.digest)
+                    held.touch(event)
                 }
             case .photoRemoved(let removed) where building:
-                if let item, known.items[item] != nil {
-                    known.items[item]!.photos.removeAll { $0 == removed.digest }
-                    known.items[item]!.touch(event)
+                known.change(item) { held in
+                    held.photos.removeAll { $0 == removed.digest }
+                    held.touch(event)
                 }
             case .photoAdded(let added):
                 plan.add([Gallery.items.add(added.digest, to: item, event)], writes: [row])
@@ -294,9 +302,9 @@ public struct ItemsProjection: InlineProjection {
                         price: placed.dailyPriceCents, from: placed.from.description, until: placed.until.description,
                         message: placed.message, placed: at)
                 }
-                if let item, known.items[item] != nil {
-                    known.items[item]!.bidCount += 1
-                    known.items[item]!.touch(event)
+                known.change(item) { held in
+                    held.bidCount += 1
+                    held.touch(event)
                 }
             case .bidPlaced(let placed):
                 plan.add(
@@ -327,10 +335,10 @@ public struct ItemsProjection: InlineProjection {
                 ]
                 // A renter's review rates the item too; an owner's rates only the renter.
                 if review.role == .bidder && building {
-                    if let item, known.items[item] != nil {
-                        known.items[item]!.reviewCount += 1
-                        known.items[item]!.reviewStars += review.stars
-                        known.items[item]!.touch(event)
+                    known.change(item) { held in
+                        held.reviewCount += 1
+                        held.reviewStars += review.stars
+                        held.touch(event)
                     }
                 } else if review.role == .bidder {
                     statements.append(
@@ -458,10 +466,11 @@ public struct ItemsProjection: InlineProjection {
         _ known: inout Memory
     ) {
         if building {
-            guard let item, known.items[item] != nil else { return }
-            known.items[item]!.status = status
-            if let deal { known.items[item]!.deal = deal }
-            known.items[item]!.touch(event)
+            known.change(item) { held in
+                held.status = status
+                if let deal { held.deal = deal }
+                held.touch(event)
+            }
             return
         }
         plan.add(
