@@ -31,7 +31,7 @@ public struct EventCodec<Event: Sendable>: Sendable {
         var schemaVersion: Int
         var upcasters: [Int: Upcaster]
         var personal: [PersonalField]
-        var decode: @Sendable (Data) throws -> Event
+        var decode: @Sendable ([UInt8]) throws -> Event
     }
 
     private struct Name: Sendable {
@@ -56,7 +56,7 @@ public struct EventCodec<Event: Sendable>: Sendable {
         entries[type] = Entry(
             schemaVersion: schemaVersion,
             upcasters: Dictionary(uniqueKeysWithValues: upcasters.map { ($0.from, $0) }), personal: personal,
-            decode: { data in wrap(try JSONDecoder().decode(Payload.self, from: data)) })
+            decode: { bytes in wrap(try JSONStream.decode(Payload.self, from: bytes)) })
         names[ObjectIdentifier(payload)] = Name(type: type, schemaVersion: schemaVersion)
     }
 
@@ -98,7 +98,7 @@ public struct EventCodec<Event: Sendable>: Sendable {
         // A field still sealed here belongs to someone forgotten: it reads as redacted.
         let sealed = Envelope.mayHold(data)
         if schemaVersion == entry.schemaVersion, !sealed {
-            return try entry.decode(Data(data.text.utf8))
+            return try entry.decode(Array(data.text.utf8))
         }
         var value = try data.decode(JSONValue.self)
         if sealed { value = value.redactingSealed(entry.personal) }
@@ -108,7 +108,7 @@ public struct EventCodec<Event: Sendable>: Sendable {
             }
             value = try upcaster.transform(value)
         }
-        return try entry.decode(try JSONEncoder().encode(value))
+        return try entry.decode(Array(try JSONEncoder().encode(value)))
     }
 }
 
