@@ -48,6 +48,16 @@ public struct ItemsProjection: InlineProjection {
         var itemsByOwner: [UUID: [UUID]] = [:]
         var bids: Set<UUID> = []
         var held: [UUID: HeldBid] = [:]
+        /// Each registered user's completed deals and ratings, which the users projection
+        /// writes with their row at the build's end.
+        var userCounts: [UUID: UserCounts] = [:]
+
+        /// One more deal or review for `user`, if they are registered: the appends' update of
+        /// `users_view` finds no row otherwise.
+        mutating func count(_ user: UUID, _ body: (inout UserCounts) -> Void) {
+            guard handles[user] != nil else { return }
+            body(&userCounts[user, default: UserCounts()])
+        }
 
         /// `body` made to the item's row, if the log posted it: an update of the appends finds
         /// no row otherwise.
@@ -83,6 +93,13 @@ public struct ItemsProjection: InlineProjection {
                 if handles[registered.userID.rawValue] == nil { handles[registered.userID.rawValue] = registered.handle }
             }
         }
+    }
+
+    /// What the items' events add to a user's row.
+    struct UserCounts: Sendable {
+        var completedDeals = 0
+        var reviewCount = 0
+        var reviewStars = 0
     }
 
     /// An item of a build as its row stands: `insertItems`' values, then each change the
@@ -274,7 +291,7 @@ public struct ItemsProjection: InlineProjection {
                     plan.add(Self.completeDeals, [item], reads: [row], writes: [])
                 } else if let held = item.flatMap({ known.items[$0] }) {
                     for user in Set([held.posting.owner, held.deal].compactMap { $0 }) {
-                        plan.add(Self.addCompletedDeals, [user], writes: [])
+                        known.count(user) { $0.completedDeals += 1 }
                     }
                 }
             case .relisted:
@@ -327,12 +344,20 @@ public struct ItemsProjection: InlineProjection {
                     VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
                             \(review.subjectID.rawValue), \(review.stars), \(review.text), \(at), \(event.position))
                     ON CONFLICT (bid_id, role) DO NOTHING
-                    """,
                     """
-                    UPDATE users_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars)
-                    WHERE user_id = \(review.subjectID.rawValue)
-                    """,
                 ]
+                if building {
+                    known.count(review.subjectID.rawValue) { counts in
+                        counts.reviewCount += 1
+                        counts.reviewStars += review.stars
+                    }
+                } else {
+                    statements.append(
+                        """
+                        UPDATE users_view SET review_count = review_count + 1, review_stars = review_stars + \(review.stars)
+                        WHERE user_id = \(review.subjectID.rawValue)
+                        """)
+                }
                 // A renter's review rates the item too; an owner's rates only the renter.
                 if review.role == .bidder && building {
                     known.change(item) { held in
@@ -566,16 +591,6 @@ public struct ItemsProjection: InlineProjection {
             WHERE (old_status = 'available') <> (status = 'available')
         )
         \(unsafeRaw: noteMoves)
-        """
-    }
-
-    /// A build's completed deals: one for each user named, once for each time named (the
-    /// build knows each item's owner and deal, `completeDeals` reads them).
-    static let addCompletedDeals = SetWrite("add completed deals", width: 1) { c in
-        """
-        WITH deals AS (SELECT user_id, count(*) AS n FROM unnest(\(c[0])::uuid[]) AS r(user_id) GROUP BY user_id)
-        UPDATE users_view u SET completed_deals = u.completed_deals + deals.n
-        FROM deals WHERE u.user_id = deals.user_id AND u.user_id = ANY (\(c[0])::uuid[])
         """
     }
 

@@ -133,14 +133,14 @@ public struct ViewRebuilder: Sendable {
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
     ]
 
-    /// The tables whose rows a rebuild changes soon after writing them (a user's balance, a
-    /// loan's funding): built with room left on each page, so that a change that leaves the
-    /// indexed columns alone is written beside the row without new index entries (a HOT
-    /// update; 62% of the bids' changes, against almost none on full pages, when bids were
-    /// still updated), 8% faster in all. Set back to the default before a swap, so only the
-    /// pages written meanwhile keep the room. Not the bids nor the items since a build writes
+    /// The tables whose rows a rebuild changes soon after writing them (a loan's funding):
+    /// built with room left on each page, so that a change that leaves the indexed columns
+    /// alone is written beside the row without new index entries (a HOT update; 62% of the
+    /// bids' changes, against almost none on full pages, when bids were still updated), 8%
+    /// faster in all. Set back to the default before a swap, so only the pages written
+    /// meanwhile keep the room. Not the users, the bids nor the items, since a build writes
     /// each once, as the log leaves it: the bids' table 31 MB full against 52 MB with room.
-    static let updatedAfterInsert: Set<String> = ["users_view", "loans_view"]
+    static let updatedAfterInsert: Set<String> = ["loans_view"]
 
     /// Creates `schema` with an empty copy of each table: columns, defaults, generated
     /// columns, constraints and indexes (but those `build` makes at its end); and the

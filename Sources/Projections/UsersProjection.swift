@@ -79,6 +79,167 @@ public struct UsersProjection: InlineProjection {
         if let folded = changes.take() { try session.query(folded, prepared: true) }
     }
 
+    /// A build from the first event holds each user and card as its row stands, changed in
+    /// memory as the statements above change it, and writes them once by `COPY` at its end:
+    /// registrations, cards, balances and counts were each an insert or an update of a row
+    /// (1.7 s of the writer's 8.4 s in a 1.0M-event build, `pg_stat_statements`).
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        try memory.with(name, initial: Memory()) { known in
+            for event in events where Aggregate.user.owns(event.streamID) {
+                try known.fold(event, user: userID(of: event))
+            }
+        }
+    }
+
+    /// The users and cards as the log left them. Each user's completed deals and ratings are
+    /// counted by the items projection, from the items' events (`ItemsProjection.Memory`).
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        let counts = memory.with(ItemsProjection().name, initial: ItemsProjection.Memory()) { items in
+            defer { items.userCounts = [:] }
+            return items.userCounts
+        }
+        try memory.with(name, initial: Memory()) { known in
+            // In the order they were registered and added, as the appends insert them.
+            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 14)
+            for user in known.users.values.sorted(by: { $0.registered < $1.registered }) {
+                users.append(user.row(counts[user.id] ?? ItemsProjection.UserCounts()))
+            }
+            var cards = PostgresCopyRows(unsafeRawTarget: Self.cardColumns, width: 7)
+            for card in known.cards.values.sorted(by: { $0.added < $1.added }) {
+                cards.append(card.row)
+            }
+            known = Memory()
+            try session.copy(users)
+            try session.copy(cards)
+        }
+    }
+
+    static let userColumns = """
+        users_view (user_id, handle, display_name, email, country, default_share_cents, completed_deals, member_since,
+                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo)
+        """
+    static let cardColumns = "cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)"
+
+    /// What a build holds until its end: each user's and each card's row.
+    struct Memory: Sendable {
+        var users: [UUID: HeldUser] = [:]
+        var cards: [UUID: HeldCard] = [:]
+
+        /// `event` made to the rows, as `apply`'s statements make it. `user`: the stream's.
+        mutating func fold(_ event: ProjectedEvent, user: UUID?) throws {
+            switch try Aggregate.user.codec.decode(event) {
+            case .registered(let registered):
+                // The first registration of an id, as the insert's `ON CONFLICT DO NOTHING`.
+                guard users[registered.userID.rawValue] == nil else { return }
+                users[registered.userID.rawValue] = HeldUser(registered, event)
+            case .profileUpdated(let updated):
+                change(user, event) { held in
+                    held.displayName = updated.displayName ?? held.displayName
+                    held.country = updated.country ?? held.country
+                    held.defaultShareCents = updated.defaultShareCents ?? held.defaultShareCents
+                }
+            case .photoChanged(let changed):
+                change(user, event) { $0.photo = changed.digest }
+            case .blocked, .unblocked, .cardCharged:
+                break
+            case .forgotten(let forgotten):
+                let id = forgotten.userID.rawValue
+                change(id, event) { held in
+                    held.displayName = Redacted.name
+                    held.email = Redacted.text
+                    held.country = nil
+                    held.defaultShareCents = nil
+                    held.photo = nil
+                    held.forgotten = event.recordedAt
+                }
+                cards = cards.filter { $0.value.user != id }
+            case .cardAdded(let card):
+                guard let user, cards[card.cardID.rawValue] == nil else { return }
+                cards[card.cardID.rawValue] = HeldCard(card, user: user, event)
+            case .cardExpiryUpdated(let updated):
+                cards[updated.cardID.rawValue]?.expMonth = updated.expMonth
+                cards[updated.cardID.rawValue]?.expYear = updated.expYear
+            case .cardRemoved(let removed):
+                cards[removed.cardID.rawValue] = nil
+            case .fundsDeposited(let deposit):
+                change(user, event) { $0.balanceCents += deposit.amountCents }
+            case .balanceCredited(let credit):
+                change(user, event) { $0.balanceCents += credit.amountCents }
+            case .balanceDebited(let debit):
+                change(user, event) { $0.balanceCents -= debit.amountCents }
+            }
+        }
+
+        /// `body` made to the user's row, if the log registered them: an update of the appends
+        /// finds no row otherwise. Every change of a row sets its time.
+        private mutating func change(_ user: UUID?, _ event: ProjectedEvent, _ body: (inout HeldUser) -> Void) {
+            guard let user, users[user] != nil else { return }
+            body(&users[user]!)
+            users[user]!.updated = event.recordedAt
+        }
+    }
+
+    struct HeldUser: Sendable {
+        let id: UUID
+        let handle: String
+        var displayName: String
+        var email: String
+        var country: String?
+        var defaultShareCents: Int?
+        var balanceCents = 0
+        var photo: String?
+        var forgotten: Date?
+        let memberSince: Date
+        var updated: Date
+        /// Where the log registered them: the order `finishRebuild` copies the users in.
+        let registered: Int64
+
+        init(_ registered: UserRegistered, _ event: ProjectedEvent) {
+            id = registered.userID.rawValue
+            handle = registered.handle
+            displayName = registered.displayName
+            email = registered.email
+            country = registered.country
+            memberSince = event.recordedAt
+            updated = event.recordedAt
+            self.registered = event.position
+        }
+
+        /// In `userColumns`' order.
+        func row(_ counts: ItemsProjection.UserCounts) -> [any PostgresEncodable] {
+            [
+                id, handle, displayName, email, country, defaultShareCents, counts.completedDeals, memberSince, updated,
+                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo,
+            ]
+        }
+    }
+
+    struct HeldCard: Sendable {
+        let id: UUID
+        let user: UUID
+        let network: String
+        let last4: String
+        var expMonth: Int
+        var expYear: Int
+        let addedAt: Date
+        /// Where the log added it: the order `finishRebuild` copies the cards in.
+        let added: Int64
+
+        init(_ card: CardOnFile, user: UUID, _ event: ProjectedEvent) {
+            id = card.cardID.rawValue
+            self.user = user
+            network = card.network.rawValue
+            last4 = card.last4
+            expMonth = card.expMonth
+            expYear = card.expYear
+            addedAt = event.recordedAt
+            added = event.position
+        }
+
+        /// In `cardColumns`' order.
+        var row: [any PostgresEncodable] { [id, user, network, last4, expMonth, expYear, addedAt] }
+    }
+
     static let insertUsers = SetWrite("insert users", width: 6) { c in
         """
         INSERT INTO users_view (user_id, handle, display_name, email, country, member_since, updated_at)

@@ -192,6 +192,12 @@ struct SetBasedViewsTests {
                 #expect(lines == [1000], "one line left, in the cart cleared before it")
                 let cards = try await pool.query("SELECT exp_month FROM together.cards_view ORDER BY exp_month").map { try $0.decode(0, as: Int.self) }
                 #expect(cards == [3, 12, 12, 12], "one removed, one changed twice; the forgotten user's taken away")
+                let profiles = try await pool.query(
+                    "SELECT handle || ' ' || display_name || ' ' || coalesce(country, '-') || ' ' || (photo IS NOT NULL) AS p FROM together.users_view WHERE handle IN ('u1', 'u2', 'u3') ORDER BY 1"
+                ).map { try $0.decode("p", as: String.self) }
+                #expect(profiles == ["u1 Una GB true", "u2 User 2 NP true", "u3 former user - false"])
+                let ratings = try await pool.query("SELECT sum(review_count)::int AS n FROM together.users_view").single()
+                #expect(try ratings.decode("n", as: Int.self) > 0)
             }
         }
     }
@@ -243,9 +249,18 @@ struct InterleavedHistory {
                     .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: card.cardID, chargeID: "ch_\(index)")),
                 ].map(Aggregate.user.codec.encode))
         }
-        // A card's expiry changed, then removed; another's changed twice.
+        // A card's expiry changed, then removed; another's changed twice. Photos set, taken
+        // away and set again; a profile changed in part, then in another part; the photo of
+        // someone forgotten later.
+        let face = String(repeating: "cd", count: 32)
         for (user, events) in [
-            (users[0], [UserEvent.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[0], expMonth: 1, expYear: 2031))]),
+            (users[1], [UserEvent.photoChanged(ProfilePhotoChanged(digest: face))]),
+            (users[2], [.photoChanged(ProfilePhotoChanged(digest: face)), .photoChanged(ProfilePhotoChanged(digest: nil))]),
+            (users[1], [.profileUpdated(ProfileUpdated(displayName: "Una", country: "KE"))]),
+            (users[2], [.photoChanged(ProfilePhotoChanged(digest: face))]),
+            (users[1], [.profileUpdated(ProfileUpdated(country: "GB"))]),
+            (users[3], [.photoChanged(ProfilePhotoChanged(digest: face))]),
+            (users[0], [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[0], expMonth: 1, expYear: 2031))]),
             (users[1], [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[1], expMonth: 2, expYear: 2032))]),
             (users[0], [.cardRemoved(PaymentCardRemoved(cardID: cards[0]))]),
             (users[1], [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: cards[1], expMonth: 3, expYear: 2033))]),
