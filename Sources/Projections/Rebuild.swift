@@ -133,15 +133,6 @@ public struct ViewRebuilder: Sendable {
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
     ]
 
-    /// The tables whose rows a rebuild changes soon after writing them (a loan's funding):
-    /// built with room left on each page, so that a change that leaves the indexed columns
-    /// alone is written beside the row without new index entries (a HOT update; 62% of the
-    /// bids' changes, against almost none on full pages, when bids were still updated), 8%
-    /// faster in all. Set back to the default before a swap, so only the pages written
-    /// meanwhile keep the room. Not the users, the bids nor the items, since a build writes
-    /// each once, as the log leaves it: the bids' table 31 MB full against 52 MB with room.
-    static let updatedAfterInsert: Set<String> = ["loans_view"]
-
     /// Creates `schema` with an empty copy of each table: columns, defaults, generated
     /// columns, constraints and indexes (but those `build` makes at its end); and the
     /// server's grants.
@@ -160,9 +151,6 @@ public struct ViewRebuilder: Sendable {
                             "CREATE TABLE \(unsafeRaw: schema).\(unsafeRaw: table) (LIKE public.\(unsafeRaw: table) INCLUDING ALL)")
                         _ = try session.query(
                             "GRANT SELECT, INSERT, UPDATE, DELETE ON \(unsafeRaw: schema).\(unsafeRaw: table) TO lender_app")
-                        if Self.updatedAfterInsert.contains(table) {
-                            _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET (fillfactor = 60)")
-                        }
                         // Not an index a constraint stands on (an exclusion constraint's is not unique).
                         let deferred = try session.query(
                             """
@@ -499,9 +487,6 @@ public struct ViewRebuilder: Sendable {
                                 "LOCK TABLE \(unsafeRaw: tables.map { "public.\($0)" }.joined(separator: ", ")) IN ACCESS EXCLUSIVE MODE")
                             _ = try session.query("CREATE SCHEMA \(unsafeRaw: retired)")
                             for table in tables {
-                                if Self.updatedAfterInsert.contains(table) {
-                                    _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) RESET (fillfactor)")
-                                }
                                 _ = try session.query("ALTER TABLE public.\(unsafeRaw: table) SET SCHEMA \(unsafeRaw: retired)")
                                 _ = try session.query("ALTER TABLE \(unsafeRaw: schema).\(unsafeRaw: table) SET SCHEMA public")
                             }

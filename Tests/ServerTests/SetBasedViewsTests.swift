@@ -52,7 +52,8 @@ struct SetBasedViewsTests {
                         return plans
                     }
                 }
-                #expect(plans.custom > 50, "the writes of \(events / 20 + 1) batches")
+                // Users, loans, items and bids are held to the build's end: the rest of the writes.
+                #expect(plans.custom > 20, "the writes of \(events / 20 + 1) batches")
                 #expect(plans.generic == 0)
                 // Inside a longer transaction (a swap's, a comparison's), the mode before comes back.
                 try await pool.withConnection { connection in
@@ -179,11 +180,15 @@ struct SetBasedViewsTests {
                 let loans = try await pool.query(
                     "SELECT status || ' ' || lender_count || ' ' || funded_cents AS l FROM together.loans_view ORDER BY 1"
                 ).map { try $0.decode("l", as: String.self) }
-                #expect(loans == ["expired 1 7500", "repaid 4 20000", "repaid 4 20000"])
+                #expect(loans == ["expired 1 7500", "repaid 4 20000", "repaid 4 20000", "repaying 1 5000"])
+                let kiln = try await pool.query("SELECT place, photos FROM together.loans_view WHERE title = 'Kiln'").single()
+                #expect(try kiln.decode("place", as: String.self) == "[removed]" && kiln.decode("photos", as: [String].self) == [])
+                let seeds = try await pool.query("SELECT photos FROM together.loans_view WHERE title = 'Seeds'").single()
+                #expect(try seeds.decode("photos", as: [String].self) == [String(repeating: "a", count: 64)])
                 let news = try await pool.query(
                     "SELECT kind || ' ' || count(*) AS k FROM together.feed_view WHERE loan_id IS NOT NULL GROUP BY kind ORDER BY 1"
                 ).map { try $0.decode("k", as: String.self) }
-                #expect(news == ["loan_expired 1", "loan_funded 4", "loan_repaid 6"], "the forgotten lender hears nothing")
+                #expect(news == ["loan_expired 1", "loan_funded 5", "loan_repaid 6"], "the forgotten lender hears nothing")
                 let countries = try await pool.query(
                     "SELECT country_code || ' ' || fundraising_loans AS c FROM together.country_loans_view ORDER BY 1"
                 ).map { try $0.decode("c", as: String.self) }
@@ -396,6 +401,14 @@ struct InterleavedHistory {
                             loanID: seeds, borrowerID: users[2], title: "Seeds", description: "For the farm", sector: "Agriculture",
                             activity: "Farming", countryCode: "KE", location: places[2], amountCents: 20_000, deadline: until)))
             ])
+        // Its photos: one added twice (kept once) and one taken away.
+        let (front, back) = (String(repeating: "a", count: 64), String(repeating: "b", count: 64))
+        try await add(
+            .loan(seeds),
+            try [
+                LoanEvent.photoAdded(LoanPhotoAdded(digest: front)), .photoAdded(LoanPhotoAdded(digest: back)),
+                .photoAdded(LoanPhotoAdded(digest: front)), .photoRemoved(LoanPhotoRemoved(digest: back)),
+            ].map(Aggregate.loan.codec.encode))
         try await add(.cart(of: users[4]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 2500)))])
         try await add(.cart(of: users[5]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 5000)))])
         try await add(
@@ -434,6 +447,21 @@ struct InterleavedHistory {
         // The late user's item, which loses its place when they are forgotten.
         let shed = ItemID()
         try await rental(shed, by: late, "Shed", cents: 200, at: places[2])
+        // The late user's loan, with photos, repaid in part (still repaying) when they are forgotten.
+        let kiln = LoanID()
+        try await add(
+            .loan(kiln),
+            try [
+                .posted(
+                    LoanPosted(
+                        loanID: kiln, borrowerID: late, title: "Kiln", description: "For pots", sector: "Arts", activity: "Pottery",
+                        countryCode: "NP", location: places[3], amountCents: 5000, deadline: until)),
+                .photoAdded(LoanPhotoAdded(digest: front)), .photoAdded(LoanPhotoAdded(digest: back)),
+                .photoAdded(LoanPhotoAdded(digest: front)), .photoRemoved(LoanPhotoRemoved(digest: back)),
+                .sharePurchased(LoanSharePurchased(lenderID: users[5], amountCents: 5000)), .funded(LoanFunded()),
+                .repaymentRecorded(
+                    LoanRepaymentRecorded(amountCents: 1000, credits: [LenderAmount(lenderID: users[5], amountCents: 1000)])),
+            ].map(Aggregate.loan.codec.encode))
         let (open, lateBid) = (BidID(), BidID())
         for (bid, bidder) in [(open, users[5]), (lateBid, late)] {
             try await item(
