@@ -15,6 +15,9 @@ import Foundation
 /// containers, writes to a sibling after opening another, or leaves a super encoder unused
 /// is not written as `JSONEncoder` would (it merges, or writes `{}`): synthesized conformances
 /// never do, and `EventEncodingTests` holds every event's body to `JSONEncoder`'s value.
+///
+/// The events' bodies are read back by `decode` (`JSONTapeDecoder.swift`), in place of
+/// `JSONDecoder`.
 public enum JSONStream {
     /// How the JSON is spelled where the two uses differ.
     public struct Style: Sendable {

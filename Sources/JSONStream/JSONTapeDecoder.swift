@@ -7,9 +7,18 @@ extension JSONStream {
     /// Foundation's decoder builds a dictionary of every object's members before the value
     /// asks for one, and a box for each container: that was 29% of a replay's decoding process
     /// (`perf`). Here the JSON is scanned once into a flat tape of its values, and a member is
-    /// found by comparing its key's bytes in place. It reads what `JSONDecoder` reads and
-    /// refuses what it refuses (`JSONTapeDecoderTests` hold the two side by side); its errors
-    /// are `DecodingError`s of the same kinds, though not always worded alike.
+    /// found by comparing its key's bytes in place. It reads UTF-8 JSON as `JSONDecoder` reads
+    /// it, values and refusals (`JSONTapeDecoderTests` hold the two side by side; its errors are
+    /// `DecodingError`s of the same kinds, not always worded alike), but for spellings no event
+    /// body has, `jsonb`'s output or our encoder's:
+    /// - every value is checked as it is scanned, so a malformed value that is never read is
+    ///   refused here, where `JSONDecoder` checks only what it reads;
+    /// - keys are compared as bytes (`JSONDecoder` compares them as `String`s, canonically
+    ///   equivalent spellings alike), and one that is never read is not made a `String`, so
+    ///   a lone surrogate there is taken;
+    /// - a number with a fraction or an exponent, of 2^53 or more, is refused as an integer,
+    ///   where `JSONDecoder` reads it through `Decimal`;
+    /// - and `0e5`, which `JSONDecoder` refuses, is read as 0.
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let tape = try bytes.withUnsafeBufferPointer { buffer in
             var parser = TapeParser(bytes: buffer)
@@ -23,6 +32,7 @@ extension JSONStream {
         try decode(type, from: Array(text.utf8))
     }
 
+    /// UTF-8 only, where `JSONDecoder` also reads UTF-16 and UTF-32 and skips a byte-order mark.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         try decode(type, from: [UInt8](data))
     }
@@ -384,16 +394,37 @@ final class TapeDecoder: Decoder {
     }
 
     func double(at entry: Int, _ path: @autoclosure () -> [any CodingKey]) throws -> Double {
-        guard tape[entry].kind == .number else { throw mismatch(Double.self, at: entry, path()) }
-        let text = text(of: entry)
-        guard let value = Double(text), value.isFinite else { throw unrepresentable(text, Double.self, path()) }
-        return value
+        try floatingPoint(Double.self, at: entry, path())
     }
 
     func float(at entry: Int, _ path: @autoclosure () -> [any CodingKey]) throws -> Float {
-        let value = try double(at: entry, path())
-        guard abs(value) <= Double(Float.greatestFiniteMagnitude) else { throw unrepresentable(text(of: entry), Float.self, path()) }
-        return Float(value)
+        try floatingPoint(Float.self, at: entry, path())
+    }
+
+    /// Parsed as the type itself (a `Float` through `Double` can round twice), refused when it
+    /// overflows or, nonzero, underflows to zero: `JSONDecoder`'s rules.
+    private func floatingPoint<F: BinaryFloatingPoint & LosslessStringConvertible>(
+        _ type: F.Type, at entry: Int, _ path: @autoclosure () -> [any CodingKey]
+    ) throws -> F {
+        let value = tape[entry]
+        guard value.kind == .number else { throw mismatch(type, at: entry, path()) }
+        let text = text(of: entry)
+        guard let number = F(text), number.isFinite, number != 0 || isTrueZero(value.start..<value.end) else {
+            throw unrepresentable(text, type, path())
+        }
+        return number
+    }
+
+    /// No digit but zeros before the exponent.
+    private func isTrueZero(_ range: Range<Int>) -> Bool {
+        for index in range {
+            switch bytes[index] {
+            case UInt8(ascii: "1")...UInt8(ascii: "9"): return false
+            case UInt8(ascii: "e"), UInt8(ascii: "E"): return true
+            default: continue
+            }
+        }
+        return true
     }
 
     /// Digits read as they are; a fraction or an exponent only if the value is whole and fits.
@@ -420,7 +451,8 @@ final class TapeDecoder: Decoder {
             index += 1
         }
         if whole { return result }
-        guard let double = Double(text(of: entry)), double.rounded(.towardZero) == double, let exact = I(exactly: double) else {
+        // Exact below 2^53, where a Double holds every integer.
+        guard let double = Double(text(of: entry)), let exact = I(exactly: double), double.magnitude < 0x1p53 else {
             throw unrepresentable(text(of: entry), type, path())
         }
         return exact

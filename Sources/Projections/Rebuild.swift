@@ -126,8 +126,9 @@ public struct ViewRebuilder: Sendable {
     /// market's cells read items by `map_x`, but only once a rebuild is finished. No projection
     /// reads bids by item: the feed finds a bid by its key; its index by item, kept until the
     /// bids went by COPY, cost 0.4 s of a 1.04M-event build in index entries.)
-    /// (The items' owners serve a catch-up's forgetting: a build from the first event holds
-    /// its items in memory and writes them at its end.)
+    /// (The items' owners, the loans' borrowers and the cards' users serve a catch-up's
+    /// forgetting: a build from the first event holds those rows in memory and writes them
+    /// at its end.)
     static let lookups: [String: Set<String>] = [
         "items_view": ["owner_id"], "bids_view": ["bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],

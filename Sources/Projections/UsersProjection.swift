@@ -124,6 +124,8 @@ public struct UsersProjection: InlineProjection {
     struct Memory: Sendable {
         var users: [UUID: HeldUser] = [:]
         var cards: [UUID: HeldCard] = [:]
+        /// Each user's cards ever added, for their forgetting.
+        var cardsByUser: [UUID: [UUID]] = [:]
 
         /// `event` made to the rows, as `apply`'s statements make it. `user`: the stream's.
         mutating func fold(_ event: ProjectedEvent, user: UUID?) throws {
@@ -152,10 +154,11 @@ public struct UsersProjection: InlineProjection {
                     held.photo = nil
                     held.forgotten = event.recordedAt
                 }
-                cards = cards.filter { $0.value.user != id }
+                for card in cardsByUser.removeValue(forKey: id) ?? [] where cards[card]?.user == id { cards[card] = nil }
             case .cardAdded(let card):
                 guard let user, cards[card.cardID.rawValue] == nil else { return }
                 cards[card.cardID.rawValue] = HeldCard(card, user: user, event)
+                cardsByUser[user, default: []].append(card.cardID.rawValue)
             case .cardExpiryUpdated(let updated):
                 cards[updated.cardID.rawValue]?.expMonth = updated.expMonth
                 cards[updated.cardID.rawValue]?.expYear = updated.expYear

@@ -129,7 +129,7 @@ struct JSONTapeDecoderTests {
     @Test(arguments: [
         "0", "-0", "7", "-7", "1.0", "1e2", "1.5", "2.5e1", "1e-2", "127", "128", "-128", "-129", "255", "256",
         "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
-        "18446744073709551615", "18446744073709551616", "1e19", "1e30", "\"1\"", "true", "null", "[]",
+        "18446744073709551615", "18446744073709551616", "1e30", "\"1\"", "true", "null", "[]",
     ])
     func numbersReadAsFoundationReadsThem(_ text: String) {
         expectAgreement(Int.self, text)
@@ -148,6 +148,34 @@ struct JSONTapeDecoderTests {
     ])
     func anyValueReadsAsFoundationReadsIt(_ text: String) {
         expectAgreement(JSONValue.self, text)
+    }
+
+    @Test(arguments: ["3.4028235e+38", "3.4028235e38", "1e-50", "1e-400", "0.0e5", "-0.0", "0.000", "1.17549435e-38", "16777217"])
+    func floatsAndUnderflowReadAsFoundationReadsThem(_ text: String) {
+        expectAgreement(Float.self, text)
+        expectAgreement(Double.self, text)
+    }
+
+    /// The spellings no event body has, where it is stricter than `JSONDecoder` (listed on
+    /// `JSONStream.decode`): a malformed member never read, and a number with a fraction or
+    /// an exponent read as an integer of 2^53 or more.
+    @Test func whereItIsStricter() {
+        func refusedHereOnly<T: Decodable & Equatable>(_ type: T.Type, _ text: String) -> Bool {
+            let (tape, foundation) = outcomes(type, text)
+            guard case .refused = tape, case .value = foundation else { return false }
+            return true
+        }
+        #expect(refusedHereOnly(Place.self, #"{"lat":1,"lng":2,"x":01}"#))
+        #expect(refusedHereOnly(Place.self, #"{"lat":1,"lng":2,"x":"a\qb"}"#))
+        #expect(refusedHereOnly(Int64.self, "9007199254740993.0"))
+        #expect(refusedHereOnly(Int64.self, "1e18"))
+        #expect(refusedHereOnly(UInt64.self, "1e19"))
+    }
+
+    /// And where `JSONDecoder` is: a zero with an exponent, `0e5`, it refuses as a number.
+    @Test func whereFoundationIsStricter() throws {
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(Double.self, from: Data("0e5".utf8)) }
+        #expect(try JSONStream.decode(Double.self, from: "0e5") == 0)
     }
 
     @Test func arraysAndOptionalsInThem() {
