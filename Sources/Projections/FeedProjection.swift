@@ -76,10 +76,35 @@ public struct FeedProjection: InlineProjection {
             for notice in batch where !known.forgotten.contains(notice.user) && !forgottenNow.contains(notice.user) {
                 notices.append(notice.values)
             }
+            // What the batch's forgotten were told before it goes at the build's end, at once
+            // (`finishRebuild`): each notice written before this batch.
+            if let first = events.first?.position {
+                for user in forgotten { known.removals[user] = first }
+            }
         }
-        if !forgotten.isEmpty { try Self.removeFeeds(of: forgotten, &session) }
         try session.copy(lenders)
         try session.copy(notices)
+    }
+
+    /// The notices of everyone the build forgot, written before the batch that forgot them,
+    /// deleted in one statement: the deletions of the appends, made batch by batch, found the
+    /// rows by the table's key, which a build makes at its end (`keysAfterRows`).
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        let removals = memory.with(name, initial: Memory()) { known in
+            defer { known.removals = [:] }
+            return known.removals
+        }
+        guard !removals.isEmpty else { return }
+        var users = PostgresBatchColumn(), before = PostgresBatchColumn()
+        for (user, position) in removals {
+            users.append(user)
+            before.append(position)
+        }
+        try session.query(
+            """
+            DELETE FROM feed_view f USING unnest(\(users)::uuid[], \(before)::int8[]) AS r(user_id, before)
+            WHERE f.user_id = r.user_id AND f.position < r.before
+            """)
     }
 
     /// A forgotten person has no feed; notices about them elsewhere read `former user`.
@@ -123,6 +148,9 @@ public struct FeedProjection: InlineProjection {
         var registered: Set<UUID> = []
         /// As `users_view.forgotten_at` says: only a registered user's is set.
         var forgotten: Set<UUID> = []
+        /// Everyone forgotten (registered or not), and the first position of the last batch
+        /// that forgot them: their notices before it are deleted at the build's end.
+        var removals: [UUID: Int64] = [:]
 
         mutating func fold(
             _ event: ProjectedEvent, into notices: inout [Notice], lenders newLenders: inout PostgresCopyRows,
