@@ -119,7 +119,8 @@ public struct ViewRebuilder: Sendable {
         "rebuild_\(Int(Date().timeIntervalSince1970))_\(UInt32.random(in: 0...UInt32.max))"
     }
 
-    /// The columns the projections find rows by while rebuilding, beside keys: the indexes
+    /// The columns the projections find rows by while rebuilding, beside keys (but those of
+    /// `keysAfterRows`, in a build from the first event): the indexes
     /// that lead with them are kept while a rebuild writes. Others wait for the end of the
     /// build (`build`), which measured 15% faster without them. A column missing here makes a
     /// rebuild scan its table for each lookup: never wrong, but slow on a large log. (The
@@ -134,8 +135,9 @@ public struct ViewRebuilder: Sendable {
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
     ]
 
-    /// The tables a build from the first event writes only by COPY (and the feed, whose
-    /// forgotten users' notices it deletes once at its end): it drops their primary keys
+    /// The tables a build from the first event writes by COPY and finds no row of by its key
+    /// (a forget's redaction finds the bids by bidder; the feed's forgotten users' notices are
+    /// deleted once at its end): it drops their primary keys
     /// before its first batch and makes them at its end with the indexes, over all the rows,
     /// where keeping them row by row cost the bids' 192,800 rows 665 ms against 284 ms and
     /// 74 ms for the key after, and the feed's 433,800 rows 1,091 ms against 332 ms and 180 ms
@@ -291,7 +293,7 @@ public struct ViewRebuilder: Sendable {
                 _ = await recording?.statements.result
                 throw error
             }
-            let indexes = try await writer.withBlockingSession { session in
+            let (indexes, keys) = try await writer.withBlockingSession { session in
                 if fresh {
                     try session.withTransaction { session in
                         try Self.inSchema(schema, &session) { session in
@@ -302,6 +304,11 @@ public struct ViewRebuilder: Sendable {
                 return try Self.missingIndexes(&session, schema, tables)
             }
             try await Self.makeIndexes(indexes, on: writer, andOneFrom: pool)
+            if !keys.isEmpty {
+                try await writer.withBlockingSession { session in
+                    for key in keys { _ = try session.query(PostgresQuery(unsafeSQL: key)) }
+                }
+            }
             return done
         }
     }
@@ -309,8 +316,12 @@ public struct ViewRebuilder: Sendable {
     /// The live tables' indexes that `schema`'s lack (those `createSchema` left for the end),
     /// to be made at once over the rows written: cheaper than keeping each up to date row by
     /// row. Indexes are matched by definition, since a copy's name may differ. The index of a
-    /// primary or unique key comes back as that constraint, under the live one's name.
-    static func missingIndexes(_ session: inout PostgresSession, _ schema: String, _ tables: [String]) throws -> [String] {
+    /// primary or unique key is made under the live key's name like the others, and `keys`
+    /// then make it that key (`USING INDEX`, a change of the catalog alone): as one
+    /// `ADD CONSTRAINT` it would lock its table against the other connection's index builds.
+    static func missingIndexes(
+        _ session: inout PostgresSession, _ schema: String, _ tables: [String]
+    ) throws -> (indexes: [String], keys: [String]) {
         // An index's definition without its name and table: `CREATE INDEX USING btree (...)`.
         let missing = try session.query(
             """
@@ -319,11 +330,13 @@ public struct ViewRebuilder: Sendable {
                        regexp_replace(indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ', '\\1') AS shape
                 FROM pg_indexes WHERE schemaname IN ('public', \(schema)) AND tablename = ANY (\(tables))
             )
-            SELECT CASE WHEN k.oid IS NOT NULL
-                        THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', \(schema), p.tablename, k.conname, pg_get_constraintdef(k.oid))
-                        ELSE regexp_replace(p.indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ',
-                                            '\\1ON ' || quote_ident(\(schema)) || '.' || quote_ident(p.tablename) || ' ')
-                   END AS statement,
+            SELECT regexp_replace(p.indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ',
+                                  '\\1' || coalesce(quote_ident(k.conname) || ' ', '') || 'ON ' || quote_ident(\(schema)) || '.'
+                                  || quote_ident(p.tablename) || ' ') AS statement,
+                   CASE WHEN k.oid IS NOT NULL
+                        THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s USING INDEX %I', \(schema), p.tablename, k.conname,
+                                    CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, k.conname)
+                   END AS key,
                    p.indexdef ~ '^CREATE (UNIQUE )?INDEX \\S+ ON \\S+ ' AS understood, p.indexdef
             FROM defined p
             LEFT JOIN pg_constraint k
@@ -332,14 +345,17 @@ public struct ViewRebuilder: Sendable {
                 SELECT FROM defined b WHERE b.schemaname = \(schema) AND b.tablename = p.tablename AND b.shape = p.shape)
             ORDER BY p.indexdef ~ ' USING (gist|gin) ' DESC, pg_relation_size(format('%I.%I', \(schema), p.tablename)) DESC
             """)
-        return try missing.map { index in
+        var made: (indexes: [String], keys: [String]) = ([], [])
+        for index in missing {
             // A definition the pattern does not take apart (a quoted name with a space) would
             // still name the live table: refuse it rather than build the copy without it.
             guard try index.decode("understood", as: Bool.self) else {
                 throw RebuildError.indexNotUnderstood(try index.decode("indexdef", as: String.self))
             }
-            return try index.decode("statement", as: String.self)
+            made.indexes.append(try index.decode("statement", as: String.self))
+            if let key = try index.decode("key", as: String?.self) { made.keys.append(key) }
         }
+        return made
     }
 
     /// `indexes` (`missingIndexes`' statements) made on two connections at once, each taking

@@ -50,7 +50,14 @@ struct Replay: AsyncParsableCommand {
             if let until, let into {
                 let position = try await self.position(of: until, pool)
                 try await rebuilder.createSchema(into)
-                let built = try await rebuilder.build(into, after: 0, until: position, progress: progress.report)
+                let built: Int64
+                do {
+                    built = try await rebuilder.build(into, after: 0, until: position, progress: progress.report)
+                } catch {
+                    // Half built, and without the keys a build makes at its end: of no use to look at.
+                    try? await rebuilder.dropSchema(into)
+                    throw error
+                }
                 progress.finish()
                 print("Built the views as they stood at position \(built) into schema \(into).")
                 print("Look with psql: SET search_path TO \(into), public;")

@@ -123,14 +123,14 @@ extension TestClientProtocol {
 @Suite("Replay and the auditors' log")
 struct ReplayTests {
     /// Each index of a schema's tables, by table and definition without its name, and each
-    /// constraint, the same way.
+    /// constraint, by table, name and definition (a build makes some keys again at its end).
     static func indexesAndConstraints(in schema: String, _ admin: PostgresPool) async throws -> [String] {
         try await admin.query(
             """
             SELECT tablename || ' ' || regexp_replace(indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ', '\\1') AS line
             FROM pg_indexes WHERE schemaname = \(schema)
             UNION ALL
-            SELECT t.relname || ' ' || c.contype::text || ' ' || pg_get_constraintdef(c.oid)
+            SELECT t.relname || ' ' || c.conname || ' ' || c.contype::text || ' ' || pg_get_constraintdef(c.oid)
             FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid WHERE c.connamespace = \(schema)::regnamespace
             ORDER BY 1
             """
