@@ -26,4 +26,18 @@ struct Gallery {
         WHERE \(unsafeRaw: key) = \(id)
         """
     }
+
+    /// `add`'s rule on photos held in memory (a build): whether the row changes, which it
+    /// does not for a digest already there.
+    static func add(_ digest: String, to photos: inout [String]) -> Bool {
+        guard !photos.contains(digest) else { return false }
+        photos.append(digest)
+        return true
+    }
+
+    /// `remove`'s rule on photos held in memory: every copy goes, and the row changes even
+    /// when there was none.
+    static func remove(_ digest: String, from photos: inout [String]) {
+        photos.removeAll { $0 == digest }
+    }
 }

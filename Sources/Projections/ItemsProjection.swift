@@ -298,13 +298,11 @@ public struct ItemsProjection: InlineProjection {
                 setStatus(&plan, item, .available, event, deal: .some(nil), building: building, &known)
             case .photoAdded(let added) where building:
                 known.change(item) { held in
-                    guard !held.photos.contains(added.digest) else { return }
-                    held.photos.append(added.digest)
-                    held.touch(event)
+                    if Gallery.add(added.digest, to: &held.photos) { held.touch(event) }
                 }
             case .photoRemoved(let removed) where building:
                 known.change(item) { held in
-                    held.photos.removeAll { $0 == removed.digest }
+                    Gallery.remove(removed.digest, from: &held.photos)
                     held.touch(event)
                 }
             case .photoAdded(let added):

@@ -163,12 +163,11 @@ public struct LoansProjection: InlineProjection {
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 guard let digest = added.digest else { return }
-                // A digest already there changes nothing, as the update's `NOT ... = ANY`.
-                guard let loan = id, let held = loans[loan], !held.photos.contains(digest) else { return }
-                change(id, event) { $0.photos.append(digest) }
+                guard var photos = id.flatMap({ loans[$0]?.photos }), Gallery.add(digest, to: &photos) else { return }
+                change(id, event) { $0.photos = photos }
             case .photoRemoved(let removed):
                 guard let digest = removed.digest else { return }
-                change(id, event) { loan in loan.photos.removeAll { $0 == digest } }
+                change(id, event) { Gallery.remove(digest, from: &$0.photos) }
             case .repaymentRecorded(let recorded):
                 change(id, event) { loan in
                     loan.repaidCents += recorded.amountCents

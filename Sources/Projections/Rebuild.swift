@@ -316,8 +316,8 @@ public struct ViewRebuilder: Sendable {
     /// The live tables' indexes that `schema`'s lack (those `createSchema` left for the end),
     /// to be made at once over the rows written: cheaper than keeping each up to date row by
     /// row. Indexes are matched by definition, since a copy's name may differ. The index of a
-    /// primary or unique key is made under the live key's name like the others, and `keys`
-    /// then make it that key (`USING INDEX`, a change of the catalog alone): as one
+    /// primary key (`keysAfterRows`) is made under the live key's name like the others, and
+    /// `keys` then make it that key (`USING INDEX`, a change of the catalog alone): as one
     /// `ADD CONSTRAINT` it would lock its table against the other connection's index builds.
     static func missingIndexes(
         _ session: inout PostgresSession, _ schema: String, _ tables: [String]
@@ -334,13 +334,13 @@ public struct ViewRebuilder: Sendable {
                                   '\\1' || coalesce(quote_ident(k.conname) || ' ', '') || 'ON ' || quote_ident(\(schema)) || '.'
                                   || quote_ident(p.tablename) || ' ') AS statement,
                    CASE WHEN k.oid IS NOT NULL
-                        THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s USING INDEX %I', \(schema), p.tablename, k.conname,
-                                    CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, k.conname)
+                        THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY USING INDEX %I', \(schema), p.tablename,
+                                    k.conname, k.conname)
                    END AS key,
                    p.indexdef ~ '^CREATE (UNIQUE )?INDEX \\S+ ON \\S+ ' AS understood, p.indexdef
             FROM defined p
             LEFT JOIN pg_constraint k
-                   ON k.conindid = format('%I.%I', p.schemaname, p.indexname)::regclass AND k.contype IN ('p', 'u')
+                   ON k.conindid = format('%I.%I', p.schemaname, p.indexname)::regclass AND k.contype = 'p'
             WHERE p.schemaname = 'public' AND NOT EXISTS (
                 SELECT FROM defined b WHERE b.schemaname = \(schema) AND b.tablename = p.tablename AND b.shape = p.shape)
             ORDER BY p.indexdef ~ ' USING (gist|gin) ' DESC, pg_relation_size(format('%I.%I', \(schema), p.tablename)) DESC

@@ -255,7 +255,7 @@ public struct UsersProjection: InlineProjection {
 
     static let insertCards = SetWrite("insert cards", width: 7) { c in
         """
-        INSERT INTO cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)
+        INSERT INTO \(unsafeRaw: UsersProjection.cardColumns)
         SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::text[], \(c[3])::text[], \(c[4])::int4[], \(c[5])::int4[],
                              \(c[6])::timestamptz[])
         ON CONFLICT (card_id) DO NOTHING
