@@ -111,6 +111,11 @@ extension DomainCodec where Event == ItemEvent {
             wrap: ItemEvent.messageSent)
         codec.register(ItemPhotoAdded.self, wrap: ItemEvent.photoAdded)
         codec.register(ItemPhotoRemoved.self, wrap: ItemEvent.photoRemoved)
+        codec.register(BookingConfirmed.self, wrap: ItemEvent.bookingConfirmed)
+        codec.register(BookingCompleted.self, wrap: ItemEvent.bookingCompleted)
+        codec.register(BlackoutAdded.self, wrap: ItemEvent.blackoutAdded)
+        codec.register(BlackoutRemoved.self, wrap: ItemEvent.blackoutRemoved)
+        codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
         return DomainCodec(codec)
     }()
 }

@@ -40,6 +40,8 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
     public var code: String
     public var message: String
     public var fields: [FieldError]
+    /// The periods that stand in the way (`dates_unavailable`, `dates_booked`), earliest first.
+    public var conflicts: [Period] = []
 
     public init(_ kind: Kind, _ code: String, _ message: String, fields: [FieldError] = []) {
         self.kind = kind
@@ -71,7 +73,9 @@ extension DomainError {
 
     /// The same refusal, in words for this case.
     public func saying(_ message: String) -> DomainError {
-        DomainError(kind, code, message, fields: fields)
+        var error = self
+        error.message = message
+        return error
     }
 
     public static func handleTaken(_ handle: String) -> DomainError {

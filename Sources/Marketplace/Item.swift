@@ -185,6 +185,11 @@ public enum ItemEvent: Hashable, Sendable {
     case messageSent(MessageSent)
     case photoAdded(ItemPhotoAdded)
     case photoRemoved(ItemPhotoRemoved)
+    case bookingConfirmed(BookingConfirmed)
+    case bookingCompleted(BookingCompleted)
+    case blackoutAdded(BlackoutAdded)
+    case blackoutRemoved(BlackoutRemoved)
+    case windowRevised(ItemWindowRevised)
 }
 
 // MARK: Commands
@@ -248,10 +253,13 @@ public struct ReviseItem: Hashable, Sendable {
     /// request's `maxDailyPriceCents`. A price under the other kind's name is refused.
     public var priceFor: ItemKind?
     public var location: Location?
+    /// A rental's window: nil leaves an end as it is, `.some(nil)` opens it.
+    public var availableFrom: WindowEnd
+    public var availableUntil: WindowEnd
 
     public init(
         title: String? = nil, description: String? = nil, category: Category? = nil, priceCents: Int? = nil,
-        priceFor: ItemKind? = nil, location: Location? = nil
+        priceFor: ItemKind? = nil, location: Location? = nil, availableFrom: WindowEnd = nil, availableUntil: WindowEnd = nil
     ) {
         self.title = title
         self.description = description
@@ -259,6 +267,13 @@ public struct ReviseItem: Hashable, Sendable {
         self.priceCents = priceCents
         self.priceFor = priceFor
         self.location = location
+        self.availableFrom = availableFrom
+        self.availableUntil = availableUntil
+    }
+
+    /// Whether it changes any of the posting's own fields (the window aside).
+    var revisesPosting: Bool {
+        title != nil || description != nil || category != nil || priceCents != nil || location != nil
     }
 
     /// The name of an item kind's price field, as requests and responses spell it.
@@ -297,7 +312,11 @@ public enum ItemCommand: Hashable, Sendable {
     case placeBid(PlaceBid)
     case withdrawBid(BidID)
     case rejectBid(BidID, reason: String?)
-    case approveBid(BidID)
+    /// `today`: the clock's day, passed in (a bid whose first day has begun is too late).
+    case approveBid(BidID, today: Day)
+    case completeBooking(BookingID, today: Day)
+    case addBlackout(BlackoutID, Period)
+    case removeBlackout(BlackoutID)
     case complete
     case relist
     case review(WriteReview)
@@ -354,6 +373,9 @@ public struct PostedItem: Hashable, Sendable {
     public var completedDeals: [CompletedDeal] = []
     /// Digests of its photos, in the order added.
     public var photos: [String] = []
+    /// A rental's bookings, in the order confirmed, and the days its owner closed.
+    public var bookings: [Booking] = []
+    public var blackouts: [Blackout] = []
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -419,15 +441,19 @@ public enum ItemDecider {
             }
             validation.check(
                 revision != ReviseItem(), "body", "nothing_to_change",
-                "give at least one of title, description, category, \(priceField), location")
+                "give at least one of title, description, category, \(priceField), location"
+                    + (item.kind == .rental ? ", availableFrom, availableUntil" : ""))
             try validation.throwIfInvalid()
             try requireAvailable(item)
-            return [
-                .revised(
-                    ItemRevised(
-                        title: revision.title?.trimmed, description: revision.description, category: revision.category,
-                        priceCents: revision.priceCents, location: revision.location))
-            ]
+            let window = try reviseWindow(revision.availableFrom, revision.availableUntil, item)
+            let posting: [ItemEvent] = revision.revisesPosting
+                ? [
+                    .revised(
+                        ItemRevised(
+                            title: revision.title?.trimmed, description: revision.description, category: revision.category,
+                            priceCents: revision.priceCents, location: revision.location))
+                ] : []
+            return posting + (window.map { [$0] } ?? [])
 
         case .withdraw:
             let item = try requireOwner(state, actor)
@@ -467,6 +493,10 @@ public enum ItemDecider {
             guard !item.pendingBids.contains(where: { $0.bidderID == actor }) else {
                 throw DomainError(.conflict, "pending_bid_exists", "You already have a pending bid on this item.")
             }
+            if item.kind == .rental {
+                let conflicts = conflicts(item, with: Period(from: bid.from, until: bid.until))
+                guard conflicts.isEmpty else { throw datesUnavailable(conflicts) }
+            }
             return [
                 .bidPlaced(
                     BidPlaced(
@@ -490,28 +520,39 @@ public enum ItemDecider {
             try requirePending(bid)
             return [.bidRejected(BidRejected(bidID: bidID, reason: reason))]
 
-        case .approveBid(let bidID):
+        case .approveBid(let bidID, let today):
             let item = try requireOwner(state, actor)
             let bid = try requireBid(item, bidID)
             try requireAvailable(item)
             try requirePending(bid)
+            if item.kind == .rental { return try approveRental(bid, item, today: today) }
             return [.bidApproved(BidApproved(bidID: bidID)), .reserved(ItemReserved(bidID: bidID, bidderID: bid.bidderID))]
                 + item.pendingBids.filter { $0.id != bidID }.map {
                     .bidRejected(BidRejected(bidID: $0.id, reason: "another_bid_approved"))
                 }
 
+        case .completeBooking(let id, let today):
+            return try completeBooking(id, state, actor: actor, today: today)
+
+        case .addBlackout(let id, let period):
+            return try addBlackout(id, period, state, actor: actor)
+
+        case .removeBlackout(let id):
+            return try removeBlackout(id, state, actor: actor)
+
         case .complete:
-            guard try requireOwner(state, actor).status == .reserved else {
+            let item = try requireOwner(state, actor)
+            try requireRequest(item)
+            guard item.status == .reserved else {
                 throw DomainError(.conflict, "item_not_reserved", "Only a reserved item can be completed.")
             }
             return [.closed(ItemClosed())]
 
         case .relist:
-            let item = try requireOwner(state, actor)
-            guard item.kind == .rental, item.status == .closed else {
-                throw DomainError(.conflict, "item_not_relistable", "Only a closed rental can be relisted.")
-            }
-            return [.relisted(ItemRelisted())]
+            // Only a closed rental was ever relisted (a second release's `ItemRelisted`); a rental
+            // is now booked by date and stays available, and a request is posted again.
+            try requireRequest(try requireOwner(state, actor))
+            throw DomainError(.conflict, "item_not_relistable", "A request is not relisted; post it again.")
 
         case .review(let review):
             return [try Self.review(review, state, actor: actor)]
@@ -580,17 +621,39 @@ public enum ItemDecider {
             }
         case .bidApproved(let approved):
             setBid(approved.bidID) { $0.status = .approved }
+        case .reserved(let reserved) where item.kind == .rental:
+            // The second release's whole-item reservation of a rental: a booking of the bid's days.
+            item.reservedBid = reserved.bidID
+            if let bid = item.bid(reserved.bidID) {
+                evolveBookings(
+                    &item,
+                    .bookingConfirmed(
+                        BookingConfirmed(
+                            bookingID: bid.id, ownerID: item.ownerID, renterID: bid.bidderID, from: bid.from, until: bid.until,
+                            dailyPriceCents: bid.dailyPriceCents)))
+            }
         case .reserved(let reserved):
             item.status = .reserved
             item.reservedBid = reserved.bidID
+        case .closed where item.kind == .rental:
+            // ... and its closing, that booking's completion.
+            if let bidID = item.reservedBid, let booking = item.booking(bidID) {
+                evolveBookings(
+                    &item, .bookingCompleted(BookingCompleted(bookingID: bidID, ownerID: item.ownerID, renterID: booking.renterID)))
+            }
+            item.reservedBid = nil
         case .closed:
             item.status = .closed
             if let bidID = item.reservedBid, let bid = item.bid(bidID) {
                 item.completedDeals.append(CompletedDeal(bidID: bidID, bidderID: bid.bidderID))
             }
             item.reservedBid = nil
+        case .relisted where item.kind == .rental:
+            break
         case .relisted:
             item.status = .available
+        case .bookingConfirmed, .bookingCompleted, .blackoutAdded, .blackoutRemoved, .windowRevised:
+            evolveBookings(&item, event)
         case .reviewWritten(let review):
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)

@@ -372,6 +372,38 @@ public struct ItemsProjection: InlineProjection {
                         """)
                 }
                 plan.add(statements, writes: [row])
+            case .bookingCompleted(let completed) where building:
+                for user in [completed.ownerID, completed.renterID] {
+                    known.count(user.rawValue) { $0.completedDeals += 1 }
+                }
+            case .bookingCompleted(let completed):
+                plan.add(
+                    [
+                        """
+                        UPDATE users_view SET completed_deals = completed_deals + 1
+                        WHERE user_id IN (\(completed.ownerID.rawValue), \(completed.renterID.rawValue))
+                        """
+                    ], writes: [WritePlan.Row(.user, completed.ownerID.rawValue), WritePlan.Row(.user, completed.renterID.rawValue)])
+            case .windowRevised(let revised) where building:
+                known.change(item) { held in
+                    held.posting.from = revised.availableFrom
+                    held.posting.until = revised.availableUntil
+                    held.touch(event)
+                }
+            case .windowRevised(let revised):
+                plan.add(
+                    [
+                        """
+                        UPDATE items_view
+                        SET window_from = \(revised.availableFrom?.description)::date,
+                            window_until = \(revised.availableUntil?.description)::date,
+                            updated_at = \(at), position = \(event.position)
+                        WHERE item_id = \(item)
+                        """
+                    ], writes: [row])
+            case .bookingConfirmed, .blackoutAdded, .blackoutRemoved:
+                // `BookingsProjection`'s.
+                break
             case .messageSent(let message):
                 plan.add(
                     [
@@ -490,7 +522,7 @@ public struct ItemsProjection: InlineProjection {
     ) {
         if building {
             known.change(item) { held in
-                held.status = status
+                if !Self.keepsStatus(held.posting.kind, status, dealSet: deal != nil) { held.status = status }
                 if let deal { held.deal = deal }
                 held.touch(event)
             }
@@ -499,6 +531,13 @@ public struct ItemsProjection: InlineProjection {
         plan.add(
             Self.setStatuses, [item, status.rawValue, event.recordedAt, event.position, deal != nil, deal ?? nil],
             writes: [WritePlan.Row(.item, item)])
+    }
+
+    /// A rental is booked by date and stays available: a second release's reservation,
+    /// closing and relisting of one (`deal` set, or `reserved` and `closed`) leave its status,
+    /// as `setStatuses` does.
+    static func keepsStatus(_ kind: ItemKind, _ status: ItemStatus, dealSet: Bool) -> Bool {
+        kind == .rental && (dealSet || status == .reserved || status == .closed)
     }
 
     /// A bid's fate; in a build, a bid still held is written now, decided, by COPY.
@@ -573,7 +612,10 @@ public struct ItemsProjection: InlineProjection {
         // The old status read in the update's own snapshot, by key, row by row.
         """
         WITH changed AS (
-            UPDATE items_view i SET status = r.status, updated_at = r.at, position = r.position,
+            UPDATE items_view i
+            SET status = CASE WHEN i.kind = 'rental' AND (r.deal_set OR r.status IN ('reserved', 'closed')) THEN i.status
+                              ELSE r.status END,
+                updated_at = r.at, position = r.position,
                    deal_bidder_id = CASE WHEN r.deal_set THEN r.deal ELSE i.deal_bidder_id END
             FROM (
                 SELECT r.*, old.status AS old_status

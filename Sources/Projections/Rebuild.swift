@@ -15,10 +15,10 @@ public struct ViewGroup: Sendable {
     /// handles and counts their completed deals and ratings in `users_view`; the feed reads bids.
     public static let all: [ViewGroup] = [
         ViewGroup(
-            name: "users", projections: [UsersProjection(), ItemsProjection(), FeedProjection()],
+            name: "users", projections: [UsersProjection(), ItemsProjection(), BookingsProjection(), FeedProjection()],
             tables: [
                 "users_view", "cards_view", "items_view", "bids_view", "market_cells", "reviews_view", "messages_view",
-                "feed_view", "feed_loan_lenders",
+                "bookings_view", "blackouts_view", "feed_view", "feed_loan_lenders",
             ]),
         ViewGroup(
             name: "loans", projections: [LoansProjection()],

@@ -1,4 +1,5 @@
 import Aggregates
+import Foundation
 import EventStore
 import Hummingbird
 import Logging
@@ -29,7 +30,8 @@ public struct ServerConfiguration: Sendable {
 /// `heartbeat`: how long a live stream (the auditors', a user's feed) stays silent before it writes a comment.
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
-    heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = []
+    heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [],
+    today: @escaping @Sendable () -> Day = { Day(Date()) }
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
@@ -37,7 +39,9 @@ public func buildRouter(
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
     let items = ItemsController(
-        gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary))
+        gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary),
+        today: today)
+    let bookings = BookingsController(gateway: gateway, bookings: BookingsView(primary), today: today)
     let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
@@ -125,6 +129,12 @@ public func buildRouter(
     changes.post("items/:itemID/withdraw", use: items.withdraw)
     changes.post("items/:itemID/complete", use: items.complete)
     changes.post("items/:itemID/relist", use: items.relist)
+    user.get("items/:itemID/availability", use: bookings.availability)
+    changes.post("items/:itemID/blackouts", use: bookings.addBlackout)
+    changes.delete("items/:itemID/blackouts/:blackoutID", use: bookings.removeBlackout)
+    user.get("bookings/:bookingID", use: bookings.booking)
+    user.get("me/bookings", use: bookings.myBookings)
+    changes.post("bookings/:bookingID/complete", use: bookings.complete)
     bids.post("items/:itemID/bids", use: items.placeBid)
     user.get("items/:itemID/bids", use: items.bids)
     user.get("items/:itemID/bids/history", use: items.bidHistory)
@@ -174,7 +184,7 @@ public func buildApplication(
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
     writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
-    masterKeys: MasterKeys, masterKeyFile: String? = nil
+    masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) }
 ) -> some ApplicationProtocol {
     let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
     let store = EventStore(
@@ -186,7 +196,8 @@ public func buildApplication(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost, sessions: sessions), payments: payments,
-            replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins),
+            replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
+            today: today),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),

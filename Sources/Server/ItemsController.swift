@@ -14,6 +14,8 @@ struct ItemsController: Sendable {
     let bidding: Bidding
     let items: ItemsView
     let auditors: Auditors
+    /// The clock's day, passed to the rules that need it.
+    let today: @Sendable () -> Day
 
 
     struct PostingBody: Decodable {
@@ -23,10 +25,30 @@ struct ItemsController: Sendable {
         var dailyPriceCents: Int?
         var maxDailyPriceCents: Int?
         var location: LocationBody?
-        var availableFrom: String?
-        var availableUntil: String?
+        /// A revision tells an absent end (kept) from a null one (opened).
+        var availableFrom: Presence<String>
+        var availableUntil: Presence<String>
         var neededFrom: String?
         var neededUntil: String?
+
+        enum CodingKeys: String, CodingKey {
+            case title, description, category, dailyPriceCents, maxDailyPriceCents, location, availableFrom, availableUntil,
+                neededFrom, neededUntil
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            title = try container.decodeIfPresent(String.self, forKey: .title)
+            description = try container.decodeIfPresent(String.self, forKey: .description)
+            category = try container.decodeIfPresent(String.self, forKey: .category)
+            dailyPriceCents = try container.decodeIfPresent(Int.self, forKey: .dailyPriceCents)
+            maxDailyPriceCents = try container.decodeIfPresent(Int.self, forKey: .maxDailyPriceCents)
+            location = try container.decodeIfPresent(LocationBody.self, forKey: .location)
+            availableFrom = try Presence(container, .availableFrom)
+            availableUntil = try Presence(container, .availableUntil)
+            neededFrom = try container.decodeIfPresent(String.self, forKey: .neededFrom)
+            neededUntil = try container.decodeIfPresent(String.self, forKey: .neededUntil)
+        }
     }
 
     struct RejectionBody: Decodable {
@@ -47,8 +69,8 @@ struct ItemsController: Sendable {
         var fields = FieldCheck()
         let category = fields.category(body.category)
         let location = fields.location(body.location)
-        let from = fields.day(body.availableFrom, "availableFrom", required: false, bookable: true)
-        let until = fields.day(body.availableUntil, "availableUntil", required: false, bookable: true)
+        let from = fields.day(body.availableFrom.value, "availableFrom", required: false, bookable: true)
+        let until = fields.day(body.availableUntil.value, "availableUntil", required: false, bookable: true)
         fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
         fields.alongside(
             ItemDecider.givenFieldProblems(
@@ -118,9 +140,12 @@ struct ItemsController: Sendable {
     }
 
     @Sendable func revise(_ request: Request, context: UserContext) async throws -> ItemResource {
-        // A revision is a posting's fields, all optional; the window ones are not revisable and ignored.
+        // A revision is a posting's fields, all optional; a rental's window ends may be given as
+        // null (open). A request's days are not revisable and ignored.
         let body = try await request.decodeBody(PostingBody.self, context: context)
         var fields = FieldCheck()
+        let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom")
+        let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil")
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
         if body.dailyPriceCents != nil, body.maxDailyPriceCents != nil {
@@ -131,7 +156,8 @@ struct ItemsController: Sendable {
         let revision = ReviseItem(
             title: body.title, description: body.description, category: category,
             priceCents: body.dailyPriceCents ?? body.maxDailyPriceCents,
-            priceFor: body.dailyPriceCents != nil ? .rental : body.maxDailyPriceCents != nil ? .request : nil, location: location)
+            priceFor: body.dailyPriceCents != nil ? .rental : body.maxDailyPriceCents != nil ? .request : nil, location: location,
+            availableFrom: windowFrom, availableUntil: windowUntil)
         return try await itemCommand(.revise(revision), request, context)
     }
 
@@ -148,7 +174,8 @@ struct ItemsController: Sendable {
     }
 
     @Sendable func approveBid(_ request: Request, context: UserContext) async throws -> BidResource {
-        try await bidCommand(context) { .approveBid($0) }
+        let today = today()
+        return try await bidCommand(context) { .approveBid($0, today: today) }
     }
 
     @Sendable func withdrawBid(_ request: Request, context: UserContext) async throws -> BidResource {
@@ -205,6 +232,35 @@ struct ItemsController: Sendable {
         let item = try await items.item(itemID)
         return try await items.bids(
             on: item.id, onlyBy: context.user == item.ownerId ? nil : context.user, limit: limit, after: after)
+    }
+}
+
+/// A field of a body that may be absent, null, or a value: a revision keeps what is absent
+/// and clears what is null.
+enum Presence<Value: Decodable & Sendable>: Sendable {
+    case absent, null, value(Value)
+
+    init<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws {
+        if !container.contains(key) {
+            self = .absent
+        } else if try container.decodeNil(forKey: key) {
+            self = .null
+        } else {
+            self = .value(try container.decode(Value.self, forKey: key))
+        }
+    }
+
+    var value: Value? { if case .value(let value) = self { value } else { nil } }
+}
+
+extension FieldCheck {
+    /// A rental window's end in a revision: nil when absent, `.some(nil)` when null (open).
+    mutating func windowEnd(_ given: Presence<String>, _ field: String) -> WindowEnd {
+        switch given {
+        case .absent: return nil
+        case .null: return .some(nil)
+        case .value(let text): return day(text, field, required: true).map { .some($0) }
+        }
     }
 }
 

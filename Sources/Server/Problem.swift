@@ -17,6 +17,8 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
     public var title: String
     public var detail: String
     public var errors: [FieldError]
+    /// The periods standing in the way of a booking or a blackout (`dates_unavailable`, `dates_booked`).
+    public var conflicts: [Period] = []
     public var headers: HTTPFields
 
     public init(
@@ -43,6 +45,7 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
             case .paymentDeclined: HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
             }
         self.init(status, code: error.code, detail: error.message, errors: error.fields)
+        conflicts = error.conflicts
     }
 
     /// The body's shape, as clients read it.
@@ -53,12 +56,13 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         public var detail: String
         public var code: String
         public var errors: [FieldError]?
+        public var conflicts: [Period]?
     }
 
     public var body: Body {
         Body(
             type: "/problems/\(code)", title: title, status: status.code, detail: detail, code: code,
-            errors: errors.isEmpty ? nil : errors)
+            errors: errors.isEmpty ? nil : errors, conflicts: conflicts.isEmpty ? nil : conflicts)
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

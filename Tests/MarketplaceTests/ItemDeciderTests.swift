@@ -10,6 +10,9 @@ let here = Location(lat: 27.7172, lng: 85.3240, place: "Kathmandu")
 
 func day(_ text: String) -> Day { Day(text)! }
 
+/// The clock's day the rules are decided on, before every fixture's days.
+let rulesDay = day("2026-11-28")
+
 let rental = RentalPosted(
     itemID: ItemID(), ownerID: owner, title: "Road bike", description: "Fast", category: .bikes, dailyPriceCents: 1500,
     location: here, availableFrom: day("2026-12-01"), availableUntil: day("2026-12-31"))
@@ -120,10 +123,8 @@ struct ItemPostingTests {
         expectRefused(given(history, when: .revise(ReviseItem()), by: owner), .invalid, "validation_failed")
         let events = try given(history, when: .revise(ReviseItem(priceCents: 1200)), by: owner).get()
         #expect(ItemDecider.fold(history + events).item?.priceCents == 1200)
-        let bidID = BidID()
-        let reserved = history + [bid(bidID, by: alice), .bidApproved(BidApproved(bidID: bidID)),
-            .reserved(ItemReserved(bidID: bidID, bidderID: alice))]
-        expectRefused(given(reserved, when: .revise(ReviseItem(title: "x")), by: owner), .conflict, "item_not_available")
+        let withdrawn = history + [.withdrawn(ItemWithdrawn())]
+        expectRefused(given(withdrawn, when: .revise(ReviseItem(title: "x")), by: owner), .conflict, "item_not_available")
         expectRefused(given([], when: .revise(ReviseItem(title: "x")), by: owner), .notFound, "item_not_found")
     }
 
@@ -220,11 +221,16 @@ struct ItemBidTests {
         expectRefused(given(history + events, when: .rejectBid(id, reason: nil), by: owner), .conflict, "bid_not_pending")
     }
 
-    @Test func approvalReservesAndRejectsEveryOtherPendingBid() throws {
+    @Test func approvingARequestsBidReservesItAndRejectsEveryOtherPendingBid() throws {
+        let request = RequestPosted(
+            itemID: ItemID(), ownerID: owner, title: "Tent", description: "", category: .sports, maxDailyPriceCents: nil,
+            neededFrom: day("2026-12-03"), neededUntil: day("2026-12-09"), location: here)
         let (a, b, c) = (BidID(), BidID(), BidID())
-        let history = posted + [bid(a, by: alice), bid(b, by: bob), bid(c, by: carol), .bidWithdrawn(BidWithdrawn(bidID: c))]
-        expectRefused(given(history, when: .approveBid(a), by: alice), .forbidden, "not_owner")
-        let events = try given(history, when: .approveBid(a), by: owner).get()
+        let history: [ItemEvent] = [
+            .requestPosted(request), bid(a, by: alice), bid(b, by: bob), bid(c, by: carol), .bidWithdrawn(BidWithdrawn(bidID: c)),
+        ]
+        expectRefused(given(history, when: .approveBid(a, today: rulesDay), by: alice), .forbidden, "not_owner")
+        let events = try given(history, when: .approveBid(a, today: rulesDay), by: owner).get()
         #expect(events == [
             .bidApproved(BidApproved(bidID: a)),
             .reserved(ItemReserved(bidID: a, bidderID: alice)),
@@ -234,22 +240,19 @@ struct ItemBidTests {
         #expect(after.item?.status == .reserved)
         #expect(after.item?.bids.filter { $0.status == .approved }.map(\.id) == [a])
         // At most one approved bid per reservation.
-        expectRefused(given(history + events, when: .approveBid(b), by: owner), .conflict, "item_not_available")
-        expectRefused(given(history, when: .approveBid(c), by: owner), .conflict, "bid_not_pending")
+        expectRefused(given(history + events, when: .approveBid(b, today: rulesDay), by: owner), .conflict, "item_not_available")
+        expectRefused(given(history, when: .approveBid(c, today: rulesDay), by: owner), .conflict, "bid_not_pending")
+        // A request completes the second release's way; it is not relisted.
+        expectRefused(given(history, when: .complete, by: owner), .conflict, "item_not_reserved")
+        expectRefused(given(history + events, when: .complete, by: alice), .forbidden, "not_owner")
+        let closed = history + events + (try given(history + events, when: .complete, by: owner).get())
+        #expect(ItemDecider.fold(closed).item?.status == .closed)
+        #expect(ItemDecider.fold(closed).item?.completedDeals.map(\.bidID) == [a])
     }
 
-    @Test func completeAndRelistFollowTheLifecycle() throws {
-        let id = BidID()
-        let approved = posted + [bid(id, by: alice), .bidApproved(BidApproved(bidID: id)), .reserved(ItemReserved(bidID: id, bidderID: alice))]
-        expectRefused(given(posted, when: .complete, by: owner), .conflict, "item_not_reserved")
-        expectRefused(given(approved, when: .complete, by: alice), .forbidden, "not_owner")
-        let closed = approved + (try given(approved, when: .complete, by: owner).get())
-        #expect(ItemDecider.fold(closed).item?.status == .closed)
-        expectRefused(given(approved, when: .relist, by: owner), .conflict, "item_not_relistable")
-        let relisted = closed + (try given(closed, when: .relist, by: owner).get())
-        #expect(ItemDecider.fold(relisted).item?.status == .available)
-        // Open to bids again.
-        #expect((try? given(relisted, when: .placeBid(PlaceBid(dailyPriceCents: 1000, from: day("2026-12-10"), until: day("2026-12-11"))), by: bob).get()) != nil)
+    @Test func aRentalIsNeitherCompletedNorRelisted() {
+        expectRefused(given(posted, when: .complete, by: owner), .conflict, "not_a_request")
+        expectRefused(given(posted, when: .relist, by: owner), .conflict, "not_a_request")
     }
 
     @Test func aClosedRequestIsNotRelisted() throws {

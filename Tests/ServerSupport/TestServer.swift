@@ -35,6 +35,7 @@ public func testPersonalData(_ pool: PostgresPool) -> PersonalData {
 public func withServer(
     logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
     writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
+    today: @escaping @Sendable () -> Day = { Day(Date()) },
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -45,7 +46,7 @@ public func withServer(
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
-            writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys)
+            writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys, today: today)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
             try await application.test(testing) { client in try await test(client, adminPool) }

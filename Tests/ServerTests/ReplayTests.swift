@@ -21,20 +21,41 @@ extension TestClientProtocol {
         _ = try await send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token)
         _ = try await send(.delete, "/v1/me/blocks/\(bob.id)", token: ada.token)
 
-        // Items and bids: revise, withdraw, reject, approve (another bid rejected with it), complete, relist.
+        // Items and bids: revise, withdraw, reject, approve (a rental's booking of its days, the
+        // overlapping bid rejected with it), a blackout added and one removed, the window revised.
         let bike = try await postRental(rita.token).id
         _ = try await send(.patch, "/v1/items/\(bike)", json: ["title": "Road bike, serviced"], token: rita.token)
         let first = try await bid(bike, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(first)/withdraw", token: ada.token)
         let again = try await bid(bike, ada.token).decode(BidResource.self).id
         let other = try await bid(bike, bob.token).decode(BidResource.self).id
-        _ = try await send(.post, "/v1/bids/\(again)/approve", token: rita.token)
+        #expect(try await send(.post, "/v1/bids/\(again)/approve", token: rita.token).status == .ok)
         _ = other
         _ = try await send(.post, "/v1/bids/\(again)/messages", json: ["text": "Where do we meet?"], token: ada.token)
-        _ = try await send(.post, "/v1/items/\(bike)/complete", token: rita.token)
-        _ = try await send(.post, "/v1/items/\(bike)/reviews", json: ["stars": 5, "text": "Lovely bike"], token: ada.token)
-        _ = try await send(.post, "/v1/items/\(bike)/reviews", json: ["stars": 4], token: rita.token)
-        _ = try await send(.post, "/v1/items/\(bike)/relist", token: rita.token)
+        let blackout = try await send(
+            .post, "/v1/items/\(bike)/blackouts", json: ["from": "2026-12-20", "until": "2026-12-22"], token: rita.token)
+        #expect(blackout.status == .created, "\(blackout)")
+        let brief = try await send(
+            .post, "/v1/items/\(bike)/blackouts", json: ["from": "2026-12-25", "until": "2026-12-25"], token: rita.token)
+        _ = try await send(.delete, "/v1/items/\(bike)/blackouts/\(brief.json["id"] as? String ?? "")", token: rita.token)
+        #expect(
+            try await send(.patch, "/v1/items/\(bike)", json: ["availableUntil": "2027-01-31"], token: rita.token).status == .ok)
+        // A request, reserved whole, completed and reviewed by both sides.
+        let ladder = try await send(
+            .post, "/v1/requests",
+            json: [
+                "title": "Step ladder", "category": "tools", "neededFrom": "2026-12-10", "neededUntil": "2026-12-12",
+                "location": ["lat": 27.7, "lng": 85.3],
+            ], token: ada.token
+        ).decode(ItemResource.self).id
+        let offer = try await send(
+            .post, "/v1/items/\(ladder)/bids", json: ["dailyPriceCents": 300, "from": "2026-12-10", "until": "2026-12-11"],
+            token: rita.token
+        ).decode(BidResource.self).id
+        #expect(try await send(.post, "/v1/bids/\(offer)/approve", token: ada.token).status == .ok)
+        #expect(try await send(.post, "/v1/items/\(ladder)/complete", token: ada.token).status == .ok)
+        _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 5, "text": "Lovely ladder"], token: ada.token)
+        _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 4], token: rita.token)
         // A revision that moves an available item on the map, and a photo added and removed.
         _ = try await send(.patch, "/v1/items/\(bike)", json: ["location": ["lat": 28.2, "lng": 83.98, "place": "Pokhara"]], token: rita.token)
         let image = try Fixture.image(width: 64, height: 48, as: ".png")
@@ -44,10 +65,12 @@ extension TestClientProtocol {
         _ = try await upload("/v1/items/\(bike)/photos", loomPhoto, type: "image/jpeg", token: rita.token)
         _ = try await send(.delete, "/v1/items/\(bike)/photos/\(try #require(photos.first).digest)", token: rita.token)
         _ = try await upload("/v1/me/photo", image, type: "image/png", token: ada.token, method: .put)
-        // Rented again by another: one more deal for rita and bob, none for ada.
-        let second = try await bid(bike, bob.token).decode(BidResource.self).id
+        // Booked again by another, on other days.
+        let second = try await send(
+            .post, "/v1/items/\(bike)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-10", "until": "2026-12-12"],
+            token: bob.token
+        ).decode(BidResource.self).id
         #expect(try await send(.post, "/v1/bids/\(second)/approve", token: rita.token).status == .ok)
-        #expect(try await send(.post, "/v1/items/\(bike)/complete", token: rita.token).status == .ok)
         // A profile changed again, in part, and the photo taken away: a rebuild folds each
         // user's changes within its batch, keeping the last value of each field.
         #expect(try await send(.patch, "/v1/me", json: ["displayName": "Ada Lovelace"], token: ada.token).status == .ok)

@@ -1,0 +1,310 @@
+import Civil
+
+// Rentals booked by date (SPEC §12.1): an approved bid on a rental confirms a booking for its
+// days, and the rental stays available for every other day. Bookings, blackouts and the
+// rental's window live on the item's stream, so that one expected version decides them all:
+// two approvals racing for overlapping days cannot both append.
+
+// MARK: Days and periods
+
+extension Day {
+    /// Days since 1970-01-01.
+    public var ordinal: Int { Civil.days(year: year, month: month, day: day) }
+
+    /// The day `ordinal` days after 1970-01-01.
+    public init(ordinal: Int) {
+        let (year, month, day) = Civil.date(fromDays: ordinal)
+        self = Day(year: year, month: month, day: day)!
+    }
+
+    public func adding(days: Int) -> Day { Day(ordinal: ordinal + days) }
+}
+
+/// Days from `from` to `until`, both included.
+public struct Period: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var from: Day
+    public var until: Day
+
+    public init(from: Day, until: Day) {
+        self.from = from
+        self.until = until
+    }
+
+    public var days: Int { until.ordinal - from.ordinal + 1 }
+
+    public func overlaps(_ other: Period) -> Bool { from <= other.until && other.from <= until }
+
+    public func contains(_ day: Day) -> Bool { from <= day && day <= until }
+
+    public var description: String { "\(from) to \(until)" }
+}
+
+public enum BlackoutTag {}
+/// A span of days an owner has closed on their rental.
+public typealias BlackoutID = Identifier<BlackoutTag>
+/// A booking is named by the bid it was approved from.
+public typealias BookingID = BidID
+
+// MARK: Events
+
+/// The approved bid's days are the renter's: no other booking or bid may take them.
+public struct BookingConfirmed: EventBody, Hashable {
+    public static let eventType = "BookingConfirmed"
+    public var bookingID: BookingID
+    public var ownerID: UserID
+    public var renterID: UserID
+    public var from: Day
+    public var until: Day
+    public var dailyPriceCents: Int
+
+    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID, from: Day, until: Day, dailyPriceCents: Int) {
+        self.bookingID = bookingID
+        self.ownerID = ownerID
+        self.renterID = renterID
+        self.from = from
+        self.until = until
+        self.dailyPriceCents = dailyPriceCents
+    }
+}
+
+public struct BookingCompleted: EventBody, Hashable {
+    public static let eventType = "BookingCompleted"
+    public var bookingID: BookingID
+    /// Its two parties, whose completed deals it counts.
+    public var ownerID: UserID
+    public var renterID: UserID
+
+    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID) {
+        self.bookingID = bookingID
+        self.ownerID = ownerID
+        self.renterID = renterID
+    }
+}
+
+public struct BlackoutAdded: EventBody, Hashable {
+    public static let eventType = "BlackoutAdded"
+    public var blackoutID: BlackoutID
+    public var from: Day
+    public var until: Day
+
+    public init(blackoutID: BlackoutID, from: Day, until: Day) {
+        self.blackoutID = blackoutID
+        self.from = from
+        self.until = until
+    }
+}
+
+public struct BlackoutRemoved: EventBody, Hashable {
+    public static let eventType = "BlackoutRemoved"
+    public var blackoutID: BlackoutID
+
+    public init(blackoutID: BlackoutID) {
+        self.blackoutID = blackoutID
+    }
+}
+
+/// A rental's new window, whole: nil ends are open.
+public struct ItemWindowRevised: EventBody, Hashable {
+    public static let eventType = "ItemWindowRevised"
+    public var availableFrom: Day?
+    public var availableUntil: Day?
+
+    public init(availableFrom: Day?, availableUntil: Day?) {
+        self.availableFrom = availableFrom
+        self.availableUntil = availableUntil
+    }
+}
+
+// MARK: State
+
+public enum BookingStatus: String, Hashable, Sendable, Codable {
+    case confirmed, completed, cancelled
+}
+
+public struct Booking: Hashable, Sendable {
+    public var id: BookingID
+    public var renterID: UserID
+    public var period: Period
+    public var dailyPriceCents: Int
+    public var status: BookingStatus
+
+    /// Whether its days are taken: a cancelled booking frees them.
+    public var holdsDays: Bool { status != .cancelled }
+}
+
+public struct Blackout: Hashable, Sendable {
+    public var id: BlackoutID
+    public var period: Period
+}
+
+/// A change of one end of a rental's window: nil leaves it, `.some(nil)` opens it.
+public typealias WindowEnd = Day??
+
+// MARK: Rules
+
+extension ItemDecider {
+    /// The confirmed bookings' and blackouts' periods that overlap `period`, earliest first.
+    static func conflicts(_ item: PostedItem, with period: Period) -> [Period] {
+        let taken = item.bookings.filter { $0.holdsDays }.map(\.period) + item.blackouts.map(\.period)
+        return taken.filter { $0.overlaps(period) }.sorted { $0.from < $1.from }
+    }
+
+    static func datesUnavailable(_ conflicts: [Period]) -> DomainError {
+        var error = DomainError(
+            .conflict, "dates_unavailable",
+            "Some of these days are booked or blocked: \(conflicts.map(\.description).joined(separator: ", ")).")
+        error.conflicts = conflicts
+        return error
+    }
+
+    static func requireRental(_ item: PostedItem) throws {
+        guard item.kind == .rental else {
+            throw DomainError(.conflict, "not_a_rental", "Only a rental is booked by date.")
+        }
+    }
+
+    static func requireRequest(_ item: PostedItem) throws {
+        guard item.kind == .request else {
+            throw DomainError(
+                .conflict, "not_a_request",
+                "A rental is booked by date and stays available: complete its bookings, not the item.")
+        }
+    }
+
+    /// The rental's bid approved: its days booked, and only the pending bids that overlap them
+    /// rejected. A bid whose first day has begun is too late to approve.
+    static func approveRental(_ bid: Bid, _ item: PostedItem, today: Day) throws -> [ItemEvent] {
+        let period = Period(from: bid.from, until: bid.until)
+        guard today <= bid.from else {
+            throw DomainError(.conflict, "dates_passed", "The bid's first day, \(bid.from), has passed.")
+        }
+        let conflicts = conflicts(item, with: period)
+        guard conflicts.isEmpty else { throw datesUnavailable(conflicts) }
+        return [
+            .bidApproved(BidApproved(bidID: bid.id)),
+            .bookingConfirmed(
+                BookingConfirmed(
+                    bookingID: bid.id, ownerID: item.ownerID, renterID: bid.bidderID, from: bid.from, until: bid.until,
+                    dailyPriceCents: bid.dailyPriceCents)),
+        ]
+            + item.pendingBids.filter { $0.id != bid.id && Period(from: $0.from, until: $0.until).overlaps(period) }
+            .map { .bidRejected(BidRejected(bidID: $0.id, reason: "dates_taken")) }
+    }
+
+    /// The owner completes a booking once its last day has passed.
+    static func completeBooking(_ id: BookingID, _ state: ItemState, actor: UserID, today: Day) throws -> [ItemEvent] {
+        let item = try requireItem(state)
+        guard let booking = item.booking(id) else { throw DomainError.bookingNotFound }
+        guard actor == item.ownerID else {
+            // The renter may read it, not complete it; anyone else learns nothing of it.
+            guard actor == booking.renterID else { throw DomainError.bookingNotFound }
+            throw DomainError(.forbidden, "not_owner", "Only the owner completes a booking.")
+        }
+        guard booking.status == .confirmed else {
+            throw DomainError(.conflict, "booking_not_confirmed", "The booking is \(booking.status.rawValue).")
+        }
+        guard booking.period.until < today else {
+            throw DomainError(
+                .conflict, "booking_not_ended", "The booking runs until \(booking.period.until); complete it after that day.")
+        }
+        return [.bookingCompleted(BookingCompleted(bookingID: id, ownerID: item.ownerID, renterID: booking.renterID))]
+    }
+
+    /// Days the owner closes: never over a booking; the pending bids on them are rejected.
+    static func addBlackout(_ id: BlackoutID, _ period: Period, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+        let item = try requireOwner(state, actor)
+        try requireRental(item)
+        guard period.from <= period.until else {
+            throw DomainError.invalid([FieldError(field: "until", code: "invalid_period", message: "until is before from")])
+        }
+        guard item.blackout(id) == nil else { return [] }
+        try requireAvailable(item)
+        let booked = item.bookings.filter { $0.holdsDays && $0.period.overlaps(period) }.map(\.period)
+        guard booked.isEmpty else {
+            var error = DomainError(
+                .conflict, "dates_booked",
+                "These days are booked: \(booked.map(\.description).joined(separator: ", ")).")
+            error.conflicts = booked
+            throw error
+        }
+        return [.blackoutAdded(BlackoutAdded(blackoutID: id, from: period.from, until: period.until))]
+            + item.pendingBids.filter { Period(from: $0.from, until: $0.until).overlaps(period) }
+            .map { .bidRejected(BidRejected(bidID: $0.id, reason: "dates_blocked")) }
+    }
+
+    static func removeBlackout(_ id: BlackoutID, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+        let item = try requireOwner(state, actor)
+        guard item.blackout(id) != nil else { throw DomainError.blackoutNotFound }
+        return [.blackoutRemoved(BlackoutRemoved(blackoutID: id))]
+    }
+
+    /// A rental's window changed: it may not leave out a booking's day.
+    static func reviseWindow(_ from: WindowEnd, _ until: WindowEnd, _ item: PostedItem) throws -> ItemEvent? {
+        guard from != nil || until != nil else { return nil }
+        guard item.kind == .rental else {
+            let field = from != nil ? "availableFrom" : "availableUntil"
+            throw DomainError.invalid([
+                FieldError(field: field, code: "not_for_this_kind", message: "a request's days are neededFrom and neededUntil")
+            ])
+        }
+        let newFrom = from ?? item.windowFrom
+        let newUntil = until ?? item.windowUntil
+        if let newFrom, let newUntil, newUntil < newFrom {
+            throw DomainError.invalid([
+                FieldError(field: "availableUntil", code: "invalid_period", message: "availableUntil is before availableFrom")
+            ])
+        }
+        let outside = item.bookings.filter { booking in
+            booking.status == .confirmed
+                && ((newFrom.map { booking.period.from < $0 } ?? false) || (newUntil.map { booking.period.until > $0 } ?? false))
+        }.map(\.period)
+        guard outside.isEmpty else {
+            var error = DomainError(
+                .conflict, "dates_booked",
+                "The window would leave out booked days: \(outside.map(\.description).joined(separator: ", ")).")
+            error.conflicts = outside
+            throw error
+        }
+        guard newFrom != item.windowFrom || newUntil != item.windowUntil else { return nil }
+        return .windowRevised(ItemWindowRevised(availableFrom: newFrom, availableUntil: newUntil))
+    }
+
+    /// What the booking events change. A second release's `ItemReserved` on a rental reads as a
+    /// booking over the approved bid's days and its `ItemClosed` as that booking's completion,
+    /// so that an old log folds to the state a new one would have.
+    static func evolveBookings(_ item: inout PostedItem, _ event: ItemEvent) {
+        switch event {
+        case .bookingConfirmed(let confirmed):
+            item.bookings.append(
+                Booking(
+                    id: confirmed.bookingID, renterID: confirmed.renterID,
+                    period: Period(from: confirmed.from, until: confirmed.until), dailyPriceCents: confirmed.dailyPriceCents,
+                    status: .confirmed))
+        case .bookingCompleted(let completed):
+            if let index = item.bookings.firstIndex(where: { $0.id == completed.bookingID }) {
+                item.bookings[index].status = .completed
+                let booking = item.bookings[index]
+                item.completedDeals.append(CompletedDeal(bidID: booking.id, bidderID: booking.renterID))
+            }
+        case .blackoutAdded(let added):
+            item.blackouts.append(Blackout(id: added.blackoutID, period: Period(from: added.from, until: added.until)))
+        case .blackoutRemoved(let removed):
+            item.blackouts.removeAll { $0.id == removed.blackoutID }
+        case .windowRevised(let revised):
+            item.windowFrom = revised.availableFrom
+            item.windowUntil = revised.availableUntil
+        default:
+            break
+        }
+    }
+}
+
+extension PostedItem {
+    public func booking(_ id: BookingID) -> Booking? { bookings.first { $0.id == id } }
+    public func blackout(_ id: BlackoutID) -> Blackout? { blackouts.first { $0.id == id } }
+}
+
+extension DomainError {
+    public static let bookingNotFound = DomainError(.notFound, "booking_not_found", "No such booking.")
+    public static let blackoutNotFound = DomainError(.notFound, "blackout_not_found", "No such blackout.")
+}

@@ -1,0 +1,104 @@
+import Aggregates
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import UUIDs
+
+/// `bookings_view` and `blackouts_view`: each rental's bookings and the days its owner closed.
+///
+/// Stated once: the appends and a rebuild run the same statements (no `Memory`, no second
+/// fold). It runs after `ItemsProjection` in its group, so a batch's bids are in `bids_view`
+/// when a second release's `ItemReserved` is read here as a booking of the bid's days.
+public struct BookingsProjection: InlineProjection {
+    public let name = "bookings"
+    public init() {}
+
+    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        var plan = WritePlan()
+        for event in events where Aggregate.item.owns(event.streamID) {
+            switch event.type {
+            case BookingConfirmed.eventType, BookingCompleted.eventType, BlackoutAdded.eventType, BlackoutRemoved.eventType,
+                ItemReserved.eventType, ItemClosed.eventType:
+                break
+            default:
+                continue
+            }
+            guard let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count)) else { continue }
+            let at = event.recordedAt
+            // Each item's writes in the events' order; items apart from each other.
+            let row = WritePlan.Row(.item, item)
+            switch try Aggregate.item.codec.decode(event) {
+            case .bookingConfirmed(let confirmed):
+                plan.add(
+                    [
+                        """
+                        INSERT INTO bookings_view (booking_id, item_id, owner_id, renter_id, from_day, until_day,
+                                                   daily_price_cents, status, created_at, position)
+                        VALUES (\(confirmed.bookingID.rawValue), \(item), \(confirmed.ownerID.rawValue), \(confirmed.renterID.rawValue),
+                                \(confirmed.from.description)::date, \(confirmed.until.description)::date,
+                                \(confirmed.dailyPriceCents), 'confirmed', \(at), \(event.position))
+                        ON CONFLICT (booking_id) DO NOTHING
+                        """
+                    ], writes: [row])
+            case .bookingCompleted(let completed):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET status = 'completed', completed_at = \(at), position = \(event.position)
+                        WHERE booking_id = \(completed.bookingID.rawValue)
+                        """
+                    ], writes: [row])
+            case .blackoutAdded(let added):
+                plan.add(
+                    [
+                        """
+                        INSERT INTO blackouts_view (blackout_id, item_id, from_day, until_day, created_at)
+                        VALUES (\(added.blackoutID.rawValue), \(item), \(added.from.description)::date,
+                                \(added.until.description)::date, \(at))
+                        ON CONFLICT (blackout_id) DO NOTHING
+                        """
+                    ], writes: [row])
+            case .blackoutRemoved(let removed):
+                plan.add(["DELETE FROM blackouts_view WHERE blackout_id = \(removed.blackoutID.rawValue)"], writes: [row])
+            case .reserved(let reserved):
+                // A second release's reservation: a booking of the bid's days if the item is a
+                // rental. A rebuild writes its items at its end, so there the item is not known
+                // yet: every reservation is written, and a request's taken away at the end.
+                plan.add(
+                    [
+                        """
+                        INSERT INTO bookings_view (booking_id, item_id, owner_id, renter_id, from_day, until_day,
+                                                   daily_price_cents, status, created_at, position)
+                        SELECT b.bid_id, \(item), b.owner_id, b.bidder_id, b.from_day, b.until_day, b.daily_price_cents,
+                               'confirmed', \(at), \(event.position)
+                        FROM bids_view b
+                        WHERE b.bid_id = \(reserved.bidID.rawValue) AND b.owner_id IS NOT NULL
+                          AND NOT EXISTS (SELECT FROM items_view WHERE item_id = \(item) AND kind = 'request')
+                        ON CONFLICT (booking_id) DO NOTHING
+                        """
+                    ], writes: [row])
+            case .closed:
+                // ... and its closing, that booking's completion (a reservation is the item's only one).
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET status = 'completed', completed_at = \(at), position = \(event.position)
+                        WHERE item_id = \(item) AND status = 'confirmed'
+                        """
+                    ], writes: [row])
+            default:
+                break
+            }
+        }
+        try plan.run(&session)
+    }
+
+    /// The requests' reservations a rebuild wrote before it knew their items' kinds.
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        try session.query(
+            """
+            DELETE FROM bookings_view b USING items_view i WHERE i.item_id = b.item_id AND i.kind = 'request'
+            """)
+    }
+}

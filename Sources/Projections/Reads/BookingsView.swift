@@ -1,0 +1,217 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// Reads of `bookings_view` and `blackouts_view`, which `BookingsProjection` writes: a
+/// booking for its two parties, each party's lists, and a rental's calendar.
+public struct BookingsView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// The longest calendar one request may ask for.
+    public static let maxCalendarDays = 366
+
+    /// The booking, for one of its two parties; anyone else is told there is none. Each party
+    /// sees the other's e-mail.
+    public func booking(_ id: BookingID, for actor: UserID, position: Int64? = nil) async throws -> BookingResource {
+        let rows = try await pool.query(
+            """
+            SELECT \(unsafeRaw: BookingResource.columns),
+                   CASE WHEN b.owner_id = \(actor.rawValue) THEN renter.email ELSE owner.email END AS contact_email
+            FROM bookings_view b
+            \(unsafeRaw: BookingResource.joins)
+            WHERE b.booking_id = \(id.rawValue) AND \(actor.rawValue) IN (b.owner_id, b.renter_id)
+            """, prepared: true)
+        guard let row = rows.first else { throw DomainError.bookingNotFound }
+        return try BookingResource(row, position: position)
+    }
+
+    /// Which side of a booking a list is of.
+    public enum Role: String, Sendable, CaseIterable {
+        case owner, renter
+    }
+
+    /// Upcoming bookings (not yet ended) by their first day; past ones (ended, or cancelled
+    /// before they began... any not upcoming) by their last day, latest first.
+    public enum When: String, Sendable, CaseIterable {
+        case upcoming, past
+    }
+
+    /// One party's bookings, keyset paged on (day, id): `from` ascending for what is upcoming,
+    /// `until` descending for what is past. `today` decides which is which.
+    public func bookings(
+        of user: UserID, role: Role, when: When, today: Day, limit: Int, after: Cursor?
+    ) async throws -> Page<BookingResource> {
+        let party = role == .owner ? "b.owner_id" : "b.renter_id"
+        let day = today.description
+        var statement: PostgresQuery = """
+            SELECT \(unsafeRaw: BookingResource.columns), NULL::text AS contact_email
+            FROM bookings_view b
+            \(unsafeRaw: BookingResource.joins)
+            WHERE \(unsafeRaw: party) = \(user.rawValue)
+            """
+        let afterDay = after?.key.flatMap(Day.init)?.description
+        switch when {
+        case .upcoming:
+            statement.append(" AND b.status = 'confirmed' AND b.until_day >= \(day)::date")
+            if let after, let afterDay {
+                statement.append(" AND (b.from_day, b.booking_id) > (\(afterDay)::date, \(after.id))")
+            }
+            statement.append(" ORDER BY b.from_day, b.booking_id LIMIT \(literal: PageSize.rowsRead(limit))")
+        case .past:
+            statement.append(" AND (b.status <> 'confirmed' OR b.until_day < \(day)::date)")
+            if let after, let afterDay {
+                statement.append(" AND (b.until_day, b.booking_id) < (\(afterDay)::date, \(after.id))")
+            }
+            statement.append(" ORDER BY b.until_day DESC, b.booking_id DESC LIMIT \(literal: PageSize.rowsRead(limit))")
+        }
+        let rows = try await pool.query(statement, prepared: true)
+        let bookings = try rows.map { try BookingResource($0, position: nil) }
+        guard bookings.count > limit else { return Page(data: bookings, nextCursor: nil) }
+        let last = bookings[limit - 1]
+        let key = when == .upcoming ? last.from : last.until
+        return Page(
+            data: Array(bookings.prefix(limit)),
+            nextCursor: Cursor(at: Date(timeIntervalSince1970: 0), id: last.id.rawValue, key: key).encoded)
+    }
+
+    /// Every day of `period` once, in runs of one state: `booked` by a booking that holds its
+    /// days, `blocked` by the owner, `outside` the rental's window, else `free`. Names no renter.
+    public func availability(of item: ItemID, over period: Period) async throws -> Availability {
+        let rows = try await pool.query(
+            """
+            SELECT i.kind, i.window_from::text AS window_from, i.window_until::text AS window_until,
+                   t.state, t.from_day::text AS from_day, t.until_day::text AS until_day
+            FROM items_view i
+            LEFT JOIN LATERAL (
+                SELECT 'booked' AS state, from_day, until_day FROM bookings_view
+                WHERE item_id = i.item_id AND status <> 'cancelled'
+                  AND from_day <= \(period.until.description)::date AND until_day >= \(period.from.description)::date
+                UNION ALL
+                SELECT 'blocked', from_day, until_day FROM blackouts_view
+                WHERE item_id = i.item_id
+                  AND from_day <= \(period.until.description)::date AND until_day >= \(period.from.description)::date
+            ) t ON true
+            WHERE i.item_id = \(item.rawValue)
+            """, prepared: true)
+        guard let first = rows.first else { throw DomainError.itemNotFound }
+        guard try first.decode("kind", as: String.self) == ItemKind.rental.rawValue else {
+            throw DomainError(.conflict, "not_a_rental", "Only a rental has a calendar of bookings.")
+        }
+        let window = (
+            from: try first.decode("window_from", as: String?.self).flatMap(Day.init),
+            until: try first.decode("window_until", as: String?.self).flatMap(Day.init)
+        )
+        var taken: [(state: Availability.State, period: Period)] = []
+        for row in rows {
+            guard let state = try row.decode("state", as: String?.self).flatMap(Availability.State.init(rawValue:)),
+                let from = try row.decode("from_day", as: String?.self).flatMap(Day.init),
+                let until = try row.decode("until_day", as: String?.self).flatMap(Day.init)
+            else { continue }
+            taken.append((state, Period(from: from, until: until)))
+        }
+        return Availability(period: period, windowFrom: window.from, windowUntil: window.until, taken: taken)
+    }
+}
+
+/// A rental's calendar over a period: each day's state, runs of one state merged.
+public struct Availability: Codable, Sendable {
+    public enum State: String, Codable, Sendable {
+        case free, booked, blocked, outside
+    }
+
+    public struct Range: Codable, Sendable, Equatable {
+        public var from: String
+        public var until: String
+        public var state: State
+    }
+
+    public var from: String
+    public var until: String
+    public var ranges: [Range]
+
+    /// Day by day: a calendar is at most `maxCalendarDays` long. A booked day is booked even
+    /// where the owner also blocked it; outside the window is outside whatever else.
+    init(period: Period, windowFrom: Day?, windowUntil: Day?, taken: [(state: State, period: Period)]) {
+        from = period.from.description
+        until = period.until.description
+        ranges = []
+        var runStart = period.from
+        var runState: State?
+        for ordinal in period.from.ordinal...period.until.ordinal {
+            let day = Day(ordinal: ordinal)
+            let state: State =
+                if let windowFrom, day < windowFrom { .outside }
+                else if let windowUntil, day > windowUntil { .outside }
+                else if taken.contains(where: { $0.state == .booked && $0.period.contains(day) }) { .booked }
+                else if taken.contains(where: { $0.state == .blocked && $0.period.contains(day) }) { .blocked }
+                else { .free }
+            if let current = runState, current != state {
+                ranges.append(Range(from: runStart.description, until: day.adding(days: -1).description, state: current))
+                runStart = day
+            }
+            runState = state
+        }
+        if let runState { ranges.append(Range(from: runStart.description, until: period.until.description, state: runState)) }
+    }
+}
+
+/// A booking as its two parties read it.
+public struct BookingResource: Codable, Sendable {
+    public var id: BookingID
+    public var itemId: ItemID
+    public var itemTitle: String
+    public var ownerId: UserID
+    public var ownerHandle: String
+    public var renterId: UserID
+    public var renterHandle: String
+    public var from: String
+    public var until: String
+    public var days: Int
+    public var dailyPriceCents: Int
+    public var totalCents: Int
+    public var status: String
+    public var createdAt: Date
+    public var completedAt: Date?
+    public var cancelledAt: Date?
+    public var cancelledBy: UserID?
+    /// The other party's e-mail: only in the answer for one booking, read by one of its parties.
+    public var contactEmail: String?
+    public var position: Int64?
+
+    static let columns = """
+        b.booking_id, b.item_id, coalesce(i.title, '') AS item_title, b.owner_id, coalesce(owner.handle, '') AS owner_handle,
+        b.renter_id, coalesce(renter.handle, '') AS renter_handle, b.from_day::text AS from_day,
+        b.until_day::text AS until_day, b.until_day - b.from_day + 1 AS days, b.daily_price_cents, b.status, b.created_at,
+        b.completed_at, b.cancelled_at, b.cancelled_by
+        """
+
+    static let joins = """
+        LEFT JOIN items_view i ON i.item_id = b.item_id
+        LEFT JOIN users_view owner ON owner.user_id = b.owner_id
+        LEFT JOIN users_view renter ON renter.user_id = b.renter_id
+        """
+
+    init(_ row: PostgresRow, position: Int64?) throws {
+        id = BookingID(try row.decode("booking_id", as: UUID.self))
+        itemId = ItemID(try row.decode("item_id", as: UUID.self))
+        itemTitle = try row.decode("item_title")
+        ownerId = UserID(try row.decode("owner_id", as: UUID.self))
+        ownerHandle = try row.decode("owner_handle")
+        renterId = UserID(try row.decode("renter_id", as: UUID.self))
+        renterHandle = try row.decode("renter_handle")
+        from = try row.decode("from_day")
+        until = try row.decode("until_day")
+        days = try row.decode("days")
+        dailyPriceCents = try row.decode("daily_price_cents")
+        totalCents = days * dailyPriceCents
+        status = try row.decode("status")
+        createdAt = try row.decode("created_at")
+        completedAt = try row.decode("completed_at", as: Date?.self)
+        cancelledAt = try row.decode("cancelled_at", as: Date?.self)
+        cancelledBy = try row.decode("cancelled_by", as: UUID?.self).map(UserID.init)
+        contactEmail = try row.decode("contact_email", as: String?.self)
+        self.position = position
+    }
+}

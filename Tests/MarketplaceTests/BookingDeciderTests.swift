@@ -1,0 +1,172 @@
+import Foundation
+import Marketplace
+import Testing
+
+/// Rentals booked by date (SPEC §12.1), given events, when a command, on a day passed in.
+@Suite("Item decider: bookings by date")
+struct BookingDeciderTests {
+    let posted: [ItemEvent] = [.rentalPosted(rental)]
+
+    func approve(_ id: BidID, on today: String = "2026-11-28") -> ItemCommand { .approveBid(id, today: day(today)) }
+
+    func booked(_ id: BidID, by renter: UserID, from: String, until: String) -> [ItemEvent] {
+        [
+            bid(id, by: renter, from: from, until: until), .bidApproved(BidApproved(bidID: id)),
+            .bookingConfirmed(
+                BookingConfirmed(
+                    bookingID: id, ownerID: owner, renterID: renter, from: day(from), until: day(until), dailyPriceCents: 1400)),
+        ]
+    }
+
+    @Test func approvalBooksTheDaysAndRejectsOnlyTheOverlappingBids() throws {
+        let (a, b, c) = (BidID(), BidID(), BidID())
+        let history = posted + [
+            bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"), bid(b, by: bob, from: "2026-12-05", until: "2026-12-06"),
+            bid(c, by: carol, from: "2026-12-20", until: "2026-12-22"),
+        ]
+        let events = try given(history, when: approve(a), by: owner).get()
+        #expect(events == [
+            .bidApproved(BidApproved(bidID: a)),
+            .bookingConfirmed(
+                BookingConfirmed(
+                    bookingID: a, ownerID: owner, renterID: alice, from: day("2026-12-03"), until: day("2026-12-05"),
+                    dailyPriceCents: 1400)),
+            .bidRejected(BidRejected(bidID: b, reason: "dates_taken")),
+        ])
+        let after = try #require(ItemDecider.fold(history + events).item)
+        #expect(after.status == .available, "a rental stays in the market")
+        #expect(after.bid(c)?.status == .pending)
+        // The disjoint bid is approved too: a second booking on other days.
+        let second = try given(history + events, when: approve(c), by: owner).get()
+        #expect(second.count == 2)
+        #expect(ItemDecider.fold(history + events + second).item?.bookings.count == 2)
+    }
+
+    @Test func aBidOverBookedOrBlockedDaysIsRefusedWithTheConflicts() throws {
+        let a = BidID()
+        let blackout = BlackoutAdded(blackoutID: BlackoutID(), from: day("2026-12-10"), until: day("2026-12-12"))
+        let history = posted + booked(a, by: alice, from: "2026-12-03", until: "2026-12-05") + [.blackoutAdded(blackout)]
+        let over = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-05"), until: day("2026-12-11"))
+        guard case .failure(let error) = given(history, when: .placeBid(over), by: bob) else {
+            Issue.record("expected dates_unavailable")
+            return
+        }
+        #expect(error.kind == .conflict)
+        #expect(error.code == "dates_unavailable")
+        #expect(error.conflicts == [
+            Period(from: day("2026-12-03"), until: day("2026-12-05")), Period(from: day("2026-12-10"), until: day("2026-12-12")),
+        ])
+        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-06"), until: day("2026-12-09"))
+        #expect((try? given(history, when: .placeBid(free), by: bob).get()) != nil)
+        // A request is reserved whole, and knows no calendar.
+        let request = RequestPosted(
+            itemID: ItemID(), ownerID: owner, title: "Tent", description: "", category: .sports, maxDailyPriceCents: nil,
+            neededFrom: day("2026-12-03"), neededUntil: day("2026-12-09"), location: here)
+        expectRefused(
+            given([.requestPosted(request)], when: .addBlackout(BlackoutID(), Period(from: day("2026-12-03"), until: day("2026-12-04"))), by: owner),
+            .conflict, "not_a_rental")
+    }
+
+    @Test func approvingDaysThatBecameUnavailableOrHaveBegunIsRefused() throws {
+        let (a, b) = (BidID(), BidID())
+        // Placed before the blackout came: still pending, over days now blocked.
+        let history = posted + [
+            bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"),
+            .blackoutAdded(BlackoutAdded(blackoutID: BlackoutID(), from: day("2026-12-04"), until: day("2026-12-04"))),
+            bid(b, by: bob, from: "2026-12-20", until: "2026-12-21"),
+        ]
+        expectRefused(given(history, when: approve(a), by: owner), .conflict, "dates_unavailable")
+        expectRefused(given(history, when: approve(b, on: "2026-12-21"), by: owner), .conflict, "dates_passed")
+        // On its first day it is not too late.
+        #expect((try? given(history, when: approve(b, on: "2026-12-20"), by: owner).get()) != nil)
+    }
+
+    @Test func aBlackoutNeverCoversABookingAndRejectsThePendingBidsOnItsDays() throws {
+        let (a, b, c) = (BidID(), BidID(), BidID())
+        let history = posted + booked(a, by: alice, from: "2026-12-03", until: "2026-12-05") + [
+            bid(b, by: bob, from: "2026-12-10", until: "2026-12-11"), bid(c, by: carol, from: "2026-12-20", until: "2026-12-21"),
+        ]
+        let id = BlackoutID()
+        expectRefused(
+            given(history, when: .addBlackout(id, Period(from: day("2026-12-05"), until: day("2026-12-08"))), by: owner),
+            .conflict, "dates_booked")
+        expectRefused(
+            given(history, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: alice),
+            .forbidden, "not_owner")
+        expectRefused(
+            given(history, when: .addBlackout(id, Period(from: day("2026-12-12"), until: day("2026-12-09"))), by: owner),
+            .invalid, "validation_failed")
+        let events = try given(history, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: owner)
+            .get()
+        #expect(events == [
+            .blackoutAdded(BlackoutAdded(blackoutID: id, from: day("2026-12-09"), until: day("2026-12-12"))),
+            .bidRejected(BidRejected(bidID: b, reason: "dates_blocked")),
+        ])
+        // The same blackout again is nothing new; removed, its days are free again.
+        #expect(try given(history + events, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: owner).get() == [])
+        let removed = try given(history + events, when: .removeBlackout(id), by: owner).get()
+        expectRefused(given(history + events + removed, when: .removeBlackout(id), by: owner), .notFound, "blackout_not_found")
+        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-09"), until: day("2026-12-12"))
+        #expect((try? given(history + events + removed, when: .placeBid(free), by: bob).get()) != nil)
+    }
+
+    @Test func theWindowIsRevisedButNeverLeavesOutABooking() throws {
+        let a = BidID()
+        let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
+        expectRefused(given(history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-11")))), by: owner), .conflict, "dates_booked")
+        expectRefused(given(history, when: .revise(ReviseItem(availableUntil: .some(day("2026-12-11")))), by: owner), .conflict, "dates_booked")
+        expectRefused(
+            given(history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-20")), availableUntil: .some(day("2026-12-19")))), by: owner),
+            .invalid, "validation_failed")
+        let events = try given(
+            history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-10")), availableUntil: .some(nil))), by: owner
+        ).get()
+        #expect(events == [.windowRevised(ItemWindowRevised(availableFrom: day("2026-12-10"), availableUntil: nil))])
+        let item = try #require(ItemDecider.fold(history + events).item)
+        #expect(item.windowFrom == day("2026-12-10"))
+        #expect(item.windowUntil == nil)
+        // Open at the end now: a bid in February fits.
+        let late = PlaceBid(dailyPriceCents: 1400, from: day("2027-02-01"), until: day("2027-02-02"))
+        #expect((try? given(history + events, when: .placeBid(late), by: bob).get()) != nil)
+    }
+
+    @Test func theOwnerCompletesABookingOnceItsLastDayHasPassed() throws {
+        let a = BidID()
+        let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
+        let complete = { (today: String) in ItemCommand.completeBooking(a, today: day(today)) }
+        expectRefused(given(history, when: complete("2026-12-12"), by: owner), .conflict, "booking_not_ended")
+        expectRefused(given(history, when: complete("2026-12-13"), by: alice), .forbidden, "not_owner")
+        expectRefused(given(history, when: complete("2026-12-13"), by: bob), .notFound, "booking_not_found")
+        expectRefused(given(history, when: .completeBooking(BidID(), today: day("2026-12-13")), by: owner), .notFound, "booking_not_found")
+        let events = try given(history, when: complete("2026-12-13"), by: owner).get()
+        #expect(events == [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice))])
+        let item = try #require(ItemDecider.fold(history + events).item)
+        #expect(item.booking(a)?.status == .completed)
+        #expect(item.completedDeals.map(\.bidID) == [a], "a completed booking is a deal its parties may review")
+        expectRefused(given(history + events, when: complete("2026-12-14"), by: owner), .conflict, "booking_not_confirmed")
+    }
+
+    /// A second release's log: a rental reserved whole, closed and relisted, reads as a
+    /// booking of the approved bid's days, completed; the rental never left the market.
+    @Test func aSecondReleaseReservationOfARentalReadsAsABooking() throws {
+        let (a, b) = (BidID(), BidID())
+        let reserved = posted + [
+            bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"), .bidApproved(BidApproved(bidID: a)),
+            .reserved(ItemReserved(bidID: a, bidderID: alice)),
+        ]
+        let item = try #require(ItemDecider.fold(reserved).item)
+        #expect(item.status == .available)
+        #expect(item.bookings.map(\.period) == [Period(from: day("2026-12-03"), until: day("2026-12-05"))])
+        expectRefused(
+            given(reserved, when: .placeBid(PlaceBid(dailyPriceCents: 1, from: day("2026-12-04"), until: day("2026-12-04"))), by: bob),
+            .conflict, "dates_unavailable")
+        let relisted = reserved + [.closed(ItemClosed()), .relisted(ItemRelisted())]
+        let after = try #require(ItemDecider.fold(relisted).item)
+        #expect(after.status == .available)
+        #expect(after.booking(a)?.status == .completed)
+        #expect(after.completedDeals.map(\.bidID) == [a])
+        // And it books on: another bid, other days.
+        let more = relisted + [bid(b, by: bob, from: "2026-12-10", until: "2026-12-11")]
+        #expect(try given(more, when: approve(b), by: owner).get().count == 2)
+    }
+}
