@@ -52,3 +52,9 @@ LEFT JOIN LATERAL (
 WHERE r.type = 'ItemReserved'
 ON CONFLICT (booking_id) DO NOTHING;
 UPDATE items_view SET status = 'available' WHERE kind = 'rental' AND status IN ('reserved', 'closed');
+
+-- What the jobs look for (`DueWork`): pending bids by first day and age, postings by the end of
+-- their window, confirmed bookings by their last day.
+CREATE INDEX bids_view_pending ON bids_view (from_day, created_at) WHERE status = 'pending';
+CREATE INDEX items_view_window_end ON items_view (window_until) WHERE status = 'available';
+CREATE INDEX bookings_view_due ON bookings_view (until_day) WHERE status = 'confirmed';

@@ -116,6 +116,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(BlackoutAdded.self, wrap: ItemEvent.blackoutAdded)
         codec.register(BlackoutRemoved.self, wrap: ItemEvent.blackoutRemoved)
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
+        codec.register(ItemExpired.self, wrap: ItemEvent.expired)
         return DomainCodec(codec)
     }()
 }

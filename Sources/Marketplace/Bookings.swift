@@ -115,6 +115,13 @@ public struct ItemWindowRevised: EventBody, Hashable {
     }
 }
 
+/// Its window is over: out of the market, its pending bids rejected `expired`.
+public struct ItemExpired: EventBody, Hashable {
+    public static let eventType = "ItemExpired"
+
+    public init() {}
+}
+
 // MARK: State
 
 public enum BookingStatus: String, Hashable, Sendable, Codable {
@@ -267,6 +274,34 @@ extension ItemDecider {
         }
         guard newFrom != item.windowFrom || newUntil != item.windowUntil else { return nil }
         return .windowRevised(ItemWindowRevised(availableFrom: newFrom, availableUntil: newUntil))
+    }
+
+    /// How long a pending bid waits for its owner's answer.
+    public static let bidLifetimeDays = 7
+
+    /// What time does to an item by `today`: a posting past its window expires (its pending
+    /// bids with it); a pending bid whose first day has begun, or that is `stale` (placed
+    /// `bidLifetimeDays` ago), is rejected `expired`; a booking whose last day has passed is
+    /// completed. Nothing when nothing is due, so a second run, or another server's, appends
+    /// nothing.
+    static func runJobs(_ state: ItemState, actor: UserID, today: Day, staleBids: Set<BidID>) throws -> [ItemEvent] {
+        guard actor == .system else {
+            throw DomainError(.forbidden, "not_allowed", "Only the server's jobs run this.")
+        }
+        guard let item = state.item else { return [] }
+        var events = [ItemEvent]()
+        let pastWindow = item.windowUntil.map { $0 < today } ?? false
+        if item.status == .available && pastWindow {
+            events.append(.expired(ItemExpired()))
+            events += item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "expired")) }
+        } else {
+            events += item.pendingBids.filter { $0.from <= today || staleBids.contains($0.id) }
+                .map { .bidRejected(BidRejected(bidID: $0.id, reason: "expired")) }
+        }
+        events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today }.map {
+            .bookingCompleted(BookingCompleted(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID))
+        }
+        return events
     }
 
     /// What the booking events change. A second release's `ItemReserved` on a rental reads as a

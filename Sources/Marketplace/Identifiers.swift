@@ -43,3 +43,8 @@ public typealias BidID = Identifier<BidTag>
 public typealias CardID = Identifier<CardTag>
 public enum MessageTag {}
 public typealias MessageID = Identifier<MessageTag>
+
+extension UserID {
+    /// The actor of what an operator runs from the command line, or the server's jobs: not a user.
+    public static let system = UserID(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+}

@@ -8,6 +8,8 @@ public enum ItemKind: String, Hashable, Sendable, Codable {
 
 public enum ItemStatus: String, Hashable, Sendable, Codable {
     case available, reserved, closed, withdrawn
+    /// Past its window (a rental's `availableUntil`, a request's `neededUntil`): out of the market.
+    case expired
 }
 
 public enum BidStatus: String, Hashable, Sendable, Codable {
@@ -190,6 +192,7 @@ public enum ItemEvent: Hashable, Sendable {
     case blackoutAdded(BlackoutAdded)
     case blackoutRemoved(BlackoutRemoved)
     case windowRevised(ItemWindowRevised)
+    case expired(ItemExpired)
 }
 
 // MARK: Commands
@@ -317,6 +320,9 @@ public enum ItemCommand: Hashable, Sendable {
     case completeBooking(BookingID, today: Day)
     case addBlackout(BlackoutID, Period)
     case removeBlackout(BlackoutID)
+    /// The time-driven work on one item, as of `today` (the jobs' only, `UserID.system`):
+    /// `staleBids`, the pending bids placed 7 days or more before, as the views know.
+    case runJobs(today: Day, staleBids: Set<BidID>)
     case complete
     case relist
     case review(WriteReview)
@@ -540,6 +546,9 @@ public enum ItemDecider {
         case .removeBlackout(let id):
             return try removeBlackout(id, state, actor: actor)
 
+        case .runJobs(let today, let staleBids):
+            return try runJobs(state, actor: actor, today: today, staleBids: staleBids)
+
         case .complete:
             let item = try requireOwner(state, actor)
             try requireRequest(item)
@@ -654,6 +663,8 @@ public enum ItemDecider {
             item.status = .available
         case .bookingConfirmed, .bookingCompleted, .blackoutAdded, .blackoutRemoved, .windowRevised:
             evolveBookings(&item, event)
+        case .expired:
+            item.status = .expired
         case .reviewWritten(let review):
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)

@@ -19,6 +19,19 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
     case loanExpired = "loan_expired"
     /// Money into my balance: a repayment's share, or a refund.
     case balanceCredited = "balance_credited"
+    /// My bid on a rental approved: the days are mine (to the renter).
+    case bookingConfirmed = "booking_confirmed"
+    /// My bid waited too long, or its first day came, with no answer.
+    case bidExpired = "bid_expired"
+    /// A booking of mine is over: time to review the other party (to both).
+    case reviewWanted = "review_wanted"
+}
+
+extension NoticeKind {
+    /// A bid's rejection, as its bidder hears of it: an expiry is told apart.
+    static func rejection(_ rejected: BidRejected) -> NoticeKind {
+        rejected.reason == "expired" ? .bidExpired : .bidRejected
+    }
 }
 
 /// `feed_view`: one notice per user for each event that concerns them, keyed by the event's
@@ -177,7 +190,21 @@ public struct FeedProjection: InlineProjection {
                 case .bidApproved(let approved):
                     fate(.bidApproved, of: approved.bidID.rawValue, event, &notices)
                 case .bidRejected(let rejected):
-                    fate(.bidRejected, of: rejected.bidID.rawValue, event, &notices)
+                    fate(NoticeKind.rejection(rejected), of: rejected.bidID.rawValue, event, &notices)
+                case .bookingConfirmed(let confirmed):
+                    notices.append(
+                        Notice(
+                            .bookingConfirmed, to: confirmed.renterID.rawValue, event, item: item, bid: confirmed.bookingID.rawValue,
+                            from: confirmed.ownerID.rawValue))
+                case .bookingCompleted(let completed):
+                    notices.append(
+                        Notice(
+                            .reviewWanted, to: completed.renterID.rawValue, event, item: item, bid: completed.bookingID.rawValue,
+                            from: completed.ownerID.rawValue))
+                    notices.append(
+                        Notice(
+                            .reviewWanted, to: completed.ownerID.rawValue, event, item: item, bid: completed.bookingID.rawValue,
+                            from: completed.renterID.rawValue))
                 case .messageSent(let message):
                     notices.append(
                         Notice(
@@ -242,7 +269,20 @@ public struct FeedProjection: InlineProjection {
         case .bidApproved(let approved):
             plan.add(Self.bidFates, [event.position, event.recordedAt, NoticeKind.bidApproved.rawValue, approved.bidID.rawValue], writes: [])
         case .bidRejected(let rejected):
-            plan.add(Self.bidFates, [event.position, event.recordedAt, NoticeKind.bidRejected.rawValue, rejected.bidID.rawValue], writes: [])
+            plan.add(
+                Self.bidFates, [event.position, event.recordedAt, NoticeKind.rejection(rejected).rawValue, rejected.bidID.rawValue],
+                writes: [])
+        case .bookingConfirmed(let confirmed):
+            notice(
+                .bookingConfirmed, to: confirmed.renterID, event, &plan, item: item, bid: confirmed.bookingID.rawValue,
+                from: confirmed.ownerID)
+        case .bookingCompleted(let completed):
+            notice(
+                .reviewWanted, to: completed.renterID, event, &plan, item: item, bid: completed.bookingID.rawValue,
+                from: completed.ownerID)
+            notice(
+                .reviewWanted, to: completed.ownerID, event, &plan, item: item, bid: completed.bookingID.rawValue,
+                from: completed.renterID)
         case .messageSent(let message):
             notice(
                 .messageReceived, to: message.recipientID, event, &plan, item: item, bid: message.bidID.rawValue,

@@ -231,7 +231,7 @@ public struct ItemsProjection: InlineProjection {
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
             switch decoded {
-            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted: moved = true
+            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted, .expired: moved = true
             default: break
             }
             switch decoded {
@@ -282,6 +282,8 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [row])
             case .withdrawn:
                 setStatus(&plan, item, .withdrawn, event, building: building, &known)
+            case .expired:
+                setStatus(&plan, item, .expired, event, building: building, &known)
             case .reserved(let reserved):
                 setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID.rawValue), building: building, &known)
             case .closed:

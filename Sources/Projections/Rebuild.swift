@@ -133,6 +133,8 @@ public struct ViewRebuilder: Sendable {
     static let lookups: [String: Set<String>] = [
         "items_view": ["owner_id"], "bids_view": ["bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
+        // A second release's closing completes its rental's booking, found by item.
+        "bookings_view": ["item_id"],
     ]
 
     /// The tables a build from the first event writes by COPY and finds no row of by its key

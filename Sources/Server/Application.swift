@@ -184,7 +184,8 @@ public func buildApplication(
     bcryptCost: UInt8 = 12, readPool: PostgresPool? = nil, heartbeat: Duration = .seconds(15),
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
     writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
-    masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) }
+    masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
+    jobsEvery: Duration? = nil
 ) -> some ApplicationProtocol {
     let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
     let store = EventStore(
@@ -209,6 +210,9 @@ public func buildApplication(
     if let readPool { application.addServices(PoolService(pool: readPool)) }
     if let auditCheckpoints {
         application.addServices(AuditCheckpointService(store: store, schedule: auditCheckpoints, logger: logger))
+    }
+    if let jobsEvery {
+        application.addServices(JobsService(jobs: Jobs(gateway: gateway), interval: jobsEvery, logger: logger))
     }
     return application
 }

@@ -63,6 +63,28 @@ struct MarketController: Sendable {
                 query.bad(name, "invalid_price", "a whole number of cents, 0 to 2147483647")
             }
         }
+        filter.availableOn = availablePeriod(&query)
         return filter
+    }
+
+    /// `availableFrom` and `availableUntil`, both or neither: days in order, at most a year.
+    static func availablePeriod(_ query: inout ListQuery) -> Period? {
+        let from = query.text("availableFrom"), until = query.text("availableUntil")
+        guard from != nil || until != nil else { return nil }
+        guard let from, let until else {
+            let missing = from == nil ? "availableFrom" : "availableUntil"
+            query.bad(missing, "invalid_period", "availableFrom and availableUntil go together")
+            return nil
+        }
+        guard let first = Day(from), let last = Day(until) else {
+            query.bad(Day(from) == nil ? "availableFrom" : "availableUntil", "invalid_period", "a date as YYYY-MM-DD")
+            return nil
+        }
+        let period = Period(from: first, until: last)
+        guard first <= last, period.days <= BookingsView.maxCalendarDays else {
+            query.bad("availableUntil", "invalid_period", "on or after availableFrom, at most \(BookingsView.maxCalendarDays) days")
+            return nil
+        }
+        return period
     }
 }

@@ -5,11 +5,6 @@ import Logging
 import Marketplace
 import Projections
 
-extension UserID {
-    /// The actor of what an operator runs from the command line, not a user.
-    public static let system = UserID(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
-}
-
 /// One loan `lender loans expire` expired, and what each lender got back.
 public struct ExpiredLoan: Sendable, Hashable {
     public var loanID: LoanID

@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
                 (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }),
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
-            masterKeyFile: keyFile)
+            masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment))
         try await application.runService()
     }
 
@@ -109,16 +109,33 @@ struct Serve: AsyncParsableCommand {
         return value
     }
 
+    /// `JOBS_EVERY` (seconds, or a number with s, m or h; `15m` by default): run the jobs that
+    /// often; `off` leaves them to `lender jobs run` (from cron, say).
+    private func jobsEvery(_ environment: [String: String]) throws -> Duration? {
+        let text = environment["JOBS_EVERY"].flatMap { $0.isEmpty ? nil : $0 } ?? "15m"
+        if text == "off" { return nil }
+        guard let seconds = Self.seconds(text) else {
+            throw ValidationError("JOBS_EVERY takes seconds, or a number with s, m or h (like 15m), or off.")
+        }
+        return .seconds(seconds)
+    }
+
+    /// Seconds from `90`, `90s`, `15m` or `1h`; nil for anything else.
+    static func seconds(_ text: String) -> Int? {
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
+        let unit = text.last.flatMap { units[$0] }
+        guard let count = Int(unit == nil ? text : String(text.dropLast())), count > 0, count <= 86_400 * 366 else { return nil }
+        return count * (unit ?? 1)
+    }
+
     /// `AUDIT_CHECKPOINT_EVERY` (seconds, or a number with s, m or h): sign a checkpoint that
     /// often, with the key of `AUDIT_SIGNING_KEY_FILE`. Unset: only `lender audit checkpoint` signs.
     private func auditCheckpointSchedule(_ environment: [String: String]) throws -> AuditCheckpointSchedule? {
         guard let text = environment["AUDIT_CHECKPOINT_EVERY"], !text.isEmpty else { return nil }
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
-        let unit = text.last.flatMap { units[$0] }
-        guard let count = Int(unit == nil ? text : String(text.dropLast())), count > 0, count <= 86_400 * 366 else {
+        guard let seconds = Self.seconds(text) else {
             throw ValidationError("AUDIT_CHECKPOINT_EVERY takes seconds, or a number with s, m or h (like 1h).")
         }
-        return AuditCheckpointSchedule(signingKey: try AuditKeys.signingKey(), interval: .seconds(count * (unit ?? 1)))
+        return AuditCheckpointSchedule(signingKey: try AuditKeys.signingKey(), interval: .seconds(seconds))
     }
 
     /// The processor (`PAYMENT_PROCESSOR`, `sandbox` by default) and the card fingerprint key:

@@ -55,6 +55,19 @@ extension TestClientProtocol {
         return try reply.decode()
     }
 
+    /// A request for all of December, so that `bid(_:_:)` falls inside it.
+    public func postRequest(_ token: String, title: String = "Tent") async throws -> ItemResource {
+        let reply = try await send(
+            .post, "/v1/requests",
+            json: [
+                "title": title, "description": "For a trek", "category": "sports",
+                "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"], "neededFrom": "2026-12-01",
+                "neededUntil": "2026-12-31",
+            ], token: token)
+        #expect(reply.status == .created, "\(reply)")
+        return try reply.decode()
+    }
+
     /// A bid of 1400 a day for 5 to 7 December; the answer, which may be a refusal.
     public func bid(_ item: ItemID, _ token: String) async throws -> Reply {
         try await send(

@@ -19,9 +19,18 @@ extension TestClientProtocol {
         return (item, try placed.decode(BidResource.self).id)
     }
 
-    /// A rental by `owner`, rented by `bidder`: bid, approved, completed.
-    func completedDeal(owner: String, bidder: String) async throws -> (item: ItemID, bid: BidID) {
-        let deal = try await bidOn(owner: owner, bidder: bidder)
+    /// A request by `owner` with a bid by `bidder`: the item and the bid. (Approving a bid on a
+    /// rental books days and leaves the rental available; only a request is reserved and completed.)
+    func bidOnRequest(owner: String, bidder: String, title: String = "Tent") async throws -> (item: ItemID, bid: BidID) {
+        let item = try await postRequest(owner, title: title).id
+        let placed = try await bid(item, bidder)
+        #expect(placed.status == .created, "\(placed)")
+        return (item, try placed.decode(BidResource.self).id)
+    }
+
+    /// A request by `owner`, met by `bidder`: bid, approved, completed.
+    func completedDeal(owner: String, bidder: String, title: String = "Tent") async throws -> (item: ItemID, bid: BidID) {
+        let deal = try await bidOnRequest(owner: owner, bidder: bidder, title: title)
         #expect(try await send(.post, "/v1/bids/\(deal.bid)/approve", token: owner).status == .ok)
         #expect(try await send(.post, "/v1/items/\(deal.item)/complete", token: owner).status == .ok)
         return deal
@@ -35,7 +44,7 @@ struct ConversationsTests {
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
             let stranger = try await client.user("stranger")
-            let deal = try await client.bidOn(owner: owner.token, bidder: renter.token)
+            let deal = try await client.bidOnRequest(owner: owner.token, bidder: renter.token)
             let review: [String: Any] = ["stars": 5, "text": "Smooth ride"]
             let before = try await eventCount(admin)
 
@@ -88,17 +97,22 @@ struct ConversationsTests {
                 .decode(Page<ReviewResource>.self)
             #expect(ofItem.data.map(\.authorId) == [renter.id])
 
-            // Relisted and rented again: a new deal, so a new review each.
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/relist", token: owner.token).status == .ok)
-            let second = try await client.bid(deal.item, stranger.token).decode(BidResource.self)
-            #expect(try await client.send(.post, "/v1/bids/\(second.id)/approve", token: owner.token).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            // A second deal with the same owner (a request cannot be relisted): a second request,
+            // met by the stranger; a new deal, so a new review each, and the first one stands.
+            let second = try await client.completedDeal(owner: owner.token, bidder: stranger.token, title: "Stove")
             let oldRenter = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: renter.token)
-            #expect(oldRenter.code == "already_reviewed", "the first renter's deal is still reviewed: \(oldRenter)")
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: stranger.token).status == .created)
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
-            let rerated = try await client.send(.get, "/v1/items/\(deal.item)", token: stranger.token).decode(ItemResource.self)
-            #expect(rerated.rating == 4.0 && rerated.reviewCount == 2)
+            #expect(oldRenter.code == "already_reviewed", "the first deal is still reviewed: \(oldRenter)")
+            let notTheirs = try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 3], token: renter.token)
+            #expect(notTheirs.status == .forbidden && notTheirs.code == "not_a_party", "the first renter has no part in the second deal: \(notTheirs)")
+            #expect(try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 3], token: stranger.token).status == .created)
+            #expect(try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
+            let first = try await client.send(.get, "/v1/items/\(deal.item)", token: stranger.token).decode(ItemResource.self)
+            #expect(first.rating == 5.0 && first.reviewCount == 1, "the second deal's reviews do not rate the first item")
+            let rated = try await client.send(.get, "/v1/items/\(second.item)", token: renter.token).decode(ItemResource.self)
+            #expect(rated.rating == 3.0 && rated.reviewCount == 1)
+            let rerated = try await client.send(.get, "/v1/users/\(owner.id)", token: renter.token).decode(PublicProfile.self)
+            #expect(rerated.rating == 4.0 && rerated.reviewCount == 2, "both deals rate the owner")
+            #expect(try await client.me(stranger.token).rating == 4.0)
             let paged = try await client.send(.get, "/v1/users/\(owner.id)/reviews?limit=1", token: renter.token)
                 .decode(Page<ReviewResource>.self)
             #expect(paged.data.map(\.stars) == [3], "newest first")
@@ -183,7 +197,7 @@ struct ConversationsTests {
             let renter = try await client.user("renter")
             let loser = try await client.user("loser")
             let stranger = try await client.user("stranger")
-            let deal = try await client.bidOn(owner: owner.token, bidder: renter.token)
+            let deal = try await client.bidOnRequest(owner: owner.token, bidder: renter.token)
             #expect(try await client.bid(deal.item, loser.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "When?"], token: owner.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
@@ -203,7 +217,7 @@ struct ConversationsTests {
             }
             let ownersFeed = try await feed(owner.token)
             #expect(ownersFeed.map(\.kind) == ["bid_received", "bid_received"])
-            #expect(ownersFeed.map(\.fromUserId) == [renter.id, loser.id] && ownersFeed.first?.title == "Road bike")
+            #expect(ownersFeed.map(\.fromUserId) == [renter.id, loser.id] && ownersFeed.first?.title == "Tent")
             let rentersFeed = try await feed(renter.token)
             #expect(rentersFeed.map(\.kind) == ["message_received", "bid_approved", "review_received"], "\(rentersFeed)")
             #expect(rentersFeed.last?.stars == 4 && rentersFeed.first?.fromHandle == "owner")

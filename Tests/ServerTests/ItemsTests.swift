@@ -11,6 +11,13 @@ import Testing
 import TestSupport
 @testable import UseCases
 
+extension TestClientProtocol {
+    /// A bid of 1400 a day for the days given; the answer, which may be a refusal.
+    fileprivate func bid(_ item: ItemID, _ token: String, from: String, until: String) async throws -> Reply {
+        try await send(.post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1400, "from": from, "until": until], token: token)
+    }
+}
+
 @Suite("Items and bids over HTTP")
 struct ItemsTests {
     /// Two resources as JSON, equal field for field but for `position` (the command's own).
@@ -113,19 +120,28 @@ struct ItemsTests {
             let bobReply = try await client.bid(itemID, bob.token)
             #expect(bobReply.status == .created)
             let bobBid = try bobReply.decode(BidResource.self)
+            // Carol's days do not overlap Alice's.
+            let carolReply = try await client.bid(itemID, try await client.user("carol").token, from: "2026-12-10", until: "2026-12-12")
+            #expect(carolReply.status == .created, "\(carolReply)")
+            let carolBid = try carolReply.decode(BidResource.self)
 
             let approved = try await client.send(.post, "/v1/bids/\(aliceBid.id)/approve", token: owner.token)
             #expect(approved.status == .ok, "\(approved)")
             #expect(try approved.decode(BidResource.self).status == "approved")
 
+            // A rental is booked by date: it stays available; only the overlapping bid is rejected.
             let view = try await client.send(.get, "/v1/items/\(itemID)", token: bob.token).decode(ItemResource.self)
-            #expect(view.status == "reserved")
-            #expect(view.bidCount == 2)
+            #expect(view.status == "available")
+            #expect(view.bidCount == 3)
             let bobNow = try await admin.query(
                 "SELECT status, reason FROM bids_view WHERE bid_id = \(bobBid.id.rawValue)"
             ).single()
             #expect(try bobNow.decode("status", as: String.self) == "rejected")
-            #expect(try bobNow.decode("reason", as: String.self) == "another_bid_approved")
+            #expect(try bobNow.decode("reason", as: String.self) == "dates_taken")
+            let carolNow = try await admin.query(
+                "SELECT status FROM bids_view WHERE bid_id = \(carolBid.id.rawValue)"
+            ).single()
+            #expect(try carolNow.decode("status", as: String.self) == "pending")
 
             // The inline views are the log folded: same status, bids and bid states.
             let store = EventStore(pool: admin, logger: TestDatabase.logger)
@@ -146,6 +162,8 @@ struct ItemsTests {
         }
     }
 
+    /// Twenty bids on the same days of one rental, approved at once: one booking; the winner
+    /// rejected the rest (`dates_taken`), so their approvals find them no longer pending.
     @Test func twentyConcurrentApprovalsOverHTTPYieldOneWinner() async throws {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
@@ -155,19 +173,26 @@ struct ItemsTests {
                 let bidder = try await client.user("bidder_\(index)")
                 bids.append(try await client.bid(itemID, bidder.token).decode(BidResource.self).id)
             }
-            let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+            let statuses = try await withThrowingTaskGroup(of: (BidID, HTTPResponse.Status, String?).self) { group in
                 for bid in bids {
                     group.addTask {
                         let response = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
-                        return (response.status, response.code)
+                        return (bid, response.status, response.code)
                     }
                 }
-                return try await group.reduce(into: [(HTTPResponse.Status, String?)]()) { $0.append($1) }
+                return try await group.reduce(into: [(BidID, HTTPResponse.Status, String?)]()) { $0.append($1) }
             }
-            #expect(statuses.filter { $0.0 == .ok }.count == 1)
-            #expect(statuses.filter { $0.0 == .conflict && $0.1 == "item_not_available" }.count == 19)
+            let winners = statuses.filter { $0.1 == .ok }.map { $0.0 }
+            #expect(winners.count == 1)
+            #expect(statuses.filter { $0.1 == .conflict && $0.2 == "bid_not_pending" }.count == 19, "\(statuses)")
             let view = try await client.send(.get, "/v1/items/\(itemID)", token: owner.token).decode(ItemResource.self)
-            #expect(view.status == "reserved")
+            #expect(view.status == "available")
+            let rows = try await client.send(.get, "/v1/items/\(itemID)/bids?limit=100", token: owner.token).decode(Page<BidResource>.self).data
+            #expect(rows.count == 20)
+            #expect(rows.filter { $0.status == "approved" }.map(\.id) == winners)
+            #expect(rows.filter { $0.status == "rejected" && $0.reason == "dates_taken" }.count == 19)
+            let winner = try #require(winners.first)
+            #expect(try await client.send(.get, "/v1/bookings/\(winner)", token: owner.token).status == .ok)
         }
     }
 
@@ -193,22 +218,37 @@ struct ItemsTests {
             #expect(try withdrawn.decode(BidResource.self).status == "withdrawn")
             #expect(try await client.send(.post, "/v1/bids/\(aliceBid)/reject", token: alice.token).status == .forbidden)
 
+            // Approval books the rental's days; the rental itself is neither completed nor relisted.
             let approved = try await client.send(.post, "/v1/bids/\(aliceBid)/approve", token: owner.token)
             #expect(try approved.decode(BidResource.self).status == "approved")
-            let completed = try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token)
-            #expect(try completed.decode(ItemResource.self).status == "closed")
-            let relisted = try await client.send(.post, "/v1/items/\(itemID)/relist", token: owner.token)
-            #expect(try relisted.decode(ItemResource.self).status == "available")
+            #expect(try await client.send(.get, "/v1/items/\(itemID)", token: owner.token).decode(ItemResource.self).status == "available")
+            for action in ["complete", "relist"] {
+                let refused = try await client.send(.post, "/v1/items/\(itemID)/\(action)", token: owner.token)
+                #expect(refused.status == .conflict, "\(action)")
+                #expect(refused.code == "not_a_request", "\(action): \(refused)")
+            }
 
-            // Relisted and bid on again, then withdrawn: the pending bid is rejected with it.
-            let again = try await client.bid(itemID, bob.token).decode(BidResource.self).id
+            // Bid on again, on other days, then withdrawn: the pending bid is rejected with it.
+            let booked = try await client.bid(itemID, bob.token)
+            #expect(booked.status == .conflict)
+            #expect(booked.code == "dates_unavailable")
+            let again = try await client.bid(itemID, bob.token, from: "2026-12-10", until: "2026-12-12").decode(BidResource.self).id
             let gone = try await client.send(.post, "/v1/items/\(itemID)/withdraw", token: owner.token)
             #expect(try gone.decode(ItemResource.self).status == "withdrawn")
             let rejected = try await client.send(.post, "/v1/bids/\(again)/reject", json: ["reason": "too late"], token: owner.token)
             #expect(rejected.status == .conflict)
             #expect(rejected.code == "bid_not_pending")
-            let relistWithdrawn = try await client.send(.post, "/v1/items/\(itemID)/relist", token: owner.token)
-            #expect(relistWithdrawn.code == "item_not_relistable")
+
+            // A request is reserved whole, completed, and never relisted.
+            let need = try await client.postRequest(owner.token).id
+            let offer = try await client.bid(need, alice.token).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(offer)/approve", token: owner.token).status == .ok)
+            #expect(try await client.send(.get, "/v1/items/\(need)", token: owner.token).decode(ItemResource.self).status == "reserved")
+            let completed = try await client.send(.post, "/v1/items/\(need)/complete", token: owner.token)
+            #expect(try completed.decode(ItemResource.self).status == "closed")
+            let relistClosed = try await client.send(.post, "/v1/items/\(need)/relist", token: owner.token)
+            #expect(relistClosed.status == .conflict)
+            #expect(relistClosed.code == "item_not_relistable")
         }
     }
 
@@ -269,7 +309,8 @@ struct ItemsTests {
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
             let bob = try await client.user("bob")
-            let itemID = try await client.postRental(owner.token).id
+            // A request, reserved whole: its item shows the e-mails.
+            let itemID = try await client.postRequest(owner.token).id
             let aliceBid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             _ = try await client.bid(itemID, bob.token)
 
@@ -283,6 +324,19 @@ struct ItemsTests {
             #expect(try await client.send(.get, "/v1/items/\(itemID)", token: bob.token).json["contactEmail"] is NSNull)
             let stranger = try await client.user("stranger")
             #expect(try await client.send(.get, "/v1/items/\(itemID)", token: stranger.token).json["contactEmail"] is NSNull)
+
+            // A rental's booking carries them instead; its item shows none, even to the two parties.
+            let rental = try await client.postRental(owner.token).id
+            let booked = try await client.bid(rental, alice.token).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(booked)/approve", token: owner.token).status == .ok)
+            for token in [owner.token, alice.token] {
+                #expect(try await client.send(.get, "/v1/items/\(rental)", token: token).json["contactEmail"] is NSNull)
+            }
+            let forOwner = try await client.send(.get, "/v1/bookings/\(booked)", token: owner.token)
+            #expect(forOwner.status == .ok, "\(forOwner)")
+            #expect(try forOwner.decode(BookingResource.self).contactEmail == "alice@example.org")
+            #expect(try await client.send(.get, "/v1/bookings/\(booked)", token: alice.token).decode(BookingResource.self).contactEmail == "owner@example.org")
+            #expect(try await client.send(.get, "/v1/bookings/\(booked)", token: stranger.token).status == .notFound)
         }
     }
 
@@ -290,20 +344,40 @@ struct ItemsTests {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
-            let itemID = try await client.postRental(owner.token).id
+            let bob = try await client.user("bob")
+            // A request: reserved whole by its approval.
+            let itemID = try await client.postRequest(owner.token).id
             let early = try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token)
             #expect(early.status == .conflict)
             #expect(early.code == "item_not_reserved")
             let bid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
-            _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
+            #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
             let revise = try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Late"], token: owner.token)
             #expect(revise.status == .conflict)
             #expect(revise.code == "item_not_available")
-            let lateBid = try await client.bid(itemID, try await client.user("bob").token)
+            let lateBid = try await client.bid(itemID, bob.token)
             #expect(lateBid.status == .conflict)
             #expect(lateBid.code == "item_not_available")
             let again = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
             #expect(again.status == .conflict)
+
+            // A rental: booked by date, and still open to revision and to bids on other days.
+            let rental = try await client.postRental(owner.token).id
+            let rentalComplete = try await client.send(.post, "/v1/items/\(rental)/complete", token: owner.token)
+            #expect(rentalComplete.status == .conflict)
+            #expect(rentalComplete.code == "not_a_request")
+            let first = try await client.bid(rental, alice.token).decode(BidResource.self).id
+            let overlapping = try await client.bid(rental, bob.token).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(first)/approve", token: owner.token).status == .ok)
+            #expect(try await client.send(.patch, "/v1/items/\(rental)", json: ["title": "Still open"], token: owner.token).status == .ok)
+            let rejectedApproval = try await client.send(.post, "/v1/bids/\(overlapping)/approve", token: owner.token)
+            #expect(rejectedApproval.status == .conflict)
+            #expect(rejectedApproval.code == "bid_not_pending")
+            let carol = try await client.user("carol").token
+            let overBooked = try await client.bid(rental, carol)
+            #expect(overBooked.status == .conflict)
+            #expect(overBooked.code == "dates_unavailable")
+            #expect(try await client.bid(rental, carol, from: "2026-12-08", until: "2026-12-09").status == .created)
         }
     }
 

@@ -51,6 +51,12 @@ extension TestClientProtocol {
         return try response.decode(ItemResource.self).id
     }
 
+    /// A bid that fits a request `post` made: 900 a day (under its default maximum) for its days.
+    fileprivate func offerOnRequest(_ item: ItemID, _ token: String) async throws -> Reply {
+        try await send(
+            .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 900, "from": "2026-12-01", "until": "2026-12-03"], token: token)
+    }
+
     func market(_ query: String, _ token: String) async throws -> Reply {
         try await send(.get, "/v1/market?\(query)", token: token)
     }
@@ -104,15 +110,22 @@ struct MarketTests {
             _ = try await client.post(owner.token, title: "Blue mountain bike", at: kathmandu, price: 900)
             _ = try await client.post(owner.token, title: "Cordless drill", at: kathmandu, category: "tools", price: 700)
             _ = try await client.post(owner.token, title: "Need a road bike", at: kathmandu, price: 800, request: true)
-            let reserved = try await client.post(owner.token, title: "Reserved bike", at: kathmandu)
+            // Out of the market: a request reserved by an approved bid, and a withdrawn rental.
+            let reserved = try await client.post(owner.token, title: "Need a reserved bike", at: kathmandu, request: true)
             let bidder = try await client.user("bidder")
-            let bid = try await client.bid(reserved, bidder.token).decode(BidResource.self).id
-            _ = try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token)
+            let bid = try await client.offerOnRequest(reserved, bidder.token).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
+            let withdrawn = try await client.post(owner.token, title: "Withdrawn bike", at: kathmandu)
+            #expect(try await client.send(.post, "/v1/items/\(withdrawn)/withdraw", token: owner.token).status == .ok)
+            // Still in it: a rental with an approved bid, which books only the bid's days.
+            let booked = try await client.post(owner.token, title: "Booked bike", at: kathmandu, price: 2000)
+            let booking = try await client.bid(booked, bidder.token).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(booking)/approve", token: owner.token).status == .ok)
 
             func titles(_ query: String) async throws -> Set<String> {
                 Set(try await client.marketPage(query, bidder.token).data.map(\.title))
             }
-            #expect(try await titles("") == ["Red road bike", "Blue mountain bike", "Cordless drill", "Need a road bike"])
+            #expect(try await titles("") == ["Red road bike", "Blue mountain bike", "Cordless drill", "Need a road bike", "Booked bike"])
             #expect(try await titles("kind=request") == ["Need a road bike"])
             #expect(try await titles("category=tools") == ["Cordless drill"])
             #expect(try await titles("q=road%20BIKE") == ["Red road bike", "Need a road bike"])
@@ -201,7 +214,8 @@ struct MarketTests {
     }
 
     /// The cells the projection keeps answer as counting the items would, at every zoom and
-    /// box, after items come, go, move and come back: the same cells, counts and samples.
+    /// box, after items come, go and move, rentals are booked and requests reserved and
+    /// closed: the same cells, counts and samples.
     @Test func keptCellsCountAsTheItemsDo() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
@@ -242,13 +256,24 @@ struct MarketTests {
                     .patch, "/v1/items/\(item)", json: ["location": ["lat": 28.0, "lng": 84.0, "place": "Moved"]], token: owner.token)
                 #expect(moved.status == .ok)
             }
+            // Booked rentals stay in the market, but for one withdrawn after its booking.
             let renter = try await client.user("renter")
             for item in items[40..<50] {
                 let bid = try await client.bid(item, renter.token).decode(BidResource.self).id
                 #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
-                #expect(try await client.send(.post, "/v1/items/\(item)/complete", token: owner.token).status == .ok)
-                if item == items[45] { continue }
-                #expect(try await client.send(.post, "/v1/items/\(item)/relist", token: owner.token).status == .ok)
+                if item != items[45] { continue }
+                #expect(try await client.send(.post, "/v1/items/\(item)/withdraw", token: owner.token).status == .ok)
+            }
+            // Requests come into the market and leave it as they are reserved and completed,
+            // among the rentals' cells; none is left in it, so `kind=rental` still holds every item.
+            for index in 0..<6 {
+                let place = (27.7 + generator.next(in: -2...2), 85.3 + generator.next(in: -2...2))
+                let need = try await client.post(owner.token, title: "Need \(index)", at: place, request: true)
+                let bid = try await client.offerOnRequest(need, renter.token).decode(BidResource.self).id
+                #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
+                if index.isMultiple(of: 2) {
+                    #expect(try await client.send(.post, "/v1/items/\(need)/complete", token: owner.token).status == .ok)
+                }
             }
             let available = try await count(admin, "SELECT count(*) FROM items_view WHERE status = 'available'")
             let kept = try await admin.query(

@@ -201,7 +201,9 @@ struct PersonalDataTests {
             try await client.fund(ada.token, 7500)
             var posted = Set<String>()
             for title in ["Tent", "Kayak", "Drill"] { posted.insert("\(try await client.postRental(ada.token, title: title).id)") }
-            let bikes = try await client.postRental(bob.token)
+            // A request, so that approving her bid reserves it and `complete` closes the deal
+            // both then review (a rental's approval only books days; it never completes).
+            let bikes = try await client.postRequest(bob.token, title: "Road bike")
             let bid = try await client.bid(bikes.id, ada.token)
             #expect(bid.status == .created)
             let bidID = try bid.decode(BidResource.self).id

@@ -40,6 +40,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/errors`.
             public var errors: [Components.Schemas.FieldError]?
+            /// The booked or blocked periods in the way, earliest first, on a 409 `dates_unavailable` or `dates_booked`; absent otherwise
+            ///
+            /// - Remark: Generated from `#/components/schemas/Problem/conflicts`.
+            public var conflicts: [Components.Schemas.Period]?
             /// Creates a new `Problem`.
             ///
             /// - Parameters:
@@ -49,13 +53,15 @@ extension Components {
             ///   - detail:
             ///   - code: Stable, for clients
             ///   - errors: Each invalid field, on a 422; absent otherwise
+            ///   - conflicts: The booked or blocked periods in the way, earliest first, on a 409 `dates_unavailable` or `dates_booked`; absent otherwise
             public init(
                 _type: Swift.String,
                 title: Swift.String,
                 status: Swift.Int,
                 detail: Swift.String,
                 code: Swift.String,
-                errors: [Components.Schemas.FieldError]? = nil
+                errors: [Components.Schemas.FieldError]? = nil,
+                conflicts: [Components.Schemas.Period]? = nil
             ) {
                 self._type = _type
                 self.title = title
@@ -63,6 +69,7 @@ extension Components {
                 self.detail = detail
                 self.code = code
                 self.errors = errors
+                self.conflicts = conflicts
             }
             public enum CodingKeys: String, CodingKey {
                 case _type = "type"
@@ -71,6 +78,7 @@ extension Components {
                 case detail
                 case code
                 case errors
+                case conflicts
             }
         }
         /// - Remark: Generated from `#/components/schemas/FieldError`.
@@ -213,6 +221,31 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/DayOrNull`.
         public typealias DayOrNull = Swift.String
+        /// Days from `from` to `until`, both included
+        ///
+        /// - Remark: Generated from `#/components/schemas/Period`.
+        public struct Period: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Period/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/Period/until`.
+            public var until: Components.Schemas.Day
+            /// Creates a new `Period`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - until:
+            public init(
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day
+            ) {
+                self.from = from
+                self.until = until
+            }
+            public enum CodingKeys: String, CodingKey {
+                case from
+                case until
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Item`.
         public struct Item: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Item/id`.
@@ -709,6 +742,296 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case data
                 case nextCursor
+            }
+        }
+        /// A rental's days, booked by approving a bid on them; only its two parties read it
+        ///
+        /// - Remark: Generated from `#/components/schemas/Booking`.
+        public struct Booking: Codable, Hashable, Sendable {
+            /// The id of the bid it was approved from
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Booking/itemId`.
+            public var itemId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Booking/itemTitle`.
+            public var itemTitle: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Booking/ownerId`.
+            public var ownerId: Components.Schemas.Uuid
+            /// The owner's handle; `former user` once the owner closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/ownerHandle`.
+            public var ownerHandle: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Booking/renterId`.
+            public var renterId: Components.Schemas.Uuid
+            /// The renter's handle; `former user` once the renter closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/renterHandle`.
+            public var renterHandle: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Booking/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/Booking/until`.
+            public var until: Components.Schemas.Day
+            /// From `from` to `until`, both included
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/days`.
+            public var days: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Booking/dailyPriceCents`.
+            public var dailyPriceCents: Swift.Int
+            /// `days` × `dailyPriceCents`
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/totalCents`.
+            public var totalCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Booking/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case confirmed = "confirmed"
+                case completed = "completed"
+                case cancelled = "cancelled"
+            }
+            /// - Remark: Generated from `#/components/schemas/Booking/status`.
+            public var status: Components.Schemas.Booking.StatusPayload
+            /// - Remark: Generated from `#/components/schemas/Booking/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Absent until the owner completes it
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/completedAt`.
+            public var completedAt: Foundation.Date?
+            /// Absent unless cancelled
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/cancelledAt`.
+            public var cancelledAt: Foundation.Date?
+            /// Who cancelled it; absent unless cancelled
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/cancelledBy`.
+            public var cancelledBy: Components.Schemas.UUIDOrNull?
+            /// The other party's e-mail: only in GET /v1/bookings/{bookingID} (and its completion), absent in lists
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/contactEmail`.
+            public var contactEmail: Swift.String?
+            /// The log position of the command's last event; absent on a read
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/position`.
+            public var position: Swift.Int64?
+            /// Creates a new `Booking`.
+            ///
+            /// - Parameters:
+            ///   - id: The id of the bid it was approved from
+            ///   - itemId:
+            ///   - itemTitle:
+            ///   - ownerId:
+            ///   - ownerHandle: The owner's handle; `former user` once the owner closed their account
+            ///   - renterId:
+            ///   - renterHandle: The renter's handle; `former user` once the renter closed their account
+            ///   - from:
+            ///   - until:
+            ///   - days: From `from` to `until`, both included
+            ///   - dailyPriceCents:
+            ///   - totalCents: `days` × `dailyPriceCents`
+            ///   - status:
+            ///   - createdAt:
+            ///   - completedAt: Absent until the owner completes it
+            ///   - cancelledAt: Absent unless cancelled
+            ///   - cancelledBy: Who cancelled it; absent unless cancelled
+            ///   - contactEmail: The other party's e-mail: only in GET /v1/bookings/{bookingID} (and its completion), absent in lists
+            ///   - position: The log position of the command's last event; absent on a read
+            public init(
+                id: Components.Schemas.Uuid,
+                itemId: Components.Schemas.Uuid,
+                itemTitle: Swift.String,
+                ownerId: Components.Schemas.Uuid,
+                ownerHandle: Swift.String,
+                renterId: Components.Schemas.Uuid,
+                renterHandle: Swift.String,
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day,
+                days: Swift.Int,
+                dailyPriceCents: Swift.Int,
+                totalCents: Swift.Int,
+                status: Components.Schemas.Booking.StatusPayload,
+                createdAt: Foundation.Date,
+                completedAt: Foundation.Date? = nil,
+                cancelledAt: Foundation.Date? = nil,
+                cancelledBy: Components.Schemas.UUIDOrNull? = nil,
+                contactEmail: Swift.String? = nil,
+                position: Swift.Int64? = nil
+            ) {
+                self.id = id
+                self.itemId = itemId
+                self.itemTitle = itemTitle
+                self.ownerId = ownerId
+                self.ownerHandle = ownerHandle
+                self.renterId = renterId
+                self.renterHandle = renterHandle
+                self.from = from
+                self.until = until
+                self.days = days
+                self.dailyPriceCents = dailyPriceCents
+                self.totalCents = totalCents
+                self.status = status
+                self.createdAt = createdAt
+                self.completedAt = completedAt
+                self.cancelledAt = cancelledAt
+                self.cancelledBy = cancelledBy
+                self.contactEmail = contactEmail
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case itemId
+                case itemTitle
+                case ownerId
+                case ownerHandle
+                case renterId
+                case renterHandle
+                case from
+                case until
+                case days
+                case dailyPriceCents
+                case totalCents
+                case status
+                case createdAt
+                case completedAt
+                case cancelledAt
+                case cancelledBy
+                case contactEmail
+                case position
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BookingPage`.
+        public struct BookingPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BookingPage/data`.
+            public var data: [Components.Schemas.Booking]
+            /// - Remark: Generated from `#/components/schemas/BookingPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `BookingPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Booking],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// A rental's calendar; it names no renter
+        ///
+        /// - Remark: Generated from `#/components/schemas/Availability`.
+        public struct Availability: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Availability/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/Availability/until`.
+            public var until: Components.Schemas.Day
+            /// Every day from `from` to `until` once, in order, runs of one state merged
+            ///
+            /// - Remark: Generated from `#/components/schemas/Availability/ranges`.
+            public var ranges: [Components.Schemas.AvailabilityRange]
+            /// Creates a new `Availability`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - until:
+            ///   - ranges: Every day from `from` to `until` once, in order, runs of one state merged
+            public init(
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day,
+                ranges: [Components.Schemas.AvailabilityRange]
+            ) {
+                self.from = from
+                self.until = until
+                self.ranges = ranges
+            }
+            public enum CodingKeys: String, CodingKey {
+                case from
+                case until
+                case ranges
+            }
+        }
+        /// A run of days of one state
+        ///
+        /// - Remark: Generated from `#/components/schemas/AvailabilityRange`.
+        public struct AvailabilityRange: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AvailabilityRange/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/AvailabilityRange/until`.
+            public var until: Components.Schemas.Day
+            /// `booked` by a booking, `blocked` by the owner, `outside` the rental's window, else `free`
+            ///
+            /// - Remark: Generated from `#/components/schemas/AvailabilityRange/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case free = "free"
+                case booked = "booked"
+                case blocked = "blocked"
+                case outside = "outside"
+            }
+            /// `booked` by a booking, `blocked` by the owner, `outside` the rental's window, else `free`
+            ///
+            /// - Remark: Generated from `#/components/schemas/AvailabilityRange/state`.
+            public var state: Components.Schemas.AvailabilityRange.StatePayload
+            /// Creates a new `AvailabilityRange`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - until:
+            ///   - state: `booked` by a booking, `blocked` by the owner, `outside` the rental's window, else `free`
+            public init(
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day,
+                state: Components.Schemas.AvailabilityRange.StatePayload
+            ) {
+                self.from = from
+                self.until = until
+                self.state = state
+            }
+            public enum CodingKeys: String, CodingKey {
+                case from
+                case until
+                case state
+            }
+        }
+        /// Days the owner closed on their rental
+        ///
+        /// - Remark: Generated from `#/components/schemas/Blackout`.
+        public struct Blackout: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Blackout/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Blackout/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/Blackout/until`.
+            public var until: Components.Schemas.Day
+            /// The log position of the command's last event; absent when a repeated request added nothing
+            ///
+            /// - Remark: Generated from `#/components/schemas/Blackout/position`.
+            public var position: Swift.Int64?
+            /// Creates a new `Blackout`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - from:
+            ///   - until:
+            ///   - position: The log position of the command's last event; absent when a repeated request added nothing
+            public init(
+                id: Components.Schemas.Uuid,
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day,
+                position: Swift.Int64? = nil
+            ) {
+                self.id = id
+                self.from = from
+                self.until = until
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case from
+                case until
+                case position
             }
         }
         /// - Remark: Generated from `#/components/schemas/Review`.
@@ -1507,6 +1830,14 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/RevisionBody/location`.
             public var location: Components.Schemas.RevisionBody.LocationPayload?
+            /// A rental's first available day; null opens that end, absent keeps it. Not for a request (`not_for_this_kind`)
+            ///
+            /// - Remark: Generated from `#/components/schemas/RevisionBody/availableFrom`.
+            public var availableFrom: Components.Schemas.DayOrNull?
+            /// A rental's last available day; null opens that end, absent keeps it. Not for a request (`not_for_this_kind`)
+            ///
+            /// - Remark: Generated from `#/components/schemas/RevisionBody/availableUntil`.
+            public var availableUntil: Components.Schemas.DayOrNull?
             /// Creates a new `RevisionBody`.
             ///
             /// - Parameters:
@@ -1516,13 +1847,17 @@ extension Components {
             ///   - dailyPriceCents:
             ///   - maxDailyPriceCents:
             ///   - location:
+            ///   - availableFrom: A rental's first available day; null opens that end, absent keeps it. Not for a request (`not_for_this_kind`)
+            ///   - availableUntil: A rental's last available day; null opens that end, absent keeps it. Not for a request (`not_for_this_kind`)
             public init(
                 title: Swift.String? = nil,
                 description: Swift.String? = nil,
                 category: Components.Schemas.RevisionBody.CategoryPayload? = nil,
                 dailyPriceCents: Swift.Int? = nil,
                 maxDailyPriceCents: Swift.Int? = nil,
-                location: Components.Schemas.RevisionBody.LocationPayload? = nil
+                location: Components.Schemas.RevisionBody.LocationPayload? = nil,
+                availableFrom: Components.Schemas.DayOrNull? = nil,
+                availableUntil: Components.Schemas.DayOrNull? = nil
             ) {
                 self.title = title
                 self.description = description
@@ -1530,6 +1865,8 @@ extension Components {
                 self.dailyPriceCents = dailyPriceCents
                 self.maxDailyPriceCents = maxDailyPriceCents
                 self.location = location
+                self.availableFrom = availableFrom
+                self.availableUntil = availableUntil
             }
             public enum CodingKeys: String, CodingKey {
                 case title
@@ -1538,6 +1875,8 @@ extension Components {
                 case dailyPriceCents
                 case maxDailyPriceCents
                 case location
+                case availableFrom
+                case availableUntil
             }
         }
         /// - Remark: Generated from `#/components/schemas/BidBody`.
@@ -1588,6 +1927,29 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case reason
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BlackoutBody`.
+        public struct BlackoutBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BlackoutBody/from`.
+            public var from: Components.Schemas.Day
+            /// - Remark: Generated from `#/components/schemas/BlackoutBody/until`.
+            public var until: Components.Schemas.Day
+            /// Creates a new `BlackoutBody`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - until:
+            public init(
+                from: Components.Schemas.Day,
+                until: Components.Schemas.Day
+            ) {
+                self.from = from
+                self.until = until
+            }
+            public enum CodingKeys: String, CodingKey {
+                case from
+                case until
             }
         }
         /// - Remark: Generated from `#/components/schemas/ReviewBody`.
@@ -2643,7 +3005,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/position`.
             public var position: Swift.Int64
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -2656,8 +3018,11 @@ extension Components {
                 case loanRepaid = "loan_repaid"
                 case loanExpired = "loan_expired"
                 case balanceCredited = "balance_credited"
+                case bookingConfirmed = "booking_confirmed"
+                case bidExpired = "bid_expired"
+                case reviewWanted = "review_wanted"
             }
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             public var kind: Components.Schemas.Notice.KindPayload
@@ -2693,7 +3058,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - position: The event's log position: the feed's order, and where it resumes
-            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`)
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
             ///   - createdAt:
             ///   - itemId:
             ///   - bidId:

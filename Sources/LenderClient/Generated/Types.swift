@@ -113,6 +113,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/me/loans`.
     /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)`.
     func listMyLoans(_ input: Operations.ListMyLoans.Input) async throws -> Operations.ListMyLoans.Output
+    /// My bookings
+    ///
+    /// One side of my bookings, without `contactEmail` (GET /v1/bookings/{bookingID} has it).
+    ///
+    /// - Remark: HTTP `GET /v1/me/bookings`.
+    /// - Remark: Generated from `#/paths//v1/me/bookings/get(listMyBookings)`.
+    func listMyBookings(_ input: Operations.ListMyBookings.Input) async throws -> Operations.ListMyBookings.Output
     /// BlockUser
     ///
     /// - Remark: HTTP `POST /v1/me/blocks`.
@@ -194,6 +201,41 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/items/{itemID}/relist`.
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)`.
     func relistItem(_ input: Operations.RelistItem.Input) async throws -> Operations.RelistItem.Output
+    /// A rental's calendar
+    ///
+    /// Which days of a rental are `free`, `booked`, `blocked` by its owner, or `outside` its window (`availableFrom`, `availableUntil`). Anyone signed in may read it; it names no renter.
+    ///
+    /// - Remark: HTTP `GET /v1/items/{itemID}/availability`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/availability/get(getAvailability)`.
+    func getAvailability(_ input: Operations.GetAvailability.Input) async throws -> Operations.GetAvailability.Output
+    /// AddBlackout
+    ///
+    /// The owner closes days of their rental: never over a booking's days. The pending bids that overlap them are rejected (`dates_blocked`).
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/blackouts`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/post(addBlackout)`.
+    func addBlackout(_ input: Operations.AddBlackout.Input) async throws -> Operations.AddBlackout.Output
+    /// RemoveBlackout
+    ///
+    /// The owner opens the days of a blackout again.
+    ///
+    /// - Remark: HTTP `DELETE /v1/items/{itemID}/blackouts/{blackoutID}`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/{blackoutID}/delete(removeBlackout)`.
+    func removeBlackout(_ input: Operations.RemoveBlackout.Input) async throws -> Operations.RemoveBlackout.Output
+    /// One booking
+    ///
+    /// For its owner and its renter only; anyone else is told there is none.
+    ///
+    /// - Remark: HTTP `GET /v1/bookings/{bookingID}`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/get(getBooking)`.
+    func getBooking(_ input: Operations.GetBooking.Input) async throws -> Operations.GetBooking.Output
+    /// CompleteBooking
+    ///
+    /// The owner completes a booking once its last day has passed; it then counts as a completed deal of both parties.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/complete`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/complete/post(completeBooking)`.
+    func completeBooking(_ input: Operations.CompleteBooking.Input) async throws -> Operations.CompleteBooking.Output
     /// Add a photo to my item
     ///
     /// The item's owner adds a photo: at most 8 an item. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
@@ -234,6 +276,8 @@ public protocol APIProtocol: Sendable {
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/post(reviewItem)`.
     func reviewItem(_ input: Operations.ReviewItem.Input) async throws -> Operations.ReviewItem.Output
     /// ApproveBid
+    ///
+    /// The owner approves a pending bid. On a rental it confirms a booking of the bid's days (GET /v1/bookings/{bookingID}, the bid's id): the rental stays available for every other day, and only the pending bids overlapping those days are rejected (`dates_taken`). A request is reserved whole, and its other pending bids are rejected (`another_bid_approved`).
     ///
     /// - Remark: HTTP `POST /v1/bids/{bidID}/approve`.
     /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)`.
@@ -571,6 +615,21 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// My bookings
+    ///
+    /// One side of my bookings, without `contactEmail` (GET /v1/bookings/{bookingID} has it).
+    ///
+    /// - Remark: HTTP `GET /v1/me/bookings`.
+    /// - Remark: Generated from `#/paths//v1/me/bookings/get(listMyBookings)`.
+    public func listMyBookings(
+        query: Operations.ListMyBookings.Input.Query = .init(),
+        headers: Operations.ListMyBookings.Input.Headers = .init()
+    ) async throws -> Operations.ListMyBookings.Output {
+        try await listMyBookings(Operations.ListMyBookings.Input(
+            query: query,
+            headers: headers
+        ))
+    }
     /// BlockUser
     ///
     /// - Remark: HTTP `POST /v1/me/blocks`.
@@ -768,6 +827,85 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// A rental's calendar
+    ///
+    /// Which days of a rental are `free`, `booked`, `blocked` by its owner, or `outside` its window (`availableFrom`, `availableUntil`). Anyone signed in may read it; it names no renter.
+    ///
+    /// - Remark: HTTP `GET /v1/items/{itemID}/availability`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/availability/get(getAvailability)`.
+    public func getAvailability(
+        path: Operations.GetAvailability.Input.Path,
+        query: Operations.GetAvailability.Input.Query = .init(),
+        headers: Operations.GetAvailability.Input.Headers = .init()
+    ) async throws -> Operations.GetAvailability.Output {
+        try await getAvailability(Operations.GetAvailability.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// AddBlackout
+    ///
+    /// The owner closes days of their rental: never over a booking's days. The pending bids that overlap them are rejected (`dates_blocked`).
+    ///
+    /// - Remark: HTTP `POST /v1/items/{itemID}/blackouts`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/post(addBlackout)`.
+    public func addBlackout(
+        path: Operations.AddBlackout.Input.Path,
+        headers: Operations.AddBlackout.Input.Headers = .init(),
+        body: Operations.AddBlackout.Input.Body
+    ) async throws -> Operations.AddBlackout.Output {
+        try await addBlackout(Operations.AddBlackout.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// RemoveBlackout
+    ///
+    /// The owner opens the days of a blackout again.
+    ///
+    /// - Remark: HTTP `DELETE /v1/items/{itemID}/blackouts/{blackoutID}`.
+    /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/{blackoutID}/delete(removeBlackout)`.
+    public func removeBlackout(
+        path: Operations.RemoveBlackout.Input.Path,
+        headers: Operations.RemoveBlackout.Input.Headers = .init()
+    ) async throws -> Operations.RemoveBlackout.Output {
+        try await removeBlackout(Operations.RemoveBlackout.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// One booking
+    ///
+    /// For its owner and its renter only; anyone else is told there is none.
+    ///
+    /// - Remark: HTTP `GET /v1/bookings/{bookingID}`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/get(getBooking)`.
+    public func getBooking(
+        path: Operations.GetBooking.Input.Path,
+        headers: Operations.GetBooking.Input.Headers = .init()
+    ) async throws -> Operations.GetBooking.Output {
+        try await getBooking(Operations.GetBooking.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// CompleteBooking
+    ///
+    /// The owner completes a booking once its last day has passed; it then counts as a completed deal of both parties.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/complete`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/complete/post(completeBooking)`.
+    public func completeBooking(
+        path: Operations.CompleteBooking.Input.Path,
+        headers: Operations.CompleteBooking.Input.Headers = .init()
+    ) async throws -> Operations.CompleteBooking.Output {
+        try await completeBooking(Operations.CompleteBooking.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Add a photo to my item
     ///
     /// The item's owner adds a photo: at most 8 an item. It is decoded, turned upright, stripped of its metadata (EXIF, GPS) and stored as JPEG, with thumbnails of 200 and 800 px, named by the SHA-256 of its stored bytes. No `Idempotency-Key`: the same image again is the same digest, added once.
@@ -874,6 +1012,8 @@ extension APIProtocol {
         ))
     }
     /// ApproveBid
+    ///
+    /// The owner approves a pending bid. On a rental it confirms a booking of the bid's days (GET /v1/bookings/{bookingID}, the bid's id): the rental stays available for every other day, and only the pending bids overlapping those days are rejected (`dates_taken`). A request is reserved whole, and its other pending bids are rejected (`another_bid_approved`).
     ///
     /// - Remark: HTTP `POST /v1/bids/{bidID}/approve`.
     /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)`.

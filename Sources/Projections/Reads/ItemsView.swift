@@ -248,6 +248,21 @@ extension MarketFilter {
         if let country {
             filters.append("owner_id IN (SELECT user_id FROM users_view WHERE country = \(country))")
         }
+        if let period = availableOn {
+            // Rentals free on every day of the period: inside the window, no booking that holds
+            // its days and no blackout over any of them. Uncorrelated (a hashed set of the few
+            // items taken then), so the condition reads the same under any alias of the items.
+            let (from, until) = (period.from.description, period.until.description)
+            filters.append(
+                """
+                kind = 'rental' AND coalesce(window_from <= \(from)::date, true) AND coalesce(window_until >= \(until)::date, true)
+                AND item_id NOT IN (
+                    SELECT b.item_id FROM bookings_view b
+                    WHERE b.status <> 'cancelled' AND b.from_day <= \(until)::date AND b.until_day >= \(from)::date
+                    UNION ALL
+                    SELECT k.item_id FROM blackouts_view k WHERE k.from_day <= \(until)::date AND k.until_day >= \(from)::date)
+                """)
+        }
         return filters
     }
 }
@@ -261,6 +276,8 @@ public struct MarketFilter: Sendable {
     public var maxPriceCents: Int?
     /// Items of owners from this country (ISO 3166-1 alpha-2): items have a place, not a country.
     public var country: String?
+    /// Only rentals free on every day of this period (`availableFrom`, `availableUntil`).
+    public var availableOn: Period?
 
     public init(listing: MapListing) { self.listing = listing }
 }

@@ -1,0 +1,40 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// What the jobs find due on a day, from the views: each item with something to do, and the
+/// pending bids on it that have waited too long. The item's stream decides what is really
+/// due; the views only say where to look (a view a moment behind finds it at the next run).
+public struct DueWork: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    /// Items, oldest first, with their stale pending bids (placed at or before `staleBefore`):
+    /// those with a pending bid whose first day has begun or that is stale, available ones past
+    /// their window, and those with a confirmed booking whose last day is before `today`.
+    public func items(today: Day, staleBefore: Date) async throws -> [(item: ItemID, staleBids: Set<BidID>)] {
+        let day = today.description
+        let rows = try await pool.query(
+            """
+            SELECT item_id, bid_id FROM bids_view
+            WHERE status = 'pending' AND (from_day <= \(day)::date OR created_at <= \(staleBefore))
+            UNION ALL
+            SELECT item_id, NULL FROM items_view WHERE status = 'available' AND window_until < \(day)::date
+            UNION ALL
+            SELECT item_id, NULL FROM bookings_view WHERE status = 'confirmed' AND until_day < \(day)::date
+            """)
+        var order = [ItemID]()
+        var stale = [ItemID: Set<BidID>]()
+        for row in rows {
+            let item = ItemID(try row.decode("item_id", as: UUID.self))
+            if stale[item] == nil {
+                order.append(item)
+                stale[item] = []
+            }
+            if let bid = try row.decode("bid_id", as: UUID?.self) { stale[item]!.insert(BidID(bid)) }
+        }
+        // A bid listed for its first day is not stale for that; the decider checks the day itself.
+        return order.map { ($0, stale[$0]!) }
+    }
+}

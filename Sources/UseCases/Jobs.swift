@@ -1,0 +1,54 @@
+import Aggregates
+import EventStore
+import Foundation
+import Logging
+import Marketplace
+import Projections
+
+/// What one run of the jobs did.
+public struct JobsReport: Sendable, Hashable {
+    /// Items whose stream the run appended to, and what it appended there.
+    public var items = 0
+    public var bidsExpired = 0
+    public var postingsExpired = 0
+    public var bookingsCompleted = 0
+    public var loansExpired = 0
+}
+
+/// The time-driven work (SPEC §12.1): pending bids expire once their first day has begun or a
+/// week after they were placed, postings past their window expire, bookings whose last day
+/// has passed complete, fundraising loans past their deadline expire. Each item is one append
+/// with the version it was decided on, so several servers running the jobs at once never do a
+/// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
+public struct Jobs: Sendable {
+    let gateway: CommandGateway
+
+    public init(gateway: CommandGateway) { self.gateway = gateway }
+
+    /// As of `today`, with `now` the instant a bid's week is counted to.
+    public func run(today: Day, now: Date) async throws -> JobsReport {
+        var report = JobsReport()
+        let staleBefore = now.addingTimeInterval(-Double(ItemDecider.bidLifetimeDays) * 86_400)
+        let metadata = EventMetadata(actorID: "operator:lender jobs")
+        for (itemID, dueBids) in try await DueWork(gateway.store.pool).items(today: today, staleBefore: staleBefore) {
+            do {
+                let handled = try await gateway.handle(
+                    .runJobs(today: today, staleBids: dueBids), on: .item, id: itemID, actor: .system, metadata: metadata)
+                guard handled.append != nil else { continue }
+                report.items += 1
+                for event in handled.events {
+                    switch event {
+                    case .bidRejected: report.bidsExpired += 1
+                    case .expired: report.postingsExpired += 1
+                    case .bookingCompleted: report.bookingsCompleted += 1
+                    default: break
+                    }
+                }
+            } catch let error as DomainError where error.kind == .conflict {
+                gateway.logger.info("job step not done", metadata: ["item": "\(itemID)", "reason": "\(error.code)"])
+            }
+        }
+        report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
+        return report
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import EventStore
+import Foundation
+import Marketplace
+import Postgres
+import Projections
+import UseCases
+
+struct JobsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jobs", abstract: "The time-driven work that `lender serve` does every JOBS_EVERY.",
+        subcommands: [Run.self])
+
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Expire bids and postings, complete bookings and expire loans that are due, once.")
+
+        @OptionGroup var database: DatabaseOptions
+
+        @Option(help: "Run as it would be on this day, YYYY-MM-DD, today or later (default: today, UTC): for rehearsals.")
+        var asOf: String?
+
+        func run() async throws {
+            let logger = Logs.bootstrap()
+            let now = Date()
+            let today = Day(now)
+            var asOfDay = today
+            if let asOf {
+                guard let day = Day(asOf) else { throw ValidationError("--as-of must be a date as YYYY-MM-DD.") }
+                guard today <= day else { throw ValidationError("--as-of must be today or later: what is past is done.") }
+                asOfDay = day
+            }
+            // The instant a bid's week is counted to: now, moved on by as many days.
+            let asOfNow = now.addingTimeInterval(Double(asOfDay.ordinal - today.ordinal) * 86_400)
+            var configuration = try database.configuration()
+            // As the server writes: a role that may append to the log, never rewrite it.
+            let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
+            configuration.role = role.isEmpty ? nil : role
+            let report = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) {
+                pool in
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
+                return try await Jobs(gateway: CommandGateway(store: store, logger: logger)).run(today: asOfDay, now: asOfNow)
+            }
+            print(
+                "jobs as of \(asOfDay): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
+                    + "\(report.bookingsCompleted) bookings completed, \(report.loansExpired) loans expired "
+                    + "(\(report.items) items written)")
+        }
+    }
+}

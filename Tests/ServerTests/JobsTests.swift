@@ -1,0 +1,76 @@
+import Foundation
+import HummingbirdTesting
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+
+/// The time-driven work (SPEC §12.1), run by `lender jobs run --as-of` as it would be on a
+/// later day: bids expire, postings past their window expire, bookings complete.
+@Suite("The jobs")
+struct JobsTests {
+    @Test func theJobsExpireBidsAndPostingsAndCompleteBookingsOnceEvenRunTwiceAtOnce() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            // The fixture's window: 1 to 31 December.
+            let drill = try await client.postRental(owner.token, title: "Drill").id
+            let booked = try await client.send(
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-03", "until": "2026-12-05"],
+                token: ada.token
+            ).decode(BidResource.self).id
+            #expect(try await client.send(.post, "/v1/bids/\(booked)/approve", token: owner.token).status == .ok)
+            let late = try await client.send(
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-20", "until": "2026-12-21"],
+                token: bob.token
+            ).decode(BidResource.self).id
+            let database = try await ownerURL(admin)
+
+            // Today: nothing is due.
+            let today = try runLender(["jobs", "run"], database: database)
+            #expect(today.contains("0 bids expired, 0 postings expired, 0 bookings completed"), "\(today)")
+            _ = try runLender(["jobs", "run", "--as-of", dayFromToday(-1)], database: database, expectedStatus: 64)
+
+            // On 6 December, twice at once: Bob's bid is a week old by then, Ada's booking has
+            // ended; each is done once.
+            let asOf = "2026-12-06"
+            async let first = runLenderAside(["jobs", "run", "--as-of", asOf], database: database)
+            async let second = runLenderAside(["jobs", "run", "--as-of", asOf], database: database)
+            let outputs = try await [first, second]
+            // One run wrote the item; the other found it done (or nothing due any more).
+            #expect(outputs.filter { $0.contains("1 bids expired") && $0.contains("1 bookings completed") }.count == 1, "\(outputs)")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'BookingCompleted'") == 1)
+            #expect(
+                try await count(admin, "SELECT count(*) FROM events WHERE type = 'BidRejected' AND data ->> 'reason' = 'expired'") == 1)
+            let bobs = try await client.send(.get, "/v1/items/\(drill)/bids", token: bob.token).decode(Page<BidResource>.self)
+            #expect(bobs.data.first { $0.id == late }?.reason == "expired")
+            let booking = try await client.send(.get, "/v1/bookings/\(booked)", token: ada.token).decode(BookingResource.self)
+            #expect(booking.status == "completed")
+            // Each party hears the booking is over; the bidder, that the bid expired.
+            let adaFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: ada.token).json["data"] as? [[String: Any]]
+            #expect(adaFeed?.compactMap { $0["kind"] as? String }.contains("booking_confirmed") == true)
+            #expect(adaFeed?.compactMap { $0["kind"] as? String }.contains("review_wanted") == true)
+            let bobFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: bob.token).json["data"] as? [[String: Any]]
+            #expect(bobFeed?.compactMap { $0["kind"] as? String }.contains("bid_expired") == true)
+
+            // On 1 January the rental's window is over: it expires, leaves the market and comes
+            // back to a refresh as expired.
+            let january = try runLender(["jobs", "run", "--as-of", "2027-01-01"], database: database)
+            #expect(january.contains("1 postings expired"), "\(january)")
+            let item = try await client.send(.get, "/v1/items/\(drill)", token: owner.token).decode(ItemResource.self)
+            #expect(item.status == "expired")
+            let market = try await client.send(.get, "/v1/market?q=Drill", token: bob.token).decode(Page<ItemResource>.self)
+            #expect(market.data.isEmpty)
+            let refresh = try await client.send(
+                .get, "/v1/market?updatedSince=2020-01-01T00:00:00Z", token: bob.token
+            ).decode(Page<ItemResource>.self)
+            #expect(refresh.data.first { $0.id == drill }?.status == "expired")
+            let again = try runLender(["jobs", "run", "--as-of", "2027-01-01"], database: database)
+            #expect(again.contains("(0 items written)"), "\(again)")
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
+}
