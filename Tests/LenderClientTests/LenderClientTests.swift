@@ -141,10 +141,11 @@ struct LenderClientTests {
             let bikes = try await bob.listMarket(query: .init(category: .bikes, sort: .newest)).ok.body.json
             #expect(bikes.data.map(\.id) == [rental.id])
 
-            // Bid, approve, complete.
+            // Bid, approve: a booking of the bid's days, the rental still in the market.
+            let lastDay = CalendarDay.fromToday(12)
             let bid = try await bob.placeBid(
                 path: .init(itemID: rental.id),
-                body: .json(.init(dailyPriceCents: 1400, from: from, until: CalendarDay.fromToday(12)))
+                body: .json(.init(dailyPriceCents: 1400, from: from, until: lastDay))
             ).created.body.json
             #expect(bid.status == .pending)
             #expect(bid.bidderId == bobID)
@@ -152,11 +153,28 @@ struct LenderClientTests {
             #expect(try notHis.forbidden.body.applicationProblemJson.code == "not_owner")
             let approved = try await ada.approveBid(path: .init(bidID: bid.id)).ok.body.json
             #expect(approved.status == .approved)
-            let reserved = try await bob.getItem(path: .init(itemID: rental.id)).ok.body.json
-            #expect(reserved.status == .reserved)
-            #expect(reserved.contactEmail == "ada@example.org")
-            let completed = try await ada.completeItem(path: .init(itemID: rental.id)).ok.body.json
-            #expect(completed.status == .closed)
+            let booked = try await bob.getItem(path: .init(itemID: rental.id)).ok.body.json
+            #expect(booked.status == .available)
+            let booking = try await bob.getBooking(path: .init(bookingID: bid.id)).ok.body.json
+            #expect(booking.status == .confirmed)
+            #expect(booking.contactEmail == "ada@example.org")
+            #expect(booking.totalCents == booking.days * 1400)
+            let upcoming = try await ada.listMyBookings(query: .init(role: .owner)).ok.body.json
+            #expect(upcoming.data.map(\.id) == [bid.id])
+            let calendar = try await bob.getAvailability(path: .init(itemID: rental.id), query: .init(from: from, until: lastDay))
+                .ok.body.json
+            #expect(calendar.ranges.map(\.state) == [.booked])
+            let taken = try await rita.placeBid(
+                path: .init(itemID: rental.id), body: .json(.init(dailyPriceCents: 1400, from: from, until: from)))
+            #expect(try taken.conflict.body.applicationProblemJson.code == "dates_unavailable")
+            let early = try await ada.completeBooking(path: .init(bookingID: bid.id))
+            #expect(try early.conflict.body.applicationProblemJson.code == "booking_not_ended")
+            // Its days over, the jobs complete it; then each side reviews the other.
+            _ = try runLender(["jobs", "run", "--as-of", CalendarDay.fromToday(13)], database: database)
+            let completed = try await bob.getBooking(path: .init(bookingID: bid.id)).ok.body.json
+            #expect(completed.status == .completed)
+            let review = try await bob.reviewItem(path: .init(itemID: rental.id), body: .json(.init(stars: 5, text: "Smooth ride")))
+            #expect(try review.created.body.json.stars == 5)
             let bids = try await ada.listBids(path: .init(itemID: rental.id)).ok.body.json
             #expect(bids.data.map(\.id) == [bid.id])
             let received = try await ada.listBidsReceived(query: .init(status: .approved)).ok.body.json

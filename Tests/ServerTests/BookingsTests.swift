@@ -219,7 +219,7 @@ struct BookingsTests {
                 .patch, "/v1/items/\(drill)", json: ["availableFrom": "2026-12-02", "availableUntil": NSNull()], token: owner.token)
             #expect(opened.status == .ok, "\(opened)")
             #expect(opened.json["availableFrom"] as? String == "2026-12-02")
-            #expect(opened.json["availableUntil"] == nil)
+            #expect(opened.json["availableUntil"] is NSNull)
             let after = try await client.send(
                 .get, "/v1/items/\(drill)/availability?from=2026-12-01&until=2027-01-02", token: bob.token
             ).decode(Availability.self)

@@ -170,7 +170,7 @@ struct SetBasedViewsTests {
                 let bookings = try await pool.query(
                     "SELECT status, count(*)::int AS n FROM together.bookings_view GROUP BY status ORDER BY status"
                 ).map { "\(try $0.decode("status", as: String.self)) \(try $0.decode("n", as: Int.self))" }
-                #expect(bookings.first == "completed 7", "one for each closing: \(bookings)")
+                #expect(bookings.first == "completed 8", "one for each closing: \(bookings)")
                 let shed = try await pool.query("SELECT owner_handle, place, lat, photos FROM together.items_view WHERE title = 'Shed'").single()
                 #expect(try shed.decode("owner_handle", as: String.self) == "former user")
                 #expect(try shed.decode("place", as: String.self) == "[removed]" && shed.decode("lat", as: Double.self) == 0)
