@@ -58,3 +58,13 @@ UPDATE items_view SET status = 'available' WHERE kind = 'rental' AND status IN (
 CREATE INDEX bids_view_pending ON bids_view (from_day, created_at) WHERE status = 'pending';
 CREATE INDEX items_view_window_end ON items_view (window_until) WHERE status = 'available';
 CREATE INDEX bookings_view_due ON bookings_view (until_day) WHERE status = 'confirmed';
+
+-- The rentals put back in the market above count in its kept cells again: made anew from the
+-- available items, as a rebuild makes them at its end (`ItemsProjection.finishRebuild`).
+TRUNCATE market_cells;
+INSERT INTO market_cells (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
+SELECT l, mercator_x(i.lng) >> (24 - l), mercator_y(i.lat) >> (24 - l), count(*),
+       sum(round(i.lat * 1e7)::bigint), sum(round(i.lng * 1e7)::bigint), (array_agg(i.item_id ORDER BY i.item_id))[1]
+FROM items_view i, unnest('{4,6,8,10,12,14,16}'::smallint[]) AS l
+WHERE i.status = 'available'
+GROUP BY 1, 2, 3;

@@ -11,11 +11,15 @@ extension Day {
     /// Days since 1970-01-01.
     public var ordinal: Int { Civil.days(year: year, month: month, day: day) }
 
-    /// The day `ordinal` days after 1970-01-01.
+    /// The day `ordinal` days after 1970-01-01, held to the days a `Day` can be (0001-01-01 to
+    /// 9999-12-31): arithmetic near either end stops there rather than failing.
     public init(ordinal: Int) {
-        let (year, month, day) = Civil.date(fromDays: ordinal)
-        self = Day(year: year, month: month, day: day)!
+        let (year, month, day) = Civil.date(fromDays: min(max(ordinal, Self.first.ordinal), Self.last.ordinal))
+        self = Day(year: year, month: month, day: day) ?? Self.last
     }
+
+    static let first = Day(year: 1, month: 1, day: 1)!
+    static let last = Day(year: 9999, month: 12, day: 31)!
 
     public func adding(days: Int) -> Day { Day(ordinal: ordinal + days) }
 }
@@ -185,6 +189,10 @@ extension ItemDecider {
         guard today <= bid.from else {
             throw DomainError(.conflict, "dates_passed", "The bid's first day, \(bid.from), has passed.")
         }
+        // A window narrowed since the bid was placed rejected it then; this holds it anyway.
+        guard item.windowFrom.map({ $0 <= bid.from }) ?? true, item.windowUntil.map({ bid.until <= $0 }) ?? true else {
+            throw DomainError(.conflict, "dates_unavailable", "The bid's days are outside the rental's window.")
+        }
         let conflicts = conflicts(item, with: period)
         guard conflicts.isEmpty else { throw datesUnavailable(conflicts) }
         return [
@@ -226,6 +234,10 @@ extension ItemDecider {
         }
         guard item.blackout(id) == nil else { return [] }
         try requireAvailable(item)
+        guard item.blackouts.count < maxBlackouts else {
+            throw DomainError(
+                .conflict, "too_many_blackouts", "A rental has at most \(maxBlackouts) blackouts; remove one or join them.")
+        }
         let booked = item.bookings.filter { $0.holdsDays && $0.period.overlaps(period) }.map(\.period)
         guard booked.isEmpty else {
             var error = DomainError(
@@ -274,6 +286,29 @@ extension ItemDecider {
         }
         guard newFrom != item.windowFrom || newUntil != item.windowUntil else { return nil }
         return .windowRevised(ItemWindowRevised(availableFrom: newFrom, availableUntil: newUntil))
+    }
+
+    /// The pending bids a new window leaves out, rejected with it.
+    static func leftOutside(by window: ItemWindowRevised, _ item: PostedItem) -> [ItemEvent] {
+        item.pendingBids.filter { bid in
+            (window.availableFrom.map { bid.from < $0 } ?? false) || (window.availableUntil.map { bid.until > $0 } ?? false)
+        }.map { .bidRejected(BidRejected(bidID: $0.id, reason: "outside_window")) }
+    }
+
+    /// How many blackouts one rental may hold at once: each is folded with the item.
+    public static let maxBlackouts = 100
+
+    /// A rental with a booking still to come or under way is not withdrawn from under its
+    /// renter (cancelling one is §12.2's, with its refund).
+    static func requireNoConfirmedBookings(_ item: PostedItem) throws {
+        let confirmed = item.bookings.filter { $0.status == .confirmed }.map(\.period)
+        guard confirmed.isEmpty else {
+            var error = DomainError(
+                .conflict, "dates_booked",
+                "The rental has confirmed bookings: \(confirmed.map(\.description).joined(separator: ", ")).")
+            error.conflicts = confirmed
+            throw error
+        }
     }
 
     /// How long a pending bid waits for its owner's answer.

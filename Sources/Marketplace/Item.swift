@@ -452,6 +452,8 @@ public enum ItemDecider {
             try validation.throwIfInvalid()
             try requireAvailable(item)
             let window = try reviseWindow(revision.availableFrom, revision.availableUntil, item)
+            let outside: [ItemEvent] =
+                if case .windowRevised(let revised)? = window { leftOutside(by: revised, item) } else { [] }
             let posting: [ItemEvent] = revision.revisesPosting
                 ? [
                     .revised(
@@ -459,11 +461,12 @@ public enum ItemDecider {
                             title: revision.title?.trimmed, description: revision.description, category: revision.category,
                             priceCents: revision.priceCents, location: revision.location))
                 ] : []
-            return posting + (window.map { [$0] } ?? [])
+            return posting + (window.map { [$0] } ?? []) + outside
 
         case .withdraw:
             let item = try requireOwner(state, actor)
             try requireAvailable(item)
+            try requireNoConfirmedBookings(item)
             return [.withdrawn(ItemWithdrawn())]
                 + item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
 

@@ -141,7 +141,7 @@ struct ItemsController: Sendable {
 
     @Sendable func revise(_ request: Request, context: UserContext) async throws -> ItemResource {
         // A revision is a posting's fields, all optional; a rental's window ends may be given as
-        // null (open). A request's days are not revisable and ignored.
+        // null (open). A request's days are not revisable (422 `not_for_this_kind`).
         let body = try await request.decodeBody(PostingBody.self, context: context)
         var fields = FieldCheck()
         let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom")
@@ -259,7 +259,7 @@ extension FieldCheck {
         switch given {
         case .absent: return nil
         case .null: return .some(nil)
-        case .value(let text): return day(text, field, required: true).map { .some($0) }
+        case .value(let text): return day(text, field, required: true, bookable: true).map { .some($0) }
         }
     }
 }

@@ -10,6 +10,12 @@ struct MarketController: Sendable {
     @Sendable func market(_ request: Request, context: UserContext) async throws -> Page<ItemResource> {
         var query = ListQuery(request)
         let filter = Self.filter(&query)
+        if query.problems.contains(where: { $0.code == "invalid_period" }) {
+            // SPEC §12.1 names this refusal by its own code.
+            throw DomainError(
+                .invalid, "invalid_period", "availableFrom and availableUntil are days in order, at most a year apart.",
+                fields: query.problems)
+        }
         try query.throwIfAny()
         return try await items.on(context).market(filter)
     }

@@ -13,6 +13,8 @@ public struct JobsReport: Sendable, Hashable {
     public var postingsExpired = 0
     public var bookingsCompleted = 0
     public var loansExpired = 0
+    /// Items whose step failed (logged), due again at the next run.
+    public var failures = 0
 }
 
 /// The time-driven work (SPEC §12.1): pending bids expire once their first day has begun or a
@@ -46,6 +48,11 @@ public struct Jobs: Sendable {
                 }
             } catch let error as DomainError where error.kind == .conflict {
                 gateway.logger.info("job step not done", metadata: ["item": "\(itemID)", "reason": "\(error.code)"])
+            } catch {
+                // One item's failure is its own: the others, and the loans, are still done; it is
+                // due again at the next run.
+                gateway.logger.error("job step failed", metadata: ["item": "\(itemID)", "error": "\(error)"])
+                report.failures += 1
             }
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count

@@ -130,6 +130,48 @@ struct BookingDeciderTests {
         #expect((try? given(history + events, when: .placeBid(late), by: bob).get()) != nil)
     }
 
+    @Test func aNarrowedWindowRejectsThePendingBidsItLeavesOutAndNoneIsBookedOutsideIt() throws {
+        let (a, b) = (BidID(), BidID())
+        let history = posted + [
+            bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"), bid(b, by: bob, from: "2026-12-20", until: "2026-12-22"),
+        ]
+        let events = try given(history, when: .revise(ReviseItem(availableUntil: .some(day("2026-12-10")))), by: owner).get()
+        #expect(events == [
+            .windowRevised(ItemWindowRevised(availableFrom: day("2026-12-01"), availableUntil: day("2026-12-10"))),
+            .bidRejected(BidRejected(bidID: b, reason: "outside_window")),
+        ])
+        // A bid pending outside the window (as an older log may hold) is not booked.
+        var stale = ItemDecider.fold(history)
+        if case .posted(var item) = stale {
+            item.windowUntil = day("2026-12-10")
+            stale = .posted(item)
+        }
+        #expect(throws: DomainError.self) { try ItemDecider.decide(self.approve(b), stale, actor: owner) }
+    }
+
+    @Test func aRentalWithAConfirmedBookingIsNotWithdrawnAndBlackoutsAreBounded() throws {
+        let a = BidID()
+        let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
+        expectRefused(given(history, when: .withdraw, by: owner), .conflict, "dates_booked")
+        let done = history + [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice))]
+        #expect((try? given(done, when: .withdraw, by: owner).get()) != nil, "once it is over, it may go")
+        var many = posted
+        for index in 0..<ItemDecider.maxBlackouts {
+            let first = day("2027-01-01").adding(days: index * 2)
+            many.append(.blackoutAdded(BlackoutAdded(blackoutID: BlackoutID(), from: first, until: first)))
+        }
+        expectRefused(
+            given(many, when: .addBlackout(BlackoutID(), Period(from: day("2026-12-01"), until: day("2026-12-01"))), by: owner),
+            .conflict, "too_many_blackouts")
+    }
+
+    @Test func dayArithmeticStopsAtTheEndsOfTheCalendar() {
+        #expect(day("9999-12-01").adding(days: 89) == day("9999-12-31"))
+        #expect(day("0001-01-05").adding(days: -10) == day("0001-01-01"))
+        #expect(day("2026-02-27").adding(days: 2) == day("2026-03-01"))
+        #expect(Period(from: day("2026-12-30"), until: day("2027-01-02")).days == 4)
+    }
+
     @Test func theOwnerCompletesABookingOnceItsLastDayHasPassed() throws {
         let a = BidID()
         let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")

@@ -204,6 +204,24 @@ struct BookingsTests {
             #expect(
                 try await client.send(.get, "/v1/items/\(drill)/availability?from=2026-12-01&until=2027-12-01", token: bob.token)
                     .status == .ok, "366 days")
+            // At the calendar's end: the default 90 days stop at 9999-12-31.
+            let farEnd = try await client.send(.get, "/v1/items/\(drill)/availability?from=9999-12-01", token: bob.token)
+            #expect(farEnd.status == .ok, "\(farEnd)")
+            #expect(farEnd.json["until"] as? String == "9999-12-31")
+            // The market's period: both days, in order, at most a year.
+            for query in ["availableFrom=2026-12-01", "availableFrom=2026-12-05&availableUntil=2026-12-01", "availableFrom=x&availableUntil=y"] {
+                let refused = try await client.send(.get, "/v1/market?\(query)", token: bob.token)
+                #expect(refused.status == .unprocessableContent, "\(query)")
+                #expect(refused.problem?.code == "invalid_period", "\(query): \(refused)")
+            }
+            let free = try await client.send(
+                .get, "/v1/market?availableFrom=2026-12-04&availableUntil=2026-12-06", token: bob.token).decode(Page<ItemResource>.self)
+            #expect(!free.data.contains { $0.id == drill }, "booked on the 4th and 5th")
+            let later = try await client.send(
+                .get, "/v1/market?availableFrom=2026-12-06&availableUntil=2026-12-09", token: bob.token).decode(Page<ItemResource>.self)
+            #expect(later.data.map(\.id) == [drill])
+            let badCursor = try await client.send(.get, "/v1/me/bookings?cursor=eyJhdCI6MCwiaWQiOiIwMDAwMDAwMC0wMDAwLTAwMDAtMDAwMC0wMDAwMDAwMDAwMDAifQ", token: ada.token)
+            #expect(badCursor.status == .unprocessableContent, "\(badCursor)")
 
             // The blackout removed, its days free; a bid over them fits again.
             #expect(try await client.send(.delete, "/v1/items/\(drill)/blackouts/\(blackoutID)", token: owner.token).status == .ok)

@@ -228,16 +228,24 @@ struct ItemsTests {
                 #expect(refused.code == "not_a_request", "\(action): \(refused)")
             }
 
-            // Bid on again, on other days, then withdrawn: the pending bid is rejected with it.
+            // Bid on again, on other days; a rental with a booking to come is not withdrawn from
+            // under its renter.
             let booked = try await client.bid(itemID, bob.token)
             #expect(booked.status == .conflict)
             #expect(booked.code == "dates_unavailable")
             let again = try await client.bid(itemID, bob.token, from: "2026-12-10", until: "2026-12-12").decode(BidResource.self).id
-            let gone = try await client.send(.post, "/v1/items/\(itemID)/withdraw", token: owner.token)
+            let kept = try await client.send(.post, "/v1/items/\(itemID)/withdraw", token: owner.token)
+            #expect(kept.status == .conflict)
+            #expect(kept.code == "dates_booked")
+            // Another rental, bid on and withdrawn: the pending bid is rejected with it.
+            let lamp = try await client.postRental(owner.token, title: "Lamp").id
+            let onLamp = try await client.bid(lamp, bob.token).decode(BidResource.self).id
+            let gone = try await client.send(.post, "/v1/items/\(lamp)/withdraw", token: owner.token)
             #expect(try gone.decode(ItemResource.self).status == "withdrawn")
-            let rejected = try await client.send(.post, "/v1/bids/\(again)/reject", json: ["reason": "too late"], token: owner.token)
+            let rejected = try await client.send(.post, "/v1/bids/\(onLamp)/reject", json: ["reason": "too late"], token: owner.token)
             #expect(rejected.status == .conflict)
             #expect(rejected.code == "bid_not_pending")
+            _ = again
 
             // A request is reserved whole, completed, and never relisted.
             let need = try await client.postRequest(owner.token).id

@@ -52,6 +52,9 @@ public struct BookingsView: Sendable {
             WHERE \(unsafeRaw: party) = \(user.rawValue)
             """
         let afterDay = after?.key.flatMap(Day.init)?.description
+        if after != nil && afterDay == nil {
+            throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list")])
+        }
         switch when {
         case .upcoming:
             statement.append(" AND b.status = 'confirmed' AND b.until_day >= \(day)::date")
