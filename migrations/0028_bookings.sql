@@ -14,6 +14,8 @@ CREATE TABLE bookings_view (
     completed_at        timestamptz,
     cancelled_at        timestamptz,
     cancelled_by        uuid,
+    completed_on        date,                      -- the day it was completed on: reviews for 14 days
+    reviews_closed      boolean     NOT NULL DEFAULT false,
     position            bigint      NOT NULL
 );
 -- An item's calendar, and each party's list (upcoming by from, past by until).
@@ -37,10 +39,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON bookings_view, blackouts_view TO lender_
 -- booking's completion, and the rental itself stays available. Times and positions are the
 -- events' own, as a rebuild writes them; `lender replay --verify` holds these rows to one.
 INSERT INTO bookings_view (booking_id, item_id, owner_id, renter_id, from_day, until_day, daily_price_cents, status,
-                           created_at, completed_at, position)
+                           created_at, completed_at, reviews_closed, position)
 SELECT b.bid_id, b.item_id, i.owner_id, b.bidder_id, b.from_day, b.until_day, b.daily_price_cents,
        CASE WHEN closed.position IS NULL THEN 'confirmed' ELSE 'completed' END,
-       r.recorded_at, closed.recorded_at, coalesce(closed.position, r.position)
+       r.recorded_at, closed.recorded_at, closed.position IS NOT NULL, coalesce(closed.position, r.position)
 FROM events r
 JOIN bids_view b ON b.bid_id = (r.data ->> 'bidID')::uuid
 JOIN items_view i ON i.item_id = b.item_id AND i.kind = 'rental'
@@ -58,6 +60,10 @@ UPDATE items_view SET status = 'available' WHERE kind = 'rental' AND status IN (
 CREATE INDEX bids_view_pending ON bids_view (from_day, created_at) WHERE status = 'pending';
 CREATE INDEX items_view_window_end ON items_view (window_until) WHERE status = 'available';
 CREATE INDEX bookings_view_due ON bookings_view (until_day) WHERE status = 'confirmed';
+CREATE INDEX bookings_view_reviews_due ON bookings_view (completed_on) WHERE status = 'completed' AND NOT reviews_closed;
+
+-- A booking's reviews are held until both parties have written theirs or its window closed.
+ALTER TABLE reviews_view ADD COLUMN published boolean NOT NULL DEFAULT true;
 
 -- The rentals put back in the market above count in its kept cells again: made anew from the
 -- available items, as a rebuild makes them at its end (`ItemsProjection.finishRebuild`).

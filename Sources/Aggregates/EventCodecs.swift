@@ -117,6 +117,8 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(BlackoutRemoved.self, wrap: ItemEvent.blackoutRemoved)
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
+        codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)
+        codec.register(ReviewWindowClosed.self, wrap: ItemEvent.reviewWindowClosed)
         return DomainCodec(codec)
     }()
 }

@@ -77,11 +77,15 @@ public struct BookingCompleted: EventBody, Hashable {
     /// Its two parties, whose completed deals it counts.
     public var ownerID: UserID
     public var renterID: UserID
+    /// The day it was completed on: its review window runs 14 days from it (nil for a second
+    /// release's closing, whose deal is reviewed the old way).
+    public var completedOn: Day?
 
-    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID) {
+    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID, completedOn: Day? = nil) {
         self.bookingID = bookingID
         self.ownerID = ownerID
         self.renterID = renterID
+        self.completedOn = completedOn
     }
 }
 
@@ -138,6 +142,9 @@ public struct Booking: Hashable, Sendable {
     public var period: Period
     public var dailyPriceCents: Int
     public var status: BookingStatus
+    public var completedOn: Day?
+    public var reviewWindowClosed = false
+    public var reviewsPublished = false
 
     /// Whether its days are taken: a cancelled booking frees them.
     public var holdsDays: Bool { status != .cancelled }
@@ -222,7 +229,9 @@ extension ItemDecider {
             throw DomainError(
                 .conflict, "booking_not_ended", "The booking runs until \(booking.period.until); complete it after that day.")
         }
-        return [.bookingCompleted(BookingCompleted(bookingID: id, ownerID: item.ownerID, renterID: booking.renterID))]
+        return [
+            .bookingCompleted(BookingCompleted(bookingID: id, ownerID: item.ownerID, renterID: booking.renterID, completedOn: today))
+        ]
     }
 
     /// Days the owner closes: never over a booking; the pending bids on them are rejected.
@@ -334,10 +343,51 @@ extension ItemDecider {
                 .map { .bidRejected(BidRejected(bidID: $0.id, reason: "expired")) }
         }
         events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today }.map {
-            .bookingCompleted(BookingCompleted(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID))
+            .bookingCompleted(BookingCompleted(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID, completedOn: today))
+        }
+        for booking in item.bookings where !booking.reviewWindowClosed {
+            guard let completedOn = booking.completedOn, completedOn.adding(days: reviewWindowDays) <= today else { continue }
+            events.append(.reviewWindowClosed(ReviewWindowClosed(bookingID: booking.id)))
+            let held = item.completedDeals.first { $0.bidID == booking.id }?.reviewedBy.isEmpty == false
+            if held && !booking.reviewsPublished { events.append(.reviewsPublished(ReviewsPublished(bookingID: booking.id))) }
         }
         return events
     }
+
+    /// How long after its completion a booking may be reviewed.
+    public static let reviewWindowDays = 14
+
+    /// Each party reviews a completed booking once, within its window; the review is held
+    /// until the other party's comes (both are published with it) or the window closes.
+    static func reviewBooking(_ id: BookingID, _ review: WriteReview, _ state: ItemState, actor: UserID) throws
+        -> [ItemEvent]
+    {
+        let item = try requireItem(state)
+        guard let booking = item.booking(id), actor == item.ownerID || actor == booking.renterID else {
+            throw DomainError.bookingNotFound
+        }
+        var validation = Validation()
+        validation.check(starRange.contains(review.stars), "stars", "invalid_stars", "a whole number from 1 to 5")
+        validation.check(review.text.count <= maxReviewLength, "text", "too_long", "at most \(maxReviewLength) characters")
+        try validation.throwIfInvalid()
+        guard booking.status == .completed, let deal = item.completedDeals.first(where: { $0.bidID == id }) else {
+            throw DomainError(.conflict, "booking_not_completed", "A booking is reviewed once it is completed.")
+        }
+        guard booking.completedOn != nil, !booking.reviewWindowClosed else {
+            throw DomainError(.conflict, "review_window_closed", "Reviews of this booking closed 14 days after it ended.")
+        }
+        let role: ReviewerRole = actor == item.ownerID ? .owner : .bidder
+        guard !deal.reviewedBy.contains(role) else {
+            throw DomainError(.conflict, "already_reviewed", "You have already reviewed this booking.")
+        }
+        let written = ItemEvent.reviewWritten(
+            ReviewWritten(
+                bidID: id, authorID: actor, subjectID: role == .owner ? booking.renterID : item.ownerID, role: role,
+                stars: review.stars, text: review.text, held: true))
+        // The other party has reviewed already: both are published now.
+        return deal.reviewedBy.isEmpty ? [written] : [written, .reviewsPublished(ReviewsPublished(bookingID: id))]
+    }
+
 
     /// What the booking events change. A second release's `ItemReserved` on a rental reads as a
     /// booking over the approved bid's days and its `ItemClosed` as that booking's completion,
@@ -353,6 +403,9 @@ extension ItemDecider {
         case .bookingCompleted(let completed):
             if let index = item.bookings.firstIndex(where: { $0.id == completed.bookingID }) {
                 item.bookings[index].status = .completed
+                item.bookings[index].completedOn = completed.completedOn
+                // A second release's closing: its deal is reviewed the old way, not this one's.
+                if completed.completedOn == nil { item.bookings[index].reviewWindowClosed = true }
                 let booking = item.bookings[index]
                 item.completedDeals.append(CompletedDeal(bidID: booking.id, bidderID: booking.renterID))
             }
@@ -363,6 +416,14 @@ extension ItemDecider {
         case .windowRevised(let revised):
             item.windowFrom = revised.availableFrom
             item.windowUntil = revised.availableUntil
+        case .reviewsPublished(let published):
+            if let index = item.bookings.firstIndex(where: { $0.id == published.bookingID }) {
+                item.bookings[index].reviewsPublished = true
+            }
+        case .reviewWindowClosed(let closed):
+            if let index = item.bookings.firstIndex(where: { $0.id == closed.bookingID }) {
+                item.bookings[index].reviewWindowClosed = true
+            }
         default:
             break
         }

@@ -193,6 +193,8 @@ public enum ItemEvent: Hashable, Sendable {
     case blackoutRemoved(BlackoutRemoved)
     case windowRevised(ItemWindowRevised)
     case expired(ItemExpired)
+    case reviewsPublished(ReviewsPublished)
+    case reviewWindowClosed(ReviewWindowClosed)
 }
 
 // MARK: Commands
@@ -318,6 +320,7 @@ public enum ItemCommand: Hashable, Sendable {
     /// `today`: the clock's day, passed in (a bid whose first day has begun is too late).
     case approveBid(BidID, today: Day)
     case completeBooking(BookingID, today: Day)
+    case reviewBooking(BookingID, WriteReview)
     case addBlackout(BlackoutID, Period)
     case removeBlackout(BlackoutID)
     /// The time-driven work on one item, as of `today` (the jobs' only, `UserID.system`):
@@ -543,6 +546,9 @@ public enum ItemDecider {
         case .completeBooking(let id, let today):
             return try completeBooking(id, state, actor: actor, today: today)
 
+        case .reviewBooking(let id, let review):
+            return try reviewBooking(id, review, state, actor: actor)
+
         case .addBlackout(let id, let period):
             return try addBlackout(id, period, state, actor: actor)
 
@@ -664,7 +670,8 @@ public enum ItemDecider {
             break
         case .relisted:
             item.status = .available
-        case .bookingConfirmed, .bookingCompleted, .blackoutAdded, .blackoutRemoved, .windowRevised:
+        case .bookingConfirmed, .bookingCompleted, .blackoutAdded, .blackoutRemoved, .windowRevised, .reviewsPublished,
+            .reviewWindowClosed:
             evolveBookings(&item, event)
         case .expired:
             item.status = .expired

@@ -18,14 +18,41 @@ public struct ReviewWritten: EventBody, Hashable {
     public var role: ReviewerRole
     public var stars: Int
     public var text: String
+    /// A booking's review, held unpublished until `ReviewsPublished` (nil: published at once,
+    /// as every review of the second release and of a request is).
+    public var held: Bool?
 
-    public init(bidID: BidID, authorID: UserID, subjectID: UserID, role: ReviewerRole, stars: Int, text: String) {
+    public init(
+        bidID: BidID, authorID: UserID, subjectID: UserID, role: ReviewerRole, stars: Int, text: String, held: Bool? = nil
+    ) {
         self.bidID = bidID
         self.authorID = authorID
         self.subjectID = subjectID
         self.role = role
         self.stars = stars
         self.text = text
+        self.held = held
+    }
+}
+
+/// A booking's held reviews are shown and counted: both parties have reviewed, or its
+/// review window has closed.
+public struct ReviewsPublished: EventBody, Hashable {
+    public static let eventType = "ReviewsPublished"
+    public var bookingID: BookingID
+
+    public init(bookingID: BookingID) {
+        self.bookingID = bookingID
+    }
+}
+
+/// Fourteen days after a booking's completion: no more reviews of it.
+public struct ReviewWindowClosed: EventBody, Hashable {
+    public static let eventType = "ReviewWindowClosed"
+    public var bookingID: BookingID
+
+    public init(bookingID: BookingID) {
+        self.bookingID = bookingID
     }
 }
 
@@ -90,6 +117,11 @@ extension ItemDecider {
         let item = try requireItem(state)
         let role: ReviewerRole = actor == item.ownerID ? .owner : .bidder
         let deal = role == .owner ? item.completedDeals.last : item.completedDeals.last { $0.bidderID == actor }
+        // A booking completed by this release is reviewed on its own route, held until published.
+        if let deal, item.booking(deal.bidID)?.completedOn != nil {
+            throw DomainError(
+                .conflict, "review_the_booking", "Review a booking at /v1/bookings/\(deal.bidID)/reviews.")
+        }
         let approvedNow = item.bids.contains { $0.bidderID == actor && $0.status == .approved }
         guard role == .owner || deal != nil || approvedNow else {
             throw DomainError(.forbidden, "not_a_party", "Only the owner and the approved bidder of a completed deal review it.")

@@ -19,7 +19,7 @@ public struct BookingsProjection: InlineProjection {
         for event in events where Aggregate.item.owns(event.streamID) {
             switch event.type {
             case BookingConfirmed.eventType, BookingCompleted.eventType, BlackoutAdded.eventType, BlackoutRemoved.eventType,
-                ItemReserved.eventType, ItemClosed.eventType:
+                ItemReserved.eventType, ItemClosed.eventType, ReviewWindowClosed.eventType:
                 break
             default:
                 continue
@@ -45,7 +45,9 @@ public struct BookingsProjection: InlineProjection {
                 plan.add(
                     [
                         """
-                        UPDATE bookings_view SET status = 'completed', completed_at = \(at), position = \(event.position)
+                        UPDATE bookings_view
+                        SET status = 'completed', completed_at = \(at), completed_on = \(completed.completedOn?.description)::date,
+                            reviews_closed = \(completed.completedOn == nil), position = \(event.position)
                         WHERE booking_id = \(completed.bookingID.rawValue)
                         """
                     ], writes: [row])
@@ -79,12 +81,22 @@ public struct BookingsProjection: InlineProjection {
                         """
                     ], writes: [row])
             case .closed:
-                // ... and its closing, that booking's completion (a reservation is the item's only one).
+                // ... and its closing, that booking's completion (a reservation is the item's only
+                // one), its deal reviewed the old way.
                 plan.add(
                     [
                         """
-                        UPDATE bookings_view SET status = 'completed', completed_at = \(at), position = \(event.position)
+                        UPDATE bookings_view SET status = 'completed', completed_at = \(at), reviews_closed = true,
+                               position = \(event.position)
                         WHERE item_id = \(item) AND status = 'confirmed'
+                        """
+                    ], writes: [row])
+            case .reviewWindowClosed(let closed):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET reviews_closed = true, position = \(event.position)
+                        WHERE booking_id = \(closed.bookingID.rawValue)
                         """
                     ], writes: [row])
             default:

@@ -210,7 +210,7 @@ public struct FeedProjection: InlineProjection {
                         Notice(
                             .messageReceived, to: message.recipientID.rawValue, event, item: item, bid: message.bidID.rawValue,
                             message: message.messageID.rawValue, from: message.authorID.rawValue))
-                case .reviewWritten(let review):
+                case .reviewWritten(let review) where review.held != true:
                     notices.append(
                         Notice(
                             .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
@@ -287,7 +287,8 @@ public struct FeedProjection: InlineProjection {
             notice(
                 .messageReceived, to: message.recipientID, event, &plan, item: item, bid: message.bidID.rawValue,
                 message: message.messageID.rawValue, from: message.authorID)
-        case .reviewWritten(let review):
+        case .reviewWritten(let review) where review.held != true:
+            // A held review is news once published (not yet told: its stars stay hidden till then).
             notice(
                 .reviewReceived, to: review.subjectID, event, &plan, item: item, bid: review.bidID.rawValue, from: review.authorID,
                 stars: review.stars)

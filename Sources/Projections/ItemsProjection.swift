@@ -51,6 +51,8 @@ public struct ItemsProjection: InlineProjection {
         /// Each registered user's completed deals and ratings, which the users projection
         /// writes with their row at the build's end.
         var userCounts: [UUID: UserCounts] = [:]
+        /// A booking's reviews held unpublished: counted when `ReviewsPublished` comes.
+        var heldReviews: [UUID: [HeldReview]] = [:]
 
         /// One more deal or review for `user`, if they are registered: the appends' update of
         /// `users_view` finds no row otherwise.
@@ -93,6 +95,13 @@ public struct ItemsProjection: InlineProjection {
                 if handles[registered.userID.rawValue] == nil { handles[registered.userID.rawValue] = registered.handle }
             }
         }
+    }
+
+    /// A booking's review held unpublished: whom it rates, as whom, with how many stars.
+    struct HeldReview: Sendable {
+        var subject: UUID
+        var role: ReviewerRole
+        var stars: Int
     }
 
     /// What the items' events add to a user's row.
@@ -337,15 +346,58 @@ public struct ItemsProjection: InlineProjection {
                 setBid(&plan, rejected.bidID, .rejected, reason: rejected.reason, event, building: building, &known)
             case .bidApproved(let approved):
                 setBid(&plan, approved.bidID, .approved, reason: nil, event, building: building, &known)
+            case .reviewWritten(let review) where review.held == true:
+                // A booking's review: written, shown and counted once published.
+                if building {
+                    known.heldReviews[review.bidID.rawValue, default: []].append(
+                        HeldReview(subject: review.subjectID.rawValue, role: review.role, stars: review.stars))
+                }
+                plan.add([Self.insertReview(review, item, event, published: false)], writes: [row])
+            case .reviewsPublished(let published) where building:
+                let reviews = known.heldReviews.removeValue(forKey: published.bookingID.rawValue) ?? []
+                for review in reviews {
+                    known.count(review.subject) { counts in
+                        counts.reviewCount += 1
+                        counts.reviewStars += review.stars
+                    }
+                }
+                let renters = reviews.filter { $0.role == .bidder }
+                if !renters.isEmpty {
+                    known.change(item) { held in
+                        held.reviewCount += renters.count
+                        held.reviewStars += renters.reduce(0) { $0 + $1.stars }
+                        held.touch(event)
+                    }
+                }
+                plan.add(
+                    ["UPDATE reviews_view SET published = true WHERE bid_id = \(published.bookingID.rawValue) AND NOT published"],
+                    writes: [row])
+            case .reviewsPublished(let published):
+                // As a review written at once counts: its subject, and the item when the renter wrote it.
+                plan.add(
+                    [
+                        """
+                        WITH published AS (
+                            UPDATE reviews_view SET published = true WHERE bid_id = \(published.bookingID.rawValue) AND NOT published
+                            RETURNING subject_id, role, stars
+                        ),
+                        users AS (
+                            UPDATE users_view u SET review_count = u.review_count + p.n, review_stars = u.review_stars + p.s
+                            FROM (SELECT subject_id, count(*)::int AS n, sum(stars)::int AS s FROM published GROUP BY subject_id) p
+                            WHERE u.user_id = p.subject_id
+                        )
+                        UPDATE items_view i
+                        SET review_count = i.review_count + p.n, review_stars = i.review_stars + p.s, updated_at = \(at),
+                            position = \(event.position)
+                        FROM (SELECT count(*)::int AS n, sum(stars)::int AS s FROM published WHERE role = 'bidder' HAVING count(*) > 0) p
+                        WHERE i.item_id = \(item)
+                        """
+                    ], writes: [row])
+            case .reviewWindowClosed:
+                // `BookingsProjection`'s.
+                break
             case .reviewWritten(let review):
-                var statements: [PostgresQuery] = [
-                    """
-                    INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position)
-                    VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
-                            \(review.subjectID.rawValue), \(review.stars), \(review.text), \(at), \(event.position))
-                    ON CONFLICT (bid_id, role) DO NOTHING
-                    """
-                ]
+                var statements: [PostgresQuery] = [Self.insertReview(review, item, event, published: true)]
                 if building {
                     known.count(review.subjectID.rawValue) { counts in
                         counts.reviewCount += 1
@@ -533,6 +585,16 @@ public struct ItemsProjection: InlineProjection {
         plan.add(
             Self.setStatuses, [item, status.rawValue, event.recordedAt, event.position, deal != nil, deal ?? nil],
             writes: [WritePlan.Row(.item, item)])
+    }
+
+    /// A review into `reviews_view`, shown at once or held for its booking's publication.
+    static func insertReview(_ review: ReviewWritten, _ item: UUID?, _ event: ProjectedEvent, published: Bool) -> PostgresQuery {
+        """
+        INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position, published)
+        VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
+                \(review.subjectID.rawValue), \(review.stars), \(review.text), \(event.recordedAt), \(event.position), \(published))
+        ON CONFLICT (bid_id, role) DO NOTHING
+        """
     }
 
     /// A rental is booked by date and stays available: a second release's reservation,

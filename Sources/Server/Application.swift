@@ -41,7 +41,8 @@ public func buildRouter(
     let items = ItemsController(
         gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary),
         today: today)
-    let bookings = BookingsController(gateway: gateway, bookings: BookingsView(primary), today: today)
+    let bookings = BookingsController(
+        gateway: gateway, bookings: BookingsView(primary), conversations: ConversationsView(primary), today: today)
     let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
@@ -135,6 +136,7 @@ public func buildRouter(
     user.get("bookings/:bookingID", use: bookings.booking)
     user.get("me/bookings", use: bookings.myBookings)
     changes.post("bookings/:bookingID/complete", use: bookings.complete)
+    changes.post("bookings/:bookingID/reviews", use: bookings.review)
     bids.post("items/:itemID/bids", use: items.placeBid)
     user.get("items/:itemID/bids", use: items.bids)
     user.get("items/:itemID/bids/history", use: items.bidHistory)

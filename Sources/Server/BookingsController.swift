@@ -11,8 +11,14 @@ import UseCases
 struct BookingsController: Sendable {
     let gateway: CommandGateway
     let bookings: BookingsView
+    let conversations: ConversationsView
     /// The clock's day, passed to the rules that need it.
     let today: @Sendable () -> Day
+
+    struct ReviewBody: Decodable {
+        var stars: Int?
+        var text: String?
+    }
 
     struct PeriodBody: Decodable {
         var from: String?
@@ -96,6 +102,24 @@ struct BookingsController: Sendable {
         if !problems.isEmpty { throw DomainError.invalid(problems) }
         let after = try Cursor(query: query["cursor"].map(String.init))
         return try await bookings.bookings(of: context.user, role: role!, when: when!, today: today(), limit: limit, after: after)
+    }
+
+    /// Each party, once, after completion and within 14 days; held until the other's comes.
+    @Sendable func review(_ request: Request, context: UserContext) async throws -> EditedResponse<ReviewResource> {
+        let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
+        let body = try await request.decodeBody(ReviewBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("stars", body.stars))
+        try fields.throwIfAny()
+        // Anyone but its two parties is told there is no such booking.
+        let booking = try await bookings.booking(bookingID, for: context.user)
+        _ = try await gateway.handle(
+            .reviewBooking(bookingID, WriteReview(stars: body.stars!, text: body.text ?? "")), on: .item, id: booking.itemId,
+            actor: context.user)
+        guard let review = try await conversations.review(ofBooking: bookingID, by: context.user) else {
+            throw DomainError.bookingNotFound
+        }
+        return EditedResponse(status: .created, response: review)
     }
 
     /// The owner, once the last day has passed.

@@ -173,8 +173,12 @@ struct LenderClientTests {
             _ = try runLender(["jobs", "run", "--as-of", CalendarDay.fromToday(13)], database: database)
             let completed = try await bob.getBooking(path: .init(bookingID: bid.id)).ok.body.json
             #expect(completed.status == .completed)
-            let review = try await bob.reviewItem(path: .init(itemID: rental.id), body: .json(.init(stars: 5, text: "Smooth ride")))
-            #expect(try review.created.body.json.stars == 5)
+            let review = try await bob.reviewBooking(path: .init(bookingID: bid.id), body: .json(.init(stars: 5, text: "Smooth ride")))
+            #expect(try review.created.body.json.published == false, "held until ada reviews too")
+            let answer = try await ada.reviewBooking(path: .init(bookingID: bid.id), body: .json(.init(stars: 4)))
+            #expect(try answer.created.body.json.published == true)
+            let shown = try await rita.listItemReviews(path: .init(itemID: rental.id)).ok.body.json
+            #expect(shown.data.map(\.stars) == [5])
             let bids = try await ada.listBids(path: .init(itemID: rental.id)).ok.body.json
             #expect(bids.data.map(\.id) == [bid.id])
             let received = try await ada.listBidsReceived(query: .init(status: .approved)).ok.body.json

@@ -181,11 +181,41 @@ struct BookingDeciderTests {
         expectRefused(given(history, when: complete("2026-12-13"), by: bob), .notFound, "booking_not_found")
         expectRefused(given(history, when: .completeBooking(BidID(), today: day("2026-12-13")), by: owner), .notFound, "booking_not_found")
         let events = try given(history, when: complete("2026-12-13"), by: owner).get()
-        #expect(events == [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice))])
+        #expect(events == [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice, completedOn: day("2026-12-13")))])
         let item = try #require(ItemDecider.fold(history + events).item)
         #expect(item.booking(a)?.status == .completed)
         #expect(item.completedDeals.map(\.bidID) == [a], "a completed booking is a deal its parties may review")
         expectRefused(given(history + events, when: complete("2026-12-14"), by: owner), .conflict, "booking_not_confirmed")
+    }
+
+    @Test func aBookingsReviewsAreHeldUntilBothAreWrittenOrTheWindowCloses() throws {
+        let a = BidID()
+        let confirmed = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
+        let review = { (stars: Int) in ItemCommand.reviewBooking(a, WriteReview(stars: stars)) }
+        expectRefused(given(confirmed, when: review(5), by: alice), .conflict, "booking_not_completed")
+        let completed = confirmed + [
+            .bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice, completedOn: day("2026-12-13")))
+        ]
+        expectRefused(given(completed, when: review(5), by: bob), .notFound, "booking_not_found")
+        expectRefused(given(completed, when: review(0), by: alice), .invalid, "validation_failed")
+        let first = try given(completed, when: review(5), by: alice).get()
+        #expect(first == [
+            .reviewWritten(ReviewWritten(bidID: a, authorID: alice, subjectID: owner, role: .bidder, stars: 5, text: "", held: true))
+        ])
+        expectRefused(given(completed + first, when: review(4), by: alice), .conflict, "already_reviewed")
+        let second = try given(completed + first, when: review(3), by: owner).get()
+        #expect(second.last == .reviewsPublished(ReviewsPublished(bookingID: a)), "the second review publishes both")
+        // Alone, the first is published when the jobs close the window, 14 days on.
+        let jobs = { (today: String) in ItemCommand.runJobs(today: day(today), staleBids: []) }
+        #expect(try given(completed + first, when: jobs("2026-12-26"), by: .system).get() == [])
+        let closing = try given(completed + first, when: jobs("2026-12-27"), by: .system).get()
+        #expect(closing == [
+            .reviewWindowClosed(ReviewWindowClosed(bookingID: a)), .reviewsPublished(ReviewsPublished(bookingID: a)),
+        ])
+        expectRefused(given(completed + first + closing, when: review(3), by: owner), .conflict, "review_window_closed")
+        expectRefused(given(completed, when: jobs("2026-12-27"), by: alice), .forbidden, "not_allowed")
+        // The item's route is for requests and the second release's deals.
+        expectRefused(given(completed, when: .review(WriteReview(stars: 5)), by: alice), .conflict, "review_the_booking")
     }
 
     /// A second release's log: a rental reserved whole, closed and relisted, reads as a

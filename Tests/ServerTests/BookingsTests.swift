@@ -118,6 +118,8 @@ struct BookingsTests {
             let drill = try await client.postRental(owner.token, title: "Drill").id
             let adas = try await bid(client, drill, ada.token, "2026-12-03", "2026-12-05").decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(adas)/approve", token: owner.token).status == .ok)
+            let notYet = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 5], token: ada.token)
+            #expect(notYet.problem?.code == "booking_not_completed")
             clock.set("2026-12-05")
             let early = try await client.send(.post, "/v1/bookings/\(adas)/complete", token: owner.token)
             #expect(early.status == .conflict)
@@ -141,9 +143,31 @@ struct BookingsTests {
             // Past now: listed under `past`, not `upcoming`.
             #expect(try await client.send(.get, "/v1/me/bookings?when=past", token: ada.token).decode(Page<BookingResource>.self).data.map(\.id) == [adas])
             #expect(try await client.send(.get, "/v1/me/bookings", token: ada.token).decode(Page<BookingResource>.self).data.isEmpty)
-            // A completed booking is a deal its renter may review, on the item's route.
-            let review = try await client.send(.post, "/v1/items/\(drill)/reviews", json: ["stars": 5, "text": "Great"], token: ada.token)
-            #expect(review.status == .created, "\(review)")
+            // Reviews: on the booking's route, by its two parties only, held until both have written.
+            let oldRoute = try await client.send(.post, "/v1/items/\(drill)/reviews", json: ["stars": 5], token: ada.token)
+            #expect(oldRoute.problem?.code == "review_the_booking")
+            let stranger = try await client.user("eve")
+            let byStranger = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 1], token: stranger.token)
+            #expect(byStranger.status == .notFound)
+            let badStars = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 6], token: ada.token)
+            #expect(badStars.status == .unprocessableContent)
+            let held = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 5, "text": "Great"], token: ada.token)
+            #expect(held.status == .created, "\(held)")
+            #expect(held.json["published"] as? Bool == false)
+            #expect(try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 4], token: ada.token).problem?.code
+                == "already_reviewed")
+            let hidden = try await client.send(.get, "/v1/items/\(drill)/reviews", token: stranger.token).decode(Page<ReviewResource>.self)
+            #expect(hidden.data.isEmpty, "not listed until published")
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: stranger.token).decode(ItemResource.self).reviewCount == 0)
+            let ownerFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: owner.token).text
+            #expect(!ownerFeed.contains("review_received"), "a held review's stars are not told")
+            let answer = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 3], token: owner.token)
+            #expect(answer.json["published"] as? Bool == true)
+            let shown = try await client.send(.get, "/v1/items/\(drill)/reviews", token: stranger.token).decode(Page<ReviewResource>.self)
+            #expect(shown.data.map(\.stars) == [5])
+            let item = try await client.send(.get, "/v1/items/\(drill)", token: stranger.token).decode(ItemResource.self)
+            #expect((item.reviewCount, item.rating) == (1, 5.0))
+            #expect(try await client.send(.get, "/v1/users/\(ada.id)", token: stranger.token).decode(PublicProfile.self).rating == 3.0)
         }
     }
 

@@ -56,6 +56,19 @@ struct JobsTests {
             let bobFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: bob.token).json["data"] as? [[String: Any]]
             #expect(bobFeed?.compactMap { $0["kind"] as? String }.contains("bid_expired") == true)
 
+            // A review held after the booking's end; fourteen days after its completion the jobs
+            // close its window and publish what was written; no review comes after that.
+            let held = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 4], token: ada.token)
+            #expect(held.json["published"] as? Bool == false, "\(held)")
+            let early = try runLender(["jobs", "run", "--as-of", "2026-12-19"], database: database)
+            #expect(early.contains("(0 items written)"), "\(early)")
+            _ = try runLender(["jobs", "run", "--as-of", "2026-12-20"], database: database)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'ReviewWindowClosed'") == 1)
+            let tooLate = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 2], token: owner.token)
+            #expect(tooLate.problem?.code == "review_window_closed")
+            let shown = try await client.send(.get, "/v1/items/\(drill)/reviews", token: bob.token).decode(Page<ReviewResource>.self)
+            #expect(shown.data.map(\.stars) == [4], "published when the window closed")
+
             // On 1 January the rental's window is over: it expires, leaves the market and comes
             // back to a refresh as expired.
             let january = try runLender(["jobs", "run", "--as-of", "2027-01-01"], database: database)

@@ -1067,6 +1067,10 @@ extension Components {
             public var text: Swift.String
             /// - Remark: Generated from `#/components/schemas/Review/createdAt`.
             public var createdAt: Foundation.Date
+            /// False while a booking's review is held: shown to its author only, until the other party has reviewed too or 14 days have passed since the booking's completion
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/published`.
+            public var published: Swift.Bool
             /// Creates a new `Review`.
             ///
             /// - Parameters:
@@ -1079,6 +1083,7 @@ extension Components {
             ///   - stars:
             ///   - text: Empty when the review is stars only
             ///   - createdAt:
+            ///   - published: False while a booking's review is held: shown to its author only, until the other party has reviewed too or 14 days have passed since the booking's completion
             public init(
                 itemId: Components.Schemas.Uuid,
                 bidId: Components.Schemas.Uuid,
@@ -1088,7 +1093,8 @@ extension Components {
                 role: Components.Schemas.Review.RolePayload,
                 stars: Swift.Int,
                 text: Swift.String,
-                createdAt: Foundation.Date
+                createdAt: Foundation.Date,
+                published: Swift.Bool
             ) {
                 self.itemId = itemId
                 self.bidId = bidId
@@ -1099,6 +1105,7 @@ extension Components {
                 self.stars = stars
                 self.text = text
                 self.createdAt = createdAt
+                self.published = published
             }
             public enum CodingKeys: String, CodingKey {
                 case itemId
@@ -1110,6 +1117,7 @@ extension Components {
                 case stars
                 case text
                 case createdAt
+                case published
             }
         }
         /// - Remark: Generated from `#/components/schemas/ReviewPage`.

@@ -417,6 +417,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/me/export`.
     /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)`.
     func exportMyData(_ input: Operations.ExportMyData.Input) async throws -> Operations.ExportMyData.Output
+    /// Review a completed booking
+    ///
+    /// Each party reviews a completed booking once, within 14 days of its completion. The renter's review rates the item and its owner, the owner's rates the renter. A review stays unpublished (not listed, in no rating) until the other party has reviewed too or the window has closed; its author sees it here with `published: false`.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/reviews/post(reviewBooking)`.
+    func reviewBooking(_ input: Operations.ReviewBooking.Input) async throws -> Operations.ReviewBooking.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1348,6 +1355,23 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)`.
     public func exportMyData(headers: Operations.ExportMyData.Input.Headers = .init()) async throws -> Operations.ExportMyData.Output {
         try await exportMyData(Operations.ExportMyData.Input(headers: headers))
+    }
+    /// Review a completed booking
+    ///
+    /// Each party reviews a completed booking once, within 14 days of its completion. The renter's review rates the item and its owner, the owner's rates the renter. A review stays unpublished (not listed, in no rating) until the other party has reviewed too or the window has closed; its author sees it here with `published: false`.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/reviews`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/reviews/post(reviewBooking)`.
+    public func reviewBooking(
+        path: Operations.ReviewBooking.Input.Path,
+        headers: Operations.ReviewBooking.Input.Headers = .init(),
+        body: Operations.ReviewBooking.Input.Body
+    ) async throws -> Operations.ReviewBooking.Output {
+        try await reviewBooking(Operations.ReviewBooking.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
     }
 }
 

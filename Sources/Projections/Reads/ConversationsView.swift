@@ -27,7 +27,8 @@ public struct ConversationsView: Sendable {
     }
 
     private func reviews(where condition: PostgresQuery, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
-        var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE"
+        // A booking's review is shown once published (SPEC §12.1).
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE r.published AND"
         statement.append(" ")
         statement.append(condition)
         if let after { statement.append(" AND (r.created_at, r.bid_id) < (\(after.at), \(after.id))") }
@@ -99,10 +100,13 @@ public struct ReviewResource: Codable, Sendable {
     public var stars: Int
     public var text: String
     public var createdAt: Date
+    /// False while a booking's review is held: shown to its author only, until the other party
+    /// reviews too or the review window closes.
+    public var published: Bool
 
     /// What `init` reads, from `reviews_view r` with its author's handle (`former user` once forgotten).
     static let selection = """
-        r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at,
+        r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at, r.published,
         CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
         FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
         """
@@ -117,6 +121,7 @@ public struct ReviewResource: Codable, Sendable {
         stars = try row.decode("stars")
         text = try row.decode("text")
         createdAt = try row.decode("created_at")
+        published = try row.decode("published")
     }
 }
 
@@ -185,6 +190,14 @@ public struct Notice: Codable, Sendable, Hashable {
 
 extension ConversationsView {
     /// The newest review `author` wrote on the item: what writing one answers.
+    /// A booking's review as its author wrote it, published or held.
+    public func review(ofBooking booking: BookingID, by author: UserID) async throws -> ReviewResource? {
+        let rows = try await pool.query(
+            "SELECT \(unsafeRaw: ReviewResource.selection) WHERE r.bid_id = \(booking.rawValue) AND r.author_id = \(author.rawValue)",
+            prepared: true)
+        return try rows.first.map(ReviewResource.init)
+    }
+
     public func review(onItem item: ItemID, by author: UserID) async throws -> ReviewResource? {
         try await reviews(where: "r.item_id = \(item.rawValue) AND r.author_id = \(author.rawValue)", limit: 1, after: nil)
             .data.first
@@ -207,7 +220,7 @@ extension ConversationsView {
         let reviews = try await pool.query(
             """
             SELECT \(unsafeRaw: ReviewResource.selection)
-            WHERE r.author_id = \(user.rawValue) OR r.subject_id = \(user.rawValue)
+            WHERE r.author_id = \(user.rawValue) OR (r.subject_id = \(user.rawValue) AND r.published)
             ORDER BY r.position
             """)
         let messages = try await pool.query(

@@ -12,7 +12,8 @@ public struct DueWork: Sendable {
 
     /// Items, oldest first, with their stale pending bids (placed at or before `staleBefore`):
     /// those with a pending bid whose first day has begun or that is stale, available ones past
-    /// their window, and those with a confirmed booking whose last day is before `today`.
+    /// their window, those with a confirmed booking whose last day is before `today`, and those
+    /// with a completed booking whose review window is over.
     public func items(today: Day, staleBefore: Date) async throws -> [(item: ItemID, staleBids: Set<BidID>)] {
         let day = today.description
         let rows = try await pool.query(
@@ -23,6 +24,9 @@ public struct DueWork: Sendable {
             SELECT item_id, NULL FROM items_view WHERE status = 'available' AND window_until < \(day)::date
             UNION ALL
             SELECT item_id, NULL FROM bookings_view WHERE status = 'confirmed' AND until_day < \(day)::date
+            UNION ALL
+            SELECT item_id, NULL FROM bookings_view
+            WHERE status = 'completed' AND NOT reviews_closed AND completed_on <= \(today.adding(days: -ItemDecider.reviewWindowDays).description)::date
             """)
         var order = [ItemID]()
         var stale = [ItemID: Set<BidID>]()
