@@ -157,6 +157,8 @@ public struct FeedProjection: InlineProjection {
 
         var owners: [UUID: UUID] = [:]
         var bids: [UUID: Bid] = [:]
+        /// Each booking's reviews held unpublished, told when `ReviewsPublished` comes.
+        var heldReviews: [UUID: [ReviewWritten]] = [:]
         var lenders: [UUID: [UUID]] = [:]
         var registered: Set<UUID> = []
         /// As `users_view.forgotten_at` says: only a registered user's is set.
@@ -210,11 +212,20 @@ public struct FeedProjection: InlineProjection {
                         Notice(
                             .messageReceived, to: message.recipientID.rawValue, event, item: item, bid: message.bidID.rawValue,
                             message: message.messageID.rawValue, from: message.authorID.rawValue))
-                case .reviewWritten(let review) where review.held != true:
+                case .reviewWritten(let review) where review.held == true:
+                    heldReviews[review.bidID.rawValue, default: []].append(review)
+                case .reviewWritten(let review):
                     notices.append(
                         Notice(
                             .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
                             from: review.authorID.rawValue, stars: review.stars))
+                case .reviewsPublished(let published):
+                    for review in heldReviews.removeValue(forKey: published.bookingID.rawValue) ?? [] {
+                        notices.append(
+                            Notice(
+                                .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
+                                from: review.authorID.rawValue, stars: review.stars))
+                    }
                 default:
                     break
                 }
@@ -288,10 +299,14 @@ public struct FeedProjection: InlineProjection {
                 .messageReceived, to: message.recipientID, event, &plan, item: item, bid: message.bidID.rawValue,
                 message: message.messageID.rawValue, from: message.authorID)
         case .reviewWritten(let review) where review.held != true:
-            // A held review is news once published (not yet told: its stars stay hidden till then).
+            // A held review is news once published (not before: its stars stay hidden till then).
             notice(
                 .reviewReceived, to: review.subjectID, event, &plan, item: item, bid: review.bidID.rawValue, from: review.authorID,
                 stars: review.stars)
+        case .reviewsPublished(let published):
+            // The booking's reviews, published by this event (every review of a booking is held
+            // until then), as the items projection has just written them.
+            plan.add(Self.publishedReviews, [event.position, event.recordedAt, published.bookingID.rawValue], writes: [])
         default:
             break
         }
@@ -386,6 +401,17 @@ public struct FeedProjection: InlineProjection {
                     \(c[6])::uuid[], \(c[7])::uuid[], \(c[8])::uuid[], \(c[9])::int8[], \(c[10])::int4[])
              AS n(position, at, user_id, kind, item, bid, loan, message, from_user, amount, stars)
         WHERE \(unsafeRaw: stillHere("n.user_id"))
+        """
+    }
+
+    /// A booking's reviews, published: each subject hears of the review about them.
+    static let publishedReviews = SetWrite("published reviews", width: 3) { c in
+        """
+        INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, stars, created_at)
+        SELECT r.subject_id, n.position, 'review_received', r.item_id, r.bid_id, r.author_id, r.stars, n.at
+        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::uuid[]) AS n(position, at, booking),
+             LATERAL (SELECT subject_id, item_id, bid_id, author_id, stars FROM reviews_view WHERE bid_id = n.booking OFFSET 0) r
+        WHERE \(unsafeRaw: stillHere("r.subject_id"))
         """
     }
 

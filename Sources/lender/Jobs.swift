@@ -32,19 +32,12 @@ struct JobsCommand: AsyncParsableCommand {
             }
             // The instant a bid's week is counted to: now, moved on by as many days.
             let asOfNow = now.addingTimeInterval(Double(asOfDay.ordinal - today.ordinal) * 86_400)
-            var configuration = try database.configuration()
-            // As the server writes: a role that may append to the log, never rewrite it.
-            let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
-            configuration.role = role.isEmpty ? nil : role
-            let report = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) {
-                pool in
-                let store = EventStore(
-                    pool: pool, logger: logger, projections: lenderProjections,
-                    personalData: try DataKeyOptions.personalData(pool: pool))
-                return try await Jobs(gateway: CommandGateway(store: store, logger: logger)).run(today: asOfDay, now: asOfNow)
+            let (day, instant) = (asOfDay, asOfNow)
+            let report = try await database.withGateway(logger: logger) { gateway in
+                try await Jobs(gateway: gateway).run(today: day, now: instant)
             }
             print(
-                "jobs as of \(asOfDay): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
+                "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
                     + "\(report.bookingsCompleted) bookings completed, \(report.loansExpired) loans expired "
                     + "(\(report.items) items written)")
         }

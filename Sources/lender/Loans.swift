@@ -28,16 +28,8 @@ struct Loans: AsyncParsableCommand {
             } else {
                 today = Day(Date())
             }
-            var configuration = try database.configuration()
-            // As the server writes: a role that may append to the log, never rewrite it.
-            let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
-            configuration.role = role.isEmpty ? nil : role
-            let expired = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) {
-                pool in
-                let store = EventStore(
-                    pool: pool, logger: logger, projections: lenderProjections,
-                    personalData: try DataKeyOptions.personalData(pool: pool))
-                return try await ExpireLoans(gateway: CommandGateway(store: store, logger: logger)).run(today: today)
+            let expired = try await database.withGateway(logger: logger) { gateway in
+                try await ExpireLoans(gateway: gateway).run(today: today)
             }
             for loan in expired {
                 let refunded = loan.refunds.reduce(0) { $0 + $1.amountCents }

@@ -5,7 +5,9 @@ import Foundation
 import Logging
 import Migrations
 import Postgres
+import Projections
 import Server
+import UseCases
 
 /// Where the database and the migration files are.
 struct DatabaseOptions: ParsableArguments {
@@ -37,6 +39,24 @@ struct DatabaseOptions: ParsableArguments {
         _ body: (PostgresPool) async throws -> Result
     ) async throws -> Result {
         try await PostgresPool.with(configuration: try configuration(), options: .init(size: size), logger: logger, body)
+    }
+
+    /// A command gateway writing as the server writes: the role that may append to the log
+    /// and never rewrite it (`DATABASE_ROLE`, `lender_app` by default), the views inline,
+    /// personal data sealed with the master key. For the commands that act as the server does
+    /// (`lender jobs run`, `lender loans expire`).
+    func withGateway<Result: Sendable>(
+        logger: Logger, _ body: @Sendable (CommandGateway) async throws -> Result
+    ) async throws -> Result {
+        var configuration = try configuration()
+        let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
+        configuration.role = role.isEmpty ? nil : role
+        return try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+            let store = EventStore(
+                pool: pool, logger: logger, projections: lenderProjections,
+                personalData: try DataKeyOptions.personalData(pool: pool))
+            return try await body(CommandGateway(store: store, logger: logger))
+        }
     }
 
     /// The migrations built into the binary, unless a folder is named.

@@ -112,7 +112,7 @@ struct BookingsTests {
 
     @Test func theOwnerCompletesABookingAfterItsLastDayAndItCountsAsADeal() async throws {
         let clock = TestClock()
-        try await withServer(today: clock.today) { client, _ in
+        try await withServer(today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let ada = try await client.user("ada")
             let drill = try await client.postRental(owner.token, title: "Drill").id
@@ -168,6 +168,10 @@ struct BookingsTests {
             let item = try await client.send(.get, "/v1/items/\(drill)", token: stranger.token).decode(ItemResource.self)
             #expect((item.reviewCount, item.rating) == (1, 5.0))
             #expect(try await client.send(.get, "/v1/users/\(ada.id)", token: stranger.token).decode(PublicProfile.self).rating == 3.0)
+            // Published, each subject hears of the review about them; a rebuild makes the same views.
+            let adaFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: ada.token).text
+            #expect(adaFeed.contains("review_received"))
+            #expect(try runLender(["replay", "--verify"], database: try await ownerURL(admin)).contains("no differences"))
         }
     }
 
@@ -268,13 +272,7 @@ struct BookingsTests {
             #expect(after.ranges.first?.state == .outside)
             #expect(after.ranges.last?.state == .free)
             // A request has no calendar.
-            let request = try await client.send(
-                .post, "/v1/requests",
-                json: [
-                    "title": "Ladder", "category": "tools", "neededFrom": "2026-12-10", "neededUntil": "2026-12-11",
-                    "location": ["lat": 27.7, "lng": 85.3],
-                ], token: ada.token
-            ).decode(ItemResource.self).id
+            let request = try await client.postRequest(ada.token, title: "Ladder").id
             #expect(try await client.send(.get, "/v1/items/\(request)/availability", token: bob.token).problem?.code == "not_a_rental")
             let requestWindow = try await client.send(.patch, "/v1/items/\(request)", json: ["availableFrom": "2026-12-10"], token: ada.token)
             #expect(requestWindow.status == .unprocessableContent)
@@ -288,13 +286,7 @@ struct BookingsTests {
             let ada = try await client.user("ada")
             let rita = try await client.user("rita")
             let bob = try await client.user("bob")
-            let ladder = try await client.send(
-                .post, "/v1/requests",
-                json: [
-                    "title": "Ladder", "category": "tools", "neededFrom": "2026-12-10", "neededUntil": "2026-12-11",
-                    "location": ["lat": 27.7, "lng": 85.3],
-                ], token: ada.token
-            ).decode(ItemResource.self).id
+            let ladder = try await client.postRequest(ada.token, title: "Ladder").id
             let offer = try await bid(client, ladder, rita.token, "2026-12-10", "2026-12-11").decode(BidResource.self).id
             let other = try await bid(client, ladder, bob.token, "2026-12-10", "2026-12-10").decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(offer)/approve", token: ada.token).status == .ok)
