@@ -456,8 +456,16 @@ public struct ItemsProjection: InlineProjection {
                         """
                     ], writes: [row])
             case .bookingConfirmed, .blackoutAdded, .blackoutRemoved:
-                // `BookingsProjection`'s.
-                break
+                // The rows are `BookingsProjection`'s; the rental's free days changed, so a market
+                // refresh (`updatedSince`) hears of it. (One case: a `where` binds only the last
+                // of several patterns.)
+                if building {
+                    known.change(item) { $0.touch(event) }
+                } else {
+                    plan.add(
+                        ["UPDATE items_view SET updated_at = \(at), position = \(event.position) WHERE item_id = \(item)"],
+                        writes: [row])
+                }
             case .messageSent(let message):
                 plan.add(
                     [

@@ -177,7 +177,7 @@ struct BookingsTests {
 
     @Test func theCalendarShowsEveryDayOnceAndNamesNoRenter() async throws {
         let clock = TestClock()
-        try await withServer(today: clock.today) { client, _ in
+        try await withServer(today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
@@ -248,6 +248,15 @@ struct BookingsTests {
             let later = try await client.send(
                 .get, "/v1/market?availableFrom=2026-12-06&availableUntil=2026-12-09", token: bob.token).decode(Page<ItemResource>.self)
             #expect(later.data.map(\.id) == [drill])
+            // A refresh hears of a rental whose free days changed: its row moves on (the answer's
+            // times are to the second, so the row's position tells).
+            let positionSQL: PostgresQuery = "SELECT position FROM items_view WHERE item_id = \(drill.rawValue)"
+            let before = try await admin.query(positionSQL).single().decode("position", as: Int64.self)
+            let another = try await client.send(
+                .post, "/v1/items/\(drill)/blackouts", json: ["from": "2026-12-28", "until": "2026-12-29"], token: owner.token)
+            #expect(another.status == .created)
+            let touched = try await admin.query(positionSQL).single().decode("position", as: Int64.self)
+            #expect(touched == (another.json["position"] as? NSNumber)?.int64Value && touched > before, "updatedSince returns it")
             let badCursor = try await client.send(.get, "/v1/me/bookings?cursor=eyJhdCI6MCwiaWQiOiIwMDAwMDAwMC0wMDAwLTAwMDAtMDAwMC0wMDAwMDAwMDAwMDAifQ", token: ada.token)
             #expect(badCursor.status == .unprocessableContent, "\(badCursor)")
 
