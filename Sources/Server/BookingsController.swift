@@ -60,8 +60,8 @@ struct BookingsController: Sendable {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let body = try await request.decodeBody(PeriodBody.self, context: context)
         var fields = FieldCheck()
-        let from = fields.day(body.from, "from", required: true, bookable: true)
-        let until = fields.day(body.until, "until", required: true, bookable: true)
+        let from = fields.day(body.from, "from", required: true, bookable: true, today: today())
+        let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
         try fields.throwIfAny()
         let id = BlackoutID()
         let handled = try await gateway.handle(

@@ -69,8 +69,8 @@ struct ItemsController: Sendable {
         var fields = FieldCheck()
         let category = fields.category(body.category)
         let location = fields.location(body.location)
-        let from = fields.day(body.availableFrom.value, "availableFrom", required: false, bookable: true)
-        let until = fields.day(body.availableUntil.value, "availableUntil", required: false, bookable: true)
+        let from = fields.day(body.availableFrom.value, "availableFrom", required: false, bookable: true, today: today())
+        let until = fields.day(body.availableUntil.value, "availableUntil", required: false, bookable: true, today: today())
         fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
         fields.alongside(
             ItemDecider.givenFieldProblems(
@@ -89,8 +89,8 @@ struct ItemsController: Sendable {
         var fields = FieldCheck()
         let category = fields.category(body.category)
         let location = fields.location(body.location)
-        let from = fields.day(body.neededFrom, "neededFrom", required: true, bookable: true)
-        let until = fields.day(body.neededUntil, "neededUntil", required: true, bookable: true)
+        let from = fields.day(body.neededFrom, "neededFrom", required: true, bookable: true, today: today())
+        let until = fields.day(body.neededUntil, "neededUntil", required: true, bookable: true, today: today())
         fields.require(("title", body.title))
         fields.alongside(
             ItemDecider.givenFieldProblems(
@@ -123,8 +123,8 @@ struct ItemsController: Sendable {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let body = try await request.decodeBody(BidBody.self, context: context)
         var fields = FieldCheck()
-        let from = fields.day(body.from, "from", required: true, bookable: true)
-        let until = fields.day(body.until, "until", required: true, bookable: true)
+        let from = fields.day(body.from, "from", required: true, bookable: true, today: today())
+        let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         try fields.throwIfAny()
         let bid = PlaceBid(
@@ -144,8 +144,8 @@ struct ItemsController: Sendable {
         // null (open). A request's days are not revisable (422 `not_for_this_kind`).
         let body = try await request.decodeBody(PostingBody.self, context: context)
         var fields = FieldCheck()
-        let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom")
-        let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil")
+        let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom", today: today())
+        let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil", today: today())
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
         if body.dailyPriceCents != nil, body.maxDailyPriceCents != nil {
@@ -255,11 +255,11 @@ enum Presence<Value: Decodable & Sendable>: Sendable {
 
 extension FieldCheck {
     /// A rental window's end in a revision: nil when absent, `.some(nil)` when null (open).
-    mutating func windowEnd(_ given: Presence<String>, _ field: String) -> WindowEnd {
+    mutating func windowEnd(_ given: Presence<String>, _ field: String, today: Day) -> WindowEnd {
         switch given {
         case .absent: return nil
         case .null: return .some(nil)
-        case .value(let text): return day(text, field, required: true, bookable: true).map { .some($0) }
+        case .value(let text): return day(text, field, required: true, bookable: true, today: today).map { .some($0) }
         }
     }
 }

@@ -269,8 +269,8 @@ struct FieldCheck {
     }
 
     /// A day; with `bookable`, one a rental could be on: from yesterday (UTC, so a client
-    /// behind it still has its today) to two years ahead.
-    mutating func day(_ text: String?, _ field: String, required: Bool, bookable: Bool = false, now: Date = Date()) -> Day? {
+    /// behind it still has its today) to two years ahead of `today` (the server's clock's day).
+    mutating func day(_ text: String?, _ field: String, required: Bool, bookable: Bool = false, today: Day? = nil) -> Day? {
         guard let text else {
             if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
             return nil
@@ -280,8 +280,9 @@ struct FieldCheck {
             return nil
         }
         if bookable {
-            let earliest = Day(now.addingTimeInterval(-86_400))
-            let latest = Day(now.addingTimeInterval(730 * 86_400))
+            let today = today ?? Day(Date())
+            let earliest = today.adding(days: -1)
+            let latest = today.adding(days: 730)
             if day < earliest {
                 problems.append(FieldError(field: field, code: "in_the_past", message: "\(earliest) or later"))
             } else if latest < day {

@@ -35,7 +35,7 @@ public func testPersonalData(_ pool: PostgresPool) -> PersonalData {
 public func withServer(
     logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
     writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
-    today: @escaping @Sendable () -> Day = { Day(Date()) },
+    today: @escaping @Sendable () -> Day = { fixtureDay },
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -96,6 +96,10 @@ public func eventCount(_ admin: PostgresPool) async throws -> Int {
 public func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> Int {
     try await admin.query(sql).single().decode(0, as: Int.self)
 }
+
+/// The day an in-process test server decides on, unless a test gives its own clock: the
+/// fixtures' dates (rentals for December 2026) stay ahead of it whenever the suite runs.
+public let fixtureDay = Day("2026-11-28")!
 
 /// A day `days` from today (UTC), as `YYYY-MM-DD`.
 public func dayFromToday(_ days: Int) -> String {

@@ -528,7 +528,7 @@ struct ClientRuleTests {
     }
 
     @Test func offersOnARequestStayWithinItsMaximumAndDatesInTheBookableRange() async throws {
-        try await withServer { client, _ in
+        try await withServer(today: { Day(Date()) }) { client, _ in
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
             let request = try await client.send(

@@ -12,19 +12,26 @@ import TestSupport
 @Suite("The jobs")
 struct JobsTests {
     @Test func theJobsExpireBidsAndPostingsAndCompleteBookingsOnceEvenRunTwiceAtOnce() async throws {
-        try await withServer { client, admin in
+        // The real clock, and days from it: the jobs run as the `lender` processes see today.
+        try await withServer(today: { Day(Date()) }) { client, admin in
             let owner = try await client.user("owner")
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
-            // The fixture's window: 1 to 31 December.
-            let drill = try await client.postRental(owner.token, title: "Drill").id
+            // Available from 3 days on for a month; booked on days 5 to 7.
+            let drill = try await client.send(
+                .post, "/v1/rentals",
+                json: [
+                    "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "location": ["lat": 27.7, "lng": 85.3],
+                    "availableFrom": dayFromToday(3), "availableUntil": dayFromToday(33),
+                ], token: owner.token
+            ).decode(ItemResource.self).id
             let booked = try await client.send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-03", "until": "2026-12-05"],
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": dayFromToday(5), "until": dayFromToday(7)],
                 token: ada.token
             ).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(booked)/approve", token: owner.token).status == .ok)
             let late = try await client.send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-20", "until": "2026-12-21"],
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": dayFromToday(22), "until": dayFromToday(23)],
                 token: bob.token
             ).decode(BidResource.self).id
             let database = try await ownerURL(admin)
@@ -34,9 +41,9 @@ struct JobsTests {
             #expect(today.contains("0 bids expired, 0 postings expired, 0 bookings completed"), "\(today)")
             _ = try runLender(["jobs", "run", "--as-of", dayFromToday(-1)], database: database, expectedStatus: 64)
 
-            // On 6 December, twice at once: Bob's bid is a week old by then, Ada's booking has
-            // ended; each is done once.
-            let asOf = "2026-12-06"
+            // On day 8, twice at once: Bob's bid is a week old by then, Ada's booking has ended;
+            // each is done once.
+            let asOf = dayFromToday(8)
             async let first = runLenderAside(["jobs", "run", "--as-of", asOf], database: database)
             async let second = runLenderAside(["jobs", "run", "--as-of", asOf], database: database)
             let outputs = try await [first, second]
@@ -60,18 +67,18 @@ struct JobsTests {
             // close its window and publish what was written; no review comes after that.
             let held = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 4], token: ada.token)
             #expect(held.json["published"] as? Bool == false, "\(held)")
-            let early = try runLender(["jobs", "run", "--as-of", "2026-12-19"], database: database)
+            let early = try runLender(["jobs", "run", "--as-of", dayFromToday(21)], database: database)
             #expect(early.contains("(0 items written)"), "\(early)")
-            _ = try runLender(["jobs", "run", "--as-of", "2026-12-20"], database: database)
+            _ = try runLender(["jobs", "run", "--as-of", dayFromToday(22)], database: database)
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'ReviewWindowClosed'") == 1)
             let tooLate = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 2], token: owner.token)
             #expect(tooLate.problem?.code == "review_window_closed")
             let shown = try await client.send(.get, "/v1/items/\(drill)/reviews", token: bob.token).decode(Page<ReviewResource>.self)
             #expect(shown.data.map(\.stars) == [4], "published when the window closed")
 
-            // On 1 January the rental's window is over: it expires, leaves the market and comes
-            // back to a refresh as expired.
-            let january = try runLender(["jobs", "run", "--as-of", "2027-01-01"], database: database)
+            // On day 34 the rental's window is over: it expires, leaves the market and comes back
+            // to a refresh as expired.
+            let january = try runLender(["jobs", "run", "--as-of", dayFromToday(34)], database: database)
             #expect(january.contains("1 postings expired"), "\(january)")
             let item = try await client.send(.get, "/v1/items/\(drill)", token: owner.token).decode(ItemResource.self)
             #expect(item.status == "expired")
@@ -81,7 +88,7 @@ struct JobsTests {
                 .get, "/v1/market?updatedSince=2020-01-01T00:00:00Z", token: bob.token
             ).decode(Page<ItemResource>.self)
             #expect(refresh.data.first { $0.id == drill }?.status == "expired")
-            let again = try runLender(["jobs", "run", "--as-of", "2027-01-01"], database: database)
+            let again = try runLender(["jobs", "run", "--as-of", dayFromToday(34)], database: database)
             #expect(again.contains("(0 items written)"), "\(again)")
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
         }
