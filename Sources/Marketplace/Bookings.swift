@@ -359,7 +359,7 @@ extension ItemDecider {
 
     /// Each party reviews a completed booking once, within its window; the review is held
     /// until the other party's comes (both are published with it) or the window closes.
-    static func reviewBooking(_ id: BookingID, _ review: WriteReview, _ state: ItemState, actor: UserID) throws
+    static func reviewBooking(_ id: BookingID, _ review: WriteReview, _ state: ItemState, actor: UserID, today: Day) throws
         -> [ItemEvent]
     {
         let item = try requireItem(state)
@@ -373,7 +373,10 @@ extension ItemDecider {
         guard booking.status == .completed, let deal = item.completedDeals.first(where: { $0.bidID == id }) else {
             throw DomainError(.conflict, "booking_not_completed", "A booking is reviewed once it is completed.")
         }
-        guard booking.completedOn != nil, !booking.reviewWindowClosed else {
+        // Closed on the 14th day after completion, whether or not the jobs have said so yet.
+        guard let completedOn = booking.completedOn, !booking.reviewWindowClosed,
+            today < completedOn.adding(days: reviewWindowDays)
+        else {
             throw DomainError(.conflict, "review_window_closed", "Reviews of this booking closed 14 days after it ended.")
         }
         let role: ReviewerRole = actor == item.ownerID ? .owner : .bidder

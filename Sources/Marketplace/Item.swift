@@ -320,7 +320,7 @@ public enum ItemCommand: Hashable, Sendable {
     /// `today`: the clock's day, passed in (a bid whose first day has begun is too late).
     case approveBid(BidID, today: Day)
     case completeBooking(BookingID, today: Day)
-    case reviewBooking(BookingID, WriteReview)
+    case reviewBooking(BookingID, WriteReview, today: Day)
     case addBlackout(BlackoutID, Period)
     case removeBlackout(BlackoutID)
     /// The time-driven work on one item, as of `today` (the jobs' only, `UserID.system`):
@@ -546,8 +546,8 @@ public enum ItemDecider {
         case .completeBooking(let id, let today):
             return try completeBooking(id, state, actor: actor, today: today)
 
-        case .reviewBooking(let id, let review):
-            return try reviewBooking(id, review, state, actor: actor)
+        case .reviewBooking(let id, let review, let today):
+            return try reviewBooking(id, review, state, actor: actor, today: today)
 
         case .addBlackout(let id, let period):
             return try addBlackout(id, period, state, actor: actor)

@@ -114,7 +114,8 @@ struct BookingsController: Sendable {
         // Anyone but its two parties is told there is no such booking.
         let booking = try await bookings.booking(bookingID, for: context.user)
         _ = try await gateway.handle(
-            .reviewBooking(bookingID, WriteReview(stars: body.stars!, text: body.text ?? "")), on: .item, id: booking.itemId,
+            .reviewBooking(bookingID, WriteReview(stars: body.stars!, text: body.text ?? ""), today: today()), on: .item,
+            id: booking.itemId,
             actor: context.user)
         guard let review = try await conversations.review(ofBooking: bookingID, by: context.user) else {
             throw DomainError.bookingNotFound

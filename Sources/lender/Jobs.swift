@@ -38,7 +38,8 @@ struct JobsCommand: AsyncParsableCommand {
             }
             print(
                 "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
-                    + "\(report.bookingsCompleted) bookings completed, \(report.loansExpired) loans expired "
+                    + "\(report.bookingsCompleted) bookings completed, \(report.reviewWindowsClosed) review windows closed, "
+                    + "\(report.loansExpired) loans expired "
                     + "(\(report.items) items written)")
         }
     }

@@ -191,7 +191,7 @@ struct BookingDeciderTests {
     @Test func aBookingsReviewsAreHeldUntilBothAreWrittenOrTheWindowCloses() throws {
         let a = BidID()
         let confirmed = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
-        let review = { (stars: Int) in ItemCommand.reviewBooking(a, WriteReview(stars: stars)) }
+        let review = { (stars: Int) in ItemCommand.reviewBooking(a, WriteReview(stars: stars), today: day("2026-12-20")) }
         expectRefused(given(confirmed, when: review(5), by: alice), .conflict, "booking_not_completed")
         let completed = confirmed + [
             .bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice, completedOn: day("2026-12-13")))
@@ -213,6 +213,11 @@ struct BookingDeciderTests {
             .reviewWindowClosed(ReviewWindowClosed(bookingID: a)), .reviewsPublished(ReviewsPublished(bookingID: a)),
         ])
         expectRefused(given(completed + first + closing, when: review(3), by: owner), .conflict, "review_window_closed")
+        // Closed on the 14th day, before the jobs have run that day.
+        let lastDay = ItemCommand.reviewBooking(a, WriteReview(stars: 3), today: day("2026-12-26"))
+        #expect((try? given(completed + first, when: lastDay, by: owner).get()) != nil)
+        let fourteenth = ItemCommand.reviewBooking(a, WriteReview(stars: 3), today: day("2026-12-27"))
+        expectRefused(given(completed + first, when: fourteenth, by: owner), .conflict, "review_window_closed")
         expectRefused(given(completed, when: jobs("2026-12-27"), by: alice), .forbidden, "not_allowed")
         // The item's route is for requests and the second release's deals.
         expectRefused(given(completed, when: .review(WriteReview(stars: 5)), by: alice), .conflict, "review_the_booking")
