@@ -15,11 +15,6 @@ struct BookingsController: Sendable {
     /// The clock's day, passed to the rules that need it.
     let today: @Sendable () -> Day
 
-    struct ReviewBody: Decodable {
-        var stars: Int?
-        var text: String?
-    }
-
     struct PeriodBody: Decodable {
         var from: String?
         var until: String?
@@ -107,7 +102,7 @@ struct BookingsController: Sendable {
     /// Each party, once, after completion and within 14 days; held until the other's comes.
     @Sendable func review(_ request: Request, context: UserContext) async throws -> EditedResponse<ReviewResource> {
         let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
-        let body = try await request.decodeBody(ReviewBody.self, context: context)
+        let body = try await request.decodeBody(ConversationsController.ReviewBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("stars", body.stars))
         try fields.throwIfAny()

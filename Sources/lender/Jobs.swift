@@ -40,7 +40,7 @@ struct JobsCommand: AsyncParsableCommand {
                 "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
                     + "\(report.bookingsCompleted) bookings completed, \(report.reviewWindowsClosed) review windows closed, "
                     + "\(report.loansExpired) loans expired "
-                    + "(\(report.items) items written)")
+                    + "(\(report.items) items written\(report.failures > 0 ? ", \(report.failures) failed: see the log" : ""))")
         }
     }
 }
