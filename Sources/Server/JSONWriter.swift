@@ -356,3 +356,23 @@ extension PrivateProfile: JSONWritable {
         json.endObject()
     }
 }
+
+extension Availability: JSONWritable {
+    func write(to json: inout JSONWriter) throws {
+        json.beginObject()
+        json.field("from", from)
+        json.field("until", until)
+        try json.field("ranges", ranges)
+        json.endObject()
+    }
+}
+
+extension Availability.Range: JSONWritable {
+    func write(to json: inout JSONWriter) throws {
+        json.beginObject()
+        json.field("from", from)
+        json.field("until", until)
+        json.field("state", state.rawValue)
+        json.endObject()
+    }
+}

@@ -2,6 +2,7 @@ import Aggregates
 import EventStore
 import Marketplace
 import Projections
+import Synchronization
 
 /// Bids: placing one, decided on the item and on its owner's blocks; the commands on a bid
 /// (approve, withdraw, reject), decided on the stream of the item it was placed on; and the
@@ -9,10 +10,19 @@ import Projections
 public struct Bidding: Sendable {
     let gateway: CommandGateway
     let items: ItemsView
+    let bidItems = BidItems(capacity: 100_000)
 
     public init(gateway: CommandGateway) {
         self.gateway = gateway
         self.items = ItemsView(gateway.store.pool)
+    }
+
+    /// The item a bid was placed on, as this server learnt it or from the view.
+    func item(ofBid bid: BidID) async throws -> ItemID {
+        if let item = bidItems.item(of: bid) { return item }
+        let item = try await items.item(ofBid: bid)
+        bidItems.store(item, of: bid)
+        return item
     }
 
     /// Places the bid; answers its id (a repeated request: the first one's), the append, and
@@ -43,13 +53,14 @@ public struct Bidding: Sendable {
             return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
         }
         let appended = append?.recordedAt == nil ? nil : event.flatMap { $0.bidID == placed ? $0 : nil }
+        bidItems.store(itemID, of: placed)
         return (placed, append, appended)
     }
 
     /// Writes to the other party of a bid; answers the message's id and the append. Like a
     /// bid, decided on the recipient's blocks as read and appended only if they still hold.
     public func send(_ message: SendMessage, by actor: UserID) async throws -> (message: MessageID, append: AppendResult?) {
-        let itemID = try await items.item(ofBid: message.bidID)
+        let itemID = try await item(ofBid: message.bidID)
         let (sent, append) = try await gateway.handleAcross("sendMessage", actor: actor) {
             (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: MessageID) in
             let item = try await reads.load(.item, id: itemID)
@@ -71,7 +82,26 @@ public struct Bidding: Sendable {
 
     /// A command on a bid, decided on its item's stream.
     public func decide(_ command: ItemCommand, onBid bidID: BidID, by actor: UserID) async throws -> AppendResult? {
-        let itemID = try await items.item(ofBid: bidID)
+        let itemID = try await item(ofBid: bidID)
         return try await gateway.handle(command, on: .item, id: itemID, actor: actor).append
+    }
+}
+
+/// Which item each bid is on: a bid never moves to another item, so what was read once (or
+/// placed here) holds for good, and a command on a bid need not ask the view again. At
+/// capacity it starts again empty, as `StreamStates` does.
+final class BidItems: Sendable {
+    private let capacity: Int
+    private let entries = Mutex<[BidID: ItemID]>([:])
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func item(of bid: BidID) -> ItemID? { entries.withLock { $0[bid] } }
+
+    func store(_ item: ItemID, of bid: BidID) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[bid] = item
+        }
     }
 }

@@ -9,17 +9,19 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words, loans_near, clusters_world, clusters_region or clusters_city.")
+        abstract: "Load a running server: post_rentals, place_bids spread over --items items, book_rentals (approvals over --items rentals), cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words, market_available_dates, availability, loans_near, clusters_world, clusters_region or clusters_city.")
 
-    static let scenarios = ["post_rentals", "place_bids", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near", "market_newest", "market_words",
-        "loans_near", "register_users", "clusters_world", "clusters_region", "clusters_city",
+    static let scenarios = ["post_rentals", "place_bids", "book_rentals", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near",
+        "market_newest", "market_words", "market_available_dates", "availability", "loans_near", "register_users", "clusters_world",
+        "clusters_region", "clusters_city",
     ]
 
     @Argument(help: "One of \(scenarios.joined(separator: ", "))") var scenario: String
     @Option var port: Int
     @Option var connections = 64
     @Option var seconds = 10.0
-    @Option(help: "Items the bids are spread over (place_bids).") var items = 1000
+    @Option(help: "Items the bids are spread over (place_bids, book_rentals).") var items = 1000
+    @Option(help: "Bids placed before the run, each approved once during it (book_rentals).") var bookings = 48_000
     @Option(help: "Who sends the load after the set-up: this program, or wrk (not register_users or cart_checkout).")
     var client = "lender-bench"
 
@@ -43,6 +45,7 @@ struct HTTPBench: AsyncParsableCommand {
         var tokens = [String]()
         for index in 0..<connections { tokens.append(try await Self.user("b\(run)_\(index)", setup)) }
         var targets = [String]()
+        var readPath = Self.readPath(scenario)
         switch scenario {
         case "place_bids":
             let owner = try await Self.user("o\(run)", setup)
@@ -50,6 +53,34 @@ struct HTTPBench: AsyncParsableCommand {
                 let body = try await Self.send(setup, .post, "/v1/rentals", Self.rental("Item \(index)"), owner).1
                 targets.append(try Self.field("id", body))
             }
+        case "book_rentals":
+            // The owner's rentals, then bids of every user on `bookings / connections` of them,
+            // each user on two days of its own so no two bids on a rental overlap: each
+            // approval confirms a booking and rejects nothing. The run approves them (targets,
+            // the approvals' paths) by user, so approvals in a row are on different rentals.
+            let owner = try await Self.user("o\(run)", setup)
+            var rentals = [String]()
+            for index in 0..<items {
+                rentals.append(try Self.field("id", try await Self.send(setup, .post, "/v1/rentals", Self.rental("Rental \(index)"), owner).1))
+            }
+            let perUser = min(items, bookings / connections)
+            targets = try await Self.placeBids(on: rentals, by: tokens, each: perUser, port: port).map { "/v1/bids/\($0)/approve" }
+            tokens = Array(repeating: owner, count: connections)
+        case "availability":
+            // One rental with 50 bookings of a day each over the next 90 days (its default
+            // calendar): 50 renters bid, the owner approves.
+            let owner = try await Self.user("o\(run)", setup)
+            let rental = try Self.field("id", try await Self.send(setup, .post, "/v1/rentals", Self.rental("Booked rental"), owner).1)
+            for index in 0..<50 {
+                let renter = try await Self.user("a\(run)_\(index)", setup)
+                let day = Self.day(1 + index * 9 / 5)
+                let bid = ["dailyPriceCents": 1400, "from": day, "until": day] as [String: Any]
+                let placed = try await Self.send(setup, .post, "/v1/items/\(rental)/bids", bid, renter).1
+                guard try await Self.send(setup, .post, "/v1/bids/\(try Self.field("id", placed))/approve", [:], owner).0 == 200 else {
+                    throw ValidationError("an approval failed")
+                }
+            }
+            readPath = "/v1/items/\(rental)/availability"
         case "cart_checkout":
             // Loans of 1,000,000 cents (400 shares each), enough that none fills during the run;
             // each lender holds 1,000,000 cents (400 checkouts of one share).
@@ -84,13 +115,16 @@ struct HTTPBench: AsyncParsableCommand {
                 switch scenario {
                 case "post_rentals": .postRental
                 case "place_bids": .placeBid(items: targets)
-                default: .read(path: Self.readPath(scenario)!)
+                case "book_rentals": .postEach(paths: targets)
+                default: .read(path: readPath!)
                 }
             try printFigures(try WrkLoad(request: request, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
             return
         }
         let targetIDs = targets
         let scenario = scenario
+        let getPath = readPath
+        let connections = connections
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(seconds)
         let started = clock.now
@@ -108,18 +142,12 @@ struct HTTPBench: AsyncParsableCommand {
                         let begin = clock.now
                         let succeeded: Bool
                         switch scenario {
-                        case "market_near":
-                            succeeded = try await Self.get(client, Self.marketQuery, token) == 200
-                        case "market_newest":
-                            succeeded = try await Self.get(client, Self.newestQuery, token) == 200
-                        case "market_words":
-                            succeeded = try await Self.get(client, Self.wordsQuery, token) == 200
-                        case "loans_near":
-                            succeeded = try await Self.get(client, Self.loansQuery, token) == 200
-                        case "clusters_world", "clusters_region", "clusters_city":
-                            succeeded = try await Self.get(client, Self.clusterQueries[scenario]!, token) == 200
-                        case "me_200_posts", "me_2000_posts":
-                            succeeded = try await Self.get(client, "/v1/me", token) == 200
+                        case _ where getPath != nil:
+                            succeeded = try await Self.get(client, getPath!, token) == 200
+                        case "book_rentals":
+                            // Each connection its own approvals, in the order of the list.
+                            let path = targetIDs[((index - 1) * connections + connection) % targetIDs.count]
+                            succeeded = try await Self.post(client, path, "", token) == 200
                         case "register_users":
                             // A new account each time (bcrypt at the server's BCRYPT_COST): its data key, its sealed fields.
                             let user = #"{"handle":"r\#(run)_\#(connection)_\#(index)","displayName":"Bench \#(index)","email":"r\#(run)_\#(connection)_\#(index)@bench.example","password":"correct horse battery","country":"NP"}"#
@@ -175,7 +203,41 @@ struct HTTPBench: AsyncParsableCommand {
         case "market_words": wordsQuery
         case "loans_near": loansQuery
         case "me_200_posts", "me_2000_posts": "/v1/me"
+        case "market_available_dates": availableDatesQuery
         default: clusterQueries[scenario]
+        }
+    }
+
+    /// Rentals free on three days a month ahead (`load-items --booked-every`), newest first.
+    static var availableDatesQuery: String {
+        "/v1/market?availableFrom=\(day(30))&availableUntil=\(day(32))&limit=20"
+    }
+
+    /// The UTC day `days` from today, as the server's clock has it.
+    static func day(_ days: Int) -> String {
+        Date().addingTimeInterval(Double(days) * 86_400).formatted(.iso8601.year().month().day())
+    }
+
+    /// Bids of each user (`tokens`) on `each` of `items`, from the `7 × user`th on, on two days of
+    /// the user's own, users in parallel: their ids, user by user.
+    static func placeBids(on items: [String], by tokens: [String], each: Int, port: Int) async throws -> [String] {
+        try await withThrowingTaskGroup(of: (Int, [String]).self) { group in
+            for (user, token) in tokens.enumerated() {
+                group.addTask {
+                    let client = TestClient(host: "127.0.0.1", port: port)
+                    client.connect()
+                    let bid = ["dailyPriceCents": 1400, "from": day(7 + 3 * user), "until": day(8 + 3 * user)] as [String: Any]
+                    var placed = [String]()
+                    for index in 0..<each {
+                        let (status, body) = try await send(client, .post, "/v1/items/\(items[(user * 7 + index) % items.count])/bids", bid, token)
+                        guard status == 201 else { throw ValidationError("a bid failed (\(status)): \(body)") }
+                        placed.append(try field("id", body))
+                    }
+                    try await client.shutdown()
+                    return (user, placed)
+                }
+            }
+            return try await group.reduce(into: [(Int, [String])]()) { $0.append($1) }.sorted { $0.0 < $1.0 }.flatMap(\.1)
         }
     }
 

@@ -9,6 +9,8 @@ import Projections
 
 /// Loads N rentals of one owner scattered over a region: the log, then the views rebuilt
 /// from it, as `lender replay` builds them. The market's readers sign up through the server.
+/// Every `--booked-every`th rental has three bookings of three days (`bookedDays`), approved
+/// bids of one renter, for the market's period filter.
 struct ItemsLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load-items",
@@ -17,6 +19,7 @@ struct ItemsLoad: AsyncParsableCommand {
     @Option(name: .customLong("database-url"), help: "The database, as its owner.") var databaseURL: String
     @Option var items = 100_000
     @Option var loans = 0
+    @Option(help: "Every Nth rental has three bookings (0: none).") var bookedEvery = 0
 
     func run() async throws {
         var logger = Logger(label: "lender-bench")
@@ -28,6 +31,11 @@ struct ItemsLoad: AsyncParsableCommand {
             _ = try await store.append(
                 to: .user(owner), expectedVersion: .noStream,
                 events: [try Aggregate.user.codec.encode(.registered(UserRegistered(userID: owner, handle: "bench_owner", displayName: "Owner", email: "owner@example.org")))])
+            let renter = UserID()
+            _ = try await store.append(
+                to: .user(renter), expectedVersion: .noStream,
+                events: [try Aggregate.user.codec.encode(.registered(UserRegistered(userID: renter, handle: "bench_renter", displayName: "Renter", email: "renter@example.org")))])
+            let today = Day(Date())
             var generator = SystemRandomNumberGenerator()
             var loaded = 0
             let categories = Marketplace.Category.allCases
@@ -42,8 +50,22 @@ struct ItemsLoad: AsyncParsableCommand {
                     let posted = RentalPosted(
                         itemID: item, ownerID: owner, title: "Item \(loaded)", description: "For the market benchmark",
                         category: categories[loaded % categories.count], dailyPriceCents: 100 + loaded % 5000, location: location)
+                    var events: [ItemEvent] = [.rentalPosted(posted)]
+                    if bookedEvery > 0, loaded % bookedEvery == 0 {
+                        for period in Self.bookedDays(loaded, today: today) {
+                            let bid = BidID()
+                            events += [
+                                .bidPlaced(BidPlaced(bidID: bid, bidderID: renter, dailyPriceCents: 500, from: period.from, until: period.until)),
+                                .bidApproved(BidApproved(bidID: bid)),
+                                .bookingConfirmed(
+                                    BookingConfirmed(
+                                        bookingID: bid, ownerID: owner, renterID: renter, from: period.from, until: period.until,
+                                        dailyPriceCents: 500)),
+                            ]
+                        }
+                    }
                     appends.append(
-                        StreamAppend(.item(item), expectedVersion: .noStream, events: [try Aggregate.item.codec.encode(.rentalPosted(posted))]))
+                        StreamAppend(.item(item), expectedVersion: .noStream, events: try events.map(Aggregate.item.codec.encode)))
                     loaded += 1
                 }
                 _ = try await store.append(appends)
@@ -75,8 +97,19 @@ struct ItemsLoad: AsyncParsableCommand {
             let built = try await rebuilder.build(schema, after: 0)
             _ = try await rebuilder.swapIn(schema, builtTo: built)
             _ = try await pool.query("ANALYZE items_view")
+            _ = try await pool.query("ANALYZE bookings_view")
             _ = try await pool.query("ANALYZE loans_view")
             FileHandle.standardError.write(Data("loaded \(loaded) items and \(lent) loans\n".utf8))
+        }
+    }
+
+    /// The bookings of the `index`th rental: three of three days, from 10, 45 and 80 days
+    /// ahead, shifted by up to 29 days, so that a three-day period 30 days ahead meets about
+    /// one booked rental in six.
+    static func bookedDays(_ index: Int, today: Day) -> [Period] {
+        [10, 45, 80].map { start in
+            let from = today.adding(days: start + index % 30)
+            return Period(from: from, until: from.adding(days: 2))
         }
     }
 }

@@ -22,6 +22,9 @@ struct WrkLoad {
         /// the user before, so requests in a row go to different items. `items × users` bids
         /// in all (`HTTPBench` warns of a run that could ask for more).
         case placeBid(items: [String])
+        /// A POST with no body to each of `paths` once (approvals), the threads taking them in
+        /// turn; past the last, from the first again (those answer 409 and count as failures).
+        case postEach(paths: [String])
     }
 
     var request: Request
@@ -39,12 +42,16 @@ struct WrkLoad {
         case .postRental: "/v1/rentals"
         // The request writes its own path; wrk wants one to start with.
         case .placeBid: "/v1/items"
+        case .postEach(let paths): paths.first ?? "/"
         }
     }
 
     /// The status every request of the scenario answers when it succeeds.
     var expectedStatus: Int {
-        if case .read = request { 200 } else { 201 }
+        switch request {
+        case .read, .postEach: 200
+        case .postRental, .placeBid: 201
+        }
     }
 
     func run(scenario: String) throws -> HTTPFigures {
@@ -52,7 +59,12 @@ struct WrkLoad {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let script = folder.appendingPathComponent("load.lua")
-        try luaScript.write(to: script, atomically: true, encoding: .utf8)
+        // Paths one a line, read by each thread's Lua: tens of thousands of them are more
+        // constants than LuaJIT takes in one chunk.
+        let pathsFile = folder.appendingPathComponent("paths.txt")
+        let paths = if case .postEach(let paths) = request { paths } else { [String]() }
+        try paths.joined(separator: "\n").write(to: pathsFile, atomically: true, encoding: .utf8)
+        try luaScript(pathsFile: pathsFile.path).write(to: script, atomically: true, encoding: .utf8)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -95,7 +107,7 @@ struct WrkLoad {
 
     /// `setup` numbers the threads: thread `id` (from 1) sends as the users `id`, `id + threads`, …,
     /// so no two threads send the same (user, item) pair.
-    var luaScript: String {
+    func luaScript(pathsFile: String) -> String {
         let list = tokens.map { "\"Bearer \($0)\"" }.joined(separator: ",")
         let items = if case .placeBid(let items) = request { items.map { "\"\($0)\"" }.joined(separator: ",") } else { "" }
         let next: String
@@ -114,10 +126,16 @@ struct WrkLoad {
                 local item = items[(round + 7 * user) % #items + 1]
                 return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, [[\#(HTTPBench.bidBody)]])
                 """#
+        case .postEach:
+            next = #"""
+                return wrk.format("POST", paths[((sent - 1) * \#(threads) + id - 1) % #paths + 1], {["Authorization"] = tokens[user]})
+                """#
         }
         return """
             local tokens = {\(list)}
             local items = {\(items)}
+            local paths = {}
+            for line in io.lines("\(pathsFile)") do table.insert(paths, line) end
             local threads = {}
             local expected = \(expectedStatus)
             local sent = 0

@@ -98,6 +98,16 @@ struct JSONWriterTests {
         try expectSameBytes(open)
     }
 
+    @Test("a rental's calendar writes the bytes its Encodable form writes")
+    func calendar() throws {
+        let calendar = try decode(
+            Availability.self,
+            #"{"from":"2027-01-01","until":"2027-03-31","ranges":[{"from":"2027-01-01","until":"2027-01-04","state":"outside"},"#
+                + #"{"from":"2027-01-05","until":"2027-01-05","state":"booked"},{"from":"2027-01-06","until":"2027-03-31","state":"free"}]}"#)
+        try expectSameBytes(calendar)
+        try expectSameBytes(try decode(Availability.self, #"{"from":"2027-01-01","until":"2027-01-01","ranges":[]}"#))
+    }
+
     static var profile: String {
         #"""
         {"id":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","handle":"ada","displayName":"Ada \"L\" é","email":"ada@example.org",

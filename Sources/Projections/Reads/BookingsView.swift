@@ -44,14 +44,14 @@ public struct BookingsView: Sendable {
         of user: UserID, role: Role, when: When, today: Day, limit: Int, after: Cursor?
     ) async throws -> Page<BookingResource> {
         let party = role == .owner ? "b.owner_id" : "b.renter_id"
-        let day = today.description
+        let day = today.sql
         var statement: PostgresQuery = """
             SELECT \(unsafeRaw: BookingResource.columns), NULL::text AS contact_email
             FROM bookings_view b
             \(unsafeRaw: BookingResource.joins)
             WHERE \(unsafeRaw: party) = \(user.rawValue)
             """
-        let afterDay = after?.key.flatMap(Day.init)?.description
+        let afterDay = after?.key.flatMap(Day.init)?.sql
         if after != nil && afterDay == nil {
             throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list")])
         }
@@ -90,11 +90,11 @@ public struct BookingsView: Sendable {
             LEFT JOIN LATERAL (
                 SELECT 'booked' AS state, from_day, until_day FROM bookings_view
                 WHERE item_id = i.item_id AND status <> 'cancelled'
-                  AND from_day <= \(period.until.description)::date AND until_day >= \(period.from.description)::date
+                  AND from_day <= \(period.until.sql)::date AND until_day >= \(period.from.sql)::date
                 UNION ALL
                 SELECT 'blocked', from_day, until_day FROM blackouts_view
                 WHERE item_id = i.item_id
-                  AND from_day <= \(period.until.description)::date AND until_day >= \(period.from.description)::date
+                  AND from_day <= \(period.until.sql)::date AND until_day >= \(period.from.sql)::date
             ) t ON true
             WHERE i.item_id = \(item.rawValue)
             """, prepared: true)
@@ -134,29 +134,33 @@ public struct Availability: Codable, Sendable {
     public var until: String
     public var ranges: [Range]
 
-    /// Day by day: a calendar is at most `maxCalendarDays` long. A booked day is booked even
+    /// A calendar is at most `maxCalendarDays` long. A booked day is booked even
     /// where the owner also blocked it; outside the window is outside whatever else.
     init(period: Period, windowFrom: Day?, windowUntil: Day?, taken: [(state: State, period: Period)]) {
         from = period.from.description
         until = period.until.description
-        ranges = []
-        var runStart = period.from
-        var runState: State?
-        for ordinal in period.from.ordinal...period.until.ordinal {
-            let day = Day(ordinal: ordinal)
-            let state: State =
-                if let windowFrom, day < windowFrom { .outside }
-                else if let windowUntil, day > windowUntil { .outside }
-                else if taken.contains(where: { $0.state == .booked && $0.period.contains(day) }) { .booked }
-                else if taken.contains(where: { $0.state == .blocked && $0.period.contains(day) }) { .blocked }
-                else { .free }
-            if let current = runState, current != state {
-                ranges.append(Range(from: runStart.description, until: day.adding(days: -1).description, state: current))
-                runStart = day
-            }
-            runState = state
+        // Each day's state, marked range by range (blocked, then booked over it, then the
+        // window over all): no day asks every range.
+        let first = period.from.ordinal
+        var states = [State](repeating: .free, count: period.until.ordinal - first + 1)
+        func mark(_ range: Period, _ state: State) {
+            let lower = max(range.from.ordinal - first, 0), upper = min(range.until.ordinal - first, states.count - 1)
+            guard lower <= upper else { return }
+            for index in lower...upper { states[index] = state }
         }
-        if let runState { ranges.append(Range(from: runStart.description, until: period.until.description, state: runState)) }
+        for (state, range) in taken where state == .blocked { mark(range, .blocked) }
+        for (state, range) in taken where state == .booked { mark(range, .booked) }
+        if let windowFrom { mark(Period(from: period.from, until: windowFrom.adding(days: -1)), .outside) }
+        if let windowUntil { mark(Period(from: windowUntil.adding(days: 1), until: period.until), .outside) }
+        ranges = []
+        var runStart = 0
+        for index in states.indices where index + 1 == states.count || states[index + 1] != states[index] {
+            ranges.append(
+                Range(
+                    from: Day(ordinal: first + runStart).description, until: Day(ordinal: first + index).description,
+                    state: states[index]))
+            runStart = index + 1
+        }
     }
 }
 

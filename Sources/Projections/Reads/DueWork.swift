@@ -15,7 +15,7 @@ public struct DueWork: Sendable {
     /// their window, those with a confirmed booking whose last day is before `today`, and those
     /// with a completed booking whose review window is over.
     public func items(today: Day, staleBefore: Date) async throws -> [(item: ItemID, staleBids: Set<BidID>)] {
-        let day = today.description
+        let day = today.sql
         let rows = try await pool.query(
             """
             SELECT item_id, bid_id FROM bids_view
@@ -26,7 +26,7 @@ public struct DueWork: Sendable {
             SELECT item_id, NULL FROM bookings_view WHERE status = 'confirmed' AND until_day < \(day)::date
             UNION ALL
             SELECT item_id, NULL FROM bookings_view
-            WHERE status = 'completed' AND NOT reviews_closed AND completed_on <= \(today.adding(days: -ItemDecider.reviewWindowDays).description)::date
+            WHERE status = 'completed' AND NOT reviews_closed AND completed_on <= \(today.adding(days: -ItemDecider.reviewWindowDays).sql)::date
             """)
         var order = [ItemID]()
         var stale = [ItemID: Set<BidID>]()

@@ -251,16 +251,18 @@ extension MarketFilter {
         if let period = availableOn {
             // Rentals free on every day of the period: inside the window, no booking that holds
             // its days and no blackout over any of them. Uncorrelated (a hashed set of the few
-            // items taken then), so the condition reads the same under any alias of the items.
-            let (from, until) = (period.from.description, period.until.description)
+            // items taken then), so the condition reads the same under any alias of the items;
+            // the days as ranges, on the GiST indexes of migration 0029.
+            let (from, until) = (period.from.sql, period.until.sql)
             filters.append(
                 """
                 kind = 'rental' AND coalesce(window_from <= \(from)::date, true) AND coalesce(window_until >= \(until)::date, true)
                 AND item_id NOT IN (
                     SELECT b.item_id FROM bookings_view b
-                    WHERE b.status <> 'cancelled' AND b.from_day <= \(until)::date AND b.until_day >= \(from)::date
+                    WHERE b.status <> 'cancelled' AND daterange(b.from_day, b.until_day, '[]') && daterange(\(from)::date, \(until)::date, '[]')
                     UNION ALL
-                    SELECT k.item_id FROM blackouts_view k WHERE k.from_day <= \(until)::date AND k.until_day >= \(from)::date)
+                    SELECT k.item_id FROM blackouts_view k
+                    WHERE daterange(k.from_day, k.until_day, '[]') && daterange(\(from)::date, \(until)::date, '[]'))
                 """)
         }
         return filters

@@ -24,7 +24,7 @@ public struct LoansView: Sendable {
         try await pool.query(
             """
             SELECT loan_id FROM loans_view
-            WHERE status = 'fundraising' AND deadline < \(today.description)::date ORDER BY deadline, loan_id
+            WHERE status = 'fundraising' AND deadline < \(today.sql)::date ORDER BY deadline, loan_id
             """
         ).map { LoanID(try $0.decode("loan_id", as: UUID.self)) }
     }

@@ -1,0 +1,8 @@
+import Marketplace
+import Postgres
+
+extension Day {
+    /// The day as a typed `date` parameter (`PostgresDate`): read once, not cast on every row
+    /// a condition on it filters.
+    var sql: PostgresDate { PostgresDate(description) }
+}
