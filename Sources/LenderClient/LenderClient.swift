@@ -46,9 +46,11 @@ public struct BearerToken: ClientMiddleware {
 /// operation with an `Idempotency-Key` parameter) gets a fresh key when it has none, and is
 /// sent again with the same key when the connection fails on the way or the server answers
 /// 503 (`database_unavailable`, `Retry-After`). The server answers a repeated key with the
-/// first answer, so a command is carried out once however often it is sent. Registering and
-/// logging in or out have no key, so they are sent once; so is a request whose body cannot
-/// be sent twice (a stream).
+/// first answer, so a command is carried out once however often it is sent. Registering,
+/// logging in and uploading a photo have no key but are sent again after a 503, which the
+/// server answers before doing anything (`refusedFirst`); after a lost connection they are
+/// not, nor is any other unkeyed command, nor a request whose body cannot be sent twice (a
+/// stream).
 public struct IdempotentRetries: ClientMiddleware {
     /// Sends after the first; 0 turns retrying off but keeps the keys.
     public var attempts: Int
@@ -71,15 +73,23 @@ public struct IdempotentRetries: ClientMiddleware {
         "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto",
     ]
 
+    /// Unkeyed commands that a 503 leaves undone, so another send is not a second one: the
+    /// server refuses registering and logging in with `busy` before a password is hashed or
+    /// checked, and any command while the database is away before anything is written; a
+    /// photo is named by its bytes, so one stored meanwhile is the same photo, added once.
+    /// After a lost connection they are sent once: a registration may have been made.
+    public static let refusedFirst: Set<String> = ["registerUser", "logIn", "addItemPhoto", "addLoanPhoto", "setProfilePhoto"]
+
     public func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
-        guard [.post, .put, .patch, .delete].contains(request.method), !Self.unkeyedOperations.contains(operationID) else {
+        let keyed = [.post, .put, .patch, .delete].contains(request.method) && !Self.unkeyedOperations.contains(operationID)
+        guard keyed || Self.refusedFirst.contains(operationID) else {
             return try await next(request, body, baseURL)
         }
         var request = request
-        if request.headerFields[Self.keyField] == nil { request.headerFields[Self.keyField] = UUID().uuidString }
+        if keyed, request.headerFields[Self.keyField] == nil { request.headerFields[Self.keyField] = UUID().uuidString }
         let repeatable = body.map { $0.iterationBehavior == .multiple } ?? true
         var sent = 0
         while true {
@@ -90,7 +100,7 @@ public struct IdempotentRetries: ClientMiddleware {
                 guard response.status == .serviceUnavailable, !last else { return (response, responseBody) }
                 try await Task.sleep(for: delay(response.headerFields[.retryAfter], sent: sent))
             } catch {
-                guard !last, !Task.isCancelled, Self.isTransient(error) else { throw error }
+                guard keyed, !last, !Task.isCancelled, Self.isTransient(error) else { throw error }
                 try await Task.sleep(for: delay(nil, sent: sent))
             }
         }

@@ -77,8 +77,15 @@ struct AccountsController: Sendable {
         var fields = FieldCheck()
         fields.require(("password", body.password))
         try fields.throwIfAny()
-        try await accounts.confirmPassword(
-            of: context.user, password: body.password!, address: context.clientAddress ?? "unknown")
+        do {
+            try await accounts.confirmPassword(
+                of: context.user, password: body.password!, address: context.clientAddress ?? "unknown")
+        } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
+            // Not 401: the session is good, and a client takes a 401 for a dead one and signs out.
+            throw DomainError(
+                .forbidden, "wrong_password", "The password is not this account's.",
+                fields: [FieldError(field: "password", code: "wrong_password", message: "not this account's password")])
+        }
         do {
             _ = try await accounts.forget(context.user)
         } catch let error as DomainError where error == .userNotFound {

@@ -63,10 +63,11 @@ public func buildRouter(
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat))
 
     _ = LenderMetrics.registry
-    let router = Router(context: AppRequestContext.self)
+    let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
     if !allowedOrigins.isEmpty { router.add(middleware: CORSMiddleware(allowedOrigins: allowedOrigins)) }
+    router.add(middleware: ReadCachingMiddleware())
     router.add(middleware: UnexpectedErrorMiddleware())
     router.add(middleware: QueryTextMiddleware())
 

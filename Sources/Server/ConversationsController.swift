@@ -82,12 +82,39 @@ struct ConversationsController: Sendable {
     // MARK: Feed
 
     /// `GET /v1/me/feed?after=`: my notices after a position, oldest first.
+    /// `GET /v1/me/feed`: newest first, paged by `cursor` as every list is; or, with `after`
+    /// (a position) or `Last-Event-ID`, oldest first from there, to catch up as the stream
+    /// does. Either way `nextCursor` goes back as `cursor`, and reads on the same way.
     @Sendable func feed(_ request: Request, context: UserContext) async throws -> Page<Notice> {
-        let (after, problems) = EventsController.after(request)
-        var fields = problems
+        var fields = [FieldError]()
         let limit = request.pageLimit(1...100, default: 50, problems: &fields)
+        let query = request.uri.queryParameters
+        let cursor = query["cursor"].map(String.init)
+        let resumed = request.headers[.lastEventID] != nil || query["after"] != nil
+        let (after, problems) = EventsController.after(request)
+        fields += problems
+        var read = FeedCursor.newestFirst(before: nil)
+        if let cursor {
+            if resumed {
+                fields.append(FieldError(field: "cursor", code: "invalid_cursor", message: "a cursor, or after: not both"))
+            } else if let decoded = FeedCursor(cursor) {
+                read = decoded
+            } else {
+                fields.append(FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list"))
+            }
+        } else if resumed {
+            read = .oldestFirst(after: after)
+        }
         if !fields.isEmpty { throw DomainError.invalid(fields) }
-        return try await views.feed(of: context.user, after: after, limit: limit)
+        switch read {
+        case .newestFirst(let before):
+            let (notices, more) = try await views.feed(of: context.user, before: before, limit: limit)
+            return Page(data: notices, nextCursor: more ? notices.last.map { FeedCursor.newestFirst(before: $0.position).encoded } : nil)
+        case .oldestFirst(let after):
+            let page = try await views.feed(of: context.user, after: after, limit: limit)
+            return Page(
+                data: page.data, nextCursor: page.nextCursor == nil ? nil : page.data.last.map { FeedCursor.oldestFirst(after: $0.position).encoded })
+        }
     }
 
     /// `GET /v1/me/feed/stream`: my notices after `after` or `Last-Event-ID`, then each new one
@@ -140,5 +167,32 @@ struct ConversationsController: Sendable {
 
     static func cursor(_ request: Request) throws -> Cursor? {
         try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
+    }
+}
+
+/// Where a feed page goes on from, and which way: opaque to clients (base64url of
+/// `before:N` or `after:N`), as every list's cursor is.
+enum FeedCursor: Equatable {
+    case newestFirst(before: Int64?)
+    case oldestFirst(after: Int64)
+
+    init?(_ text: String) {
+        guard text.utf8.count <= 64, let data = Cursor.base64URLDecoded(text) else { return nil }
+        let parts = String(decoding: data, as: UTF8.self).split(separator: ":", maxSplits: 1)
+        guard parts.count == 2, let position = Int64(parts[1]), position >= 0 else { return nil }
+        switch parts[0] {
+        case "before": self = .newestFirst(before: position)
+        case "after": self = .oldestFirst(after: position)
+        default: return nil
+        }
+    }
+
+    var encoded: String {
+        let text =
+            switch self {
+            case .newestFirst(let before): "before:\(before ?? Int64.max)"
+            case .oldestFirst(let after): "after:\(after)"
+            }
+        return Cursor.base64URL(Data(text.utf8))
     }
 }

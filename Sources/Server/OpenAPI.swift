@@ -19,28 +19,63 @@ enum OpenAPIDocument {
 }
 
 /// The routes as the OpenAPI document lists them (`OpenAPITests` holds it to the router):
-/// which methods a path takes, for 405 answers and CORS preflights.
+/// which methods a path takes, for 405 answers and CORS preflights, and which query
+/// parameters each operation reads, for refusing the others.
 enum RouteTable {
-    private static let templates: [(segments: [String?], methods: [String])] = {
+    private struct Template {
+        var segments: [String?]
+        /// Each method's query parameters.
+        var methods: [String: Set<String>]
+    }
+
+    /// The templates by their number of segments: a path is compared with those only.
+    private static let templates: [Int: [Template]] = {
         guard let data = OpenAPIDocument.data,
             let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let paths = document["paths"] as? [String: [String: Any]]
-        else { return [] }
+        else { return [:] }
+        let shared = (document["components"] as? [String: Any])?["parameters"] as? [String: [String: Any]] ?? [:]
+        func queryNames(_ parameters: Any?) -> Set<String> {
+            Set(
+                (parameters as? [[String: Any]] ?? []).compactMap { parameter in
+                    let resolved = (parameter["$ref"] as? String).flatMap { shared[String($0.split(separator: "/").last ?? "")] } ?? parameter
+                    return resolved["in"] as? String == "query" ? resolved["name"] as? String : nil
+                })
+        }
         return paths.map { path, operations in
             let segments = path.split(separator: "/").map { $0.hasPrefix("{") ? nil : String($0) }
-            let methods = ["get", "post", "put", "patch", "delete"].filter { operations[$0] != nil }.map { $0.uppercased() }
-            return (segments, methods)
+            let common = queryNames(operations["parameters"])
+            var methods = [String: Set<String>]()
+            for method in ["get", "post", "put", "patch", "delete"] {
+                guard let operation = operations[method] as? [String: Any] else { continue }
+                methods[method.uppercased()] = common.union(queryNames(operation["parameters"]))
+            }
+            return Template(segments: segments, methods: methods)
         }
+        .reduce(into: [:]) { $0[$1.segments.count, default: []].append($1) }
     }()
 
-    static func methods(for path: String) -> [String] {
-        let segments = path.split(separator: "/")
-        var methods = Set<String>()
-        for template in templates where template.segments.count == segments.count {
-            if zip(template.segments, segments).allSatisfy({ $0 == nil || $0 == String($1) }) {
-                methods.formUnion(template.methods)
-            }
+    private static func matching(_ path: String) -> [Template] {
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"))
+        return (templates[segments.count] ?? []).filter { template in
+            zip(template.segments, segments).allSatisfy { literal, segment in literal.map { $0.utf8.elementsEqual(segment) } ?? true }
         }
+    }
+
+    static func methods(for path: String) -> [String] {
+        let methods = Set(matching(path).flatMap(\.methods.keys))
         return ["GET", "POST", "PUT", "PATCH", "DELETE"].filter(methods.contains)
+    }
+
+    /// The query parameters an operation reads; nil for a path and method the document does
+    /// not list (health, metrics, media), which this does not judge.
+    static func queryParameters(for path: String, method: String) -> Set<String>? {
+        // Nearly always one template: its set as it is, not a new one.
+        var found: Set<String>?
+        for template in matching(path) {
+            guard let names = template.methods[method] else { continue }
+            found = found.map { $0.union(names) } ?? names
+        }
+        return found
     }
 }

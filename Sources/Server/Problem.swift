@@ -59,9 +59,11 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         public var conflicts: [Period]?
     }
 
+    /// `type` is `about:blank` (RFC 9457 §4.2.1): the problem means what its status and its
+    /// stable `code` say, and no URI pretends to resolve to more.
     public var body: Body {
         Body(
-            type: "/problems/\(code)", title: title, status: status.code, detail: detail, code: code,
+            type: "about:blank", title: title, status: status.code, detail: detail, code: code,
             errors: errors.isEmpty ? nil : errors, conflicts: conflicts.isEmpty ? nil : conflicts)
     }
 
@@ -114,6 +116,10 @@ struct UnexpectedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 .serviceUnavailable, code: "log_behind",
                 detail: "The database lost commits this server acknowledged (a failover without synchronous commit); "
                     + "writes are refused until an operator restarts the server.")
+        } catch let error as PostgresError where error.kind == .poolExhausted {
+            // Every connection busy past the wait: the server is loaded, the database is fine.
+            throw Problem(
+                .serviceUnavailable, code: "busy", detail: "The server is busy; try again shortly.", headers: [.retryAfter: "1"])
         } catch let error as PostgresError where error.isUnavailable {
             // The database is down, unreachable or saturated: say so at once, and when to retry.
             context.logger.error("database unavailable", metadata: ["error": "\(error)"])

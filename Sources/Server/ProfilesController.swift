@@ -54,17 +54,21 @@ struct ProfilesController: Sendable {
     /// Everything held about the caller (SPEC §11.3): the profile with its cards and photo, every
     /// post, bid and loan, every movement of their money with its log position, and the reviews
     /// and messages they wrote or were the subject of.
-    @Sendable func export(_ request: Request, context: UserContext) async throws -> PersonalExport {
+    /// Everything of the user's, as a file to keep (`Content-Disposition: attachment`).
+    @Sendable func export(_ request: Request, context: UserContext) async throws -> EditedResponse<PersonalExport> {
         let me = context.user
         let reads = primary
         let written = try await conversations.everything(of: me)
-        return PersonalExport(
+        let export = PersonalExport(
             exportedAt: Date(), profile: try await reads.privateProfile(me, blocked: try await profiles.blocked(by: me)),
             posts: try await reads.all { try await reads.posts(of: me, after: $0, limit: 100) },
             bids: try await reads.all { try await reads.bids(.bids, of: me, status: nil, after: $0, limit: 100) },
             loansLent: try await reads.all { try await reads.loans(of: me, after: $0, limit: 100) },
             loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me),
             reviews: written.reviews, messages: written.messages)
+        let day = Day(export.exportedAt).description
+        return EditedResponse(
+            headers: [.contentDisposition: "attachment; filename=\"lender-\(export.profile.handle)-\(day).json\""], response: export)
     }
 
     @Sendable func user(_ request: Request, context: UserContext) async throws -> PublicProfile {

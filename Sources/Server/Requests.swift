@@ -349,16 +349,30 @@ struct FieldCheck {
 }
 
 /// Refuses a query parameter holding a control character (a NUL above all, which PostgreSQL's
-/// text cannot hold), 422 naming it, before any route reads it.
+/// text cannot hold), and one its operation does not read (`RouteTable`), 422 naming it,
+/// before any route reads it.
 struct QueryTextMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let refused = request.uri.formParameters.compactMap { name, value -> FieldError? in
+        let parameters = request.uri.formParameters
+        guard !parameters.isEmpty else { return try await next(request, context) }
+        let refused = parameters.compactMap { name, value -> FieldError? in
             guard name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl)
             else { return nil }
             return FieldError(
                 field: name, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
         }
         if !refused.isEmpty { throw DomainError.invalid(refused) }
+        // A parameter the operation does not read is a mistake (`?catgory=bikes` would answer
+        // the whole market): refused, named, as an unknown field of a body is.
+        let method = request.method == .head ? "GET" : request.method.rawValue
+        if let known = RouteTable.queryParameters(for: request.uri.path, method: method) {
+            var named = Set<String>()
+            let unknown = parameters.compactMap { name, _ -> FieldError? in
+                guard !known.contains(name), named.insert(name).inserted else { return nil }
+                return FieldError(field: name, code: "unknown_parameter", message: "this operation takes no parameter \(name)")
+            }
+            if !unknown.isEmpty { throw DomainError.invalid(unknown) }
+        }
         return try await next(request, context)
     }
 }

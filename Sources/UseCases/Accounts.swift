@@ -106,10 +106,13 @@ public struct Accounts: Sendable {
     public var maxFailuresPerHandle = 50
     public var loginWindow = 15 * 60
 
-    /// Checks the password, after the rate limits. Each attempt is counted as a failure
-    /// *before* bcrypt runs, under locks on its handle and address, so a parallel burst gets
-    /// no more checks than a sequence: the rest are 429 with `Retry-After`. A success takes
-    /// its handle's failures back. The limits live in the database, so servers share them.
+    /// Checks the password, after the rate limits. Each attempt takes its place under the
+    /// limits *before* bcrypt runs, under locks on its handle and address; one that finds the
+    /// limits full with checks in flight waits for them, and one that finds them full of
+    /// failures is 429 with `Retry-After`. So a parallel burst of guesses gets no more checks
+    /// than a sequence, and the right password is never refused for the checks beside it
+    /// (migration 0030). A success takes its pair's failures back. The limits live in the
+    /// database, so servers share them.
     public func login(handle: String, password: String, address: String = "unknown") async throws -> Session {
         try await attempt(handle: handle, address: address) { try await verifiedLogin(handle: handle, password: password) }
     }
@@ -119,8 +122,16 @@ public struct Accounts: Sendable {
     public func confirmPassword(of user: UserID, password: String, address: String = "unknown") async throws {
         let rows = try await pool.query("SELECT handle FROM credentials WHERE user_id = \(user.rawValue)")
         guard let handle = try rows.first?.decode("handle", as: String.self) else { throw DomainError.invalidCredentials }
-        try await attempt(handle: handle, address: address) {
-            _ = try await verifiedHash(handle: handle, password: password)
+        do {
+            try await attempt(handle: handle, address: address) {
+                _ = try await verifiedHash(handle: handle, password: password)
+            }
+        } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
+            // A close that won a race emptied the hash: the session is gone, not the password wrong.
+            let hash = try await pool.query("SELECT password_hash FROM credentials WHERE user_id = \(user.rawValue)").first?
+                .decode("password_hash", as: String.self)
+            if hash?.isEmpty ?? true { throw DomainError(.unauthorized, "unauthenticated", "This account was closed.") }
+            throw error
         }
     }
 
@@ -135,10 +146,17 @@ public struct Accounts: Sendable {
         do {
             let result = try await check()
             // The owner's success takes back the failures from their own address only: a
-            // guesser elsewhere gets no fresh tries from it.
-            try await pool.query("DELETE FROM login_failures WHERE handle = \(handle) AND address = \(address)")
+            // guesser elsewhere gets no fresh tries from it. Others' checks still in flight
+            // keep their places.
+            try await pool.query(
+                """
+                DELETE FROM login_failures
+                WHERE handle = \(handle) AND address = \(address) AND (NOT checking OR id = \(reservation))
+                """)
             return result
         } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
+            // A wrong password: its place becomes a failure.
+            try await pool.query("UPDATE login_failures SET checking = false WHERE id = \(reservation)")
             throw error
         } catch {
             // Neither a success nor a wrong password (busy, the database failed): not a failure.
@@ -149,9 +167,10 @@ public struct Accounts: Sendable {
 
     /// The reserved attempt's row, counted as a failure until the password is checked.
     private func reserveLoginAttempt(handle: String, address: String) async throws -> Int64 {
-        // `reserve_login_attempt` (migration 0012) never waits for a lock: while another
-        // attempt on the same handle or address is being counted it answers `busy`, and this
-        // one tries again shortly, holding no connection meanwhile.
+        // `reserve_login_attempt` (migrations 0012, 0030) never waits for a lock: while another
+        // attempt on the same handle or address is being counted, or the limits are full of
+        // checks in flight, it answers `busy`, and this one tries again shortly, holding no
+        // connection meanwhile.
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
         var pause = Duration.milliseconds(2)

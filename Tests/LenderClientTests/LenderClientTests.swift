@@ -312,9 +312,22 @@ struct IdempotentRetriesTests {
         let (refused, refusedKeys) = await send(.post, answers: [nil], failure: URLError(.badURL))
         #expect(throws: ClientError.self) { try refused.get() }
         #expect(refusedKeys.count == 1)
-        let (login, loginKeys) = await send(.post, operation: "logIn", answers: [.serviceUnavailable])
-        #expect(try login.get() == .serviceUnavailable)
-        #expect(loginKeys == [nil])
+        let (logout, logoutKeys) = await send(.post, operation: "logOut", answers: [.serviceUnavailable])
+        #expect(try logout.get() == .serviceUnavailable)
+        #expect(logoutKeys == [nil])
+    }
+
+    /// Registering, logging in and photo uploads are sent again after a 503 (the server did
+    /// nothing), with no key; after a lost connection, once.
+    @Test func theCommandsA503LeavesUndoneAreSentAgainWithoutAKey() async throws {
+        for operation in ["registerUser", "logIn", "addItemPhoto", "addLoanPhoto", "setProfilePhoto"] {
+            let (result, keys) = await send(.post, operation: operation, answers: [.serviceUnavailable, .serviceUnavailable, .created])
+            #expect(try result.get() == .created, "\(operation)")
+            #expect(keys == [nil, nil, nil], "\(operation)")
+            let (lost, lostKeys) = await send(.post, operation: operation, answers: [nil, .created])
+            #expect(throws: ClientError.self, "\(operation)") { try lost.get() }
+            #expect(lostKeys == [nil], "\(operation)")
+        }
     }
 
     @Test func readsGetNoKeyAndAStreamedBodyIsSentOnce() async throws {

@@ -228,6 +228,25 @@ struct ConversationsTests {
             #expect(lendersFeed.last?.amountCents == 2500 && lendersFeed.last?.loanId == loan)
             #expect(lendersFeed.map(\.position) == lendersFeed.map(\.position).sorted(), "in log order")
             #expect(try await feed(renter.token, after: rentersFeed[0].position).count == 2, "after a position")
+            // By default newest first, paged by `cursor` as every list is (issue 47).
+            func page(_ query: String) async throws -> Page<Notice> {
+                let reply = try await client.send(.get, "/v1/me/feed?\(query)", token: lenders[0])
+                #expect(reply.status == .ok, "\(query): \(reply)")
+                return try reply.decode(Page<Notice>.self)
+            }
+            let newest = try await page("limit=2")
+            #expect(newest.data.map(\.kind) == ["balance_credited", "loan_repaid"])
+            let older = try await page("limit=2&cursor=\(try #require(newest.nextCursor))")
+            #expect(older.data.map(\.kind) == ["loan_funded"] && older.nextCursor == nil)
+            // Catching up from a position reads oldest first, and its cursor goes on that way.
+            let caughtUp = try await page("after=0&limit=2")
+            #expect(caughtUp.data.map(\.kind) == ["loan_funded", "loan_repaid"])
+            let rest = try await page("limit=2&cursor=\(try #require(caughtUp.nextCursor))")
+            #expect(rest.data.map(\.kind) == ["balance_credited"] && rest.nextCursor == nil)
+            for query in ["after=0&cursor=\(try #require(newest.nextCursor))", "cursor=bm9wZQ", "cursor=%25%25"] {
+                let refused = try await client.send(.get, "/v1/me/feed?\(query)", token: lenders[0])
+                #expect(refused.status == .unprocessableContent && refused.fieldCodes["cursor"] == "invalid_cursor", "\(query)")
+            }
             let refused = try await client.send(.get, "/v1/me/feed?after=x", token: renter.token)
             #expect(refused.status == .unprocessableContent)
             let refusedStream = try await client.send(.get, "/v1/me/feed/stream?after=-1", token: renter.token)

@@ -38,6 +38,55 @@ struct LoginAbuseTests {
         }
     }
 
+    /// The right password eight times at once (an app's retries, a second device): each is
+    /// checked, and none is refused for the checks in flight beside it (issue 47: three 429s,
+    /// `Retry-After: 900`, when every attempt counted as a failure until checked).
+    @Test func eightConcurrentLoginsWithTheRightPasswordAllSucceed() async throws {
+        try await withAccounts { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        do {
+                            _ = try await accounts.login(handle: "ada", password: "correct horse battery", address: "198.51.100.7")
+                            return "in"
+                        } catch let refused as TryLater { return "\(refused.code) \(refused.retryAfterSeconds)" }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(outcomes == Array(repeating: "in", count: 8), "\(outcomes)")
+            let left = try await accounts.pool.query("SELECT count(*) AS n FROM login_failures").single().decode("n", as: Int.self)
+            #expect(left == 0, "no failure left behind")
+        }
+    }
+
+    /// Guesses in flight hold their places: eight wrong passwords at once get five checks,
+    /// and the three refused wait no longer than the pair's window.
+    @Test func eightConcurrentWrongPasswordsGetFiveChecks() async throws {
+        try await withAccounts { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            let outcomes = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        do {
+                            _ = try await accounts.login(handle: "ada", password: "wrong guess \(index)", address: "203.0.113.9")
+                            return 201
+                        } catch let refused as TryLater {
+                            #expect(refused.retryAfterSeconds <= accounts.loginWindow)
+                            return 429
+                        } catch { return 401 }
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == 401 }.count == 5, "\(outcomes)")
+            #expect(outcomes.filter { $0 == 429 }.count == 3, "\(outcomes)")
+        }
+    }
+
     /// Five wrong passwords from a stranger's address lock that address out of the handle,
     /// not the owner from theirs.
     @Test func aLockOutIsAimedAtTheAddressNotAtTheHandle() async throws {
@@ -169,6 +218,10 @@ struct HostileInputTests {
             let fractional = try await client.send(.get, "/v1/market?updatedSince=2020-01-01T10:00:50.123Z", token: ada.token)
             #expect(fractional.status == .ok)
             #expect(try fractional.decode(Page<ItemResource>.self).data.count == 1)
+            // `t` and `z` in lower case are RFC 3339 too (§5.6).
+            let lower = try await client.send(.get, "/v1/market?updatedSince=2020-01-01t10:00:50z", token: ada.token)
+            #expect(lower.status == .ok, "\(lower)")
+            #expect(try lower.decode(Page<ItemResource>.self).data.count == 1)
             for since in ["0000-01-01T00:00:00Z", "1899-12-31T23:59:59Z", "2201-01-01T00:00:00Z"] {
                 let response = try await client.send(.get, "/v1/market?updatedSince=\(since)", token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(since)")

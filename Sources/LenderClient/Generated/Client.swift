@@ -1786,6 +1786,28 @@ public struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .unauthorized(.init(body: body))
+                case 403:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CloseAccount.Output.Forbidden.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/problem+json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/problem+json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.Problem.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .applicationProblemJson(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .forbidden(.init(body: body))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CloseAccount.Output.ContentTooLarge.Body
@@ -3647,9 +3669,9 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// My feed: what concerned me, oldest first
+    /// My feed: what concerned me, newest first
     ///
-    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. Newest first, paged by `cursor` like every list. To catch up instead, pass the last position seen as `after` (or `Last-Event-ID`): oldest first from there, and `nextCursor` goes on the same way; `after` and `cursor` do not go together. `GET /v1/me/feed/stream` follows it live.
     ///
     /// - Remark: HTTP `GET /v1/me/feed`.
     /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.
@@ -3673,6 +3695,13 @@ public struct Client: APIProtocol {
                     explode: true,
                     name: "after",
                     value: input.query.after
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "cursor",
+                    value: input.query.cursor
                 )
                 try converter.setQueryItemAsURI(
                     in: &request,

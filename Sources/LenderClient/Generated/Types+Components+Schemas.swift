@@ -24,6 +24,8 @@ extension Components {
     public enum Schemas {
         /// - Remark: Generated from `#/components/schemas/Problem`.
         public struct Problem: Codable, Hashable, Sendable {
+            /// Always `about:blank` (RFC 9457): the problem is its `status` and its stable `code`
+            ///
             /// - Remark: Generated from `#/components/schemas/Problem/type`.
             public var _type: Swift.String
             /// - Remark: Generated from `#/components/schemas/Problem/title`.
@@ -47,7 +49,7 @@ extension Components {
             /// Creates a new `Problem`.
             ///
             /// - Parameters:
-            ///   - _type:
+            ///   - _type: Always `about:blank` (RFC 9457): the problem is its `status` and its stable `code`
             ///   - title:
             ///   - status:
             ///   - detail:

@@ -731,7 +731,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)/responses/503`.
             ///
@@ -1481,7 +1481,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userID}/get(getUser)/responses/503`.
             ///
@@ -1820,7 +1820,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userID}/reviews/get(listUserReviews)/responses/503`.
             ///
@@ -2520,7 +2520,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/current/delete(logOut)/responses/503`.
             ///
@@ -2841,7 +2841,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/get(getMyProfile)/responses/503`.
             ///
@@ -3327,7 +3327,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)/responses/503`.
             ///
@@ -3542,7 +3542,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`), or the wrong password (`invalid_credentials`)
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)/responses/401`.
             ///
@@ -3560,6 +3560,57 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Forbidden: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/DELETE/responses/403/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/DELETE/responses/403/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CloseAccount.Output.Forbidden.Body
+                /// Creates a new `Forbidden`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CloseAccount.Output.Forbidden.Body) {
+                    self.body = body
+                }
+            }
+            /// The password is not this account's (`wrong_password`, with `errors` naming `password`): the session stays good
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Operations.CloseAccount.Output.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Operations.CloseAccount.Output.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
                             response: self
                         )
                     }
@@ -4089,7 +4140,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/posts/get(listMyPosts)/responses/503`.
             ///
@@ -4410,7 +4461,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/get(listMyBids)/responses/503`.
             ///
@@ -4731,7 +4782,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bids/received/get(listBidsReceived)/responses/503`.
             ///
@@ -5038,7 +5089,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/loans/get(listMyLoans)/responses/503`.
             ///
@@ -5334,7 +5385,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/bookings/get(listMyBookings)/responses/503`.
             ///
@@ -5820,7 +5871,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/post(blockUser)/responses/503`.
             ///
@@ -6264,7 +6315,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/{userID}/delete(unblockUser)/responses/503`.
             ///
@@ -6816,7 +6867,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/503`.
             ///
@@ -7129,7 +7180,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/delete(removeProfilePhoto)/responses/503`.
             ///
@@ -7189,9 +7240,9 @@ public enum Operations {
             }
         }
     }
-    /// My feed: what concerned me, oldest first
+    /// My feed: what concerned me, newest first
     ///
-    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. Newest first, paged by `cursor` like every list. To catch up instead, pass the last position seen as `after` (or `Last-Event-ID`): oldest first from there, and `nextCursor` goes on the same way; `after` and `cursor` do not go together. `GET /v1/me/feed/stream` follows it live.
     ///
     /// - Remark: HTTP `GET /v1/me/feed`.
     /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.
@@ -7200,10 +7251,14 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/me/feed/GET/query`.
             public struct Query: Sendable, Hashable {
-                /// Notices after this log position
+                /// Oldest first, the notices after this log position (catching up)
                 ///
                 /// - Remark: Generated from `#/paths/v1/me/feed/GET/query/after`.
                 public var after: Swift.Int64?
+                /// `nextCursor` of the page before (either order)
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/feed/GET/query/cursor`.
+                public var cursor: Swift.String?
                 /// Page size
                 ///
                 /// - Remark: Generated from `#/paths/v1/me/feed/GET/query/limit`.
@@ -7211,13 +7266,16 @@ public enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - after: Notices after this log position
+                ///   - after: Oldest first, the notices after this log position (catching up)
+                ///   - cursor: `nextCursor` of the page before (either order)
                 ///   - limit: Page size
                 public init(
                     after: Swift.Int64? = nil,
+                    cursor: Swift.String? = nil,
                     limit: Swift.Int? = nil
                 ) {
                     self.after = after
+                    self.cursor = cursor
                     self.limit = limit
                 }
             }
@@ -7401,7 +7459,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)/responses/503`.
             ///
@@ -7671,7 +7729,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/feed/stream/get(myFeedStream)/responses/503`.
             ///
@@ -8157,7 +8215,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/rentals/post(postRental)/responses/503`.
             ///
@@ -8643,7 +8701,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/requests/post(postRequest)/responses/503`.
             ///
@@ -9049,7 +9107,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/503`.
             ///
@@ -9417,7 +9475,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/market/clusters/get(marketClusters)/responses/503`.
             ///
@@ -9678,7 +9736,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/get(getItem)/responses/503`.
             ///
@@ -10284,7 +10342,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/patch(reviseItem)/responses/503`.
             ///
@@ -10881,7 +10939,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/withdraw/post(withdrawItem)/responses/503`.
             ///
@@ -11478,7 +11536,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)/responses/503`.
             ///
@@ -12075,7 +12133,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)/responses/503`.
             ///
@@ -12467,7 +12525,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/availability/get(getAvailability)/responses/503`.
             ///
@@ -13075,7 +13133,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/post(addBlackout)/responses/503`.
             ///
@@ -13632,7 +13690,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/{blackoutID}/delete(removeBlackout)/responses/503`.
             ///
@@ -13895,7 +13953,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/get(getBooking)/responses/503`.
             ///
@@ -14494,7 +14552,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/complete/post(completeBooking)/responses/503`.
             ///
@@ -15217,7 +15275,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/503`.
             ///
@@ -15610,7 +15668,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/{digest}/delete(removeItemPhoto)/responses/503`.
             ///
@@ -15949,7 +16007,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/get(listBids)/responses/503`.
             ///
@@ -16555,7 +16613,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/post(placeBid)/responses/503`.
             ///
@@ -16867,7 +16925,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/history/get(getBidHistory)/responses/503`.
             ///
@@ -17206,7 +17264,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/get(listItemReviews)/responses/503`.
             ///
@@ -17814,7 +17872,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/post(reviewItem)/responses/503`.
             ///
@@ -18413,7 +18471,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)/responses/503`.
             ///
@@ -19019,7 +19077,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/reject/post(rejectBid)/responses/503`.
             ///
@@ -19616,7 +19674,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/withdraw/post(withdrawBid)/responses/503`.
             ///
@@ -20008,7 +20066,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/get(listMessages)/responses/503`.
             ///
@@ -20565,7 +20623,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/post(sendMessage)/responses/503`.
             ///
@@ -21102,7 +21160,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/503`.
             ///
@@ -21546,7 +21604,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/503`.
             ///
@@ -22134,7 +22192,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/deposits/post(deposit)/responses/503`.
             ///
@@ -22507,7 +22565,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/503`.
             ///
@@ -22942,7 +23000,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/post(postLoan)/responses/503`.
             ///
@@ -23203,7 +23261,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/get(getLoan)/responses/503`.
             ///
@@ -23862,7 +23920,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)/responses/503`.
             ///
@@ -24585,7 +24643,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/503`.
             ///
@@ -24978,7 +25036,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/{digest}/delete(removeLoanPhoto)/responses/503`.
             ///
@@ -25168,7 +25226,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/get(getCart)/responses/503`.
             ///
@@ -25541,7 +25599,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/delete(clearCart)/responses/503`.
             ///
@@ -26129,7 +26187,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/post(addToCart)/responses/503`.
             ///
@@ -26684,7 +26742,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/503`.
             ///
@@ -27128,7 +27186,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/delete(removeFromCart)/responses/503`.
             ///
@@ -27716,7 +27774,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/checkout/post(checkout)/responses/503`.
             ///
@@ -28028,7 +28086,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/countries/get(listCountries)/responses/503`.
             ///
@@ -28400,7 +28458,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/events/get(listEvents)/responses/503`.
             ///
@@ -28772,7 +28830,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/events/stream/get(followEvents)/responses/503`.
             ///
@@ -29095,7 +29153,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/audit/checkpoints/get(listCheckpoints)/responses/503`.
             ///
@@ -29446,7 +29504,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/me/export/get(exportMyData)/responses/503`.
             ///
@@ -30003,7 +30061,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The database is out of reach for now (`database_unavailable`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/reviews/post(reviewBooking)/responses/503`.
             ///

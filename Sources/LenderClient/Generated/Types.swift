@@ -142,9 +142,9 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/me/photo`.
     /// - Remark: Generated from `#/paths//v1/me/photo/delete(removeProfilePhoto)`.
     func removeProfilePhoto(_ input: Operations.RemoveProfilePhoto.Input) async throws -> Operations.RemoveProfilePhoto.Output
-    /// My feed: what concerned me, oldest first
+    /// My feed: what concerned me, newest first
     ///
-    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. Newest first, paged by `cursor` like every list. To catch up instead, pass the last position seen as `after` (or `Last-Event-ID`): oldest first from there, and `nextCursor` goes on the same way; `after` and `cursor` do not go together. `GET /v1/me/feed/stream` follows it live.
     ///
     /// - Remark: HTTP `GET /v1/me/feed`.
     /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.
@@ -685,9 +685,9 @@ extension APIProtocol {
     public func removeProfilePhoto(headers: Operations.RemoveProfilePhoto.Input.Headers = .init()) async throws -> Operations.RemoveProfilePhoto.Output {
         try await removeProfilePhoto(Operations.RemoveProfilePhoto.Input(headers: headers))
     }
-    /// My feed: what concerned me, oldest first
+    /// My feed: what concerned me, newest first
     ///
-    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. To catch up, pass the last position seen as `after`; `GET /v1/me/feed/stream` follows it live.
+    /// Bids on my items, my bids' fates, messages and reviews to me, the loans I lent to, money into my balance: one notice per event, at its log position. Newest first, paged by `cursor` like every list. To catch up instead, pass the last position seen as `after` (or `Last-Event-ID`): oldest first from there, and `nextCursor` goes on the same way; `after` and `cursor` do not go together. `GET /v1/me/feed/stream` follows it live.
     ///
     /// - Remark: HTTP `GET /v1/me/feed`.
     /// - Remark: Generated from `#/paths//v1/me/feed/get(myFeed)`.

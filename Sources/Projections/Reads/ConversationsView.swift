@@ -55,6 +55,15 @@ public struct ConversationsView: Sendable {
         return Page(data: notices.map(\.notice), nextCursor: notices.count == limit ? notices.last.map { String($0.notice.position) } : nil)
     }
 
+    /// A user's notices before `before` (all of them without it), newest first: an inbox's
+    /// pages. The next page's position is the last one's.
+    public func feed(of user: UserID, before: Int64?, limit: Int) async throws -> (notices: [Notice], more: Bool) {
+        var condition: PostgresQuery = "f.user_id = \(user.rawValue)"
+        if let before { condition.append(" AND f.position < \(before)") }
+        let notices = try await notices(where: condition, limit: limit + 1, newestFirst: true)
+        return (notices.prefix(limit).map(\.notice), notices.count > limit)
+    }
+
     /// Every user's notices after `after` (a position, and a user within it: one event may
     /// concern many users, and a page may end among them), oldest first: what the live feeds
     /// send next.
@@ -67,7 +76,9 @@ public struct ConversationsView: Sendable {
         try await pool.query("SELECT coalesce(max(position), 0) AS last FROM feed_view").first?.decode("last") ?? 0
     }
 
-    private func notices(where condition: PostgresQuery, limit: Int) async throws -> [(user: UserID, notice: Notice)] {
+    private func notices(
+        where condition: PostgresQuery, limit: Int, newestFirst: Bool = false
+    ) async throws -> [(user: UserID, notice: Notice)] {
         var statement: PostgresQuery = """
             SELECT f.user_id, f.position, f.kind, f.item_id, f.bid_id, f.loan_id, f.message_id, f.from_user_id,
                    f.amount_cents, f.stars, f.created_at, coalesce(i.title, l.title) AS title,
@@ -80,7 +91,9 @@ public struct ConversationsView: Sendable {
             """
         statement.append(" ")
         statement.append(condition)
-        statement.append(" ORDER BY f.position, f.user_id LIMIT \(literal: limit)")
+        statement.append(
+            newestFirst
+                ? " ORDER BY f.position DESC, f.user_id LIMIT \(literal: limit)" : " ORDER BY f.position, f.user_id LIMIT \(literal: limit)")
         return try await pool.query(statement, prepared: true).map { row in
             (UserID(try row.decode("user_id", as: UUID.self)), try Notice(row))
         }

@@ -76,7 +76,7 @@ public struct Cursor: Codable, Sendable {
 
     /// Base64url without padding (RFC 4648 §5), mapped byte by byte: Foundation's string
     /// replacing goes through NSString, and cost a page of `GET /v1/me` 7% of its CPU.
-    static func base64URL(_ data: Data) -> String {
+    public static func base64URL(_ data: Data) -> String {
         var base64 = [UInt8](data.base64EncodedData())
         while base64.last == UInt8(ascii: "=") { base64.removeLast() }
         for index in base64.indices {
@@ -89,6 +89,19 @@ public struct Cursor: Codable, Sendable {
         return String(decoding: base64, as: UTF8.self)
     }
 
+    /// The bytes of base64url text, padded or not; nil for anything else.
+    public static func base64URLDecoded(_ text: String) -> Data? {
+        var base64 = [UInt8](text.utf8).map { byte in
+            switch byte {
+            case UInt8(ascii: "-"): UInt8(ascii: "+")
+            case UInt8(ascii: "_"): UInt8(ascii: "/")
+            default: byte
+            }
+        }
+        base64 += repeatElement(UInt8(ascii: "="), count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: Data(base64))
+    }
+
     public init(at: Date, id: UUID, chordKm: Double? = nil, key: String? = nil) {
         self.at = at
         self.id = id
@@ -99,15 +112,7 @@ public struct Cursor: Codable, Sendable {
     /// nil for no cursor; a 422 naming `cursor` for one that is not ours.
     public init?(query text: String?) throws {
         guard let text, !text.isEmpty else { return nil }
-        var base64 = [UInt8](text.utf8).map { byte in
-            switch byte {
-            case UInt8(ascii: "-"): UInt8(ascii: "+")
-            case UInt8(ascii: "_"): UInt8(ascii: "/")
-            default: byte
-            }
-        }
-        base64 += repeatElement(UInt8(ascii: "="), count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: Data(base64)), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
+        guard let data = Self.base64URLDecoded(text), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
             RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true
         else {
             throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])
@@ -148,7 +153,8 @@ public enum RFC3339 {
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         // An offset's `+` sent unencoded reads as a space in a form-encoded query: take it back.
-        let text = text.replacingOccurrences(of: " ", with: "+")
+        // `t` and `z` may be lower case (RFC 3339 §5.6); the formatter takes them upper case.
+        let text = text.replacingOccurrences(of: " ", with: "+").uppercased()
         guard let date = plain.date(from: text) ?? fractional.date(from: text), range.contains(date) else { return nil }
         return date
     }

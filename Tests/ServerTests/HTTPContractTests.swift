@@ -1,0 +1,113 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Marketplace
+import NIOCore
+import Postgres
+import Projections
+@testable import Server
+import ServerTestSupport
+import Testing
+import TestSupport
+
+/// What HTTP promises a client beyond the bodies (issue 47): HEAD, validators and caching,
+/// parameters refused by name, the export as a file, a busy pool said as `busy`.
+@Suite("HTTP contract")
+struct HTTPContractTests {
+    func get(
+        _ client: any TestClientProtocol, _ uri: String, token: String, method: HTTPRequest.Method = .get, headers extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers: HTTPFields = [.authorization: "Bearer \(token)"]
+        headers.append(contentsOf: extra)
+        return try await client.execute(uri: uri, method: method, headers: headers, body: nil) {
+            Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body))
+        }
+    }
+
+    @Test func headAnswersEveryGetRouteWithoutItsBody() async throws {
+        try await withServer(testing: .live) { client, _ in
+            let ada = try await client.user("ada")
+            let drill = try await client.postRental(ada.token, title: "Drill").id
+            for uri in ["/v1/market", "/v1/me", "/v1/items/\(drill)", "/v1/items/\(drill)/availability", "/v1/countries"] {
+                let full = try await get(client, uri, token: ada.token)
+                let head = try await get(client, uri, token: ada.token, method: .head)
+                #expect(head.status == .ok, "\(uri): \(head.status)")
+                #expect(head.data.isEmpty, "\(uri) has no body")
+                #expect(head.headers[.contentLength] == String(full.data.count), "\(uri): the GET's length")
+                #expect(head.headers[.contentType] == full.headers[.contentType], "\(uri)")
+            }
+            let missing = try await get(client, "/v1/items/\(UUID())", token: ada.token, method: .head)
+            #expect(missing.status == .notFound)
+            #expect(missing.data.isEmpty, "an error's HEAD has no body either")
+        }
+    }
+
+    @Test func aListUnchangedIsAnswered304AndAChangedOneItsNewBytes() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            _ = try await client.postRental(ada.token, title: "Drill")
+            let first = try await get(client, "/v1/market", token: ada.token)
+            let tag = try #require(first.headers[.eTag])
+            #expect(tag.hasPrefix("W/\""), "weak: \(tag)")
+            #expect(first.headers[.cacheControl] == "private, no-cache", "kept, asked again")
+
+            let again = try await get(client, "/v1/market", token: ada.token, headers: [.ifNoneMatch: tag])
+            #expect(again.status == .notModified)
+            #expect(again.data.isEmpty)
+            #expect(again.headers[.eTag] == tag)
+            let listed = try await get(client, "/v1/market", token: ada.token, headers: [.ifNoneMatch: "W/\"other\", \(tag)"])
+            #expect(listed.status == .notModified, "one of a list")
+
+            _ = try await client.postRental(ada.token, title: "Ladder")
+            let changed = try await get(client, "/v1/market", token: ada.token, headers: [.ifNoneMatch: tag])
+            #expect(changed.status == .ok)
+            #expect(changed.headers[.eTag] != tag)
+            #expect(changed.text.contains("Ladder"))
+        }
+    }
+
+    @Test func personalAnswersAreNeverStoredAndTheExportIsAFile() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            for uri in ["/v1/me", "/v1/me/bids", "/v1/cart", "/v1/me/bookings"] {
+                let reply = try await get(client, uri, token: ada.token)
+                #expect(reply.status == .ok, "\(uri): \(reply)")
+                #expect(reply.headers[.cacheControl] == "private, no-store", "\(uri)")
+            }
+            let export = try await get(client, "/v1/me/export", token: ada.token)
+            #expect(export.status == .ok)
+            let disposition = try #require(export.headers[.contentDisposition])
+            #expect(disposition.hasPrefix("attachment; filename=\"lender-ada-"), "\(disposition)")
+            #expect(export.headers[.cacheControl] == "private, no-store")
+        }
+    }
+
+    @Test func anUnknownQueryParameterIsRefusedByName() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let misspelt = try await get(client, "/v1/market?catgory=bikes&limit=5&catgory=tools", token: ada.token)
+            #expect(misspelt.status == .unprocessableContent, "\(misspelt)")
+            #expect(misspelt.problem?.code == "validation_failed")
+            #expect(misspelt.fieldCodes["catgory"] == "unknown_parameter")
+            #expect(misspelt.problem?.errors?.count == 1, "named once")
+            let wrongRoute = try await get(client, "/v1/me?zoom=3", token: ada.token)
+            #expect(wrongRoute.fieldCodes["zoom"] == "unknown_parameter", "a parameter of another route")
+            #expect(try await get(client, "/v1/market?category=tools&limit=5", token: ada.token).status == .ok)
+            #expect(try await get(client, "/health/live?verbose=1", token: ada.token).fieldCodes["verbose"] == "unknown_parameter")
+        }
+    }
+
+    @Test func everyConnectionLentPastTheWaitIsBusyNotAnOutage() async throws {
+        let router = Router()
+        router.add(middleware: UnexpectedErrorMiddleware())
+        router.get("/full") { _, _ -> String in throw PostgresError(.poolExhausted, message: "every connection is lent") }
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/full", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.retryAfter] == "1")
+                #expect(String(buffer: response.body).contains("\"busy\""))
+            }
+        }
+    }
+}
