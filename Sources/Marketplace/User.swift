@@ -292,7 +292,8 @@ public enum UserDecider {
 
     static func displayNameProblems(_ name: String) -> [FieldError] {
         (1...80).contains(name.trimmed.count) && !name.contains(where: \.isNewline)
-            && !name.unicodeScalars.contains(where: { $0.isControl || $0.isInvisibleFormat })
+            && !name.unicodeScalars.contains(where: \.isControl) && !name.contains(where: \.hidesFormatCharacter)
+            && !name.unicodeScalars.allSatisfy(\.showsNothing)
             ? []
             : [
                 FieldError(
@@ -332,7 +333,35 @@ extension StringProtocol {
     }
 }
 
+extension Character {
+    /// A character that holds an invisible format character (`isInvisibleFormat`), other than a
+    /// zero-width joiner between two emoji: 👩‍💻 and 🏳️‍🌈 are one character each, written with
+    /// U+200D, which the iOS keyboard sends; a joiner anywhere else is hiding something.
+    var hidesFormatCharacter: Bool {
+        let scalars = Array(unicodeScalars)
+        return scalars.indices.contains { index in
+            let scalar = scalars[index]
+            guard scalar.isInvisibleFormat else { return false }
+            guard scalar.value == 0x200D, index > 0, index < scalars.count - 1 else { return true }
+            return !(scalars[index - 1].isEmojiPart && scalars[index + 1].isEmojiPart)
+        }
+    }
+}
+
 extension Unicode.Scalar {
+    /// White space, and the fillers and blanks that draw nothing (Hangul fillers, the blank
+    /// Braille pattern): a name of only these would show as no name.
+    var showsNothing: Bool {
+        properties.isWhitespace || isInvisibleFormat || [0x115F, 0x1160, 0x2800, 0x3164, 0xFFA0].contains(value)
+    }
+
+    /// A pictograph (not the digits and `#`/`*` that are emoji only with a keycap), or what
+    /// follows one inside an emoji: a skin tone, or the variation selector that asks for the
+    /// emoji's picture.
+    var isEmojiPart: Bool {
+        (value > 0x7F && properties.isEmoji) || properties.isEmojiModifier || value == 0xFE0F
+    }
+
     /// `!` to `~`: ASCII that is neither white space nor a control character.
     public var isVisibleASCII: Bool { (0x21...0x7E).contains(value) }
 

@@ -15,7 +15,8 @@ struct ListQuery {
     init(_ request: Request) {
         var parameters = [String: String]()
         for (name, value) in request.uri.formParameters where parameters[name] == nil {
-            parameters[name] = value
+            // Composed (NFC), as every text is stored: `café` typed either way finds the other.
+            parameters[name] = value.utf8.contains(where: { $0 >= 0x80 }) ? value.precomposedStringWithCanonicalMapping : value
         }
         self.parameters = parameters
         listing.words = (text("q") ?? "").split(whereSeparator: \.isWhitespace).prefix(10).map(String.init)

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import JSONStream
 import Synchronization
 import NIOCore
 import Marketplace
@@ -24,20 +25,49 @@ extension Request {
             try JSONShape.checkedBody.flatMap { $0.keys(of: bytes) } ?? JSONShape.check(bytes)
         }
         let value: T
+        let body = Self.composed(buffer)
         do {
-            value = try JSONDecoder().decode(type, from: buffer.withUnsafeReadableBytes { Data($0) })
+            do {
+                value = try JSONDecoder().decode(type, from: body)
+            } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+                // Foundation names no field for a number that does not fit one (`1.5` where a
+                // whole number goes): JSONStream's decoder does, and refuses what this did.
+                _ = try JSONStream.decode(type, from: body)
+                throw DecodingError.dataCorrupted(context)
+            }
         } catch let DecodingError.typeMismatch(expected, context) {
             // The right JSON, a field of the wrong type: name it.
-            let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
-                .replacingOccurrences(of: ".[", with: "[")
+            let field = Self.fieldName(context.codingPath)
             throw Problem(
                 .badRequest, code: "malformed_body", detail: "\(field.isEmpty ? "The body" : field) must be \(Self.jsonType(expected)).",
                 errors: [FieldError(field: field.isEmpty ? "body" : field, code: "wrong_type", message: "must be \(Self.jsonType(expected))")])
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            // A number that does not fit the field (`1.5` where a whole number goes): name it too.
+            let field = Self.fieldName(context.codingPath)
+            throw Problem(
+                .badRequest, code: "malformed_body", detail: "\(field) must be a whole number in range.",
+                errors: [FieldError(field: field, code: "wrong_type", message: "must be a whole number in range")])
         } catch {
             throw Problem(.badRequest, code: "malformed_body", detail: "The body is not the JSON object this route takes.")
         }
         try Self.refuseUnknown(keys, of: value)
         return value
+    }
+
+    /// A field's path as the problem names it: `location.lat`, `lines[2].amountCents`.
+    static func fieldName(_ path: [any CodingKey]) -> String {
+        path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+    }
+
+    /// The body with its text in Unicode's composed form (NFC), as every text is kept: a name
+    /// or title typed on a keyboard that decomposes (`e` + U+0301) is the one typed composed,
+    /// and found by it. Structure is ASCII, so composing the whole text composes each string;
+    /// an ASCII body (most) is passed as it is.
+    static func composed(_ buffer: ByteBuffer) -> Data {
+        buffer.withUnsafeReadableBytes { bytes in
+            guard bytes.contains(where: { $0 >= 0x80 }) else { return Data(bytes) }
+            return Data(String(decoding: bytes, as: UTF8.self).precomposedStringWithCanonicalMapping.utf8)
+        }
     }
 
     /// A field the route does not take is refused (422 naming each), not silently dropped: a

@@ -98,6 +98,46 @@ struct HTTPContractTests {
         }
     }
 
+    /// Names from the iOS keyboard, and text in either Unicode form (issue 47).
+    @Test func emojiJoinedInANameAndTextInEitherFormAreOneText() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            for name in ["Ada 👩‍💻", "🏳️‍🌈 Pride", "👨‍👩‍👧‍👦", "Zoë 👍🏽"] {
+                let changed = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                #expect(changed.status == .ok, "\(name): \(changed)")
+            }
+            for name in ["Ada\u{200D}", "A\u{200D}da", "\u{202E}adA", "\u{3164}", "\u{2800}\u{2800}", "Ada\u{200B}"] {
+                let refused = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                #expect(refused.fieldCodes["displayName"] == "invalid_display_name", "\(name.unicodeScalars.map { String($0.value, radix: 16) })")
+            }
+
+            // Sent decomposed (e + U+0301), kept composed, found by either spelling.
+            let decomposed = "Cafe\u{301} grinder"
+            let posted = try await client.send(
+                .post, "/v1/rentals",
+                json: ["title": decomposed, "category": "tools", "dailyPriceCents": 300, "location": ["lat": 27.7, "lng": 85.3]],
+                token: ada.token)
+            #expect(posted.status == .created, "\(posted)")
+            #expect(Array((posted.json["title"] as? String ?? "").utf8) == Array("Caf\u{E9} grinder".utf8), "stored composed")
+            for query in ["caf%C3%A9", "cafe%CC%81"] {
+                let found = try await client.send(.get, "/v1/market?q=\(query)", token: ada.token).decode(Page<ItemResource>.self)
+                #expect(found.data.count == 1, "\(query)")
+            }
+        }
+    }
+
+    @Test func aFractionInAWholeNumberFieldIsNamed() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            let refused = try await client.send(
+                .post, "/v1/rentals",
+                raw: #"{"title": "Drill", "category": "tools", "dailyPriceCents": 1.5, "location": {"lat": 27.7, "lng": 85.3}}"#,
+                token: ada.token)
+            #expect(refused.status == .badRequest, "\(refused)")
+            #expect(refused.fieldCodes["dailyPriceCents"] == "wrong_type", "\(refused)")
+        }
+    }
+
     @Test func everyConnectionLentPastTheWaitIsBusyNotAnOutage() async throws {
         let router = Router()
         router.add(middleware: UnexpectedErrorMiddleware())
