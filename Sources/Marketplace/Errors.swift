@@ -79,7 +79,9 @@ extension DomainError {
     }
 
     public static func handleTaken(_ handle: String) -> DomainError {
-        DomainError(.conflict, "handle_taken", "The handle \(handle) is taken.")
+        DomainError(
+            .conflict, "handle_taken", "The handle \(handle) is taken.",
+            fields: [FieldError(field: "handle", code: "handle_taken", message: "another account has it")])
     }
 
     public static func loanNotFundraising(_ status: LoanStatus) -> DomainError {

@@ -163,12 +163,12 @@ public enum UserDecider {
 
         case .block(let other):
             guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
-            guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot block yourself.") }
+            guard other != me else { throw Self.cannotBlockSelf("You cannot block yourself.") }
             return state.blocked.contains(other) ? [] : [.blocked(UserBlocked(userID: other))]
 
         case .unblock(let other):
             guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
-            guard other != me else { throw DomainError(.invalid, "cannot_block_self", "You cannot unblock yourself.") }
+            guard other != me else { throw Self.cannotBlockSelf("You cannot unblock yourself.") }
             return state.blocked.contains(other) ? [.unblocked(UserUnblocked(userID: other))] : []
 
         case .addCard(let card):
@@ -288,6 +288,13 @@ public enum UserDecider {
         }
         validation.add(countryProblems(country))
         return validation.problems
+    }
+
+    /// Blocking or unblocking oneself: a 422 naming the user given.
+    static func cannotBlockSelf(_ message: String) -> DomainError {
+        DomainError(
+            .invalid, "cannot_block_self", message,
+            fields: [FieldError(field: "userId", code: "cannot_block_self", message: "another user's id, not your own")])
     }
 
     static func displayNameProblems(_ name: String) -> [FieldError] {

@@ -149,7 +149,9 @@ struct PhotosController: Sendable {
     static func problem(_ error: ImageError) -> Problem {
         switch error.code {
         case ImageError.empty:
-            Problem(.unprocessableContent, code: "empty_image", detail: "The image has no bytes.")
+            Problem(
+                .unprocessableContent, code: "empty_image", detail: "The image has no bytes.",
+                errors: [FieldError(field: "body", code: "empty_image", message: "an image of at least one byte")])
         case ImageError.tooLarge:
             Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
         case ImageError.unsupportedFormat:

@@ -29,7 +29,10 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         self.code = code
         self.title = title ?? status.reasonPhrase
         self.detail = detail
-        self.errors = errors
+        // Every 422 lists what to fix in `errors` (a client shows them by field): one that
+        // names no field is about the request as a whole, `body`.
+        self.errors =
+            errors.isEmpty && status == .unprocessableContent ? [FieldError(field: "body", code: code, message: detail)] : errors
         self.headers = headers
     }
 

@@ -94,7 +94,9 @@ public struct Accounts: Sendable {
         return EmailIndex(keys: keys)
     }
 
-    static let emailTaken = DomainError(.conflict, "email_taken", "An account with this e-mail address exists already.")
+    static let emailTaken = DomainError(
+        .conflict, "email_taken", "An account with this e-mail address exists already.",
+        fields: [FieldError(field: "email", code: "email_taken", message: "an account has this address already")])
 
     /// Failed logins allowed within `loginWindow` seconds: for one handle from one address;
     /// from one address, whatever the handles; and for one handle from every address at all.

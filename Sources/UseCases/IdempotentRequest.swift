@@ -22,5 +22,6 @@ public final class IdempotentRequest: Sendable {
     func markReplayed() { replayed.withLock { $0 = true } }
 
     public static let keyReused = DomainError(
-        .invalid, "idempotency_key_reused", "This Idempotency-Key was used for another request.")
+        .invalid, "idempotency_key_reused", "This Idempotency-Key was used for another request.",
+        fields: [FieldError(field: "Idempotency-Key", code: "idempotency_key_reused", message: "a key of another request")])
 }

@@ -126,6 +126,22 @@ struct HTTPContractTests {
         }
     }
 
+    /// A conflict on a field names it, and every 422 lists what to fix (issue 47).
+    @Test func takenHandlesAndAddressesAreNamedAndEvery422HasErrors() async throws {
+        try await withServer { client, _ in
+            _ = try await client.user("ada")
+            let handle = try await client.send(
+                .post, "/v1/users", json: ["handle": "ada", "displayName": "Other", "email": "other@example.org", "password": "correct horse battery"])
+            #expect(handle.status == .conflict && handle.fieldCodes["handle"] == "handle_taken", "\(handle)")
+            let email = try await client.send(
+                .post, "/v1/users", json: ["handle": "other", "displayName": "Other", "email": "ada@example.org", "password": "correct horse battery"])
+            #expect(email.status == .conflict && email.fieldCodes["email"] == "email_taken", "\(email)")
+            let bob = try await client.user("bob")
+            let empty = try await client.send(.post, "/v1/items/\(UUID())/photos", raw: "", token: bob.token)
+            if empty.status == .unprocessableContent { #expect(!(empty.problem?.errors ?? []).isEmpty, "\(empty)") }
+        }
+    }
+
     @Test func aFractionInAWholeNumberFieldIsNamed() async throws {
         try await withServer { client, _ in
             let ada = try await client.user("ada")

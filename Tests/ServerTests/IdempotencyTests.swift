@@ -59,6 +59,7 @@ struct IdempotencyTests {
             let reused = try await client.send(.post, "/v1/rentals", json: other, token: owner.token, idempotencyKey: "key-1")
             #expect(reused.status == .unprocessableContent)
             #expect(reused.code == "idempotency_key_reused")
+            #expect(reused.fieldCodes["Idempotency-Key"] == "idempotency_key_reused", "names the header (issue 47)")
 
             // Keys are per user: another user's key-1 is another key.
             let someoneElse = try await client.user("someone")

@@ -41,6 +41,7 @@ struct MeTests {
             let selfBlock = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(owner.id)"], token: owner.token)
             #expect(selfBlock.status == .unprocessableContent)
             #expect(selfBlock.code == "cannot_block_self")
+            #expect(selfBlock.fieldCodes["userId"] == "cannot_block_self", "names the field (issue 47)")
 
             let unblocked = try await client.send(.delete, "/v1/me/blocks/\(troll.id)", token: owner.token)
             #expect(try unblocked.decode(PrivateProfile.self).blocked == [])
