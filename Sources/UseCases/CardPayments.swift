@@ -85,9 +85,9 @@ public struct CardPayments: Sendable {
     }
 }
 
-/// Per user and hour, how many cards may be added and charged: enough for anyone paying,
-/// too few to test a list of stolen card numbers. Counted in the database, so every server
-/// shares the count, in one statement, so a burst cannot slip past it.
+/// Per user and sliding hour, how many cards may be added and charged: enough for anyone
+/// paying, too few to test a list of stolen card numbers. Counted in the database, so every
+/// server shares the count, under a lock, so a burst cannot slip past it.
 public struct PaymentLimits: Sendable {
     public enum Kind: String, Sendable {
         case cardAdd = "card_add"
@@ -102,23 +102,15 @@ public struct PaymentLimits: Sendable {
         self.perHour = perHour
     }
 
-    /// Counts one more attempt, or throws 429 with `Retry-After` when the hour's are spent.
+    /// Counts one more attempt, or throws 429 with `Retry-After` when the last hour's are
+    /// spent: until the oldest of them is an hour old (migration 0031).
     public func reserve(_ kind: Kind, for user: UserID) async throws {
         let row = try await pool.query(
-            """
-            WITH earlier AS (
-                DELETE FROM payment_attempts
-                WHERE user_id = \(user.rawValue) AND kind = \(kind.rawValue) AND window_start < date_trunc('hour', now())
-            )
-            INSERT INTO payment_attempts AS a (user_id, kind, window_start, attempts)
-            VALUES (\(user.rawValue), \(kind.rawValue), date_trunc('hour', now()), 1)
-            ON CONFLICT (user_id, kind, window_start) DO UPDATE SET attempts = a.attempts + 1
-            RETURNING attempts,
-                      ceil(extract(epoch FROM date_trunc('hour', now()) + interval '1 hour' - now()))::int8 AS wait
-            """, prepared: true
+            "SELECT allowed, wait_seconds FROM reserve_payment_attempt(\(user.rawValue), \(kind.rawValue), \(perHour)::int)",
+            prepared: true
         ).single()
-        guard try row.decode("attempts", as: Int.self) <= perHour else {
-            let wait = max(1, try row.decode("wait", as: Int.self))
+        guard try row.decode("allowed", as: Bool.self) else {
+            let wait = max(1, try row.decode("wait_seconds", as: Int.self))
             let what = kind == .cardAdd ? "card adds" : "card payments"
             throw TryLater(
                 .tooManyAttempts, code: "too_many_payment_attempts",

@@ -210,6 +210,20 @@ struct MoneyTests {
             // Another user is not limited by ada's attempts.
             let bob = try await client.user("bob")
             #expect(try await client.addCard(bob.token).status == .created)
+
+            // The hour slides (issue 47): ten charges 50 minutes ago are a wait of 10 minutes,
+            // not until the clock's next hour; once the oldest is an hour old, one more goes.
+            try await admin.query("UPDATE payment_attempt_times SET at = now() - interval '50 minutes' WHERE kind = 'card_charge'")
+            let waiting = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+            #expect(waiting.status == .tooManyRequests)
+            #expect((590...600).contains(Int(waiting.headers[.retryAfter] ?? "") ?? 0), "\(waiting.headers)")
+            try await admin.query(
+                """
+                UPDATE payment_attempt_times SET at = now() - interval '61 minutes'
+                WHERE ctid = (SELECT ctid FROM payment_attempt_times WHERE kind = 'card_charge' LIMIT 1)
+                """)
+            let again = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+            #expect(again.status == .created, "\(again)")
         }
     }
 

@@ -21137,7 +21137,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// At most 10 card adds per user an hour (`too_many_payment_attempts`); `Retry-After` says when to try again
+            /// At most 10 card adds per user in any hour (`too_many_payment_attempts`); `Retry-After` says when to try again
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/429`.
             ///
@@ -22169,7 +22169,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// At most 10 card payments per user an hour (`too_many_payment_attempts`); `Retry-After` says when to try again
+            /// At most 10 card payments per user in any hour (`too_many_payment_attempts`); `Retry-After` says when to try again
             ///
             /// - Remark: Generated from `#/paths//v1/me/deposits/post(deposit)/responses/429`.
             ///
@@ -23897,7 +23897,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// At most 10 card payments per user an hour (`too_many_payment_attempts`); `Retry-After` says when to try again
+            /// At most 10 card payments per user in any hour (`too_many_payment_attempts`); `Retry-After` says when to try again
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)/responses/429`.
             ///
@@ -27751,7 +27751,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// At most 10 card payments per user an hour (`too_many_payment_attempts`); `Retry-After` says when to try again
+            /// At most 10 card payments per user in any hour (`too_many_payment_attempts`); `Retry-After` says when to try again
             ///
             /// - Remark: Generated from `#/paths//v1/cart/checkout/post(checkout)/responses/429`.
             ///
