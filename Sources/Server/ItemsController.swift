@@ -129,11 +129,11 @@ struct ItemsController: Sendable {
         try fields.throwIfAny()
         let bid = PlaceBid(
             dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: false)
-        let (placed, append, event) = try await bidding.place(bid, on: itemID, by: context.user)
+        let (placed, append, event, item) = try await bidding.place(bid, on: itemID, by: context.user)
         // Just appended: the view holds what the event says, as for a posting.
-        if let event, let recordedAt = append?.recordedAt {
+        if let event, let item, let recordedAt = append?.recordedAt {
             let answer = try await BidResource(
-                placed: event, on: itemID, at: recordedAt, position: append?.lastPosition, bidderHandle: items.handle(of:))
+                placed: event, on: item, at: recordedAt, position: append?.lastPosition, bidderHandle: items.handle(of:))
             return EditedResponse(status: .created, response: answer)
         }
         return EditedResponse(status: .created, response: try await items.bid(placed, position: append?.lastPosition))

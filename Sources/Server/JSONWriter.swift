@@ -172,6 +172,11 @@ struct JSONWriter {
         try value(writable)
     }
 
+    mutating func field(_ name: StaticString, _ writable: (some JSONWritable)?) throws {
+        key(name)
+        if let writable { try value(writable) } else { null() }
+    }
+
     mutating func field(_ name: StaticString, _ elements: [some JSONWritable]) throws {
         key(name)
         try value(elements)
@@ -261,6 +266,9 @@ extension LoanResource: JSONWritable {
         json.field("createdAt", createdAt)
         json.field("updatedAt", updatedAt)
         try json.field("distanceKm", distanceKm)
+        json.field("borrowerHandle", borrowerHandle)
+        json.field("borrowerDisplayName", borrowerDisplayName)
+        try json.field("borrowerPhoto", borrowerPhoto)
         json.field("position", position)
         json.endObject()
     }
@@ -280,6 +288,9 @@ extension BidResource: JSONWritable {
         json.field("status", status)
         json.field("reason", reason)
         json.field("createdAt", createdAt)
+        json.field("itemTitle", itemTitle)
+        json.field("itemKind", itemKind)
+        try json.field("itemPhoto", itemPhoto)
         json.field("position", position)
         json.endObject()
     }
@@ -307,6 +318,9 @@ extension MyLoan: JSONWritable {
         json.field("amountCents", amountCents)
         json.field("repaidCents", repaidCents)
         json.field("status", status)
+        json.field("country", country)
+        try json.field("photo", photo)
+        json.field("borrowerHandle", borrowerHandle)
         json.endObject()
     }
 }

@@ -26,18 +26,21 @@ public struct Bidding: Sendable {
     }
 
     /// Places the bid; answers its id (a repeated request: the first one's), the append, and
-    /// the event when this call appended it (nil for a repeat answered from its record).
+    /// the event when this call appended it (nil for a repeat answered from its record), with
+    /// the item as decided on (its title, kind and photos go in the answer).
     /// Whether the owner has blocked the bidder is the owner's stream's to say: the bid is
     /// decided on the owner's blocks as read, and appended only if the owner's stream is still
     /// at that version (a block committed meanwhile makes it decide again).
     public func place(
         _ bid: PlaceBid, on itemID: ItemID, by actor: UserID
-    ) async throws -> (bid: BidID, append: AppendResult?, event: BidPlaced?) {
+    ) async throws -> (bid: BidID, append: AppendResult?, event: BidPlaced?, item: PostedItem?) {
         // The decision's event, kept beside the recorded outcome (an id), which a repeat answers.
         var event: BidPlaced?
+        var decidedOn: PostedItem?
         let (placed, append) = try await gateway.handleAcross("placeBid", actor: actor) {
             (reads: inout StreamReads) -> (writes: [StreamWrite], outcome: BidID) in
             let item = try await reads.load(.item, id: itemID)
+            decidedOn = item.item
             var checks = [StreamWrite]()
             var decided = bid
             if let owner = item.ownerID {
@@ -54,7 +57,7 @@ public struct Bidding: Sendable {
         }
         let appended = append?.recordedAt == nil ? nil : event.flatMap { $0.bidID == placed ? $0 : nil }
         bidItems.store(itemID, of: placed)
-        return (placed, append, appended)
+        return (placed, append, appended, decidedOn)
     }
 
     /// Writes to the other party of a bid; answers the message's id and the append. Like a

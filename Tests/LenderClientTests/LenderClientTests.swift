@@ -181,6 +181,7 @@ struct LenderClientTests {
             #expect(shown.data.map(\.stars) == [5])
             let bids = try await ada.listBids(path: .init(itemID: rental.id)).ok.body.json
             #expect(bids.data.map(\.id) == [bid.id])
+            #expect(bids.data.first?.itemTitle == rental.title && bids.data.first?.itemKind == .rental, "a row draws its item")
             let received = try await ada.listBidsReceived(query: .init(status: .approved)).ok.body.json
             #expect(received.data.map(\.id) == [bid.id])
             let adaNow = try await ada.getMyProfile().ok.body.json
@@ -227,6 +228,12 @@ struct LenderClientTests {
             let lent = try await ada.listMyLoans().ok.body.json
             #expect(lent.data.map(\.loanId) == [loan.id])
             #expect(lent.nextCursor == nil)
+            #expect(lent.data.first?.country == "NP" && lent.data.first?.borrowerHandle == funded.borrowerHandle)
+            #expect(loans.data.first?.borrowerHandle == "rita" && cart.lines.first?.photo == nil)
+            // The feed: newest first, paged by cursor as every list is.
+            let newest = try await ada.myFeed(query: .init(limit: 1)).ok.body.json
+            let older = try await ada.myFeed(query: .init(cursor: try #require(newest.nextCursor), limit: 1)).ok.body.json
+            #expect(newest.data.first!.position > older.data.first!.position)
 
             // The borrower repays with a card of her own; the lender is credited.
             let ritasCard = try await rita.addPaymentCard(

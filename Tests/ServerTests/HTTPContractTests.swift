@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import ImageFixtures
 import Marketplace
 import NIOCore
 import Postgres
@@ -151,6 +152,45 @@ struct HTTPContractTests {
                 token: ada.token)
             #expect(refused.status == .badRequest, "\(refused)")
             #expect(refused.fieldCodes["dailyPriceCents"] == "wrong_type", "\(refused)")
+        }
+    }
+
+    /// Rows carry what their screen draws, with no call per row (issue 47): a bid row its
+    /// item's title, kind and first photo; a loan its borrower; "my loans" and cart lines a photo.
+    @Test func rowsCarryWhatTheirScreensDraw() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let bea = try await client.user("bea")
+            let drill = try await client.postRental(owner.token, title: "Drill").id
+            let photo = Fixture.withExif(try Fixture.image(width: 40, height: 30, as: ".jpg"), orientation: 1)
+            let added = try await client.upload("/v1/items/\(drill)/photos", photo, type: "image/jpeg", token: owner.token)
+            let digest = try #require(try added.decode(ItemResource.self).photos.first?.digest)
+            let placed = try await client.send(
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 400, "from": "2026-12-03", "until": "2026-12-04"],
+                token: bea.token)
+            #expect(placed.status == .created, "\(placed)")
+            let answered = try placed.decode(BidResource.self)
+            #expect((answered.itemTitle, answered.itemKind, answered.itemPhoto?.digest) == ("Drill", "rental", digest), "the command's answer")
+            for uri in ["/v1/me/bids", "/v1/items/\(drill)/bids"] {
+                let token = uri.hasPrefix("/v1/me") ? bea.token : owner.token
+                let row = try #require(try await client.send(.get, uri, token: token).decode(Page<BidResource>.self).data.first)
+                #expect((row.itemTitle, row.itemKind, row.itemPhoto?.digest) == ("Drill", "rental", digest), "\(uri)")
+            }
+            let received = try await client.send(.get, "/v1/me", token: owner.token).json["bidsReceived"] as? [[String: Any]]
+            #expect(received?.first?["itemTitle"] as? String == "Drill")
+
+            let (loan, lenders) = try await client.fundedLoan(borrower: bea.token, lenders: 1, amount: 5000)
+            let card = try await client.send(.get, "/v1/loans/\(loan)", token: owner.token).decode(LoanResource.self)
+            #expect((card.borrowerHandle, card.borrowerDisplayName, card.borrowerPhoto == nil) == ("bea", "User bea", true))
+            let listed = try await client.send(.get, "/v1/loans", token: owner.token).decode(Page<LoanResource>.self)
+            #expect(listed.data.first?.borrowerHandle == "bea")
+            let mine = try await client.send(.get, "/v1/me/loans", token: lenders[0]).json["data"] as? [[String: Any]]
+            #expect(mine?.first?["country"] as? String == "NP" && mine?.first?["borrowerHandle"] as? String == "bea", "\(mine ?? [])")
+            #expect(mine?.first?.keys.contains("photo") == true)
+            let other = try await client.postLoan(bea.token, title: "Loom")
+            _ = try await client.addToCart(owner.token, other, 2500)
+            let lines = try await client.send(.get, "/v1/cart", token: owner.token).json["lines"] as? [[String: Any]]
+            #expect(lines?.first?.keys.contains("photo") == true, "\(lines ?? [])")
         }
     }
 

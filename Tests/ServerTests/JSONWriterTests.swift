@@ -36,14 +36,15 @@ struct JSONWriterTests {
          "location":{"lat":27.7,"lng":85.3,"place":"Pokhara"},"amountCents":50000,"fundedCents":2500,"repaidCents":0,
          "stillNeededCents":47500,"lenderCount":1,"status":"fundraising","deadline":"2026-12-31",
          "photos":[{"digest":"ef","url":"/v1/media/ef"}],"createdAt":"2026-11-24T02:50:14Z","updatedAt":"2026-11-24T02:50:15Z",
-         "position":12}
+         "borrowerHandle":"bea","borrowerDisplayName":"Bea \"B\"","borrowerPhoto":null,"position":12}
         """#
 
     static let bid = #"""
         {"id":"9f0c3e0e-8d8f-4a57-9a57-6d1f3c2b1a01","itemId":"8d40177b-1cc4-49b1-a12a-a96354b7b13c",
          "bidderId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","bidderHandle":"bea","dailyPriceCents":450,
          "from":"2026-12-01","until":"2026-12-03","message":"Can I pick it up at \"noon\"?","status":"rejected",
-         "reason":"taken","createdAt":"2026-11-24T02:50:14Z","position":77}
+         "reason":"taken","createdAt":"2026-11-24T02:50:14Z","itemTitle":"Drill \u00e9","itemKind":"rental",
+         "itemPhoto":{"digest":"ab12","url":"/v1/media/ab12"},"position":77}
         """#
 
     /// A larger answer that holds resources (as a profile holds its lists), through `Encodable`.
@@ -93,7 +94,7 @@ struct JSONWriterTests {
         try expectSameBytes(Page(data: [loan, loan], nextCursor: nil))
         let bid = try decode(BidResource.self, Self.bid)
         var open = bid
-        (open.message, open.reason, open.position) = (nil, nil, nil)
+        (open.message, open.reason, open.position, open.itemPhoto) = (nil, nil, nil, nil)
         try expectSameBytes(bid)
         try expectSameBytes(open)
     }
@@ -116,7 +117,8 @@ struct JSONWriterTests {
          "cards":[{"id":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a02","network":"visa","last4":"4242","expMonth":12,"expYear":2030,
                    "redacted":"visa ending 4242","position":5}],
          "posts":[\#(item),\#(request)],"bids":[\#(bid)],"bidsReceived":[\#(bid),\#(bid)],"approvalsGiven":[],"approvalsReceived":[\#(bid)],
-         "loans":[{"loanId":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a00","title":"Goats","amountCents":50000,"repaidCents":100,"status":"repaying"}],
+         "loans":[{"loanId":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a00","title":"Goats","amountCents":50000,"repaidCents":100,"status":"repaying",
+                   "country":"NP","photo":{"digest":"ef","url":"/v1/media/ef"},"borrowerHandle":"bea"}],
          "blocked":["34fe5a30-edec-4c44-9d7b-dc92f3d08305","8d40177b-1cc4-49b1-a12a-a96354b7b13c"],
          "links":{"posts":"/v1/me/posts?cursor=abc","bidsReceived":"/v1/me/bids-received?cursor=d\/e"},"position":42}
         """#

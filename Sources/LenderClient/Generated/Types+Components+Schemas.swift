@@ -199,6 +199,35 @@ extension Components {
                 case url
             }
         }
+        /// A photo, or null when there is none
+        ///
+        /// - Remark: Generated from `#/components/schemas/PhotoOrNull`.
+        public struct PhotoOrNull: Codable, Hashable, Sendable {
+            /// The SHA-256 of its stored bytes, hex: its name
+            ///
+            /// - Remark: Generated from `#/components/schemas/PhotoOrNull/digest`.
+            public var digest: Swift.String
+            /// Where its bytes are served, `/v1/media/{digest}`; `?size=200` or `?size=800` for a thumbnail
+            ///
+            /// - Remark: Generated from `#/components/schemas/PhotoOrNull/url`.
+            public var url: Swift.String
+            /// Creates a new `PhotoOrNull`.
+            ///
+            /// - Parameters:
+            ///   - digest: The SHA-256 of its stored bytes, hex: its name
+            ///   - url: Where its bytes are served, `/v1/media/{digest}`; `?size=200` or `?size=800` for a thumbnail
+            public init(
+                digest: Swift.String,
+                url: Swift.String
+            ) {
+                self.digest = digest
+                self.url = url
+            }
+            public enum CodingKeys: String, CodingKey {
+                case digest
+                case url
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Category`.
         @frozen public enum Category: String, Codable, Hashable, Sendable, CaseIterable {
             case music = "music"
@@ -466,6 +495,25 @@ extension Components {
             public var reason: Swift.String?
             /// - Remark: Generated from `#/components/schemas/Bid/createdAt`.
             public var createdAt: Foundation.Date
+            /// The item's title, as it is now (for a row of bids)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Bid/itemTitle`.
+            public var itemTitle: Swift.String
+            /// The item's kind
+            ///
+            /// - Remark: Generated from `#/components/schemas/Bid/itemKind`.
+            @frozen public enum ItemKindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case rental = "rental"
+                case request = "request"
+            }
+            /// The item's kind
+            ///
+            /// - Remark: Generated from `#/components/schemas/Bid/itemKind`.
+            public var itemKind: Components.Schemas.Bid.ItemKindPayload
+            /// The item's first photo, or null
+            ///
+            /// - Remark: Generated from `#/components/schemas/Bid/itemPhoto`.
+            public var itemPhoto: Components.Schemas.PhotoOrNull?
             /// The log position of the command's last event; null on a read
             ///
             /// - Remark: Generated from `#/components/schemas/Bid/position`.
@@ -484,6 +532,9 @@ extension Components {
             ///   - status:
             ///   - reason:
             ///   - createdAt:
+            ///   - itemTitle: The item's title, as it is now (for a row of bids)
+            ///   - itemKind: The item's kind
+            ///   - itemPhoto: The item's first photo, or null
             ///   - position: The log position of the command's last event; null on a read
             public init(
                 id: Components.Schemas.Uuid,
@@ -497,6 +548,9 @@ extension Components {
                 status: Components.Schemas.Bid.StatusPayload,
                 reason: Swift.String? = nil,
                 createdAt: Foundation.Date,
+                itemTitle: Swift.String,
+                itemKind: Components.Schemas.Bid.ItemKindPayload,
+                itemPhoto: Components.Schemas.PhotoOrNull? = nil,
                 position: Swift.Int64? = nil
             ) {
                 self.id = id
@@ -510,6 +564,9 @@ extension Components {
                 self.status = status
                 self.reason = reason
                 self.createdAt = createdAt
+                self.itemTitle = itemTitle
+                self.itemKind = itemKind
+                self.itemPhoto = itemPhoto
                 self.position = position
             }
             public enum CodingKeys: String, CodingKey {
@@ -524,6 +581,9 @@ extension Components {
                 case status
                 case reason
                 case createdAt
+                case itemTitle
+                case itemKind
+                case itemPhoto
                 case position
             }
         }
@@ -2354,6 +2414,18 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Loan/distanceKm`.
             public var distanceKm: Swift.Double?
+            /// The borrower's handle; `former user` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Loan/borrowerHandle`.
+            public var borrowerHandle: Swift.String
+            /// The borrower's display name
+            ///
+            /// - Remark: Generated from `#/components/schemas/Loan/borrowerDisplayName`.
+            public var borrowerDisplayName: Swift.String
+            /// The borrower's profile photo, or null
+            ///
+            /// - Remark: Generated from `#/components/schemas/Loan/borrowerPhoto`.
+            public var borrowerPhoto: Components.Schemas.PhotoOrNull?
             /// The log position of the command's last event; null on a read
             ///
             /// - Remark: Generated from `#/components/schemas/Loan/position`.
@@ -2380,6 +2452,9 @@ extension Components {
             ///   - createdAt:
             ///   - updatedAt:
             ///   - distanceKm: From `near`, when asked
+            ///   - borrowerHandle: The borrower's handle; `former user` once they closed their account
+            ///   - borrowerDisplayName: The borrower's display name
+            ///   - borrowerPhoto: The borrower's profile photo, or null
             ///   - position: The log position of the command's last event; null on a read
             public init(
                 id: Components.Schemas.Uuid,
@@ -2401,6 +2476,9 @@ extension Components {
                 createdAt: Foundation.Date,
                 updatedAt: Foundation.Date,
                 distanceKm: Swift.Double? = nil,
+                borrowerHandle: Swift.String,
+                borrowerDisplayName: Swift.String,
+                borrowerPhoto: Components.Schemas.PhotoOrNull? = nil,
                 position: Swift.Int64? = nil
             ) {
                 self.id = id
@@ -2422,6 +2500,9 @@ extension Components {
                 self.createdAt = createdAt
                 self.updatedAt = updatedAt
                 self.distanceKm = distanceKm
+                self.borrowerHandle = borrowerHandle
+                self.borrowerDisplayName = borrowerDisplayName
+                self.borrowerPhoto = borrowerPhoto
                 self.position = position
             }
             public enum CodingKeys: String, CodingKey {
@@ -2444,6 +2525,9 @@ extension Components {
                 case createdAt
                 case updatedAt
                 case distanceKm
+                case borrowerHandle
+                case borrowerDisplayName
+                case borrowerPhoto
                 case position
             }
         }
@@ -2636,6 +2720,10 @@ extension Components {
             public var amountCents: Swift.Int
             /// - Remark: Generated from `#/components/schemas/CartLine/stillNeededCents`.
             public var stillNeededCents: Swift.Int
+            /// The loan's first photo, or null
+            ///
+            /// - Remark: Generated from `#/components/schemas/CartLine/photo`.
+            public var photo: Components.Schemas.PhotoOrNull?
             /// Why the line no longer fits: `loan_not_fundraising`, `exceeds_need`, `loan_not_found`
             ///
             /// - Remark: Generated from `#/components/schemas/CartLine/problem`.
@@ -2647,18 +2735,21 @@ extension Components {
             ///   - title:
             ///   - amountCents:
             ///   - stillNeededCents:
+            ///   - photo: The loan's first photo, or null
             ///   - problem: Why the line no longer fits: `loan_not_fundraising`, `exceeds_need`, `loan_not_found`
             public init(
                 loanId: Components.Schemas.Uuid,
                 title: Swift.String,
                 amountCents: Swift.Int,
                 stillNeededCents: Swift.Int,
+                photo: Components.Schemas.PhotoOrNull? = nil,
                 problem: Swift.String? = nil
             ) {
                 self.loanId = loanId
                 self.title = title
                 self.amountCents = amountCents
                 self.stillNeededCents = stillNeededCents
+                self.photo = photo
                 self.problem = problem
             }
             public enum CodingKeys: String, CodingKey {
@@ -2666,6 +2757,7 @@ extension Components {
                 case title
                 case amountCents
                 case stillNeededCents
+                case photo
                 case problem
             }
         }
@@ -2880,6 +2972,18 @@ extension Components {
             public var repaidCents: Swift.Int
             /// - Remark: Generated from `#/components/schemas/MyLoan/status`.
             public var status: Components.Schemas.LoanStatus
+            /// The loan's country, ISO 3166-1 alpha-2
+            ///
+            /// - Remark: Generated from `#/components/schemas/MyLoan/country`.
+            public var country: Swift.String
+            /// The loan's first photo, or null
+            ///
+            /// - Remark: Generated from `#/components/schemas/MyLoan/photo`.
+            public var photo: Components.Schemas.PhotoOrNull?
+            /// The borrower's handle; `former user` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/MyLoan/borrowerHandle`.
+            public var borrowerHandle: Swift.String
             /// Creates a new `MyLoan`.
             ///
             /// - Parameters:
@@ -2888,18 +2992,27 @@ extension Components {
             ///   - amountCents: My shares
             ///   - repaidCents: Repaid to me
             ///   - status:
+            ///   - country: The loan's country, ISO 3166-1 alpha-2
+            ///   - photo: The loan's first photo, or null
+            ///   - borrowerHandle: The borrower's handle; `former user` once they closed their account
             public init(
                 loanId: Components.Schemas.Uuid,
                 title: Swift.String,
                 amountCents: Swift.Int,
                 repaidCents: Swift.Int,
-                status: Components.Schemas.LoanStatus
+                status: Components.Schemas.LoanStatus,
+                country: Swift.String,
+                photo: Components.Schemas.PhotoOrNull? = nil,
+                borrowerHandle: Swift.String
             ) {
                 self.loanId = loanId
                 self.title = title
                 self.amountCents = amountCents
                 self.repaidCents = repaidCents
                 self.status = status
+                self.country = country
+                self.photo = photo
+                self.borrowerHandle = borrowerHandle
             }
             public enum CodingKeys: String, CodingKey {
                 case loanId
@@ -2907,6 +3020,9 @@ extension Components {
                 case amountCents
                 case repaidCents
                 case status
+                case country
+                case photo
+                case borrowerHandle
             }
         }
         /// - Remark: Generated from `#/components/schemas/Event`.

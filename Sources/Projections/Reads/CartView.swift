@@ -14,7 +14,8 @@ public struct CartView: Sendable {
     public func cart(of user: UserID, position: Int64? = nil) async throws -> CartResource {
         let rows = try await pool.query(
             """
-            SELECT c.loan_id, c.amount_cents, l.title, l.status, l.amount_cents - l.funded_cents AS still_needed
+            SELECT c.loan_id, c.amount_cents, l.title, l.status, l.amount_cents - l.funded_cents AS still_needed,
+                   l.photos[1] AS photo
             FROM cart_lines_view c LEFT JOIN loans_view l USING (loan_id)
             WHERE c.user_id = \(user.rawValue)
             ORDER BY c.position, c.loan_id
@@ -26,6 +27,7 @@ public struct CartView: Sendable {
             return CartResource.Line(
                 loanId: LoanID(try row.decode("loan_id", as: UUID.self)), title: try row.decode("title", as: String?.self) ?? "",
                 amountCents: amount, stillNeededCents: max(0, stillNeeded),
+                photo: try row.decode("photo", as: String?.self).map(PhotoResource.init),
                 problem: status.map { CartDecider.problem(amountCents: amount, status: $0, stillNeededCents: stillNeeded) }
                     ?? DomainError.loanNotFound.code)
         }
@@ -40,6 +42,8 @@ public struct CartResource: Codable, Sendable {
         public var title: String
         public var amountCents: Int
         public var stillNeededCents: Int
+        /// The loan's first photo, for the line's thumbnail.
+        public var photo: PhotoResource?
         public var problem: String?
 
         // `problem` is always present, null when the line fits.
@@ -49,6 +53,7 @@ public struct CartResource: Codable, Sendable {
             try container.encode(title, forKey: .title)
             try container.encode(amountCents, forKey: .amountCents)
             try container.encode(stillNeededCents, forKey: .stillNeededCents)
+            try container.encode(photo, forKey: .photo)
             try container.encode(problem, forKey: .problem)
         }
     }

@@ -37,7 +37,8 @@ public struct ItemsView: Sendable {
     /// The bid; `bid_not_found` when there is none.
     public func bid(_ id: BidID, position: Int64? = nil) async throws -> BidResource {
         let rows = try await pool.query(
-            "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE bid_id = \(id.rawValue)", prepared: true)
+            "SELECT \(unsafeRaw: BidResource.columns) FROM \(unsafeRaw: BidResource.source) WHERE bid_id = \(id.rawValue)",
+            prepared: true)
         guard let row = rows.first else { throw DomainError.bidNotFound }
         return try BidResource(row, position: position)
     }
@@ -73,7 +74,8 @@ public struct ItemsView: Sendable {
     /// bidder's is planned with its values, since a generic plan may take the bidder's index
     /// and walk every bid of a bidder with many to find the few on this item.
     public func bids(on item: ItemID, onlyBy bidder: UserID?, limit: Int, after: Cursor?) async throws -> Page<BidResource> {
-        var statement: PostgresQuery = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE item_id = \(item.rawValue)"
+        var statement: PostgresQuery =
+            "SELECT \(unsafeRaw: BidResource.columns) FROM \(unsafeRaw: BidResource.source) WHERE item_id = \(item.rawValue)"
         if let bidder { statement.append(" AND bidder_id = \(bidder.rawValue)") }
         if let after { statement.append(" AND (created_at, bid_id) < (\(after.at), \(after.id))") }
         statement.append(" ORDER BY created_at DESC, bid_id DESC LIMIT \(literal: PageSize.rowsRead(limit))")
@@ -408,12 +410,26 @@ public struct BidResource: Codable, Sendable {
     public var status: String
     public var reason: String?
     public var createdAt: Date
+    /// What a row of bids draws beside the bid: the item's title, kind and first photo.
+    public var itemTitle: String
+    public var itemKind: String
+    public var itemPhoto: PhotoResource?
     public var position: Int64?
 
-    /// What `init(_:position:)` reads.
+    /// What `init(_:position:)` reads, from `source`.
     static let columns = """
         bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
-        until_day::text AS until_day, message, status, reason, created_at
+        until_day::text AS until_day, message, status, reason, created_at, coalesce(item_title, '') AS item_title,
+        coalesce(item_kind, '') AS item_kind, item_photo
+        """
+
+    /// `bids_view` with its item's title, kind and first photo joined under names of their
+    /// own, so that a statement's other columns (`item_id`, `status`, `created_at`) stay the bids'.
+    static let source = """
+        bids_view LEFT JOIN LATERAL (
+            SELECT title AS item_title, kind AS item_kind, photos[1] AS item_photo FROM items_view i
+            WHERE i.item_id = bids_view.item_id
+        ) item ON true
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -428,6 +444,9 @@ public struct BidResource: Codable, Sendable {
         status = try row.decode("status")
         reason = try row.decode("reason", as: String?.self)
         createdAt = try row.decode("created_at")
+        itemTitle = try row.decode("item_title")
+        itemKind = try row.decode("item_kind")
+        itemPhoto = try row.decode("item_photo", as: String?.self).map(PhotoResource.init)
         self.position = position
     }
 }
@@ -436,10 +455,14 @@ extension BidResource {
     /// A bid as `bids_view` holds it the moment its append commits (`ItemsProjection` writes
     /// these same fields): the answer of the command, without reading it back.
     public init(
-        placed: BidPlaced, on item: ItemID, at recordedAt: Date, position: Int64?, bidderHandle: (UserID) async throws -> String
+        placed: BidPlaced, on item: PostedItem, at recordedAt: Date, position: Int64?,
+        bidderHandle: (UserID) async throws -> String
     ) async rethrows {
         id = placed.bidID
-        itemId = item
+        itemId = item.id
+        itemTitle = item.title
+        itemKind = item.kind.rawValue
+        itemPhoto = item.photos.first.map(PhotoResource.init)
         bidderId = placed.bidderID
         self.bidderHandle = try await bidderHandle(placed.bidderID)
         dailyPriceCents = placed.dailyPriceCents

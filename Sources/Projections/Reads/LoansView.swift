@@ -1,3 +1,4 @@
+import Aggregates
 import Foundation
 import Marketplace
 import Postgres
@@ -12,7 +13,7 @@ public struct LoansView: Sendable {
     public func loan(_ id: LoanID, position: Int64? = nil) async throws -> LoanResource {
         let rows = try await pool.query(
             """
-            SELECT \(unsafeRaw: LoanResource.columns), NULL::float8 AS distance_km FROM loans_view
+            SELECT \(unsafeRaw: LoanResource.columns), NULL::float8 AS distance_km FROM \(unsafeRaw: LoanResource.source)
             WHERE loan_id = \(id.rawValue)
             """, prepared: true)
         guard let row = rows.first else { throw DomainError.loanNotFound }
@@ -36,7 +37,7 @@ public struct LoansView: Sendable {
         if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }
         if let status = filter.status { filters.append("status = \(status.rawValue)") }
         let rows = try await pool.query(
-            filter.listing.statement(select: LoanResource.columns, from: "loans_view", id: "loan_id", where: filters),
+            filter.listing.statement(select: LoanResource.columns, from: LoanResource.source, id: "loan_id", where: filters),
             prepared: filter.listing.isPreparable)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try LoanResource($0, position: nil) }
     }
@@ -75,11 +76,27 @@ public struct LoanResource: Codable, Sendable {
     public var createdAt: Date
     public var updatedAt: Date
     public var distanceKm: Double?
+    /// Who borrows, as a loan's card shows them: `former user` and no photo once forgotten.
+    public var borrowerHandle: String
+    public var borrowerDisplayName: String
+    public var borrowerPhoto: PhotoResource?
     public var position: Int64?
 
     static let columns = """
         loan_id, borrower_id, title, description, sector, activity, country_code, lat, lng, place, amount_cents,
-        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, photos, created_at, updated_at
+        funded_cents, repaid_cents, lender_count, status, deadline::text AS deadline, photos, created_at, updated_at,
+        coalesce(borrower_handle, '') AS borrower_handle, coalesce(borrower_display_name, '') AS borrower_display_name,
+        borrower_photo
+        """
+
+    /// `loans_view` with its borrower joined under names of their own, so that a statement's
+    /// other columns (`created_at`, `status`, `earth`) stay the loans'.
+    static let source = """
+        loans_view LEFT JOIN LATERAL (
+            SELECT CASE WHEN u.forgotten_at IS NULL THEN u.handle ELSE '\(Redacted.name)' END AS borrower_handle,
+                   u.display_name AS borrower_display_name, CASE WHEN u.forgotten_at IS NULL THEN u.photo END AS borrower_photo
+            FROM users_view u WHERE u.user_id = loans_view.borrower_id
+        ) borrower ON true
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -102,6 +119,9 @@ public struct LoanResource: Codable, Sendable {
         createdAt = try row.decode("created_at")
         updatedAt = try row.decode("updated_at")
         distanceKm = try row.decode("distance_km", as: Double?.self)
+        borrowerHandle = try row.decode("borrower_handle")
+        borrowerDisplayName = try row.decode("borrower_display_name")
+        borrowerPhoto = try row.decode("borrower_photo", as: String?.self).map(PhotoResource.init)
         self.position = position
     }
 }

@@ -1,3 +1,4 @@
+import Aggregates
 import Foundation
 import Marketplace
 import Postgres
@@ -36,14 +37,17 @@ public enum MyList: String, CaseIterable, Sendable {
             key = ("created_at, item_id", "created_at DESC, item_id DESC")
         case .bids, .bidsReceived, .approvalsGiven, .approvalsReceived:
             let whose = self == .bids || self == .approvalsReceived ? "bidder_id" : "owner_id"
-            statement = "SELECT \(unsafeRaw: BidResource.columns) FROM bids_view WHERE \(unsafeRaw: whose) = \(me)"
+            statement = "SELECT \(unsafeRaw: BidResource.columns) FROM \(unsafeRaw: BidResource.source) WHERE \(unsafeRaw: whose) = \(me)"
             let status = self == .approvalsGiven || self == .approvalsReceived ? .approved : status
             if let status { statement.append(" AND status = \(status.rawValue)") }
             key = ("created_at, bid_id", "created_at DESC, bid_id DESC")
         case .loans:
             statement = """
-                SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status, s.first_bought_at
-                FROM loan_shares_view s JOIN loans_view l USING (loan_id) WHERE s.lender_id = \(me)
+                SELECT s.loan_id, l.title, s.amount_cents, s.repaid_cents, l.status, s.first_bought_at, l.country_code,
+                       l.photos[1] AS photo,
+                       CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE \(Redacted.name) END AS borrower_handle
+                FROM loan_shares_view s JOIN loans_view l USING (loan_id) LEFT JOIN users_view u ON u.user_id = l.borrower_id
+                WHERE s.lender_id = \(me)
                 """
             key = ("s.first_bought_at, s.loan_id", "s.first_bought_at DESC, s.loan_id DESC")
         }
@@ -87,7 +91,8 @@ extension MyLoan {
         let id = try row.decode("loan_id", as: UUID.self)
         let loan = MyLoan(
             loanId: LoanID(id), title: try row.decode("title"), amountCents: try row.decode("amount_cents"),
-            repaidCents: try row.decode("repaid_cents"), status: try row.decode("status"))
+            repaidCents: try row.decode("repaid_cents"), status: try row.decode("status"), country: try row.decode("country_code"),
+            photo: try row.decode("photo", as: String?.self).map(PhotoResource.init), borrowerHandle: try row.decode("borrower_handle"))
         return (loan, try row.decode("first_bought_at"), id)
     }
 }

@@ -133,6 +133,10 @@ public struct MyLoan: Codable, Sendable {
     public var amountCents: Int
     public var repaidCents: Int
     public var status: String
+    /// The loan's country, first photo and borrower: what a row of "my loans" draws.
+    public var country: String
+    public var photo: PhotoResource?
+    public var borrowerHandle: String
 }
 
 /// A card as clients see it: never more than the last four digits.
