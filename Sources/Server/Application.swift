@@ -54,13 +54,13 @@ public func buildRouter(
         lists: Replicated(LoansView.init, primary: primary, replica: replica))
     let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
-    let events = EventsController(store: gateway.store, heartbeat: heartbeat)
+    let events = EventsController(store: gateway.store, accounts: accounts, auditors: Auditors(primary), heartbeat: heartbeat)
     let photos = PhotosController(
         photos: PhotoLibrary(gateway: gateway), items: ItemsView(primary), loans: LoansView(primary),
         profiles: ProfilesView(primary))
     let conversations = ConversationsController(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
-        hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat))
+        hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat), accounts: accounts, heartbeat: heartbeat)
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)

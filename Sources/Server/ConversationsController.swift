@@ -12,6 +12,9 @@ struct ConversationsController: Sendable {
     let items: ItemsView
     let views: ConversationsView
     let hub: FeedHub
+    /// Whose sessions a stream's reader must still hold, checked once a `heartbeat`.
+    let accounts: Accounts
+    let heartbeat: Duration
 
     struct ReviewBody: Decodable {
         var stars: Int?
@@ -125,6 +128,7 @@ struct ConversationsController: Sendable {
         let user = context.user
         let views = views
         let hub = hub
+        let watching = StreamWatch(accounts: accounts, token: context.token, user: user, every: heartbeat)
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
@@ -134,6 +138,7 @@ struct ConversationsController: Sendable {
                 // before the response: a body never written never holds a subscription.
                 let subscription = try await hub.subscribe(user)
                 defer { subscription.cancel() }
+                var watch = watching
                 try await writer.write(ByteBuffer(string: ": your feed after \(after)\n\n"))
                 var sent = after
                 while true {
@@ -143,6 +148,8 @@ struct ConversationsController: Sendable {
                     if page.nextCursor == nil { break }
                 }
                 for await step in subscription.steps.cancelOnGracefulShutdown() {
+                    // Logged out (here or on another server): the stream ends.
+                    guard await watch.mayGoOn() else { break }
                     switch step {
                     case .notice(let notice):
                         guard notice.position > sent else { continue }

@@ -7,12 +7,16 @@ import NIOCore
 import Postgres
 import Projections
 import ServiceLifecycle
+import UseCases
 
 /// The global log, for auditors (SPEC §8): `GET /v1/events?after=&limit=` in pages, and
 /// `GET /v1/events/stream?after=` live, as server-sent events woken by LISTEN/NOTIFY.
 /// Everyone else gets 403 (`AuditorsOnly`).
 struct EventsController: Sendable {
     let store: EventStore
+    /// The reader's session and role, checked once a `heartbeat` while the stream runs.
+    let accounts: Accounts
+    let auditors: Auditors
     /// How long the live stream stays silent before it writes a comment line.
     var heartbeat: Duration = .seconds(15)
 
@@ -100,18 +104,22 @@ struct EventsController: Sendable {
         try await checkNotBeyondHead(after)
         let store = store
         let heartbeat = heartbeat
+        let watching = StreamWatch(accounts: accounts, token: context.token, user: context.user, auditors: auditors, every: heartbeat)
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: ResponseBody { writer in
+                var watch = watching
                 try await writer.write(ByteBuffer(string: ": following the log after \(after)\n\n"))
                 // A stream never ends by itself: it ends when the server shuts down (the client
                 // reconnects elsewhere with Last-Event-ID), or when a write finds the client gone.
                 // A comment line when the log is quiet keeps proxies from closing the connection
                 // and lets a write find a client that left.
                 for try await step in store.follow(after: after).heartbeats(every: heartbeat).cancelOnGracefulShutdown() {
+                    // Logged out, or no longer an auditor: the stream ends.
+                    guard await watch.mayGoOn() else { break }
                     switch step {
                     case .event(let event):
                         let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)

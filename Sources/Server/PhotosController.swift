@@ -80,14 +80,10 @@ struct PhotosController: Sendable {
         let tag = "\"\(digest)-\(size)\""
         let headers: HTTPFields = [
             .eTag: tag, .cacheControl: "public, max-age=31536000, immutable", .contentType: "image/jpeg",
+            // Bytes that are a JPEG, and only ever read as one.
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
-        // If-None-Match compares weakly (RFC 9110 §13.1.2): `W/` is no difference here.
-        let matches = request.headers[.ifNoneMatch].map { wanted in
-            wanted.split(separator: ",").contains { candidate in
-                let trimmed = candidate.trimmingCharacters(in: .whitespaces)
-                return trimmed == "*" || trimmed == tag || trimmed == "W/" + tag
-            }
-        } ?? false
+        let matches = request.headers[.ifNoneMatch].map { EntityTag.matches($0, tag) } ?? false
         // Only while it is stored: a collected image is gone, not unchanged.
         if matches, try await photos.hasImage(digest, variant: size) {
             return Response(status: .notModified, headers: headers)

@@ -40,7 +40,7 @@ struct ReadCachingMiddleware<Context: RequestContext>: RouterMiddleware {
             let bytes = collected.bytes.withLock { $0 }
             let tag = Self.weakTag(of: bytes)
             response.headers[.eTag] = tag
-            if let asked = request.headers[.ifNoneMatch], Self.matches(asked, tag) {
+            if let asked = request.headers[.ifNoneMatch], EntityTag.matches(asked, tag) {
                 var headers = response.headers
                 headers[.contentLength] = nil
                 headers[.contentType] = nil
@@ -78,15 +78,6 @@ struct ReadCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// `If-None-Match`: `*`, or a list of tags compared weakly (RFC 9110 §13.1.2).
-    static func matches(_ header: String, _ tag: String) -> Bool {
-        let bare = { (value: Substring) in value.hasPrefix("W/") ? value.dropFirst(2) : value }
-        return header.split(separator: ",").contains { candidate in
-            let trimmed = candidate.trimmingCharacters(in: .whitespaces)
-            return trimmed == "*" || bare(Substring(trimmed)) == bare(Substring(tag))
-        }
-    }
-
     /// The body's bytes, gathered (a JSON answer is in memory already): the writer is
     /// consumed by the body, so the bytes are kept beside it.
     final class Collected: Sendable {
@@ -107,5 +98,17 @@ struct ReadCachingMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         }
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+}
+
+enum EntityTag {
+    /// `If-None-Match`: `*`, or a list of tags compared weakly (RFC 9110 §13.1.2): `W/` makes
+    /// no difference.
+    static func matches(_ header: String, _ tag: String) -> Bool {
+        let bare = { (value: Substring) in value.hasPrefix("W/") ? value.dropFirst(2) : value }
+        return header.split(separator: ",").contains { candidate in
+            let trimmed = candidate.trimmingCharacters(in: .whitespaces)
+            return trimmed == "*" || bare(Substring(trimmed)) == bare(Substring(tag))
+        }
     }
 }

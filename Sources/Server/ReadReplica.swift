@@ -41,7 +41,13 @@ public final class ReadReplica: Sendable {
         if severalHosts { return .primary }
         guard minimum > knownHead.withLock({ $0 }) else { return .replica }
         do {
-            return try await head() >= minimum ? .replica : .primary
+            let replicaHead = try await head()
+            guard replicaHead < minimum else { return .replica }
+            // A position past the primary's head too (a client's mistake, or `2^63-1` sent to
+            // push every read onto the primary) is read as the head: no log has it yet.
+            let primaryHead = try await primary.query("SELECT position FROM log_head", prepared: true).single()
+                .decode(0, as: Int64.self)
+            return replicaHead >= min(minimum, primaryHead) ? .replica : .primary
         } catch {
             logger.warning("the read replica does not answer; reading from the primary", metadata: ["error": "\(error)"])
             return .primary

@@ -155,6 +155,12 @@ public struct Accounts: Sendable {
                 DELETE FROM login_failures
                 WHERE handle = \(handle) AND address = \(address) AND (NOT checking OR id = \(reservation))
                 """)
+            // An address the owner logs in from is theirs: failures elsewhere do not lock it (0032).
+            try await pool.query(
+                """
+                INSERT INTO login_known_addresses (handle, address) VALUES (\(handle), \(address))
+                ON CONFLICT (handle, address) DO UPDATE SET last_success = now()
+                """)
             return result
         } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
             // A wrong password: its place becomes a failure.

@@ -35,9 +35,14 @@ extension Accounts {
                     session in
                     try DataKeys.forget(user.dataSubject, in: &session)
                     try session.query("UPDATE credentials SET password_hash = '' WHERE user_id = \(user.rawValue)")
-                    // Failed logins name the addresses they came from.
+                    // Failed logins, and the addresses logged in from, name addresses.
                     try session.query(
                         "DELETE FROM login_failures WHERE handle IN (SELECT handle FROM credentials WHERE user_id = \(user.rawValue))")
+                    try session.query(
+                        """
+                        DELETE FROM login_known_addresses
+                        WHERE handle IN (SELECT handle FROM credentials WHERE user_id = \(user.rawValue))
+                        """)
                     try session.query("DELETE FROM email_index WHERE user_id = \(user.rawValue)")
                     try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
                     try session.query(

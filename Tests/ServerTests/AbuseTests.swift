@@ -25,6 +25,13 @@ struct AbuseTests {
                 token: ada.token)
             #expect(long.status == .badRequest)
             #expect(long.code == "string_too_long")
+            // A megabyte of tiny values is refused by count before any decoding (issue 48),
+            // anonymous or not, keyed or not.
+            let wide = "{\"title\": [" + Array(repeating: "0", count: 200_000).joined(separator: ",") + "]}"
+            for (token, key) in [(Optional(ada.token), Optional("wide-1")), (nil, nil)] {
+                let response = try await client.send(.post, token == nil ? "/v1/sessions" : "/v1/rentals", raw: wide, token: token, idempotencyKey: key)
+                #expect(response.status == .badRequest && response.code == "too_many_values", "\(response)")
+            }
             // An escaped quote does not end a string early, and a plain body still works.
             let quoted = try await client.send(
                 .post, "/v1/rentals",

@@ -321,6 +321,34 @@ struct ConversationsTests {
     }
 
     /// What a stream reader has read until `done`, on a thread of its own (a blocking read).
+    /// A live stream ends when its reader's session does (a logout), and the auditors' when
+    /// the role is revoked: checked once a heartbeat (issue 48).
+    @Test func aLiveStreamEndsWithItsSessionOrRole() async throws {
+        try await withServer(testing: .live, heartbeat: .milliseconds(200)) { client, admin in
+            let ada = try await client.user("ada")
+            let port = try #require(client.port)
+            // The chunked body's last chunk: the server ended the stream.
+            let ended: @Sendable (String) -> Bool = { $0.hasPrefix("0\r\n\r\n") || $0.contains("\r\n0\r\n\r\n") }
+            let feed = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream", token: ada.token)
+            defer { feed.close() }
+            #expect(await Self.read(feed) { $0.contains(": heartbeat") }.contains(": heartbeat"), "open, and beating")
+            #expect(try await client.send(.delete, "/v1/sessions/current", token: ada.token).status == .noContent)
+            let clock = ContinuousClock()
+            let loggedOut = clock.now
+            let afterLogout = await Self.read(feed, until: ended)
+            #expect(ended(afterLogout), "the feed ended with the session: \(afterLogout.debugDescription.suffix(300))")
+            #expect(clock.now - loggedOut < .seconds(5))
+
+            let auditor = try await client.user("auditor")
+            try await admin.query("INSERT INTO auditors (user_id) VALUES (\(auditor.id.rawValue))")
+            let log = try EventStreamTests.StreamReader(port: port, path: "/v1/events/stream", token: auditor.token)
+            defer { log.close() }
+            #expect(await Self.read(log) { $0.contains(": heartbeat") }.contains(": heartbeat"))
+            try await admin.query("DELETE FROM auditors WHERE user_id = \(auditor.id.rawValue)")
+            #expect(ended(await Self.read(log, until: ended)), "the log's stream ended with the role")
+        }
+    }
+
     static func read(_ reader: EventStreamTests.StreamReader, until done: @escaping @Sendable (String) -> Bool) async -> String {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread { continuation.resume(returning: reader.read(until: done)) }

@@ -66,6 +66,16 @@ struct FailoverTests {
             #expect(!inRecovery)
         }
 
+        // A position no log has reached yet is read as the head: on the replica once it has it (issue 48).
+        var beyond = ""
+        for _ in 0..<50 {
+            let read = try await server.send(.get, "/v1/market", token: ada.token, headers: ["X-Min-Position": "\(Int64.max)"])
+            beyond = read.headers[.init("X-Read-From")!] ?? ""
+            if beyond == "replica" { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(beyond == "replica", "X-Min-Position 2^63-1 no longer pins reads to the primary")
+
         let bad = try await server.send(.get, "/v1/market", token: ada.token, headers: ["X-Min-Position": "-1"])
         #expect(bad.status == .unprocessableContent)
         #expect(bad.code == "validation_failed")

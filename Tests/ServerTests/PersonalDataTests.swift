@@ -107,6 +107,7 @@ struct PersonalDataTests {
             #expect(hers?["message"] as? String == Redacted.text && hers?["status"] as? String == "withdrawn", "\(bids ?? [])")
             let profile = try await client.send(.get, "/v1/users/\(try registered.decode(RegisteredUser.self).id)", token: bob.token)
             #expect(profile.json["displayName"] as? String == Redacted.name && profile.json["country"] is NSNull, "\(profile)")
+            #expect(profile.json["handle"] as? String == Redacted.name, "the handle too, though still reserved (issue 48)")
 
             // Nothing personal of hers anywhere in a full dump; Bob's is all there.
             let database = try await ownerURL(admin)

@@ -57,6 +57,7 @@ struct PhotosTests {
                 #expect(served.headers[.contentType] == "image/jpeg")
                 #expect(served.headers[.cacheControl] == "public, max-age=31536000, immutable")
                 #expect(served.headers[.eTag] == "\"\(digest)-\(size)\"")
+                #expect(served.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "read as a JPEG only (issue 48)")
                 let bytes = [UInt8](served.data)
                 #expect(Fixture.leaks(Images.metadataFields(bytes)).isEmpty, "\(size): \(Images.metadataFields(bytes))")
                 let header = try Images.header(bytes)

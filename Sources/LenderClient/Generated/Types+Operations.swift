@@ -909,7 +909,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/users/post(registerUser)/responses/400`.
             ///
@@ -1998,7 +1998,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/post(logIn)/responses/400`.
             ///
@@ -2446,7 +2446,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/current/delete(logOut)/responses/400`.
             ///
@@ -3028,7 +3028,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/patch(updateProfile)/responses/400`.
             ///
@@ -3491,7 +3491,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)/responses/400`.
             ///
@@ -5572,7 +5572,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/post(blockUser)/responses/400`.
             ///
@@ -6067,7 +6067,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/blocks/{userID}/delete(unblockUser)/responses/400`.
             ///
@@ -7916,7 +7916,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/rentals/post(postRental)/responses/400`.
             ///
@@ -8402,7 +8402,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/requests/post(postRequest)/responses/400`.
             ///
@@ -9941,7 +9941,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/patch(reviseItem)/responses/400`.
             ///
@@ -10538,7 +10538,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/withdraw/post(withdrawItem)/responses/400`.
             ///
@@ -11135,7 +11135,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)/responses/400`.
             ///
@@ -11732,7 +11732,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/relist/post(relistItem)/responses/400`.
             ///
@@ -12732,7 +12732,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/post(addBlackout)/responses/400`.
             ///
@@ -13340,7 +13340,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/blackouts/{blackoutID}/delete(removeBlackout)/responses/400`.
             ///
@@ -14151,7 +14151,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/complete/post(completeBooking)/responses/400`.
             ///
@@ -16212,7 +16212,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/bids/post(placeBid)/responses/400`.
             ///
@@ -17471,7 +17471,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/reviews/post(reviewItem)/responses/400`.
             ///
@@ -18070,7 +18070,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/approve/post(approveBid)/responses/400`.
             ///
@@ -18676,7 +18676,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/reject/post(rejectBid)/responses/400`.
             ///
@@ -19273,7 +19273,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/withdraw/post(withdrawBid)/responses/400`.
             ///
@@ -20273,7 +20273,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bids/{bidID}/messages/post(sendMessage)/responses/400`.
             ///
@@ -20861,7 +20861,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/post(addPaymentCard)/responses/400`.
             ///
@@ -21356,7 +21356,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/cards/{cardID}/delete(removePaymentCard)/responses/400`.
             ///
@@ -21791,7 +21791,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/deposits/post(deposit)/responses/400`.
             ///
@@ -22752,7 +22752,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/post(postLoan)/responses/400`.
             ///
@@ -23468,7 +23468,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/repayments/post(recordRepayment)/responses/400`.
             ///
@@ -25402,7 +25402,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/delete(clearCart)/responses/400`.
             ///
@@ -25786,7 +25786,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/post(addToCart)/responses/400`.
             ///
@@ -26392,7 +26392,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/patch(changeCartAmount)/responses/400`.
             ///
@@ -26938,7 +26938,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/items/{loanID}/delete(removeFromCart)/responses/400`.
             ///
@@ -27373,7 +27373,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/cart/checkout/post(checkout)/responses/400`.
             ///
@@ -29711,7 +29711,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Malformed body (`malformed_body`, `too_deeply_nested`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
             ///
             /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/reviews/post(reviewBooking)/responses/400`.
             ///

@@ -113,7 +113,9 @@ public struct Cursor: Codable, Sendable {
     public init?(query text: String?) throws {
         guard let text, !text.isEmpty else { return nil }
         guard let data = Self.base64URLDecoded(text), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
-            RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true
+            RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true,
+            // A hand-made key with a NUL would reach PostgreSQL, whose text cannot hold one.
+            !(cursor.key?.unicodeScalars.contains { $0.value == 0 } ?? false)
         else {
             throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor this server gave")])
         }

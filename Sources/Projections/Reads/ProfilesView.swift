@@ -1,3 +1,4 @@
+import Aggregates
 import Foundation
 import Marketplace
 import Postgres
@@ -13,7 +14,8 @@ public struct ProfilesView: Sendable {
     public func publicProfile(_ id: UserID) async throws -> PublicProfile {
         let rows = try await pool.query(
             """
-            SELECT handle, display_name, country, member_since, completed_deals, review_count, review_stars, photo,
+            SELECT CASE WHEN forgotten_at IS NULL THEN handle ELSE \(Redacted.name) END AS handle, display_name, country,
+                   member_since, completed_deals, review_count, review_stars, photo,
                    (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
             FROM users_view u WHERE user_id = \(id.rawValue)
             """)
