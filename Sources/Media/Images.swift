@@ -41,6 +41,10 @@ public struct ImageError: Error, Equatable, Hashable, Sendable {
     public static let undecodable = "undecodable"
     /// libvips did not start: a fault of this machine, not of the upload.
     public static let unavailable = "unavailable"
+    /// A JPEG of more than `Images.maxScans` scans: refused before decoding, since each scan
+    /// is a pass over every coefficient of the image (issue 48: 4,000 scans of 72 bytes each
+    /// kept a thread 9 s on 290 KB).
+    public static let tooManyScans = "too_many_scans"
 }
 
 /// What a stored format is, read from the header alone: the dimensions are as stored,
@@ -89,6 +93,9 @@ public enum Images {
     public static let thumbnailSizes = [200, 800]
     /// The JPEG quality of every output.
     public static let jpegQuality = 85
+    /// The most scans a JPEG may have: a baseline JPEG has one, encoders' progressive scripts
+    /// about ten; browsers' decoders bound them too.
+    public static let maxScans = 100
 
     /// Starts libvips on first use; `vips_shim_init` itself runs only once per process.
     private static let isStarted: Bool = vips_shim_init() == 0
@@ -105,6 +112,12 @@ public enum Images {
         guard let loader, let format = ImageFormat(loader: String(cString: loader)) else {
             clearError()
             throw ImageError(code: ImageError.unsupportedFormat, message: "the bytes are not a JPEG, PNG or WebP image")
+        }
+        if format == .jpeg {
+            let scans = jpegScans(bytes)
+            if scans > maxScans {
+                throw ImageError(code: ImageError.tooManyScans, message: "the JPEG has \(scans) scans, more than \(maxScans)")
+            }
         }
         var width: Int32 = 0
         var height: Int32 = 0
@@ -127,6 +140,30 @@ public enum Images {
                 message: "the image would take \(decodedBytes) bytes decoded (\(pixelBytes) a pixel), more than \(maxDecodedBytes)")
         }
         return ImageHeader(format: format, width: Int(width), height: Int(height))
+    }
+
+    /// The start-of-scan markers of a JPEG, counted by walking its segments and the entropy-coded
+    /// data between them (where `FF 00` is a byte and `FF D0`–`FF D7` a restart), without
+    /// decoding anything: one pass over the bytes.
+    static func jpegScans(_ bytes: [UInt8]) -> Int {
+        var scans = 0
+        var index = 2  // after SOI
+        while index + 1 < bytes.count {
+            guard bytes[index] == 0xFF else {
+                index += 1
+                continue
+            }
+            let marker = bytes[index + 1]
+            switch marker {
+            case 0xD9: return scans  // EOI
+            case 0x00, 0x01, 0xD0...0xD8, 0xFF: index += marker == 0xFF ? 1 : 2  // no length
+            default:
+                guard index + 3 < bytes.count else { return scans }
+                if marker == 0xDA { scans += 1 }
+                index += 2 + (Int(bytes[index + 2]) << 8 | Int(bytes[index + 3]))
+            }
+        }
+        return scans
     }
 
     /// Checks an upload, decodes it fully, turns it upright and re-encodes it as a stripped JPEG

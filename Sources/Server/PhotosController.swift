@@ -158,6 +158,10 @@ struct PhotosController: Sendable {
             Problem(
                 .unprocessableContent, code: "too_many_pixels",
                 detail: "An image has at most \(Images.maxPixels) pixels (its width times its height).")
+        case ImageError.tooManyScans:
+            Problem(
+                .unprocessableContent, code: "too_many_scans",
+                detail: "A JPEG has at most \(Images.maxScans) scans; this one has more. Save it again as a baseline JPEG.")
         case ImageError.unavailable:
             Problem(.serviceUnavailable, code: "images_unavailable", detail: "Images cannot be processed now; try again later.")
         default:

@@ -38,6 +38,15 @@ public enum Fixture {
 
     /// The JPEG with an APP1 Exif segment spliced in right after SOI: IFD0 holds the orientation
     /// and a pointer to a GPS IFD that places the photo at 48°51'30"N 2°17'40"E.
+    /// The scan bomb's shape (issue 48): a JPEG of thousands of tiny scans, each a pass over
+    /// every coefficient when decoded. Made from a real JPEG: its own scan, then `scans` empty
+    /// ones of fourteen bytes each, as the attack's were 72.
+    public static func scanBomb(scans: Int) throws -> [UInt8] {
+        let photo = try image(width: 64, height: 48, as: ".jpg")
+        let emptyScan: [UInt8] = [0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x12, 0x34, 0xFF, 0x00]
+        return Array(photo.dropLast(2)) + Array(repeating: emptyScan, count: scans).flatMap { $0 } + [0xFF, 0xD9]
+    }
+
     public static func withExif(_ jpeg: [UInt8], orientation: UInt16) -> [UInt8] {
         precondition(jpeg.starts(with: [0xFF, 0xD8]))
         // Big-endian TIFF: header (8 bytes), IFD0 at 8 (2 entries: 30 bytes), GPS IFD at 38

@@ -1,5 +1,5 @@
 import ImageFixtures
-import Media
+@testable import Media
 import Testing
 
 @Suite("Images")
@@ -30,6 +30,19 @@ struct ImagesTests {
         let thumbnail = try Images.header(try #require(processed.thumbnails[200]))
         #expect(thumbnail.height == 200)
         #expect(thumbnail.width < thumbnail.height)
+    }
+
+    @Test("a JPEG of thousands of scans is refused before any decoding; an ordinary one has one")
+    func scanBombsAreRefused() throws {
+        let photo = try Fixture.image(width: 64, height: 48, as: ".jpg")
+        #expect(Images.jpegScans(photo) == 1)
+        let bomb = try Fixture.scanBomb(scans: 4_000)
+        #expect(Images.jpegScans(bomb) == 4_001)
+        #expect(throws: ImageError(code: ImageError.tooManyScans, message: "the JPEG has 4001 scans, more than 100")) {
+            try Images.header(bomb)
+        }
+        #expect(throws: ImageError.self) { try Images.process(bomb) }
+        #expect(try Images.header(try Fixture.scanBomb(scans: 50)).format == .jpeg, "a hundred scans at most pass the check")
     }
 
     @Test("thumbnails have long sides of exactly 200 and 800 when the source is larger")

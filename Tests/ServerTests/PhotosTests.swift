@@ -38,6 +38,17 @@ struct PhotosTests {
         Fixture.withExif(try Fixture.image(width: width, height: height, as: ".jpg"), orientation: 6)
     }
 
+    /// A JPEG of thousands of tiny scans is refused before it reaches a decoding thread.
+    @Test func aScanBombIsRefusedBeforeDecoding() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let item = try await client.postRental(owner.token).id
+            let refused = try await client.upload("/v1/items/\(item)/photos", try Fixture.scanBomb(scans: 4_000), type: "image/jpeg", token: owner.token)
+            #expect(refused.status == .unprocessableContent, "\(refused)")
+            #expect(refused.code == "too_many_scans")
+        }
+    }
+
     @Test func aPhotoIsStrippedOfWhereItWasTakenTurnedUprightAndServedForever() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")

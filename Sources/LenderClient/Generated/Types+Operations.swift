@@ -6723,7 +6723,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/422`.
             ///
@@ -15131,7 +15131,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/422`.
             ///
@@ -24499,7 +24499,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/422`.
             ///
