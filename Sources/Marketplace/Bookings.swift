@@ -368,7 +368,7 @@ extension ItemDecider {
         }
         var validation = Validation()
         validation.check(starRange.contains(review.stars), "stars", "invalid_stars", "a whole number from 1 to 5")
-        validation.check(review.text.count <= maxReviewLength, "text", "too_long", "at most \(maxReviewLength) characters")
+        validation.check(review.text.isWithin(0...maxReviewLength), "text", "too_long", "at most \(maxReviewLength) characters")
         try validation.throwIfInvalid()
         guard booking.status == .completed, let deal = item.completedDeals.first(where: { $0.bidID == id }) else {
             throw DomainError(.conflict, "booking_not_completed", "A booking is reviewed once it is completed.")

@@ -86,7 +86,7 @@ public enum CardRules {
             validation.check(false, "cvv", "invalid_cvv", "\(cvvLength.map(String.init) ?? "3 or 4") digits")
         }
         validation.check(
-            (1...100).contains(holderName.trimmed.count), "holderName", "invalid_holder_name", "1 to 100 characters")
+            holderName.trimmed.isWithin(1...100), "holderName", "invalid_holder_name", "1 to 100 characters")
         try validation.throwIfInvalid()
         return ValidatedCard(
             network: network!, last4: String(digits.suffix(4)), expMonth: expMonth, expYear: expYear,

@@ -490,7 +490,7 @@ public enum ItemDecider {
                     bid.dailyPriceCents <= max, "dailyPriceCents", "over_max_price", "at most \(max) cents, the request's maximum")
             }
             if let message = bid.message {
-                validation.check(message.count <= 1000, "message", "too_long", "at most 1000 characters")
+                validation.check(message.isWithin(0...1000), "message", "too_long", "at most 1000 characters")
             }
             try validation.throwIfInvalid()
             try requireAvailable(item)
@@ -525,7 +525,7 @@ public enum ItemDecider {
         case .rejectBid(let bidID, let reason):
             let bid = try requireBid(try requireOwner(state, actor), bidID)
             if let reason {
-                guard reason.count <= 500 else {
+                guard reason.isWithin(0...500) else {
                     throw DomainError.invalid([FieldError(field: "reason", code: "too_long", message: "at most 500 characters")])
                 }
             }
@@ -725,12 +725,12 @@ public enum ItemDecider {
     }
 
     static func titleProblems(_ title: String) -> [FieldError] {
-        (1...120).contains(title.trimmed.count) && !title.contains(where: \.isNewline)
+        title.trimmed.isWithin(1...120) && !title.contains(where: \.isNewline)
             ? [] : [FieldError(field: "title", code: "invalid_title", message: "1 to 120 characters, one line")]
     }
 
     static func descriptionProblems(_ description: String) -> [FieldError] {
-        description.count <= 5000
+        description.isWithin(0...5000)
             ? [] : [FieldError(field: "description", code: "too_long", message: "at most 5000 characters")]
     }
 

@@ -146,9 +146,9 @@ public enum LoanDecider {
         -> [FieldError]
     {
         var validation = Validation()
-        if let title { validation.check((1...120).contains(title.trimmed.count), "title", "invalid_title", "1 to 120 characters") }
+        if let title { validation.check(title.trimmed.isWithin(1...120), "title", "invalid_title", "1 to 120 characters") }
         if let description {
-            validation.check(description.count <= 5000, "description", "too_long", "at most 5000 characters")
+            validation.check(description.isWithin(0...5000), "description", "too_long", "at most 5000 characters")
         }
         validation.add(UserDecider.countryProblems(country, field: "country"))
         if let amountCents {

@@ -128,7 +128,7 @@ extension ItemDecider {
         }
         var validation = Validation()
         validation.check(starRange.contains(review.stars), "stars", "invalid_stars", "a whole number from 1 to 5")
-        validation.check(review.text.count <= maxReviewLength, "text", "too_long", "at most \(maxReviewLength) characters")
+        validation.check(review.text.isWithin(0...maxReviewLength), "text", "too_long", "at most \(maxReviewLength) characters")
         try validation.throwIfInvalid()
         guard let deal else {
             throw DomainError(.conflict, "deal_not_completed", "A review follows a completed deal; this one is not completed.")
@@ -152,7 +152,7 @@ extension ItemDecider {
         let trimmed = message.text.trimmingCharacters(in: .whitespacesAndNewlines)
         var validation = Validation()
         validation.check(!trimmed.isEmpty, "text", "empty", "a message has some text")
-        validation.check(message.text.count <= maxMessageLength, "text", "too_long", "at most \(maxMessageLength) characters")
+        validation.check(message.text.isWithin(0...maxMessageLength), "text", "too_long", "at most \(maxMessageLength) characters")
         try validation.throwIfInvalid()
         guard !message.isBlockedByRecipient else {
             throw DomainError(.forbidden, "blocked", "The other party has blocked you.")

@@ -298,7 +298,7 @@ public enum UserDecider {
     }
 
     static func displayNameProblems(_ name: String) -> [FieldError] {
-        (1...80).contains(name.trimmed.count) && !name.contains(where: \.isNewline)
+        name.trimmed.isWithin(1...80) && !name.contains(where: \.isNewline)
             && !name.unicodeScalars.contains(where: \.isControl) && !name.contains(where: \.hidesFormatCharacter)
             && !name.unicodeScalars.allSatisfy(\.showsNothing)
             ? []

@@ -120,7 +120,7 @@ public struct Location: Hashable, Sendable, Codable {
         if !(lng.isFinite && (-180...180).contains(lng)) {
             problems.append(FieldError(field: "\(field).lng", code: "out_of_range", message: "lng must be from -180 to 180"))
         }
-        if place.count > 200 {
+        if !place.isWithin(0...200) {
             problems.append(FieldError(field: "\(field).place", code: "too_long", message: "place is at most 200 characters"))
         }
         return problems
@@ -132,4 +132,13 @@ public enum Category: String, Hashable, Sendable, Codable, CaseIterable {
     case music, electronics, appliances, clothes, furniture, bikes, books
     case freeStuff = "free_stuff"
     case jewellery, games, tools, sports, other
+}
+
+extension StringProtocol {
+    /// A length in characters within `range`, and at most eight Unicode scalars a character
+    /// on average: a letter under 6,000 combining marks is one character, and must not pass
+    /// for a short text (issue 48). Eight leave room for the longest emoji sequences.
+    public func isWithin(_ range: ClosedRange<Int>) -> Bool {
+        range.contains(count) && unicodeScalars.count <= range.upperBound * 8
+    }
 }

@@ -143,6 +143,27 @@ struct HTTPContractTests {
         }
     }
 
+    /// A letter under thousands of combining marks is one character, and no short text
+    /// (issue 48); the longest emoji sequences still fit.
+    @Test func combiningMarkFloodsAreTooLongAndEmojiFamiliesAreNot() async throws {
+        try await withServer { client, _ in
+            let ada = try await client.user("ada")
+            func post(_ title: String) async throws -> Reply {
+                try await client.send(
+                    .post, "/v1/rentals",
+                    json: ["title": title, "category": "tools", "dailyPriceCents": 300, "location": ["lat": 27.7, "lng": 85.3]],
+                    token: ada.token)
+            }
+            let flood = "a" + String(repeating: "\u{301}", count: 6_000)
+            #expect(flood.count == 1)
+            #expect(try await post(flood).fieldCodes["title"] == "invalid_title")
+            let name = try await client.send(.patch, "/v1/me", json: ["displayName": "A" + String(repeating: "\u{308}", count: 1_000)], token: ada.token)
+            #expect(name.fieldCodes["displayName"] == "invalid_display_name")
+            let families = String(repeating: "👨‍👩‍👧‍👦", count: 120)
+            #expect(try await post(families).status == .created, "120 characters of seven scalars each")
+        }
+    }
+
     @Test func aFractionInAWholeNumberFieldIsNamed() async throws {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
