@@ -24,6 +24,8 @@ public final class ReadReplica: Sendable {
     let logger: Logger
     /// The highest head seen on the replica: it only grows, so a read at or below it needs no look.
     private let knownHead = Mutex<Int64>(0)
+    /// The highest head seen on the primary: a position at or below it is one the log has.
+    private let knownPrimaryHead = Mutex<Int64>(0)
     /// With several replica hosts, the head one connection reads says nothing of the host the
     /// read then goes to: a read that must see a position goes to the primary.
     let severalHosts: Bool
@@ -44,9 +46,13 @@ public final class ReadReplica: Sendable {
             let replicaHead = try await head()
             guard replicaHead < minimum else { return .replica }
             // A position past the primary's head too (a client's mistake, or `2^63-1` sent to
-            // push every read onto the primary) is read as the head: no log has it yet.
+            // push every read onto the primary) is read as the head: no log has it yet. Asked
+            // of the primary only for a position past the highest head seen there, so a read
+            // that follows a write the replica lacks costs no more than before.
+            guard minimum > knownPrimaryHead.withLock({ $0 }) else { return .primary }
             let primaryHead = try await primary.query("SELECT position FROM log_head", prepared: true).single()
                 .decode(0, as: Int64.self)
+            knownPrimaryHead.withLock { $0 = max($0, primaryHead) }
             return replicaHead >= min(minimum, primaryHead) ? .replica : .primary
         } catch {
             logger.warning("the read replica does not answer; reading from the primary", metadata: ["error": "\(error)"])

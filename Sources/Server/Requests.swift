@@ -62,11 +62,14 @@ extension Request {
     /// The body with its text in Unicode's composed form (NFC), as every text is kept: a name
     /// or title typed on a keyboard that decomposes (`e` + U+0301) is the one typed composed,
     /// and found by it. Structure is ASCII, so composing the whole text composes each string;
-    /// an ASCII body (most) is passed as it is.
+    /// an ASCII body (most) is passed as it is, and bytes that are not UTF-8 too, for the
+    /// decoder to refuse (decoding them here would turn them into U+FFFD silently).
     static func composed(_ buffer: ByteBuffer) -> Data {
         buffer.withUnsafeReadableBytes { bytes in
-            guard bytes.contains(where: { $0 >= 0x80 }) else { return Data(bytes) }
-            return Data(String(decoding: bytes, as: UTF8.self).precomposedStringWithCanonicalMapping.utf8)
+            guard bytes.contains(where: { $0 >= 0x80 }), let text = String(validating: bytes, as: UTF8.self) else {
+                return Data(bytes)
+            }
+            return Data(text.precomposedStringWithCanonicalMapping.utf8)
         }
     }
 

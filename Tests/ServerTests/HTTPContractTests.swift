@@ -138,8 +138,18 @@ struct HTTPContractTests {
                 .post, "/v1/users", json: ["handle": "other", "displayName": "Other", "email": "ada@example.org", "password": "correct horse battery"])
             #expect(email.status == .conflict && email.fieldCodes["email"] == "email_taken", "\(email)")
             let bob = try await client.user("bob")
-            let empty = try await client.send(.post, "/v1/items/\(UUID())/photos", raw: "", token: bob.token)
-            if empty.status == .unprocessableContent { #expect(!(empty.problem?.errors ?? []).isEmpty, "\(empty)") }
+            let drill = try await client.postRental(bob.token, title: "Drill").id
+            let empty = try await client.execute(
+                uri: "/v1/items/\(drill)/photos", method: .post,
+                headers: [.contentType: "image/jpeg", .authorization: "Bearer \(bob.token)"], body: ByteBuffer()
+            ) { Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body)) }
+            #expect(empty.status == .unprocessableContent && empty.fieldCodes["body"] == "empty_image", "\(empty)")
+            // Bytes that are not UTF-8 stay refused as malformed, not repaired into U+FFFD.
+            let broken = try await client.execute(
+                uri: "/v1/rentals", method: .post, headers: [.contentType: "application/json", .authorization: "Bearer \(bob.token)"],
+                body: ByteBuffer(bytes: Array(#"{"title": "Caf"#.utf8) + [0xC3, 0x28] + Array(#"", "category": "tools", "dailyPriceCents": 1, "location": {"lat": 1, "lng": 2}}"#.utf8))
+            ) { Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body)) }
+            #expect(broken.status == .badRequest && broken.code == "malformed_body", "\(broken)")
         }
     }
 
