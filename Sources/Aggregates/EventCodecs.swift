@@ -77,6 +77,11 @@ extension DomainCodec where Event == UserEvent {
         codec.register(BalanceCredited.self, wrap: UserEvent.balanceCredited)
         codec.register(
             ProfilePhotoChanged.self, personal: [.init("digest", of: .stream, redacted: .null)], wrap: UserEvent.photoChanged)
+        codec.register(RentalHoldPlaced.self, wrap: UserEvent.rentalHoldPlaced)
+        codec.register(RentalHoldReleased.self, wrap: UserEvent.rentalHoldReleased)
+        codec.register(RentalPaid.self, wrap: UserEvent.rentalPaid)
+        codec.register(RentalRefunded.self, wrap: UserEvent.rentalRefunded)
+        codec.register(RentalEarned.self, wrap: UserEvent.rentalEarned)
         return DomainCodec(codec)
     }()
 }
@@ -113,6 +118,9 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemPhotoRemoved.self, wrap: ItemEvent.photoRemoved)
         codec.register(BookingConfirmed.self, wrap: ItemEvent.bookingConfirmed)
         codec.register(BookingCompleted.self, wrap: ItemEvent.bookingCompleted)
+        codec.register(
+            BookingCancelled.self, personal: [.init("reason", of: .field("cancelledBy"), redacted: .string(Redacted.text))],
+            wrap: ItemEvent.bookingCancelled)
         codec.register(BlackoutAdded.self, wrap: ItemEvent.blackoutAdded)
         codec.register(BlackoutRemoved.self, wrap: ItemEvent.blackoutRemoved)
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)

@@ -60,14 +60,20 @@ public struct BookingConfirmed: EventBody, Hashable {
     public var from: Day
     public var until: Day
     public var dailyPriceCents: Int
+    /// The processor's capture of the bid's card authorisation, when it was held on a card.
+    public var chargeID: String?
 
-    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID, from: Day, until: Day, dailyPriceCents: Int) {
+    public init(
+        bookingID: BookingID, ownerID: UserID, renterID: UserID, from: Day, until: Day, dailyPriceCents: Int,
+        chargeID: String? = nil
+    ) {
         self.bookingID = bookingID
         self.ownerID = ownerID
         self.renterID = renterID
         self.from = from
         self.until = until
         self.dailyPriceCents = dailyPriceCents
+        self.chargeID = chargeID
     }
 }
 
@@ -80,13 +86,53 @@ public struct BookingCompleted: EventBody, Hashable {
     /// The day it was completed on: its review window runs 14 days from it (nil for a second
     /// release's closing, whose deal is reviewed the old way).
     public var completedOn: Day?
+    /// A paid booking's settlement: the owner's payout and the fees earned (absent when unpaid).
+    public var payoutCents: Int?
+    public var feesCents: Int?
 
-    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID, completedOn: Day? = nil) {
+    public init(
+        bookingID: BookingID, ownerID: UserID, renterID: UserID, completedOn: Day? = nil, payoutCents: Int? = nil,
+        feesCents: Int? = nil
+    ) {
         self.bookingID = bookingID
         self.ownerID = ownerID
         self.renterID = renterID
         self.completedOn = completedOn
+        self.payoutCents = payoutCents
+        self.feesCents = feesCents
     }
+}
+
+/// A booking called off before its first day, by one of its two parties: its days are free
+/// again, and its charge divided by the rental's policy (all of it back when the owner cancels).
+public struct BookingCancelled: EventBody, Hashable {
+    public static let eventType = "BookingCancelled"
+    public var bookingID: BookingID
+    public var ownerID: UserID
+    public var renterID: UserID
+    public var cancelledBy: UserID
+    public var reason: String?
+    public var cancelledOn: Day
+    public var refundCents: Int
+    public var payoutCents: Int
+    public var feesCents: Int
+
+    public init(
+        bookingID: BookingID, ownerID: UserID, renterID: UserID, cancelledBy: UserID, reason: String?, cancelledOn: Day,
+        settlement: Settlement
+    ) {
+        self.bookingID = bookingID
+        self.ownerID = ownerID
+        self.renterID = renterID
+        self.cancelledBy = cancelledBy
+        self.reason = reason
+        self.cancelledOn = cancelledOn
+        self.refundCents = settlement.refundCents
+        self.payoutCents = settlement.payoutCents
+        self.feesCents = settlement.feesCents
+    }
+
+    public var byOwner: Bool { cancelledBy == ownerID }
 }
 
 public struct BlackoutAdded: EventBody, Hashable {
@@ -145,6 +191,9 @@ public struct Booking: Hashable, Sendable {
     public var completedOn: Day?
     public var reviewWindowClosed = false
     public var reviewsPublished = false
+    /// The capture of a card-held charge, which a refund names.
+    public var chargeID: String? = nil
+    public var cancelledBy: UserID? = nil
 
     /// Whether its days are taken: a cancelled booking frees them.
     public var holdsDays: Bool { status != .cancelled }
@@ -191,7 +240,7 @@ extension ItemDecider {
 
     /// The rental's bid approved: its days booked, and only the pending bids that overlap them
     /// rejected. A bid whose first day has begun is too late to approve.
-    static func approveRental(_ bid: Bid, _ item: PostedItem, today: Day) throws -> [ItemEvent] {
+    static func approveRental(_ bid: Bid, _ item: PostedItem, today: Day, chargeID: String?) throws -> [ItemEvent] {
         let period = Period(from: bid.from, until: bid.until)
         guard today <= bid.from else {
             throw DomainError(.conflict, "dates_passed", "The bid's first day, \(bid.from), has passed.")
@@ -207,7 +256,7 @@ extension ItemDecider {
             .bookingConfirmed(
                 BookingConfirmed(
                     bookingID: bid.id, ownerID: item.ownerID, renterID: bid.bidderID, from: bid.from, until: bid.until,
-                    dailyPriceCents: bid.dailyPriceCents)),
+                    dailyPriceCents: bid.dailyPriceCents, chargeID: bid.hold?.method == .card ? chargeID : nil)),
         ]
             + item.pendingBids.filter { $0.id != bid.id && Period(from: $0.from, until: $0.until).overlaps(period) }
             .map { .bidRejected(BidRejected(bidID: $0.id, reason: "dates_taken")) }
@@ -229,9 +278,67 @@ extension ItemDecider {
             throw DomainError(
                 .conflict, "booking_not_ended", "The booking runs until \(booking.period.until); complete it after that day.")
         }
+        return [.bookingCompleted(completion(of: booking, item, today: today))]
+    }
+
+    /// A booking completed: a paid one's charge settled to the owner and the fees.
+    static func completion(of booking: Booking, _ item: PostedItem, today: Day) -> BookingCompleted {
+        let settled = item.bid(booking.id).flatMap { $0.hold == nil ? nil : $0.price?.settlement() }
+        return BookingCompleted(
+            bookingID: booking.id, ownerID: item.ownerID, renterID: booking.renterID, completedOn: today,
+            payoutCents: settled?.payoutCents, feesCents: settled?.feesCents)
+    }
+
+    /// Either party calls a booking off before its first day begins; anyone else learns nothing
+    /// of it. The owner's cancellation refunds everything, the renter's by the rental's policy.
+    static func cancelBooking(_ id: BookingID, reason: String?, _ state: ItemState, actor: UserID, today: Day) throws
+        -> [ItemEvent]
+    {
+        let item = try requireItem(state)
+        guard let booking = item.booking(id), actor == item.ownerID || actor == booking.renterID else {
+            throw DomainError.bookingNotFound
+        }
+        if let reason, !reason.isWithin(0...500) {
+            throw DomainError.invalid([FieldError(field: "reason", code: "too_long", message: "at most 500 characters")])
+        }
+        guard booking.status != .cancelled else {
+            throw DomainError(.conflict, "booking_cancelled", "The booking is already cancelled.")
+        }
+        guard today < booking.period.from, booking.status == .confirmed else {
+            throw DomainError(.conflict, "booking_started", "The booking began on \(booking.period.from); it can no longer be cancelled.")
+        }
+        let byOwner = actor == item.ownerID
+        let daysBefore = booking.period.from.ordinal - today.ordinal
+        let settlement =
+            item.bid(id).flatMap { $0.hold == nil ? nil : $0.price?.settlement(cancelledByOwner: byOwner, daysBefore: daysBefore) }
+            ?? Settlement(refundCents: 0, payoutCents: 0, feesCents: 0)
         return [
-            .bookingCompleted(BookingCompleted(bookingID: id, ownerID: item.ownerID, renterID: booking.renterID, completedOn: today))
+            .bookingCancelled(
+                BookingCancelled(
+                    bookingID: id, ownerID: item.ownerID, renterID: booking.renterID, cancelledBy: actor, reason: reason,
+                    cancelledOn: today, settlement: settlement))
         ]
+    }
+
+    /// A rental bid's prices and the hold they need: how it pays is the bid's to say.
+    static func rentalCharge(_ bid: PlaceBid, _ item: PostedItem) throws -> (RentalPrice, RentalHold) {
+        guard let payWith = bid.payWith else {
+            throw DomainError.invalid([
+                FieldError(field: "payWith", code: "payment_required", message: "balance or card: a rental's charge is held when bidding")
+            ])
+        }
+        guard
+            let price = RentalPrice(
+                dailyPriceCents: bid.dailyPriceCents, period: Period(from: bid.from, until: bid.until), fees: bid.fees,
+                policy: item.cancellationPolicy)
+        else {
+            throw DomainError(
+                .invalid, "amount_too_large", "The bid's charge would pass \(RentalPrice.maxChargeCents) cents, the most one payment may be.",
+                fields: [FieldError(field: "until", code: "amount_too_large", message: "fewer days or a lower price")])
+        }
+        let hold = RentalHold(
+            method: payWith.method, amountCents: price.chargeCents, cardID: payWith.cardID, authorizationID: bid.authorizationID)
+        return (price, hold)
     }
 
     /// Days the owner closes: never over a booking; the pending bids on them are rejected.
@@ -343,7 +450,7 @@ extension ItemDecider {
                 .map { .bidRejected(BidRejected(bidID: $0.id, reason: "expired")) }
         }
         events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today }.map {
-            .bookingCompleted(BookingCompleted(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID, completedOn: today))
+            .bookingCompleted(completion(of: $0, item, today: today))
         }
         for booking in item.bookings where !booking.reviewWindowClosed {
             guard let completedOn = booking.completedOn, completedOn.adding(days: reviewWindowDays) <= today else { continue }
@@ -402,7 +509,12 @@ extension ItemDecider {
                 Booking(
                     id: confirmed.bookingID, renterID: confirmed.renterID,
                     period: Period(from: confirmed.from, until: confirmed.until), dailyPriceCents: confirmed.dailyPriceCents,
-                    status: .confirmed))
+                    status: .confirmed, chargeID: confirmed.chargeID))
+        case .bookingCancelled(let cancelled):
+            if let index = item.bookings.firstIndex(where: { $0.id == cancelled.bookingID }) {
+                item.bookings[index].status = .cancelled
+                item.bookings[index].cancelledBy = cancelled.cancelledBy
+            }
         case .bookingCompleted(let completed):
             if let index = item.bookings.firstIndex(where: { $0.id == completed.bookingID }) {
                 item.bookings[index].status = .completed

@@ -45,10 +45,10 @@ public enum CheckoutDecider {
         let userEvent: UserEvent
         switch payment {
         case .balance:
-            guard user.balanceCents >= total else {
+            guard user.availableCents >= total else {
                 throw DomainError(
                     .conflict, "insufficient_funds",
-                    "The balance is \(user.balanceCents) cents; the cart totals \(total) cents.")
+                    "The available balance is \(user.availableCents) cents; the cart totals \(total) cents.")
             }
             userEvent = .balanceDebited(BalanceDebited(amountCents: total))
         case .card(let cardID, let chargeID):
@@ -78,10 +78,10 @@ public enum RepaymentDecider {
         let paid: UserEvent
         switch payment {
         case .balance:
-            guard borrower.balanceCents >= amountCents else {
+            guard borrower.availableCents >= amountCents else {
                 throw DomainError(
                     .conflict, "insufficient_funds",
-                    "The balance is \(borrower.balanceCents) cents; the repayment is \(amountCents) cents.")
+                    "The available balance is \(borrower.availableCents) cents; the repayment is \(amountCents) cents.")
             }
             paid = .balanceDebited(BalanceDebited(amountCents: amountCents, reason: .repayment, loanID: loanID))
         case .card(let cardID, let chargeID):

@@ -27,10 +27,13 @@ public struct RentalPosted: EventBody, Hashable {
     public var location: Location
     public var availableFrom: Day?
     public var availableUntil: Day?
+    /// Absent in rentals posted before rentals were paid: `flexible`.
+    public var cancellationPolicy: CancellationPolicy?
 
     public init(
         itemID: ItemID, ownerID: UserID, title: String, description: String, category: Category,
-        dailyPriceCents: Int, location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil
+        dailyPriceCents: Int, location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil,
+        cancellationPolicy: CancellationPolicy? = nil
     ) {
         self.itemID = itemID
         self.ownerID = ownerID
@@ -41,6 +44,7 @@ public struct RentalPosted: EventBody, Hashable {
         self.location = location
         self.availableFrom = availableFrom
         self.availableUntil = availableUntil
+        self.cancellationPolicy = cancellationPolicy
     }
 }
 
@@ -107,14 +111,23 @@ public struct BidPlaced: EventBody, Hashable {
     public var from: Day
     public var until: Day
     public var message: String?
+    /// A rental's prices and the hold on the renter's money (absent before rentals were paid,
+    /// and on requests).
+    public var price: RentalPrice?
+    public var hold: RentalHold?
 
-    public init(bidID: BidID, bidderID: UserID, dailyPriceCents: Int, from: Day, until: Day, message: String? = nil) {
+    public init(
+        bidID: BidID, bidderID: UserID, dailyPriceCents: Int, from: Day, until: Day, message: String? = nil,
+        price: RentalPrice? = nil, hold: RentalHold? = nil
+    ) {
         self.bidID = bidID
         self.bidderID = bidderID
         self.dailyPriceCents = dailyPriceCents
         self.from = from
         self.until = until
         self.message = message
+        self.price = price
+        self.hold = hold
     }
 }
 
@@ -189,6 +202,7 @@ public enum ItemEvent: Hashable, Sendable {
     case photoRemoved(ItemPhotoRemoved)
     case bookingConfirmed(BookingConfirmed)
     case bookingCompleted(BookingCompleted)
+    case bookingCancelled(BookingCancelled)
     case blackoutAdded(BlackoutAdded)
     case blackoutRemoved(BlackoutRemoved)
     case windowRevised(ItemWindowRevised)
@@ -208,10 +222,12 @@ public struct PostRental: Hashable, Sendable {
     public var location: Location
     public var availableFrom: Day?
     public var availableUntil: Day?
+    public var cancellationPolicy: CancellationPolicy
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, dailyPriceCents: Int,
-        location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil
+        location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil,
+        cancellationPolicy: CancellationPolicy = .flexible
     ) {
         self.itemID = itemID
         self.title = title
@@ -221,6 +237,7 @@ public struct PostRental: Hashable, Sendable {
         self.location = location
         self.availableFrom = availableFrom
         self.availableUntil = availableUntil
+        self.cancellationPolicy = cancellationPolicy
     }
 }
 
@@ -295,10 +312,16 @@ public struct PlaceBid: Hashable, Sendable {
     public var message: String?
     /// Whether the item's owner has blocked the bidder: a fact from the owner's stream.
     public var isBlockedByOwner: Bool
+    /// How a rental's charge is held (a rental's bid needs it).
+    public var payWith: PayWith?
+    /// The fees in force, passed in: the bid's event fixes them.
+    public var fees: RentalFees
+    /// The card's authorisation for the charge, once the processor gave it.
+    public var authorizationID: String?
 
     public init(
         bidID: BidID = BidID(), dailyPriceCents: Int, from: Day, until: Day, message: String? = nil,
-        isBlockedByOwner: Bool = false
+        isBlockedByOwner: Bool = false, payWith: PayWith? = nil, fees: RentalFees = .standard, authorizationID: String? = nil
     ) {
         self.bidID = bidID
         self.dailyPriceCents = dailyPriceCents
@@ -306,6 +329,9 @@ public struct PlaceBid: Hashable, Sendable {
         self.until = until
         self.message = message
         self.isBlockedByOwner = isBlockedByOwner
+        self.payWith = payWith
+        self.fees = fees
+        self.authorizationID = authorizationID
     }
 }
 
@@ -318,8 +344,11 @@ public enum ItemCommand: Hashable, Sendable {
     case withdrawBid(BidID)
     case rejectBid(BidID, reason: String?)
     /// `today`: the clock's day, passed in (a bid whose first day has begun is too late).
-    case approveBid(BidID, today: Day)
+    /// `chargeID`: the processor's capture of a card-held bid's authorisation.
+    case approveBid(BidID, today: Day, chargeID: String? = nil)
     case completeBooking(BookingID, today: Day)
+    /// By either party before its first day; refunded by the rental's policy.
+    case cancelBooking(BookingID, reason: String?, today: Day)
     case reviewBooking(BookingID, WriteReview, today: Day)
     case addBlackout(BlackoutID, Period)
     case removeBlackout(BlackoutID)
@@ -345,6 +374,8 @@ public struct Bid: Hashable, Sendable {
     public var message: String?
     public var status: BidStatus
     public var reason: String?
+    public var price: RentalPrice? = nil
+    public var hold: RentalHold? = nil
 }
 
 /// An item's stream, folded: nothing yet, or the item as posted and changed since.
@@ -385,6 +416,8 @@ public struct PostedItem: Hashable, Sendable {
     /// A rental's bookings, in the order confirmed, and the days its owner closed.
     public var bookings: [Booking] = []
     public var blackouts: [Blackout] = []
+    /// A rental's, fixed in each bid placed on it.
+    public var cancellationPolicy: CancellationPolicy = .flexible
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -412,7 +445,8 @@ public enum ItemDecider {
                     RentalPosted(
                         itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
                         category: post.category, dailyPriceCents: post.dailyPriceCents, location: post.location,
-                        availableFrom: post.availableFrom, availableUntil: post.availableUntil))
+                        availableFrom: post.availableFrom, availableUntil: post.availableUntil,
+                        cancellationPolicy: post.cancellationPolicy))
             ]
 
         case .postRequest(let post):
@@ -505,15 +539,18 @@ public enum ItemDecider {
             guard !item.pendingBids.contains(where: { $0.bidderID == actor }) else {
                 throw DomainError(.conflict, "pending_bid_exists", "You already have a pending bid on this item.")
             }
+            var price: RentalPrice?
+            var hold: RentalHold?
             if item.kind == .rental {
                 let conflicts = conflicts(item, with: Period(from: bid.from, until: bid.until))
                 guard conflicts.isEmpty else { throw datesUnavailable(conflicts) }
+                (price, hold) = try rentalCharge(bid, item)
             }
             return [
                 .bidPlaced(
                     BidPlaced(
                         bidID: bid.bidID, bidderID: actor, dailyPriceCents: bid.dailyPriceCents, from: bid.from,
-                        until: bid.until, message: bid.message))
+                        until: bid.until, message: bid.message, price: price, hold: hold))
             ]
 
         case .withdrawBid(let bidID):
@@ -532,12 +569,12 @@ public enum ItemDecider {
             try requirePending(bid)
             return [.bidRejected(BidRejected(bidID: bidID, reason: reason))]
 
-        case .approveBid(let bidID, let today):
+        case .approveBid(let bidID, let today, let chargeID):
             let item = try requireOwner(state, actor)
             let bid = try requireBid(item, bidID)
             try requireAvailable(item)
             try requirePending(bid)
-            if item.kind == .rental { return try approveRental(bid, item, today: today) }
+            if item.kind == .rental { return try approveRental(bid, item, today: today, chargeID: chargeID) }
             return [.bidApproved(BidApproved(bidID: bidID)), .reserved(ItemReserved(bidID: bidID, bidderID: bid.bidderID))]
                 + item.pendingBids.filter { $0.id != bidID }.map {
                     .bidRejected(BidRejected(bidID: $0.id, reason: "another_bid_approved"))
@@ -545,6 +582,9 @@ public enum ItemDecider {
 
         case .completeBooking(let id, let today):
             return try completeBooking(id, state, actor: actor, today: today)
+
+        case .cancelBooking(let id, let reason, let today):
+            return try cancelBooking(id, reason: reason, state, actor: actor, today: today)
 
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
@@ -595,7 +635,8 @@ public enum ItemDecider {
                 PostedItem(
                     id: posted.itemID, kind: .rental, ownerID: posted.ownerID, title: posted.title,
                     description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
-                    location: posted.location, windowFrom: posted.availableFrom, windowUntil: posted.availableUntil))
+                    location: posted.location, windowFrom: posted.availableFrom, windowUntil: posted.availableUntil,
+                    cancellationPolicy: posted.cancellationPolicy ?? .flexible))
         case .requestPosted(let posted):
             return .posted(
                 PostedItem(
@@ -629,7 +670,8 @@ public enum ItemDecider {
             item.bids.append(
                 Bid(
                     id: placed.bidID, bidderID: placed.bidderID, dailyPriceCents: placed.dailyPriceCents, from: placed.from,
-                    until: placed.until, message: placed.message, status: .pending, reason: nil))
+                    until: placed.until, message: placed.message, status: .pending, reason: nil, price: placed.price,
+                    hold: placed.hold))
         case .bidWithdrawn(let withdrawn):
             setBid(withdrawn.bidID) { $0.status = .withdrawn }
         case .bidRejected(let rejected):
@@ -670,7 +712,7 @@ public enum ItemDecider {
             break
         case .relisted:
             item.status = .available
-        case .bookingConfirmed, .bookingCompleted, .blackoutAdded, .blackoutRemoved, .windowRevised, .reviewsPublished,
+        case .bookingConfirmed, .bookingCompleted, .bookingCancelled, .blackoutAdded, .blackoutRemoved, .windowRevised, .reviewsPublished,
             .reviewWindowClosed:
             evolveBookings(&item, event)
         case .expired:

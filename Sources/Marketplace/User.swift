@@ -75,6 +75,11 @@ public enum UserEvent: Hashable, Sendable {
     case cardCharged(CardCharged)
     case balanceCredited(BalanceCredited)
     case photoChanged(ProfilePhotoChanged)
+    case rentalHoldPlaced(RentalHoldPlaced)
+    case rentalHoldReleased(RentalHoldReleased)
+    case rentalPaid(RentalPaid)
+    case rentalRefunded(RentalRefunded)
+    case rentalEarned(RentalEarned)
 }
 
 // MARK: Commands
@@ -109,7 +114,11 @@ public struct UserState: Hashable, Sendable {
     public var blocked: Set<UserID> = []
     /// In the order added.
     public var cards: [CardOnFile] = []
+    /// Everything the user has here, holds included.
     public var balanceCents = 0
+    /// The part of the balance held for rental bids: not available to spend.
+    public var heldCents = 0
+    public var availableCents: Int { balanceCents - heldCents }
     /// Every processor charge recorded on this stream (deposits, card payments).
     public var chargeIDs: Set<String> = []
     /// Closed and forgotten: no command of theirs is taken any more.
@@ -237,18 +246,20 @@ public enum UserDecider {
             }
         case .cardRemoved(let removed):
             state.cards.removeAll { $0.cardID == removed.cardID }
-        case .fundsDeposited(let deposit):
-            state.balanceCents += deposit.amountCents
-            state.chargeIDs.insert(deposit.chargeID)
-        case .balanceDebited(let debit):
-            state.balanceCents -= debit.amountCents
+        case .fundsDeposited, .balanceDebited, .balanceCredited, .rentalHoldPlaced, .rentalHoldReleased, .rentalRefunded,
+            .rentalEarned:
+            break
         case .cardCharged(let charged):
             state.chargeIDs.insert(charged.chargeID)
-        case .balanceCredited(let credit):
-            state.balanceCents += credit.amountCents
+        case .rentalPaid(let paid):
+            if let chargeID = paid.chargeID { state.chargeIDs.insert(chargeID) }
         case .photoChanged(let changed):
             state.photo = changed.digest
         }
+        if case .fundsDeposited(let deposit) = event { state.chargeIDs.insert(deposit.chargeID) }
+        let change = balanceChange(of: event)
+        state.balanceCents += change.balanceCents
+        state.heldCents += change.heldCents
         return state
     }
 

@@ -88,6 +88,58 @@ public protocol PaymentProcessor: Sendable {
     func unrefundedCharges(before cutoff: Date) async throws -> [Charge]
     /// One charge, by its id; nil when the processor never made it.
     func charge(id: String) async throws -> Charge?
+
+    // Authorisations (SPEC §12.2): a rental's charge held on the card at bid time, captured at
+    // approval, voided when the bid ends without a booking.
+
+    /// Holds `amountCents` on the card. The same key holds at most once and answers the same
+    /// authorisation; declined cards throw `card_declined` (402).
+    func authorize(token: String, amountCents: Int, idempotencyKey: String) async throws -> Authorization
+    /// Charges the whole authorisation: a charge (`charge(id:)` finds it) made once per key. A
+    /// voided or refused authorisation throws `payment_failed` (409).
+    func capture(authorizationID: String, idempotencyKey: String) async throws -> Charge
+    /// Frees an authorisation that was not captured. Voiding twice, or a captured one, does nothing.
+    func void(authorizationID: String) async throws
+    /// Gives back part of a charge, once per key: safe to retry.
+    func refund(chargeID: String, amountCents: Int, idempotencyKey: String) async throws
+    /// The cents refunded of a charge, by refunds of the given key (all of them when nil).
+    func refundedCents(chargeID: String, idempotencyKey: String?) async throws -> Int
+    /// Authorisations neither captured nor voided, last used before `cutoff`: what
+    /// reconciliation holds against the log.
+    func openAuthorizations(before cutoff: Date) async throws -> [Authorization]
+    /// Voids an authorisation only if nothing used it again since `cutoff` (as `refund(chargeID:unusedSince:)`).
+    func void(authorizationID: String, unusedSince cutoff: Date) async throws -> Bool
+}
+
+/// A hold on a card, as the processor keeps it.
+public struct Authorization: Sendable, Hashable {
+    public var id: String
+    public var amountCents: Int
+    public var idempotencyKey: String
+    public var createdAt: Date
+    public var isVoided: Bool
+    public var capturedChargeID: String?
+
+    public init(id: String, amountCents: Int, idempotencyKey: String, createdAt: Date, isVoided: Bool, capturedChargeID: String?) {
+        self.id = id
+        self.amountCents = amountCents
+        self.idempotencyKey = idempotencyKey
+        self.createdAt = createdAt
+        self.isVoided = isVoided
+        self.capturedChargeID = capturedChargeID
+    }
+}
+
+extension Authorization {
+    static let columns = "authorization_id, idempotency_key, token, amount_cents, created_at, voided_at, captured_charge_id"
+
+    init(row: PostgresRow) throws {
+        self.init(
+            id: try row.decode("authorization_id"), amountCents: try row.decode("amount_cents"),
+            idempotencyKey: try row.decode("idempotency_key"), createdAt: try row.decode("created_at"),
+            isVoided: try row.decode("voided_at", as: Date?.self) != nil,
+            capturedChargeID: try row.decode("captured_charge_id", as: String?.self))
+    }
 }
 
 public enum PaymentProcessors {
@@ -111,6 +163,8 @@ public enum PaymentProcessors {
 public struct SandboxPaymentProcessor: PaymentProcessor {
     /// Always declined: generic decline, insufficient funds, lost card (as in common test modes).
     public static let declinedNumbers: Set<String> = ["4000000000000002", "4000000000009995", "4000000000009987"]
+    /// Authorised, but every capture is refused (as a card blocked between bid and approval).
+    public static let captureRefusedNumber = "4000000000000341"
 
     let pool: PostgresPool
 
@@ -120,7 +174,8 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
 
     public func register(_ card: ValidatedCard) async throws -> String {
         let declines = Self.declinedNumbers.contains(card.digits)
-        return "tok_sandbox_\(declines ? "decline_" : "")\(UUID().uuidString.lowercased())"
+        let refusesCapture = card.digits == Self.captureRefusedNumber
+        return "tok_sandbox_\(declines ? "decline_" : refusesCapture ? "nocapture_" : "")\(UUID().uuidString.lowercased())"
     }
 
     public func charge(token: String, amountCents: Int, idempotencyKey: String) async throws -> Charge {
@@ -189,5 +244,143 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
             ORDER BY created_at, charge_id
             """
         ).map(Charge.init(row:))
+    }
+
+    public func authorize(token: String, amountCents: Int, idempotencyKey: String) async throws -> Authorization {
+        guard token.hasPrefix("tok_sandbox_") else {
+            throw DomainError(.paymentDeclined, "card_declined", "The payment processor does not know this card.")
+        }
+        guard !token.hasPrefix("tok_sandbox_decline_") else {
+            throw DomainError(.paymentDeclined, "card_declined", "The card was declined.")
+        }
+        let id = "auth_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        // As `charge`: inserted, or the one this key made, marked used again.
+        var row = try await pool.query(
+            """
+            INSERT INTO sandbox_authorizations (authorization_id, idempotency_key, token, amount_cents)
+            VALUES (\(id), \(idempotencyKey), \(token), \(amountCents))
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING \(unsafeRaw: Authorization.columns)
+            """
+        ).first
+        if row == nil {
+            row = try await pool.query(
+                """
+                UPDATE sandbox_authorizations SET last_used_at = now() WHERE idempotency_key = \(idempotencyKey)
+                RETURNING \(unsafeRaw: Authorization.columns)
+                """
+            ).single()
+        }
+        guard let row else { throw PostgresError(.decoding, message: "the authorisation was neither made nor found") }
+        guard try row.decode("token", as: String.self) == token, try row.decode("amount_cents", as: Int.self) == amountCents
+        else {
+            throw DomainError(
+                .conflict, "payment_key_reused",
+                "This payment was first authorised with another card or amount; nothing more was held.")
+        }
+        return try Authorization(row: row)
+    }
+
+    public func capture(authorizationID: String, idempotencyKey: String) async throws -> Charge {
+        let chargeID = "ch_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let refused = DomainError(.conflict, "payment_failed", "The card's payment could not be taken.")
+        return try await pool.withTransaction { connection in
+            guard
+                let held = try await connection.query(
+                    """
+                    SELECT token, amount_cents, voided_at, captured_charge_id FROM sandbox_authorizations
+                    WHERE authorization_id = \(authorizationID) FOR UPDATE
+                    """
+                ).first
+            else { throw refused }
+            if let captured = try held.decode("captured_charge_id", as: String?.self) {
+                // Captured before: the same charge, as a retry with the same key expects.
+                let row = try await connection.query(
+                    "UPDATE sandbox_charges SET last_used_at = now() WHERE charge_id = \(captured) RETURNING \(unsafeRaw: Charge.columns)"
+                ).single()
+                guard try row.decode("idempotency_key", as: String.self) == idempotencyKey else { throw refused }
+                return try Charge(row: row)
+            }
+            let token = try held.decode("token", as: String.self)
+            guard try held.decode("voided_at", as: Date?.self) == nil, !token.hasPrefix("tok_sandbox_nocapture_") else {
+                throw refused
+            }
+            let row = try await connection.query(
+                """
+                INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
+                VALUES (\(chargeID), \(idempotencyKey), \(token), \(try held.decode("amount_cents", as: Int.self)))
+                RETURNING \(unsafeRaw: Charge.columns)
+                """
+            ).single()
+            try await connection.query(
+                "UPDATE sandbox_authorizations SET captured_charge_id = \(chargeID), last_used_at = now() WHERE authorization_id = \(authorizationID)"
+            )
+            return try Charge(row: row)
+        }
+    }
+
+    public func void(authorizationID: String) async throws {
+        try await pool.query(
+            """
+            UPDATE sandbox_authorizations SET voided_at = now()
+            WHERE authorization_id = \(authorizationID) AND voided_at IS NULL AND captured_charge_id IS NULL
+            """)
+    }
+
+    public func void(authorizationID: String, unusedSince cutoff: Date) async throws -> Bool {
+        try await pool.query(
+            """
+            UPDATE sandbox_authorizations SET voided_at = now()
+            WHERE authorization_id = \(authorizationID) AND voided_at IS NULL AND captured_charge_id IS NULL
+              AND last_used_at < \(cutoff)
+            """
+        ).affectedRows == 1
+    }
+
+    public func refund(chargeID: String, amountCents: Int, idempotencyKey: String) async throws {
+        let id = "re_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await pool.withTransaction { connection in
+            // Under the charge's lock: refunds never pass what it charged.
+            guard
+                let charge = try await connection.query(
+                    """
+                    SELECT amount_cents, (SELECT coalesce(sum(amount_cents), 0)::int8 FROM sandbox_refunds r
+                                          WHERE r.charge_id = c.charge_id) AS refunded
+                    FROM sandbox_charges c WHERE charge_id = \(chargeID) FOR UPDATE
+                    """
+                ).first
+            else { throw DomainError(.conflict, "refund_failed", "The processor has no charge \(chargeID).") }
+            let exists = try await connection.query(
+                "SELECT 1 FROM sandbox_refunds WHERE idempotency_key = \(idempotencyKey)"
+            ).first != nil
+            guard !exists else { return }
+            guard try charge.decode("refunded", as: Int.self) + amountCents <= (try charge.decode("amount_cents", as: Int.self)) else {
+                throw DomainError(.conflict, "refund_failed", "The refund would pass what \(chargeID) charged.")
+            }
+            try await connection.query(
+                """
+                INSERT INTO sandbox_refunds (refund_id, idempotency_key, charge_id, amount_cents)
+                VALUES (\(id), \(idempotencyKey), \(chargeID), \(amountCents))
+                """)
+        }
+    }
+
+    public func refundedCents(chargeID: String, idempotencyKey: String?) async throws -> Int {
+        try await pool.query(
+            """
+            SELECT coalesce(sum(amount_cents), 0)::int8 AS refunded FROM sandbox_refunds
+            WHERE charge_id = \(chargeID) AND (\(idempotencyKey)::text IS NULL OR idempotency_key = \(idempotencyKey))
+            """
+        ).single().decode("refunded", as: Int.self)
+    }
+
+    public func openAuthorizations(before cutoff: Date) async throws -> [Authorization] {
+        try await pool.query(
+            """
+            SELECT \(unsafeRaw: Authorization.columns) FROM sandbox_authorizations
+            WHERE voided_at IS NULL AND captured_charge_id IS NULL AND last_used_at < \(cutoff)
+            ORDER BY created_at, authorization_id
+            """
+        ).map(Authorization.init(row:))
     }
 }

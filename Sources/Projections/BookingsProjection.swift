@@ -5,7 +5,8 @@ import Marketplace
 import Postgres
 import UUIDs
 
-/// `bookings_view` and `blackouts_view`: each rental's bookings and the days its owner closed.
+/// `bookings_view`, `blackouts_view` and `rental_prices_view`: each rental's bookings, the
+/// days its owner closed, and each rental bid's prices (SPEC §12.2), which its booking shows.
 ///
 /// Stated once: the appends and a rebuild run the same statements (no `Memory`, no second
 /// fold). It runs after `ItemsProjection` in its group, so a batch's bids are in `bids_view`
@@ -19,7 +20,8 @@ public struct BookingsProjection: InlineProjection {
         for event in events where Aggregate.item.owns(event.streamID) {
             switch event.type {
             case BookingConfirmed.eventType, BookingCompleted.eventType, BlackoutAdded.eventType, BlackoutRemoved.eventType,
-                ItemReserved.eventType, ItemClosed.eventType, ReviewWindowClosed.eventType:
+                ItemReserved.eventType, ItemClosed.eventType, ReviewWindowClosed.eventType, BookingCancelled.eventType,
+                BidPlaced.eventType:
                 break
             default:
                 continue
@@ -29,6 +31,31 @@ public struct BookingsProjection: InlineProjection {
             // Each item's writes in the events' order; items apart from each other.
             let row = WritePlan.Row(.item, item)
             switch try Aggregate.item.codec.decode(event) {
+            case .bidPlaced(let placed):
+                guard let price = placed.price, let hold = placed.hold else { break }
+                plan.add(
+                    [
+                        """
+                        INSERT INTO rental_prices_view (bid_id, days, total_cents, renter_fee_cents, owner_fee_cents, charge_cents,
+                                                        payout_cents, cancellation_policy, pay_with)
+                        VALUES (\(placed.bidID.rawValue), \(price.days), \(price.totalCents), \(price.renterFeeCents),
+                                \(price.ownerFeeCents), \(price.chargeCents), \(price.payoutCents),
+                                \(price.cancellationPolicy.rawValue), \(hold.method.rawValue))
+                        ON CONFLICT (bid_id) DO NOTHING
+                        """
+                    ], writes: [row])
+            case .bookingCancelled(let cancelled):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view
+                        SET status = 'cancelled', cancelled_at = \(at), cancelled_by = \(cancelled.cancelledBy.rawValue),
+                            refund_cents = \(cancelled.refundCents),
+                            settled_payout_cents = \(cancelled.payoutCents), settled_fees_cents = \(cancelled.feesCents),
+                            position = \(event.position)
+                        WHERE booking_id = \(cancelled.bookingID.rawValue)
+                        """
+                    ], writes: [row])
             case .bookingConfirmed(let confirmed):
                 plan.add(
                     [
@@ -47,7 +74,8 @@ public struct BookingsProjection: InlineProjection {
                         """
                         UPDATE bookings_view
                         SET status = 'completed', completed_at = \(at), completed_on = \(completed.completedOn?.description)::date,
-                            reviews_closed = \(completed.completedOn == nil), position = \(event.position)
+                            reviews_closed = \(completed.completedOn == nil), settled_payout_cents = \(completed.payoutCents),
+                            settled_fees_cents = \(completed.feesCents), position = \(event.position)
                         WHERE booking_id = \(completed.bookingID.rawValue)
                         """
                     ], writes: [row])

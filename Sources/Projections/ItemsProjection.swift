@@ -455,7 +455,7 @@ public struct ItemsProjection: InlineProjection {
                         WHERE item_id = \(item)
                         """
                     ], writes: [row])
-            case .bookingConfirmed, .blackoutAdded, .blackoutRemoved:
+            case .bookingConfirmed, .bookingCancelled, .blackoutAdded, .blackoutRemoved:
                 // The rows are `BookingsProjection`'s; the rental's free days changed, so a market
                 // refresh (`updatedSince`) hears of it. (One case: a `where` binds only the last
                 // of several patterns.)

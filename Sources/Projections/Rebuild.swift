@@ -18,7 +18,7 @@ public struct ViewGroup: Sendable {
             name: "users", projections: [UsersProjection(), ItemsProjection(), BookingsProjection(), FeedProjection()],
             tables: [
                 "users_view", "cards_view", "items_view", "bids_view", "market_cells", "reviews_view", "messages_view",
-                "bookings_view", "blackouts_view", "feed_view", "feed_loan_lenders",
+                "bookings_view", "blackouts_view", "rental_prices_view", "feed_view", "feed_loan_lenders",
             ]),
         ViewGroup(
             name: "loans", projections: [LoansProjection()],

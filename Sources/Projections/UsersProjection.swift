@@ -67,12 +67,14 @@ public struct UsersProjection: InlineProjection {
                 plan.add(
                     ["DELETE FROM cards_view WHERE card_id = \(removed.cardID.rawValue)"],
                     writes: [WritePlan.Row(.card, removed.cardID.rawValue)])
-            case .fundsDeposited(let deposit):
-                changes.change(userID(of: event), at: event.recordedAt) { $0.balanceCents += deposit.amountCents }
-            case .balanceCredited(let credit):
-                changes.change(userID(of: event), at: event.recordedAt) { $0.balanceCents += credit.amountCents }
-            case .balanceDebited(let debit):
-                changes.change(userID(of: event), at: event.recordedAt) { $0.balanceCents -= debit.amountCents }
+            case let money:
+                // Deposits, payments, credits, holds: what each does to a balance is stated once.
+                let moved = UserDecider.balanceChange(of: money)
+                guard moved != (0, 0) else { break }
+                changes.change(userID(of: event), at: event.recordedAt) {
+                    $0.balanceCents += moved.balanceCents
+                    $0.heldCents += moved.heldCents
+                }
             }
         }
         try plan.run(&session)
@@ -100,7 +102,7 @@ public struct UsersProjection: InlineProjection {
         }
         try memory.with(name, initial: Memory()) { known in
             // In the order they were registered and added, as the appends insert them.
-            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 14)
+            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 15)
             for user in known.users.values.sorted(by: { $0.registered < $1.registered }) {
                 users.append(user.row(counts[user.id] ?? ItemsProjection.UserCounts()))
             }
@@ -116,7 +118,7 @@ public struct UsersProjection: InlineProjection {
 
     static let userColumns = """
         users_view (user_id, handle, display_name, email, country, default_share_cents, completed_deals, member_since,
-                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo)
+                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo, held_cents)
         """
     static let cardColumns = "cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)"
 
@@ -164,12 +166,13 @@ public struct UsersProjection: InlineProjection {
                 cards[updated.cardID.rawValue]?.expYear = updated.expYear
             case .cardRemoved(let removed):
                 cards[removed.cardID.rawValue] = nil
-            case .fundsDeposited(let deposit):
-                change(user, event) { $0.balanceCents += deposit.amountCents }
-            case .balanceCredited(let credit):
-                change(user, event) { $0.balanceCents += credit.amountCents }
-            case .balanceDebited(let debit):
-                change(user, event) { $0.balanceCents -= debit.amountCents }
+            case let money:
+                let moved = UserDecider.balanceChange(of: money)
+                guard moved != (0, 0) else { return }
+                change(user, event) {
+                    $0.balanceCents += moved.balanceCents
+                    $0.heldCents += moved.heldCents
+                }
             }
         }
 
@@ -190,6 +193,7 @@ public struct UsersProjection: InlineProjection {
         var country: String?
         var defaultShareCents: Int?
         var balanceCents = 0
+        var heldCents = 0
         var photo: String?
         var forgotten: Date?
         let memberSince: Date
@@ -212,7 +216,7 @@ public struct UsersProjection: InlineProjection {
         func row(_ counts: ItemsProjection.UserCounts) -> [any PostgresEncodable] {
             [
                 id, handle, displayName, email, country, defaultShareCents, counts.completedDeals, memberSince, updated,
-                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo,
+                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo, heldCents,
             ]
         }
     }
@@ -277,6 +281,7 @@ private struct ProfileChanges {
         /// `.some(nil)`: the photo was taken away.
         var photo: String??
         var balanceCents = 0
+        var heldCents = 0
         var at = Date(timeIntervalSince1970: 0)
     }
 
@@ -296,6 +301,7 @@ private struct ProfileChanges {
         guard !changes.isEmpty else { return nil }
         var users = PostgresBatchColumn(), names = PostgresBatchColumn(), countries = PostgresBatchColumn(), shares = PostgresBatchColumn()
         var photoSet = PostgresBatchColumn(), photos = PostgresBatchColumn(), balances = PostgresBatchColumn(), times = PostgresBatchColumn()
+        var holds = PostgresBatchColumn()
         for (user, change) in changes {
             users.append(user)
             names.append(change.displayName)
@@ -304,6 +310,7 @@ private struct ProfileChanges {
             photoSet.append(change.photo != nil)
             photos.append(change.photo ?? nil)
             balances.append(change.balanceCents)
+            holds.append(change.heldCents)
             times.append(change.at)
         }
         defer { changes = [:] }
@@ -312,10 +319,10 @@ private struct ProfileChanges {
             SET display_name = coalesce(c.display_name, u.display_name), country = coalesce(c.country, u.country),
                 default_share_cents = coalesce(c.share, u.default_share_cents),
                 photo = CASE WHEN c.photo_set THEN c.photo ELSE u.photo END,
-                balance_cents = u.balance_cents + c.balance, updated_at = c.at
+                balance_cents = u.balance_cents + c.balance, held_cents = u.held_cents + c.held, updated_at = c.at
             FROM unnest(\(users)::uuid[], \(names)::text[], \(countries)::text[], \(shares)::int4[], \(photoSet)::bool[],
-                        \(photos)::text[], \(balances)::int8[], \(times)::timestamptz[])
-                 AS c(user_id, display_name, country, share, photo_set, photo, balance, at)
+                        \(photos)::text[], \(balances)::int8[], \(times)::timestamptz[], \(holds)::int8[])
+                 AS c(user_id, display_name, country, share, photo_set, photo, balance, at, held)
             WHERE u.user_id = c.user_id AND u.user_id = ANY (\(users)::uuid[])
             """
     }

@@ -38,11 +38,12 @@ public func buildRouter(
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
+    let bidding = Bidding(gateway: gateway, payments: cardPayments, fees: payments.rentalFees)
     let items = ItemsController(
-        gateway: gateway, bidding: Bidding(gateway: gateway), items: ItemsView(primary), auditors: Auditors(primary),
-        today: today)
+        gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary), today: today)
     let bookings = BookingsController(
-        gateway: gateway, bookings: BookingsView(primary), conversations: ConversationsView(primary), today: today)
+        gateway: gateway, commands: bidding.commands, bookings: BookingsView(primary), conversations: ConversationsView(primary),
+        today: today)
     let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
@@ -123,6 +124,7 @@ public func buildRouter(
     user.post("me/cards", use: wallet.addCard)
     user.delete("me/cards/:cardID", use: wallet.removeCard)
     user.post("me/deposits", use: wallet.deposit)
+    signedIn.get("me/balance-history", use: wallet.balanceHistory)
 
     postings.post("rentals", use: items.postRental)
     postings.post("requests", use: items.postRequest)
@@ -137,6 +139,7 @@ public func buildRouter(
     user.get("bookings/:bookingID", use: bookings.booking)
     user.get("me/bookings", use: bookings.myBookings)
     changes.post("bookings/:bookingID/complete", use: bookings.complete)
+    changes.post("bookings/:bookingID/cancel", use: bookings.cancel)
     changes.post("bookings/:bookingID/reviews", use: bookings.review)
     bids.post("items/:itemID/bids", use: items.placeBid)
     user.get("items/:itemID/bids", use: items.bids)
@@ -215,7 +218,8 @@ public func buildApplication(
         application.addServices(AuditCheckpointService(store: store, schedule: auditCheckpoints, logger: logger))
     }
     if let jobsEvery {
-        application.addServices(JobsService(jobs: Jobs(gateway: gateway), interval: jobsEvery, logger: logger))
+        let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))
+        application.addServices(JobsService(jobs: Jobs(commands: commands), interval: jobsEvery, logger: logger))
     }
     return application
 }

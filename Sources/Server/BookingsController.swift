@@ -10,6 +10,8 @@ import UseCases
 /// parties. Commands are decided on the item's stream; answers come from the inline views.
 struct BookingsController: Sendable {
     let gateway: CommandGateway
+    /// Commands on the item's stream with the money they move.
+    let commands: ItemCommands
     let bookings: BookingsView
     let conversations: ConversationsView
     /// The clock's day, passed to the rules that need it.
@@ -18,6 +20,10 @@ struct BookingsController: Sendable {
     struct PeriodBody: Decodable {
         var from: String?
         var until: String?
+    }
+
+    struct CancellationBody: Decodable {
+        var reason: String?
     }
 
     struct BlackoutResource: ResponseEncodable {
@@ -59,8 +65,7 @@ struct BookingsController: Sendable {
         let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
         try fields.throwIfAny()
         let id = BlackoutID()
-        let handled = try await gateway.handle(
-            .addBlackout(id, Period(from: from!, until: until!)), on: .item, id: itemID, actor: context.user)
+        let handled = try await commands.handle(.addBlackout(id, Period(from: from!, until: until!)), on: itemID, actor: context.user)
         // A repeated request answers the first one's blackout: the one over these days.
         let blackout = handled.state.item?.blackout(id)
             ?? handled.state.item?.blackouts.last { $0.period == Period(from: from!, until: until!) }
@@ -75,7 +80,7 @@ struct BookingsController: Sendable {
     @Sendable func removeBlackout(_ request: Request, context: UserContext) async throws -> Removed {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let blackoutID = BlackoutID(try context.parameters.requireUUID("blackoutID"))
-        let handled = try await gateway.handle(.removeBlackout(blackoutID), on: .item, id: itemID, actor: context.user)
+        let handled = try await commands.handle(.removeBlackout(blackoutID), on: itemID, actor: context.user)
         return Removed(position: handled.append?.lastPosition)
     }
 
@@ -123,8 +128,18 @@ struct BookingsController: Sendable {
         let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
         // The booking as one of its parties sees it: anyone else is told there is none.
         let booking = try await bookings.booking(bookingID, for: context.user)
-        let handled = try await gateway.handle(
-            .completeBooking(bookingID, today: today()), on: .item, id: booking.itemId, actor: context.user)
+        let handled = try await commands.handle(.completeBooking(bookingID, today: today()), on: booking.itemId, actor: context.user)
+        return try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition)
+    }
+
+    /// Either party, before the first day: the days are free again and the charge divided by
+    /// the rental's policy (SPEC §12.2).
+    @Sendable func cancel(_ request: Request, context: UserContext) async throws -> BookingResource {
+        let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
+        let body = try await request.decodeBody(CancellationBody.self, context: context, allowEmpty: true)
+        let booking = try await bookings.booking(bookingID, for: context.user)
+        let handled = try await commands.handle(
+            .cancelBooking(bookingID, reason: body?.reason, today: today()), on: booking.itemId, actor: context.user)
         return try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition)
     }
 }

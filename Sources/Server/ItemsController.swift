@@ -30,10 +30,11 @@ struct ItemsController: Sendable {
         var availableUntil: Presence<String>
         var neededFrom: String?
         var neededUntil: String?
+        var cancellationPolicy: String?
 
         enum CodingKeys: String, CodingKey {
             case title, description, category, dailyPriceCents, maxDailyPriceCents, location, availableFrom, availableUntil,
-                neededFrom, neededUntil
+                neededFrom, neededUntil, cancellationPolicy
         }
 
         init(from decoder: any Decoder) throws {
@@ -48,6 +49,7 @@ struct ItemsController: Sendable {
             availableUntil = try Presence(container, .availableUntil)
             neededFrom = try container.decodeIfPresent(String.self, forKey: .neededFrom)
             neededUntil = try container.decodeIfPresent(String.self, forKey: .neededUntil)
+            cancellationPolicy = try container.decodeIfPresent(String.self, forKey: .cancellationPolicy)
         }
     }
 
@@ -60,6 +62,9 @@ struct ItemsController: Sendable {
         var from: String?
         var until: String?
         var message: String?
+        /// `balance` or `card` (with `cardId`): how a rental's charge is held.
+        var payWith: String?
+        var cardId: String?
     }
 
     // MARK: Commands
@@ -75,10 +80,15 @@ struct ItemsController: Sendable {
         fields.alongside(
             ItemDecider.givenFieldProblems(
                 title: body.title, description: body.description, priceCents: body.dailyPriceCents, priceField: "dailyPriceCents"))
+        let policy = body.cancellationPolicy.map { CancellationPolicy(rawValue: $0) } ?? .flexible
+        if policy == nil {
+            fields.problems.append(
+                FieldError(field: "cancellationPolicy", code: "invalid_policy", message: "flexible, moderate or strict"))
+        }
         try fields.throwIfAny()
         let post = PostRental(
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
-            location: location!, availableFrom: from, availableUntil: until)
+            location: location!, availableFrom: from, availableUntil: until, cancellationPolicy: policy!)
         let handled = try await gateway.handle(
             .postRental(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
@@ -96,6 +106,7 @@ struct ItemsController: Sendable {
             ItemDecider.givenFieldProblems(
                 title: body.title, description: body.description, priceCents: body.maxDailyPriceCents,
                 priceField: "maxDailyPriceCents"))
+        fields.refuse(body.cancellationPolicy, "cancellationPolicy", "a rental's, fixed when it is posted")
         try fields.throwIfAny()
         let post = PostRequest(
             title: body.title!, description: body.description ?? "", category: category!,
@@ -126,10 +137,12 @@ struct ItemsController: Sendable {
         let from = fields.day(body.from, "from", required: true, bookable: true, today: today())
         let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
         fields.require(("dailyPriceCents", body.dailyPriceCents))
+        let payWith = fields.payWith(body.payWith, cardID: body.cardId)
         try fields.throwIfAny()
         let bid = PlaceBid(
-            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: false)
-        let (placed, append, event, item) = try await bidding.place(bid, on: itemID, by: context.user)
+            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: false,
+            payWith: payWith)
+        let (placed, append, event, item) = try await bidding.place(bid, on: itemID, by: context.user, today: today())
         // Just appended: the view holds what the event says, as for a posting.
         if let event, let item, let recordedAt = append?.recordedAt {
             let answer = try await BidResource(
@@ -148,6 +161,7 @@ struct ItemsController: Sendable {
         let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil", today: today())
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
+        fields.refuse(body.cancellationPolicy, "cancellationPolicy", "fixed when the rental is posted")
         if body.dailyPriceCents != nil, body.maxDailyPriceCents != nil {
             fields.problems.append(
                 FieldError(field: "maxDailyPriceCents", code: "not_for_this_kind", message: "one price: dailyPriceCents or maxDailyPriceCents"))
@@ -174,8 +188,9 @@ struct ItemsController: Sendable {
     }
 
     @Sendable func approveBid(_ request: Request, context: UserContext) async throws -> BidResource {
-        let today = today()
-        return try await bidCommand(context) { .approveBid($0, today: today) }
+        let bidID = BidID(try context.parameters.requireUUID("bidID"))
+        let append = try await bidding.approve(bidID, by: context.user, today: today())
+        return try await items.bid(bidID, position: append?.lastPosition)
     }
 
     @Sendable func withdrawBid(_ request: Request, context: UserContext) async throws -> BidResource {
@@ -190,7 +205,7 @@ struct ItemsController: Sendable {
     /// A command on the item named in the path; answers the item as it now stands.
     func itemCommand(_ command: ItemCommand, _ request: Request, _ context: UserContext) async throws -> ItemResource {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
-        let handled = try await gateway.handle(command, on: .item, id: itemID, actor: context.user)
+        let handled = try await bidding.commands.handle(command, on: itemID, actor: context.user)
         return try await items.item(itemID, position: handled.append?.lastPosition)
     }
 

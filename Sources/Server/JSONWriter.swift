@@ -291,7 +291,23 @@ extension BidResource: JSONWritable {
         json.field("itemTitle", itemTitle)
         json.field("itemKind", itemKind)
         try json.field("itemPhoto", itemPhoto)
+        try json.field("payment", payment)
         json.field("position", position)
+        json.endObject()
+    }
+}
+
+extension RentalPayment: JSONWritable {
+    func write(to json: inout JSONWriter) throws {
+        json.beginObject()
+        json.field("days", days)
+        json.field("totalCents", totalCents)
+        json.field("renterFeeCents", renterFeeCents)
+        json.field("ownerFeeCents", ownerFeeCents)
+        json.field("chargeCents", chargeCents)
+        json.field("payoutCents", payoutCents)
+        json.field("cancellationPolicy", cancellationPolicy)
+        json.field("payWith", payWith)
         json.endObject()
     }
 }
@@ -349,6 +365,7 @@ extension PrivateProfile: JSONWritable {
         json.field("country", country)
         json.field("memberSince", memberSince)
         json.field("balanceCents", balanceCents)
+        json.field("availableCents", availableCents)
         json.field("defaultShareCents", defaultShareCents)
         json.field("completedDeals", completedDeals)
         try json.field("rating", rating)

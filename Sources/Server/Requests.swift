@@ -386,6 +386,23 @@ struct FieldCheck {
         }
     }
 
+    /// A rental bid's `payWith`: nil when absent (the domain says whether it is needed).
+    mutating func payWith(_ payWith: String?, cardID: String?) -> PayWith? {
+        guard payWith != nil else {
+            if cardID != nil { problems.append(FieldError(field: "cardId", code: "not_allowed", message: "only with payWith card")) }
+            return nil
+        }
+        if payWith == "balance", cardID != nil {
+            problems.append(FieldError(field: "cardId", code: "not_allowed", message: "only with payWith card"))
+        }
+        return payingCard(payWith, cardID).map(PayWith.card) ?? (payWith == "balance" ? .balance : nil)
+    }
+
+    /// A field this request may not change or give.
+    mutating func refuse(_ value: Any?, _ field: String, _ why: String) {
+        if value != nil { problems.append(FieldError(field: field, code: "not_allowed", message: why)) }
+    }
+
     func throwIfAny() throws {
         if !problems.isEmpty { throw DomainError.invalid(problems) }
     }

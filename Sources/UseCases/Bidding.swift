@@ -1,6 +1,7 @@
 import Aggregates
 import EventStore
 import Marketplace
+import Payments
 import Projections
 import Synchronization
 
@@ -11,10 +12,18 @@ public struct Bidding: Sendable {
     let gateway: CommandGateway
     let items: ItemsView
     let bidItems = BidItems(capacity: 100_000)
+    /// Commands on bids, with the money they move.
+    public let commands: ItemCommands
+    let payments: CardPayments
+    /// The fees each rental bid fixes (`RENTER_FEE_BPS`, `OWNER_FEE_BPS`).
+    let fees: RentalFees
 
-    public init(gateway: CommandGateway) {
+    public init(gateway: CommandGateway, payments: CardPayments, fees: RentalFees = .standard) {
         self.gateway = gateway
         self.items = ItemsView(gateway.store.pool)
+        self.payments = payments
+        self.commands = ItemCommands(gateway: gateway, processor: payments.processor)
+        self.fees = fees
     }
 
     /// The item a bid was placed on, as this server learnt it or from the view.
@@ -31,8 +40,49 @@ public struct Bidding: Sendable {
     /// Whether the owner has blocked the bidder is the owner's stream's to say: the bid is
     /// decided on the owner's blocks as read, and appended only if the owner's stream is still
     /// at that version (a block committed meanwhile makes it decide again).
+    ///
+    /// A rental's bid puts its charge on hold (SPEC §12.2) in the same append: on the balance,
+    /// whose available part must cover it (the renter's stream is expected as read), or as a
+    /// card authorisation made before it with a key derived from the request, voided when the
+    /// append is refused for certain, left to reconciliation when its outcome is unknown.
     public func place(
-        _ bid: PlaceBid, on itemID: ItemID, by actor: UserID
+        _ bid: PlaceBid, on itemID: ItemID, by actor: UserID, today: Day
+    ) async throws -> (bid: BidID, append: AppendResult?, event: BidPlaced?, item: PostedItem?) {
+        var bid = bid
+        bid.fees = fees
+        guard case .card(let cardID) = bid.payWith, IdempotentRequest.current?.recorded == nil else {
+            return try await place(bid, itemID, actor, today)
+        }
+        // Decided once with nothing held: nothing is authorised for a bid that would be refused.
+        var reads = StreamReads(gateway: gateway)
+        let events = try Aggregate.item.decide(.placeBid(bid), try await reads.load(.item, id: itemID), actor)
+        guard case .bidPlaced(let decided)? = events.first, let hold = decided.hold else {
+            return try await place(bid, itemID, actor, today)
+        }
+        let renter = try await reads.load(.user, id: actor)
+        try UserDecider.checkHold(hold.amountCents, paying: .card(cardID), renter, today: today)
+        let card = try UserDecider.chargeableCard(cardID, in: renter, today: today)
+        try await payments.limits.reserve(.cardCharge, for: actor)
+        let authorization = try await payments.processor.authorize(
+            token: card.processorToken, amountCents: hold.amountCents,
+            idempotencyKey: CardPayments.chargeKey(actor, purpose: "bid:\(itemID)"))
+        Failpoints.hit(.authorizeAfter)
+        bid.authorizationID = authorization.id
+        do {
+            return try await place(bid, itemID, actor, today)
+        } catch let error as DomainError where CardPayments.isCertainFailure(error) {
+            // Unless a twin of this request placed the bid with this authorisation.
+            let (item, _) = try await gateway.load(.item(itemID), .item)
+            let held = item.item?.bids.contains { $0.hold?.authorizationID == authorization.id } ?? false
+            if !held, try await gateway.recordedTwin(of: IdempotentRequest.current) == nil {
+                try? await payments.processor.void(authorizationID: authorization.id)
+            }
+            throw error
+        }
+    }
+
+    func place(
+        _ bid: PlaceBid, _ itemID: ItemID, _ actor: UserID, _ today: Day
     ) async throws -> (bid: BidID, append: AppendResult?, event: BidPlaced?, item: PostedItem?) {
         // The decision's event, kept beside the recorded outcome (an id), which a repeat answers.
         var event: BidPlaced?
@@ -53,6 +103,15 @@ public struct Bidding: Sendable {
                 throw DomainError.bidNotFound.saying("No bid was placed.")
             }
             event = placed
+            if let hold = placed.hold, let payWith = bid.payWith {
+                // The renter's money, on their stream, as read: two holds never spend one balance.
+                let renter = try await reads.load(.user, id: actor)
+                try UserDecider.checkHold(hold.amountCents, paying: payWith, renter, today: today)
+                checks.append(
+                    try StreamWrite(
+                        [UserEvent.rentalHoldPlaced(RentalHoldPlaced(bidID: placed.bidID, itemID: itemID, hold: hold))], to: .user,
+                        id: actor))
+            }
             return ([try StreamWrite(events, to: .item, id: itemID)] + checks, placed.bidID)
         }
         let appended = append?.recordedAt == nil ? nil : event.flatMap { $0.bidID == placed ? $0 : nil }
@@ -86,8 +145,53 @@ public struct Bidding: Sendable {
     /// A command on a bid, decided on its item's stream.
     public func decide(_ command: ItemCommand, onBid bidID: BidID, by actor: UserID) async throws -> AppendResult? {
         let itemID = try await item(ofBid: bidID)
-        return try await gateway.handle(command, on: .item, id: itemID, actor: actor).append
+        return try await commands.handle(command, on: itemID, actor: actor).append
     }
+
+    /// Approves a bid. A rental's charge held on a card is captured first, once (its key is the
+    /// booking's), and recorded in the approval's append; a capture the processor refuses
+    /// rejects the bid (`payment_failed`, its authorisation voided) and answers 409. A capture
+    /// whose approval is refused for certain is refunded, unless the log holds it.
+    public func approve(_ bidID: BidID, by actor: UserID, today: Day) async throws -> AppendResult? {
+        let itemID = try await item(ofBid: bidID)
+        if let replayed = try await gateway.replayed(on: .item, id: itemID) { return replayed.append }
+        let (state, _) = try await gateway.load(.item(itemID), .item)
+        guard let bid = state.item?.bid(bidID), bid.status == .pending, let authorization = bid.hold?.authorizationID else {
+            return try await commands.handle(.approveBid(bidID, today: today), on: itemID, actor: actor).append
+        }
+        // Decided once with nothing captured: nothing is charged for an approval that would fail.
+        _ = try Aggregate.item.decide(.approveBid(bidID, today: today), state, actor)
+        let charge: Charge
+        do {
+            charge = try await payments.processor.capture(
+                authorizationID: authorization, idempotencyKey: ItemCommands.captureKey(bidID))
+            guard !charge.isRefunded else { throw DomainError.paymentFailed }
+        } catch let error as DomainError where error.code == DomainError.paymentFailed.code {
+            _ = try? await commands.handle(.rejectBid(bidID, reason: "payment_failed"), on: itemID, actor: actor)
+            throw DomainError.paymentFailed
+        }
+        Failpoints.hit(.captureAfter)
+        do {
+            return try await commands.handle(.approveBid(bidID, today: today, chargeID: charge.id), on: itemID, actor: actor)
+                .append
+        } catch let error as DomainError where CardPayments.isCertainFailure(error) {
+            let (now, _) = try await gateway.load(.item(itemID), .item)
+            if now.item?.booking(bidID)?.chargeID != charge.id {
+                do { try await payments.processor.refund(chargeID: charge.id) } catch {
+                    gateway.logger.error(
+                        "a refund failed; lender payments reconcile will give the charge back",
+                        metadata: ["charge": "\(charge.id)", "error": "\(error)"])
+                }
+            }
+            throw error
+        }
+    }
+}
+
+extension DomainError {
+    /// The processor would not take a held card's payment at approval.
+    public static let paymentFailed = DomainError(
+        .conflict, "payment_failed", "The renter's card payment could not be taken; the bid is rejected.")
 }
 
 /// Which item each bid is on: a bid never moves to another item, so what was read once (or

@@ -16,7 +16,7 @@ import UUIDs
 /// unknown (the connection died during COMMIT), it is not: the events may be stored, and
 /// `lender payments reconcile` later refunds only charges the log does not hold.
 public struct CardPayments: Sendable {
-    let processor: any PaymentProcessor
+    public let processor: any PaymentProcessor
     let limits: PaymentLimits
     let gateway: CommandGateway
 
@@ -126,6 +126,8 @@ public struct PaymentsSetup: Sendable {
     public var fingerprinter: CardFingerprinter
     /// Card adds, and card charges, per user and hour.
     public var attemptsPerHour = 10
+    /// What rental bids pay the marketplace (`RENTER_FEE_BPS`, `OWNER_FEE_BPS`).
+    public var rentalFees = RentalFees.standard
 
     public init(makeProcessor: @escaping @Sendable (PostgresPool) -> any PaymentProcessor, fingerprinter: CardFingerprinter) {
         self.makeProcessor = makeProcessor

@@ -55,10 +55,14 @@ public struct CommandGateway: Sendable {
 
     /// `first`: what the first attempt decides on (later ones read the stream).
     /// `alongside` runs in the transaction that appends the command's events (see `EventStore.append`).
+    /// `consequences`: events the decided ones cause on other streams (money they move), given
+    /// the state decided on; appended in the same append, expecting any version there (they
+    /// break no rule of those streams).
     public func handle<ID, State, Command, Event>(
         _ command: Command, on aggregate: Aggregate<ID, State, Command, Event>, id: ID,
         actor: UserID, metadata: EventMetadata = EventMetadata(), first: FirstAttempt<State> = .read,
-        alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil
+        alongside: (@Sendable (inout PostgresSession) throws -> Void)? = nil,
+        consequences: ((State, [Event]) throws -> [StreamWrite])? = nil
     ) async throws -> Handled<State, Event> {
         let stream = aggregate.stream(id)
         let request = IdempotentRequest.current
@@ -91,8 +95,10 @@ public struct CommandGateway: Sendable {
                     CommandMetrics.command(command, outcome: "unchanged")
                     return Handled(state: state, events: [], append: nil)
                 }
+                let caused = try consequences?(state, events) ?? []
                 let outcome = try await store.append(
-                    [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))],
+                    [StreamAppend(stream, expectedVersion: .after(read: version), events: try events.map(aggregate.codec.encode))]
+                        + caused.filter { !$0.events.isEmpty }.map { StreamAppend($0.stream, expectedVersion: .any, events: $0.events) },
                     metadata: metadata, idempotency: request?.idempotency, alongside: alongside)
                 guard case .appended(let result) = outcome else {
                     return try await replay(try Self.record(of: outcome, request), on: aggregate, stream: stream)

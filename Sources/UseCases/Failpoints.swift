@@ -11,6 +11,10 @@ public enum Failpoints {
     public enum Point: String, CaseIterable, Sendable {
         /// The processor charged the card; nothing is appended yet.
         case chargeAfter = "charge.after"
+        /// The processor authorised a rental bid's charge on a card; nothing is appended yet.
+        case authorizeAfter = "authorize.after"
+        /// The processor captured an approved bid's authorisation; nothing is appended yet.
+        case captureAfter = "capture.after"
         /// The command's events are committed; no answer is sent yet.
         case appendAfterCommit = "append.after-commit"
     }

@@ -71,22 +71,24 @@ extension Accounts {
     }
 
     private func withdrawWhatIsOpen(of user: UserID, metadata: EventMetadata) async throws {
+        // Their bids' card authorisations are voided by `lender payments reconcile`: no
+        // processor is at hand here, and the log says they are released.
+        let commands = ItemCommands(gateway: gateway, processor: nil)
         let items = try await pool.query(
             "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
         for row in items {
             try await closing {
-                _ = try await gateway.handle(
-                    ItemCommand.withdraw, on: .item, id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user,
-                    metadata: metadata)
+                _ = try await commands.handle(
+                    .withdraw, on: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
             }
         }
         let bids = try await pool.query(
             "SELECT bid_id, item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'")
         for row in bids {
             try await closing {
-                _ = try await gateway.handle(
-                    ItemCommand.withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))), on: .item,
-                    id: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
+                _ = try await commands.handle(
+                    .withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))),
+                    on: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
             }
         }
     }

@@ -24,9 +24,11 @@ public struct JobsReport: Sendable, Hashable {
 /// with the version it was decided on, so several servers running the jobs at once never do a
 /// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
 public struct Jobs: Sendable {
-    let gateway: CommandGateway
+    let commands: ItemCommands
+    var gateway: CommandGateway { commands.gateway }
 
-    public init(gateway: CommandGateway) { self.gateway = gateway }
+    /// Expiring a bid releases its hold; completing a booking pays its owner.
+    public init(commands: ItemCommands) { self.commands = commands }
 
     /// As of `today`, with `now` the instant a bid's week is counted to.
     public func run(today: Day, now: Date) async throws -> JobsReport {
@@ -35,8 +37,8 @@ public struct Jobs: Sendable {
         let metadata = EventMetadata(actorID: "operator:lender jobs")
         for (itemID, dueBids) in try await DueWork(gateway.store.pool).items(today: today, staleBefore: staleBefore) {
             do {
-                let handled = try await gateway.handle(
-                    .runJobs(today: today, staleBids: dueBids), on: .item, id: itemID, actor: .system, metadata: metadata)
+                let handled = try await commands.handle(
+                    .runJobs(today: today, staleBids: dueBids), on: itemID, actor: .system, metadata: metadata)
                 guard handled.append != nil else { continue }
                 report.items += 1
                 for event in handled.events {

@@ -2,6 +2,7 @@ import Foundation
 import Aggregates
 import EventStore
 import Marketplace
+import Projections
 
 /// The signed-in user's commands on their own stream: the profile's fields and blocks.
 public struct Profiles: Sendable {
@@ -29,35 +30,9 @@ public struct Profiles: Sendable {
     }
 }
 
-/// One movement of money on a user's stream, for their export: where it is in the log.
-public struct BalanceEntry: Codable, Sendable {
-    public var position: Int64
-    public var at: Date
-    /// `deposit`, `debit`, `card_charge` (paid by card, not from the balance) or `credit`.
-    public var kind: String
-    /// Added to the balance (negative: taken from it; zero for a card charge).
-    public var balanceChangeCents: Int
-    public var amountCents: Int
-    public var loanId: LoanID?
-    public var cardId: CardID?
-}
-
 extension Profiles {
-    /// Every movement of money on the user's stream, oldest first.
+    /// Every movement of money on the user's stream, oldest first (their export's statement).
     public func balanceHistory(of me: UserID) async throws -> [BalanceEntry] {
-        try await gateway.store.readStream(.user(me)).compactMap { recorded in
-            let entry = { (kind: String, change: Int, amount: Int, loan: LoanID?, card: CardID?) in
-                BalanceEntry(
-                    position: recorded.position, at: recorded.recordedAt, kind: kind, balanceChangeCents: change,
-                    amountCents: amount, loanId: loan, cardId: card)
-            }
-            return switch try Aggregate.user.codec.decode(recorded) {
-            case .fundsDeposited(let deposit): entry("deposit", deposit.amountCents, deposit.amountCents, nil, deposit.cardID)
-            case .balanceDebited(let debit): entry("debit", -debit.amountCents, debit.amountCents, debit.loanID, nil)
-            case .cardCharged(let charged): entry("card_charge", 0, charged.amountCents, charged.loanID, charged.cardID)
-            case .balanceCredited(let credit): entry("credit", credit.amountCents, credit.amountCents, credit.loanID, nil)
-            default: nil
-            }
-        }
+        try await BalanceHistory.entries(of: me, in: gateway.store, before: nil, limit: .max).entries.reversed()
     }
 }

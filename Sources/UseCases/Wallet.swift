@@ -8,7 +8,7 @@ import Postgres
 /// A user's cards and deposits. A card's number reaches the processor and the fingerprint,
 /// and no event, table or log line.
 public struct Wallet: Sendable {
-    let gateway: CommandGateway
+    public let gateway: CommandGateway
     let payments: CardPayments
     let fingerprinter: CardFingerprinter
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import EventStore
 import Foundation
 import Marketplace
+import Payments
 import Postgres
 import Projections
 import UseCases
@@ -34,7 +35,8 @@ struct JobsCommand: AsyncParsableCommand {
             let asOfNow = now.addingTimeInterval(Double(asOfDay.ordinal - today.ordinal) * 86_400)
             let (day, instant) = (asOfDay, asOfNow)
             let report = try await database.withGateway(logger: logger) { gateway in
-                try await Jobs(gateway: gateway).run(today: day, now: instant)
+                let processor = try PaymentProcessors.configured(pool: gateway.store.pool)
+                return try await Jobs(commands: ItemCommands(gateway: gateway, processor: processor)).run(today: day, now: instant)
             }
             print(
                 "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "

@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Hummingbird
 import Logging
+import Marketplace
 import Payments
 import Postgres
 import Server
@@ -157,15 +158,28 @@ struct Serve: AsyncParsableCommand {
         do {
             let name = environment["PAYMENT_PROCESSOR"] ?? "sandbox"
             try PaymentProcessors.validate(name)
-            return PaymentsSetup(
+            var setup = PaymentsSetup(
                 makeProcessor: { pool in
                     // Validated above: `named` knows every name `validate` lets through.
                     (try? PaymentProcessors.named(name, pool: pool)) ?? SandboxPaymentProcessor(pool: pool)
                 },
                 fingerprinter: try CardFingerprinter(secret: secret))
+            setup.rentalFees = RentalFees(
+                renterBps: try basisPoints(environment, "RENTER_FEE_BPS", default: 500),
+                ownerBps: try basisPoints(environment, "OWNER_FEE_BPS", default: 1000))
+            return setup
         } catch {
             throw ValidationError("\(error)")
         }
+    }
+
+    /// A fee in basis points of a booking's total, 0 to 10000.
+    private func basisPoints(_ environment: [String: String], _ name: String, default value: Int) throws -> Int {
+        guard let text = environment[name] else { return value }
+        guard let bps = Int(text), RentalFees.bpsRange.contains(bps) else {
+            throw ValidationError("\(name) must be a whole number of basis points from 0 to 10000 (500 is 5 %).")
+        }
+        return bps
     }
 
     /// Refuses an out-of-date schema, or brings it up to date with `--migrate`, as the owner.

@@ -183,6 +183,12 @@ public struct BookingResource: Codable, Sendable {
     public var completedAt: Date?
     public var cancelledAt: Date?
     public var cancelledBy: UserID?
+    /// A paid booking's prices and how it was paid (SPEC §12.2); null for one that was not.
+    public var payment: RentalPayment?
+    /// Once it ended: what the renter got back, the owner was paid, the marketplace earned.
+    public var refundCents: Int?
+    public var settledPayoutCents: Int?
+    public var settledFeesCents: Int?
     /// The other party's e-mail: only in the answer for one booking, read by one of its parties.
     public var contactEmail: String?
     public var position: Int64?
@@ -191,13 +197,15 @@ public struct BookingResource: Codable, Sendable {
         b.booking_id, b.item_id, coalesce(i.title, '') AS item_title, b.owner_id, coalesce(owner.handle, '') AS owner_handle,
         b.renter_id, coalesce(renter.handle, '') AS renter_handle, b.from_day::text AS from_day,
         b.until_day::text AS until_day, b.until_day - b.from_day + 1 AS days, b.daily_price_cents, b.status, b.created_at,
-        b.completed_at, b.cancelled_at, b.cancelled_by
+        b.completed_at, b.cancelled_at, b.cancelled_by, b.refund_cents, b.settled_payout_cents, b.settled_fees_cents,
+        \(RentalPayment.columns)
         """
 
     static let joins = """
         LEFT JOIN items_view i ON i.item_id = b.item_id
         LEFT JOIN users_view owner ON owner.user_id = b.owner_id
         LEFT JOIN users_view renter ON renter.user_id = b.renter_id
+        LEFT JOIN LATERAL (\(RentalPayment.lateral("b.booking_id"))) price ON true
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -218,6 +226,10 @@ public struct BookingResource: Codable, Sendable {
         completedAt = try row.decode("completed_at", as: Date?.self)
         cancelledAt = try row.decode("cancelled_at", as: Date?.self)
         cancelledBy = try row.decode("cancelled_by", as: UUID?.self).map(UserID.init)
+        payment = try RentalPayment(row)
+        refundCents = try row.decode("refund_cents", as: Int?.self)
+        settledPayoutCents = try row.decode("settled_payout_cents", as: Int?.self)
+        settledFeesCents = try row.decode("settled_fees_cents", as: Int?.self)
         contactEmail = try row.decode("contact_email", as: String?.self)
         self.position = position
     }

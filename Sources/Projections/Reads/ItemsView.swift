@@ -414,13 +414,15 @@ public struct BidResource: Codable, Sendable {
     public var itemTitle: String
     public var itemKind: String
     public var itemPhoto: PhotoResource?
+    /// A rental bid's prices and how its charge is held (SPEC §12.2); null on a request's.
+    public var payment: RentalPayment?
     public var position: Int64?
 
     /// What `init(_:position:)` reads, from `source`.
     static let columns = """
         bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
         until_day::text AS until_day, message, status, reason, created_at, coalesce(item_title, '') AS item_title,
-        coalesce(item_kind, '') AS item_kind, item_photo
+        coalesce(item_kind, '') AS item_kind, item_photo, \(RentalPayment.columns)
         """
 
     /// `bids_view` with its item's title, kind and first photo joined under names of their
@@ -430,6 +432,7 @@ public struct BidResource: Codable, Sendable {
             SELECT title AS item_title, kind AS item_kind, photos[1] AS item_photo FROM items_view i
             WHERE i.item_id = bids_view.item_id
         ) item ON true
+        LEFT JOIN LATERAL (\(RentalPayment.lateral("bids_view.bid_id"))) price ON true
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -447,7 +450,57 @@ public struct BidResource: Codable, Sendable {
         itemTitle = try row.decode("item_title")
         itemKind = try row.decode("item_kind")
         itemPhoto = try row.decode("item_photo", as: String?.self).map(PhotoResource.init)
+        payment = try RentalPayment(row)
         self.position = position
+    }
+}
+
+/// A rental bid's money, as its bid and its booking show it: the prices its event fixed and
+/// how the charge is held.
+public struct RentalPayment: Codable, Sendable, Hashable {
+    public var days: Int
+    public var totalCents: Int
+    public var renterFeeCents: Int
+    public var ownerFeeCents: Int
+    public var chargeCents: Int
+    public var payoutCents: Int
+    public var cancellationPolicy: String
+    /// `balance` or `card`.
+    public var payWith: String
+
+    public init(_ price: RentalPrice, payWith method: RentalPayMethod) {
+        days = price.days
+        totalCents = price.totalCents
+        renterFeeCents = price.renterFeeCents
+        ownerFeeCents = price.ownerFeeCents
+        chargeCents = price.chargeCents
+        payoutCents = price.payoutCents
+        cancellationPolicy = price.cancellationPolicy.rawValue
+        payWith = method.rawValue
+    }
+
+    /// `rental_prices_view`'s row for the bid `bidColumn` names, its columns named apart.
+    static func lateral(_ bidColumn: String) -> String {
+        """
+        SELECT days AS pay_days, total_cents AS pay_total, renter_fee_cents AS pay_renter_fee, owner_fee_cents AS pay_owner_fee,
+               charge_cents AS pay_charge, payout_cents AS pay_payout, cancellation_policy AS pay_policy, pay_with AS pay_with
+        FROM rental_prices_view p WHERE p.bid_id = \(bidColumn)
+        """
+    }
+
+    static let columns = "pay_days, pay_total, pay_renter_fee, pay_owner_fee, pay_charge, pay_payout, pay_policy, pay_with"
+
+    /// Nil when the row has no prices (a request's bid, or one placed before rentals were paid).
+    init?(_ row: PostgresRow) throws {
+        guard let days = try row.decode("pay_days", as: Int?.self) else { return nil }
+        self.days = days
+        totalCents = try row.decode("pay_total")
+        renterFeeCents = try row.decode("pay_renter_fee")
+        ownerFeeCents = try row.decode("pay_owner_fee")
+        chargeCents = try row.decode("pay_charge")
+        payoutCents = try row.decode("pay_payout")
+        cancellationPolicy = try row.decode("pay_policy")
+        payWith = try row.decode("pay_with")
     }
 }
 
@@ -472,6 +525,7 @@ extension BidResource {
         status = BidStatus.pending.rawValue
         reason = nil
         createdAt = recordedAt
+        payment = placed.price.flatMap { price in placed.hold.map { RentalPayment(price, payWith: $0.method) } }
         self.position = position
     }
 }

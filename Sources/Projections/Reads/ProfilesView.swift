@@ -16,7 +16,9 @@ public struct ProfilesView: Sendable {
             """
             SELECT CASE WHEN forgotten_at IS NULL THEN handle ELSE \(Redacted.name) END AS handle, display_name, country,
                    member_since, completed_deals, review_count, review_stars, photo,
-                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count
+                   (SELECT count(*) FROM items_view WHERE owner_id = u.user_id) AS post_count,
+                   (SELECT count(*) FROM bookings_view
+                    WHERE owner_id = u.user_id AND status = 'cancelled' AND cancelled_by = u.user_id)::int AS owner_cancellations
             FROM users_view u WHERE user_id = \(id.rawValue)
             """)
         guard let row = rows.first else { throw DomainError.userNotFound }
@@ -26,7 +28,8 @@ public struct ProfilesView: Sendable {
             postCount: try row.decode("post_count"), completedDeals: try row.decode("completed_deals"),
             rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
             reviewCount: try row.decode("review_count"),
-            photos: try row.decode("photo", as: String?.self).map { [PhotoResource(digest: $0)] } ?? [])
+            photos: try row.decode("photo", as: String?.self).map { [PhotoResource(digest: $0)] } ?? [],
+            ownerCancellations: try row.decode("owner_cancellations"))
     }
 
     /// The private profile, from six views in one round trip and one snapshot, so that the
@@ -46,7 +49,7 @@ public struct ProfilesView: Sendable {
             [
                 """
                 SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents,
-                       review_count, review_stars, photo
+                       held_cents, review_count, review_stars, photo
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
@@ -63,6 +66,7 @@ public struct ProfilesView: Sendable {
             id: user, handle: try row.decode("handle"), displayName: try row.decode("display_name"),
             email: try row.decode("email"), country: try row.decode("country", as: String?.self),
             memberSince: try row.decode("member_since"), balanceCents: try row.decode("balance_cents"),
+            availableCents: try row.decode("balance_cents", as: Int.self) - (try row.decode("held_cents", as: Int.self)),
             defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
             completedDeals: try row.decode("completed_deals"),
             rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
@@ -93,6 +97,8 @@ public struct PublicProfile: Codable, Sendable {
     public var reviewCount: Int
     /// The profile photo, if there is one: a list, like an item's and a loan's.
     public var photos: [PhotoResource]
+    /// Bookings they cancelled as the owner (SPEC §12.2): a renter's warning.
+    public var ownerCancellations: Int
 }
 
 /// `GET /v1/me`, and the answer of every command on it (`PATCH /v1/me`, blocks): one resource.
@@ -105,6 +111,8 @@ public struct PrivateProfile: Codable, Sendable {
     public var memberSince: Date
     /// Folded from the user's stream: deposits, credits and refunds, less checkouts paid from it.
     public var balanceCents: Int
+    /// The balance less what is held for rental bids: what can be spent.
+    public var availableCents: Int
     public var defaultShareCents: Int?
     public var completedDeals: Int
     public var rating: Double?
