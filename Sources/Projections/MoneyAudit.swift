@@ -8,11 +8,16 @@ import Postgres
 /// in one snapshot, and held against each other, against the views, and against the
 /// processor's own books. What it proves is in docs/OPERATIONS.md.
 ///
-/// Money enters only by a card charge (a deposit, a checkout or a repayment paid by card) and
-/// leaves the marketplace only as a loan's funds paid out to its borrower, so
+/// Money enters only by a card charge (a deposit, a checkout or a repayment paid by card, a
+/// rental's captured authorisation) and leaves only as a loan's funds paid out to its borrower
+/// or a refund to a card, so
 ///
-///     charged in = Σ balances + Σ loans' funds (less what an expiry refunded)
+///     charged in − refunded out = Σ balances (holds included) + Σ escrow + Σ loans' funds
+///                                 (less what an expiry refunded) + fees earned
 ///
+/// Each rental booking's escrow is what was paid in less what was refunded, paid out and
+/// earned: zero once it ended. Each hold is placed once and ends once (released, or captured
+/// by its booking), and none is open on a bid that is no longer pending.
 /// and within it each transfer balances: a lender's checkout payments equal the shares they
 /// bought, a loan's repayments equal what its borrower paid and what its lenders were credited,
 /// an expiry refunds exactly the loan's funds.
@@ -33,6 +38,12 @@ public struct MoneyAudit: Sendable {
         /// Repayments recorded before money moved exactly once (migration 0010), which no
         /// borrower paid: credits made from nothing then, counted here, not as imbalances.
         public var unpaidBeforeEpochCents = 0
+        /// Rentals (SPEC §12.2): refunds to cards, balances held for bids, bookings' escrow, fees.
+        public var refundedOutCents = 0
+        public var heldCents = 0
+        public var escrowCents = 0
+        public var feesEarnedCents = 0
+        public var bookings = 0
         public var users = 0
         public var loans = 0
         public var imbalances: [Imbalance] = []
@@ -40,7 +51,7 @@ public struct MoneyAudit: Sendable {
 
     /// What a charge id's amount is at the processor, if it knows it (nil: unknown there, or
     /// no processor to ask).
-    public typealias ProcessorLookup = @Sendable (String) async throws -> (amountCents: Int, isRefunded: Bool)?
+    public typealias ProcessorLookup = @Sendable (String) async throws -> (amountCents: Int, isRefunded: Bool, refundedCents: Int)?
 
     public init() {}
 
@@ -57,30 +68,34 @@ public struct MoneyAudit: Sendable {
                         """
                         SELECT \(unsafeRaw: EventStore.columns) FROM events
                         WHERE position > \(after) AND position <= \(head)
-                          AND (stream_id LIKE 'user-%' OR stream_id LIKE 'loan-%')
+                          AND (stream_id LIKE 'user-%' OR stream_id LIKE 'loan-%'
+                               OR (stream_id LIKE 'item-%' AND type = ANY (\(Books.itemTypes))))
                         ORDER BY position LIMIT \(pageSize)
                         """)
                     guard let last = rows.last else { break }
                     for row in rows { try books.record(try EventStore.recordedEvent(row)) }
                     after = try last.decode("position", as: Int64.self)
                 }
-                let names = try await connection.query("SELECT user_id, handle, balance_cents FROM users_view")
+                let names = try await connection.query("SELECT user_id, handle, balance_cents, held_cents FROM users_view")
                 let loans = try await connection.query("SELECT loan_id, funded_cents, repaid_cents FROM loans_view")
                 return (head, names, loans)
             }
         }
         var handles = [UserID: String]()
         var viewBalances = [UserID: Int]()
+        var viewHeld = [UserID: Int]()
         for row in names {
             let id = UserID(try row.decode("user_id", as: UUID.self))
             handles[id] = try row.decode("handle", as: String.self)
             viewBalances[id] = try row.decode("balance_cents", as: Int.self)
+            viewHeld[id] = try row.decode("held_cents", as: Int.self)
         }
         var viewLoans = [LoanID: (funded: Int, repaid: Int)]()
         for row in views {
             viewLoans[LoanID(try row.decode("loan_id", as: UUID.self))] = (try row.decode("funded_cents"), try row.decode("repaid_cents"))
         }
-        var report = books.report(head: head, handles: handles, viewBalances: viewBalances, viewLoans: viewLoans)
+        var report = books.report(
+            head: head, handles: handles, viewBalances: viewBalances, viewHeld: viewHeld, viewLoans: viewLoans)
         if let processor {
             // The first release's sandbox kept no books: its charges are not asked about.
             for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) where charge.position > books.epoch {
@@ -95,9 +110,15 @@ public struct MoneyAudit: Sendable {
                             subject: name,
                             message: "charge \(chargeID) is \(charge.amountCents) cents in the log, \(known.amountCents) at the processor"))
                 }
+                let refunded = books.refundsByCharge[chargeID] ?? 0
                 if known.isRefunded {
                     report.imbalances.append(
                         Imbalance(subject: name, message: "charge \(chargeID) is in the log but was refunded at the processor"))
+                } else if known.refundedCents != refunded {
+                    report.imbalances.append(
+                        Imbalance(
+                            subject: charge.booking.map { "booking \($0)" } ?? name,
+                            message: "charge \(chargeID) is refunded \(refunded) cents in the log, \(known.refundedCents) at the processor"))
                 }
             }
         }
@@ -109,6 +130,7 @@ public struct MoneyAudit: Sendable {
 private struct Books {
     struct Account {
         var balance = 0
+        var held = 0
         var lowest = 0
         var checkoutPaid = 0
         var sharesBought = 0
@@ -126,9 +148,40 @@ private struct Books {
         var unpaidBeforeEpoch = 0
     }
 
+    /// A rental bid's hold, from its placing to its end.
+    struct Hold {
+        var user: UserID
+        var amount: Int
+        var placed = 1
+        var ended = 0
+    }
+
+    /// A rental booking's money: paid in, and where it went.
+    struct Booking {
+        var paid = 0
+        var refunded = 0
+        var paidOut = 0
+        var fees = 0
+        var ended = false
+        var escrow: Int { paid - refunded - paidOut - fees }
+    }
+
+    /// The item events that end holds and bookings.
+    static let itemTypes = [
+        BidWithdrawn.eventType, BidRejected.eventType, BidApproved.eventType, BookingCompleted.eventType,
+        BookingCancelled.eventType,
+    ]
+
     var accounts = [UserID: Account]()
     var loans = [LoanID: Loan]()
-    var charges = [String: (user: UserID, amountCents: Int, position: Int64)]()
+    var holds = [BidID: Hold]()
+    /// Bids no longer pending: their holds must have ended.
+    var endedBids = Set<BidID>()
+    var bookings = [BookingID: Booking]()
+    var refundedOut = 0
+    var feesEarned = 0
+    var refundsByCharge = [String: Int]()
+    var charges = [String: (user: UserID, amountCents: Int, position: Int64, booking: BookingID?)]()
     /// The log's position when migration 0010 ran (see `MoneyAudit.Report.unpaidBeforeEpochCents`).
     var epoch: Int64 = 0
     var position: Int64 = 0
@@ -145,6 +198,55 @@ private struct Books {
             try record(try Aggregate.user.codec.decode(event), of: user)
         } else if category == Aggregate.loan.category, let loan = LoanID(id) {
             record(try Aggregate.loan.codec.decode(event), of: loan)
+        } else if category == Aggregate.item.category {
+            switch try Aggregate.item.codec.decode(event) {
+            case .bidWithdrawn(let withdrawn): endedBids.insert(withdrawn.bidID)
+            case .bidRejected(let rejected): endedBids.insert(rejected.bidID)
+            case .bidApproved(let approved): endedBids.insert(approved.bidID)
+            case .bookingCompleted(let completed): bookings[completed.bookingID]?.ended = true
+            case .bookingCancelled(let cancelled): bookings[cancelled.bookingID]?.ended = true
+            default: break
+            }
+        }
+    }
+
+    /// A rental's money on a user's stream (SPEC §12.2).
+    mutating func recordRental(_ event: UserEvent, of user: UserID, _ account: inout Account) {
+        switch event {
+        case .rentalHoldPlaced(let placed):
+            if let known = holds[placed.bidID] {
+                holds[placed.bidID]?.placed = known.placed + 1
+            } else {
+                holds[placed.bidID] = Hold(user: user, amount: placed.hold.amountCents)
+            }
+            if placed.hold.method == .balance { account.held += placed.hold.amountCents }
+        case .rentalHoldReleased(let released):
+            holds[released.bidID, default: Hold(user: user, amount: 0, placed: 0)].ended += 1
+            if released.hold.method == .balance { account.held -= released.hold.amountCents }
+        case .rentalPaid(let paid):
+            holds[paid.bookingID, default: Hold(user: user, amount: 0, placed: 0)].ended += 1
+            if paid.method == .balance {
+                account.balance -= paid.amountCents
+                account.held -= paid.amountCents
+            } else if let chargeID = paid.chargeID {
+                charge(chargeID, paid.amountCents, by: user, booking: paid.bookingID)
+            }
+            bookings[paid.bookingID, default: Booking()].paid += paid.amountCents
+        case .rentalRefunded(let refund):
+            if refund.method == .balance {
+                account.balance += refund.amountCents
+            } else {
+                refundedOut += refund.amountCents
+                if let chargeID = refund.chargeID { refundsByCharge[chargeID, default: 0] += refund.amountCents }
+            }
+            bookings[refund.bookingID, default: Booking()].refunded += refund.amountCents
+        case .rentalEarned(let earned):
+            account.balance += earned.payoutCents
+            feesEarned += earned.feesCents
+            bookings[earned.bookingID, default: Booking()].paidOut += earned.payoutCents
+            bookings[earned.bookingID, default: Booking()].fees += earned.feesCents
+        default:
+            break
         }
     }
 
@@ -173,7 +275,7 @@ private struct Books {
             case .refund: loans[credit.loanID, default: Loan()].refunded += credit.amountCents
             }
         default:
-            break
+            recordRental(event, of: user, &account)
         }
         account.lowest = min(account.lowest, account.balance)
         accounts[user] = account
@@ -188,10 +290,10 @@ private struct Books {
         loans[loanID, default: Loan()].paidByBorrower += amount
     }
 
-    mutating func charge(_ chargeID: String, _ amount: Int, by user: UserID) {
+    mutating func charge(_ chargeID: String, _ amount: Int, by user: UserID, booking: BookingID? = nil) {
         chargedIn += amount
         if charges[chargeID] != nil { duplicateCharges.append((user, chargeID)) }
-        charges[chargeID] = (user, amount, position)
+        charges[chargeID] = (user, amount, position, booking)
     }
 
     mutating func record(_ event: LoanEvent, of loanID: LoanID) {
@@ -219,7 +321,8 @@ private struct Books {
     }
 
     func report(
-        head: Int64, handles: [UserID: String], viewBalances: [UserID: Int], viewLoans: [LoanID: (funded: Int, repaid: Int)]
+        head: Int64, handles: [UserID: String], viewBalances: [UserID: Int], viewHeld: [UserID: Int],
+        viewLoans: [LoanID: (funded: Int, repaid: Int)]
     ) -> MoneyAudit.Report {
         var report = MoneyAudit.Report(head: head)
         var problems = [MoneyAudit.Imbalance]()
@@ -234,7 +337,14 @@ private struct Books {
             if let view = viewBalances[user], view != account.balance {
                 problem(name, "the balance is \(account.balance) cents from the log, \(view) cents in users_view")
             }
+            if account.held < 0 || account.held > max(account.balance, 0) {
+                problem(name, "holds \(account.held) cents of a balance of \(account.balance)")
+            }
+            if let view = viewHeld[user], view != account.held {
+                problem(name, "holds \(account.held) cents from the log, \(view) cents in users_view")
+            }
             report.balancesCents += account.balance
+            report.heldCents += account.held
         }
         for (user, chargeID) in duplicateCharges { problem(userName(user, handles), "the charge \(chargeID) is recorded twice") }
         for (user, amount) in unattributed {
@@ -262,11 +372,28 @@ private struct Books {
             report.repaidCents += loan.repaid
             report.unpaidBeforeEpochCents += loan.unpaidBeforeEpoch
         }
+        for (bidID, hold) in holds.sorted(by: { $0.key.description < $1.key.description }) {
+            let name = "bid \(bidID) of \(userName(hold.user, handles))"
+            if hold.placed != 1 { problem(name, "its hold was placed \(hold.placed) times") }
+            if hold.ended > 1 { problem(name, "its hold was released or captured \(hold.ended) times") }
+            if hold.ended == 0 && endedBids.contains(bidID) { problem(name, "the bid ended but its hold of \(hold.amount) cents did not") }
+        }
+        for (bookingID, booking) in bookings.sorted(by: { $0.key.description < $1.key.description }) {
+            let name = "booking \(bookingID)"
+            if booking.escrow < 0 { problem(name, "paid out \(-booking.escrow) cents more than was paid in") }
+            if booking.ended && booking.escrow != 0 { problem(name, "it ended with \(booking.escrow) cents still in escrow") }
+            report.escrowCents += booking.escrow
+        }
         report.chargedInCents = chargedIn
-        if chargedIn + report.unpaidBeforeEpochCents != report.balancesCents + report.lentOutCents {
+        report.refundedOutCents = refundedOut
+        report.feesEarnedCents = feesEarned
+        report.bookings = bookings.count
+        let held = report.balancesCents + report.escrowCents + report.lentOutCents + report.feesEarnedCents
+        if chargedIn - refundedOut + report.unpaidBeforeEpochCents != held {
             problem(
                 "the marketplace",
-                "charged in \(chargedIn) cents, but balances hold \(report.balancesCents) and loans \(report.lentOutCents)")
+                "charged in \(chargedIn) cents and refunded \(refundedOut), but balances hold \(report.balancesCents), "
+                    + "escrow \(report.escrowCents), loans \(report.lentOutCents) and fees \(report.feesEarnedCents)")
         }
         report.users = accounts.count
         report.loans = loans.count

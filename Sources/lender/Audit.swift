@@ -132,20 +132,24 @@ struct Audit: AsyncParsableCommand {
                 let processor = try PaymentProcessors.configured(pool: pool)
                 let lookup: MoneyAudit.ProcessorLookup = { id in
                     guard let charge = try await processor.charge(id: id) else { return nil }
-                    return (amountCents: charge.amountCents, isRefunded: charge.isRefunded)
+                    let refunded = try await processor.refundedCents(chargeID: id, idempotencyKey: nil)
+                    return (amountCents: charge.amountCents, isRefunded: charge.isRefunded, refundedCents: refunded)
                 }
                 return try await MoneyAudit().run(pool: pool, processor: skipProcessor ? nil : lookup)
             }
             print(
-                "Up to position \(report.head): \(report.users) users, \(report.loans) loans; charged in \(report.chargedInCents) cents, "
-                    + "balances \(report.balancesCents), lent out \(report.lentOutCents), repaid \(report.repaidCents).")
+                "Up to position \(report.head): \(report.users) users, \(report.loans) loans, \(report.bookings) paid bookings; "
+                    + "charged in \(report.chargedInCents) cents, refunded out \(report.refundedOutCents), "
+                    + "balances \(report.balancesCents) (\(report.heldCents) held for bids), escrow \(report.escrowCents), "
+                    + "lent out \(report.lentOutCents), repaid \(report.repaidCents), fees earned \(report.feesEarnedCents).")
             if report.unpaidBeforeEpochCents > 0 {
                 print(
                     "Before money moved exactly once (migration 0010), repayments that no borrower paid credited "
                         + "\(report.unpaidBeforeEpochCents) cents; they are counted as money made then.")
             }
             guard !report.imbalances.isEmpty else {
-                print("Money adds up: charged in = balances + lent out, and every transfer balances.")
+                print(
+                    "Money adds up: charged in − refunded out = balances + escrow + lent out + fees earned, and every transfer balances.")
                 return
             }
             for imbalance in report.imbalances { print("IMBALANCE \(imbalance)") }

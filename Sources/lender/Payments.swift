@@ -10,7 +10,7 @@ struct PaymentsCommand: AsyncParsableCommand {
 
     struct Reconcile: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Refund the charges the processor made that the log does not hold (a charge whose append never happened).")
+            abstract: "Refund the charges and void the card authorisations the processor made that the log does not hold (their append never happened), and finish the voids and refunds the log decided.")
 
         @OptionGroup var database: DatabaseOptions
 
@@ -34,7 +34,7 @@ struct PaymentsCommand: AsyncParsableCommand {
                     try await pool.query(
                         """
                         SELECT DISTINCT data->>'chargeID' AS charge_id FROM events
-                        WHERE type IN ('FundsDeposited', 'CardCharged') AND data ? 'chargeID'
+                        WHERE type IN ('FundsDeposited', 'CardCharged', 'RentalPaid') AND data ? 'chargeID'
                         """
                     ).map { try $0.decode("charge_id", as: String.self) })
                 let orphans = charges.filter { !logged.contains($0.id) }
@@ -48,8 +48,59 @@ struct PaymentsCommand: AsyncParsableCommand {
                 print(
                     "\(charges.count) unrefunded charges checked, \(orphans.count) not in the log"
                         + (orphans.isEmpty ? "" : dryRun ? "; none refunded (--dry-run)" : "; refunded"))
+                try await reconcileRentals(processor, pool: pool, cutoff: cutoff)
             }
         }
+    }
+}
+
+extension PaymentsCommand.Reconcile {
+    /// Rentals (SPEC §12.2): authorisations the log holds no open hold for (a bid never
+    /// appended, or one whose release's void was lost) are voided; refunds the log decided
+    /// are made, by the booking's key, which makes one already made a no-op.
+    func reconcileRentals(_ processor: any PaymentProcessor, pool: PostgresPool, cutoff: Date) async throws {
+        let authorizations = try await processor.openAuthorizations(before: cutoff)
+        let held = Set(
+            try await pool.query(
+                """
+                SELECT p.data->'hold'->>'authorizationID' AS authorization_id FROM events p
+                WHERE p.type = 'RentalHoldPlaced' AND p.data->'hold' ? 'authorizationID'
+                  AND NOT EXISTS (
+                      SELECT 1 FROM events e
+                      WHERE e.stream_id = p.stream_id AND e.type IN ('RentalHoldReleased', 'RentalPaid')
+                        AND coalesce(e.data->>'bidID', e.data->>'bookingID') = p.data->>'bidID')
+                """
+            ).map { try $0.decode("authorization_id", as: String.self) })
+        let loose = authorizations.filter { !held.contains($0.id) }
+        for authorization in loose {
+            let verb =
+                if dryRun { "would void" } else if try await processor.void(authorizationID: authorization.id, unusedSince: cutoff) {
+                    "voided"
+                } else { "left alone (a retry used it meanwhile)" }
+            print("\(verb) \(authorization.id): \(authorization.amountCents) cents, authorised \(authorization.createdAt)")
+        }
+        print("\(authorizations.count) open authorisations checked, \(loose.count) not held by the log")
+        let refunds = try await pool.query(
+            """
+            SELECT data->>'bookingID' AS booking_id, data->>'chargeID' AS charge_id, (data->>'amountCents')::int8 AS amount_cents
+            FROM events WHERE type = 'RentalRefunded' AND data->>'method' = 'card' AND data ? 'chargeID'
+            """)
+        var made = 0
+        for row in refunds {
+            let booking = try row.decode("booking_id", as: String.self)
+            let charge = try row.decode("charge_id", as: String.self)
+            let amount = try row.decode("amount_cents", as: Int.self)
+            let key = "refund:\(booking)"
+            guard try await processor.refundedCents(chargeID: charge, idempotencyKey: key) == 0 else { continue }
+            made += 1
+            if dryRun {
+                print("would refund \(amount) cents of \(charge) for booking \(booking)")
+            } else {
+                try await processor.refund(chargeID: charge, amountCents: amount, idempotencyKey: key)
+                print("refunded \(amount) cents of \(charge) for booking \(booking)")
+            }
+        }
+        print("\(refunds.count) card refunds in the log checked, \(made) not yet made at the processor")
     }
 }
 
