@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Marketplace
 import NIOCore
 import Projections
+import Synchronization
 import Testing
 import UseCases
 
@@ -16,10 +17,35 @@ extension TestClientProtocol {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let token { headers[.authorization] = "Bearer \(token)" }
         if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
+        var json = json
+        if method == .post, uri.hasPrefix("/v1/items/"), uri.hasSuffix("/bids"), let body = json, body["payWith"] == nil,
+            let token
+        {
+            json = try await paying(body, token)
+        }
         let text = try raw ?? json.map { String(decoding: try jsonBody($0), as: UTF8.self) }
         return try await execute(uri: uri, method: method, headers: headers, body: text.map { ByteBuffer(string: $0) }) {
             Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body))
         }
+    }
+
+    /// A bid's body that says nothing of payment, paid by the bidder's card (SPEC §12.2: a
+    /// rental's bid holds its charge; a request's ignores it), the card added at their first
+    /// bid. A test of payment itself says `payWith` (null to leave it out).
+    func paying(_ body: [String: Any], _ token: String) async throws -> [String: Any] {
+        var body = body
+        let card: String
+        if let known = TestCards.known.withLock({ $0[token] }) {
+            card = known
+        } else {
+            let added = try await addCard(token)
+            guard added.status == .created || added.status == .ok, let id = added.json["id"] as? String else { return body }
+            card = id
+            TestCards.known.withLock { $0[token] = card }
+        }
+        body["payWith"] = "card"
+        body["cardId"] = card
+        return body
     }
 
     public func register(_ handle: String, password: String = "correct horse battery") async throws -> RegisteredUser {
@@ -155,4 +181,9 @@ func jsonBody(_ json: [String: Any]) throws -> Data {
 public struct NotJSON: Error, CustomStringConvertible {
     public var value: String
     public var description: String { "not a JSON object: \(value)" }
+}
+
+/// Each test token's card, added at its first bid that said nothing of payment.
+enum TestCards {
+    static let known = Mutex<[String: String]>([:])
 }

@@ -1,6 +1,7 @@
 import EventStore
 import Foundation
 import Marketplace
+import Payments
 import Postgres
 import Projections
 import Server
@@ -46,7 +47,8 @@ struct CommandGatewayTests {
     func placeBid(
         _ gateway: CommandGateway, on item: ItemID, by bidder: UserID, from: String = "2026-12-05", until: String = "2026-12-07"
     ) async throws -> BidID {
-        let bid = PlaceBid(dailyPriceCents: 1400, from: Day(from)!, until: Day(until)!)
+        // Held on the balance: the item's rules take it as said (a use case checks the balance).
+        let bid = PlaceBid(dailyPriceCents: 1400, from: Day(from)!, until: Day(until)!, payWith: .balance)
         _ = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: bidder)
         return bid.bidID
     }
@@ -141,7 +143,7 @@ struct CommandGatewayTests {
     /// read and it is decided again. Here another server withdrew the bid this one still
     /// knows as pending, and unblocked the person this one still knows as blocked.
     @Test func aKeptStateNeverRefusesOrDecidesNothingAlone() async throws {
-        try await withTwoGateways { first, second, _ in
+        try await withTwoGateways { first, second, pool in
             let item = try await postRental(first)
             let bidder = UserID()
             let bid = try await placeBid(second, on: item, by: bidder)
@@ -165,12 +167,18 @@ struct CommandGatewayTests {
             // Across streams too: the second server knows the owner as blocking the pest; a bid
             // decided on it would be refused, and the owner's stream is read instead.
             _ = try await first.handle(.unblock(pest), on: .user, id: owner, actor: owner)
-            let placed = try await Bidding(gateway: second).place(
+            // On a request: no money is held, the pest needs no balance.
+            let request = PostRequest(
+                title: "Tent", description: "", category: .sports, neededFrom: Day("2026-12-01")!, neededUntil: Day("2026-12-31")!,
+                location: here)
+            _ = try await first.handle(.postRequest(request), on: .item, id: request.itemID, actor: owner)
+            let payments = CardPayments(processor: SandboxPaymentProcessor(pool: pool), limits: PaymentLimits(pool: pool), gateway: second)
+            let placed = try await Bidding(gateway: second, payments: payments).place(
                 PlaceBid(dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!, isBlockedByOwner: false),
-                on: item, by: pest)
+                on: request.itemID, by: pest, today: rulesDay)
             #expect(placed.append != nil)
             // What it wrote is folded in: the next command on the item starts from there.
-            let stream = StreamID("item", item)
+            let stream = StreamID("item", request.itemID)
             let kept = try #require(second.states.state(of: stream, as: ItemState.self))
             #expect(kept.1 == placed.append?.streamVersions[stream])
             #expect(kept.0.item?.pendingBids.map(\.id).contains(placed.bid) == true)
@@ -184,7 +192,7 @@ struct CommandGatewayTests {
             let item = try await postRental(gateway)
             let stale = try await gateway.load(StreamID("item", item), .item)
             let first = try await placeBid(gateway, on: item, by: UserID())
-            let bid = PlaceBid(dailyPriceCents: 1300, from: Day("2026-12-08")!, until: Day("2026-12-09")!)
+            let bid = PlaceBid(dailyPriceCents: 1300, from: Day("2026-12-08")!, until: Day("2026-12-09")!, payWith: .balance)
             let handled = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: UserID(), first: .loaded(stale.0, version: stale.1))
             #expect(handled.append != nil)
             let (state, version) = try await gateway.load(StreamID("item", item), .item)
@@ -309,8 +317,12 @@ struct CommandGatewayTests {
             #expect(stored.map(\.type) == ["RentalPosted", "BidPlaced"])
             #expect(stored.allSatisfy { $0.schemaVersion == 1 })
             let decoded = try Aggregate.item.codec.decode(stored[1])
+            let price = RentalPrice(
+                dailyPriceCents: 1400, period: Period(from: Day("2026-12-05")!, until: Day("2026-12-07")!), fees: .standard,
+                policy: .flexible)
             #expect(decoded == .bidPlaced(BidPlaced(
-                bidID: bid, bidderID: bidder, dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!)))
+                bidID: bid, bidderID: bidder, dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!,
+                price: price, hold: RentalHold(method: .balance, amountCents: 4410))))
             #expect(try await gateway.store.verify() == nil)
         }
     }

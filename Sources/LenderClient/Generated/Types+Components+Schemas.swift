@@ -518,6 +518,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Bid/position`.
             public var position: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/Bid/payment`.
+            public var payment: Components.Schemas.RentalPaymentOrNull?
             /// Creates a new `Bid`.
             ///
             /// - Parameters:
@@ -536,6 +538,7 @@ extension Components {
             ///   - itemKind: The item's kind
             ///   - itemPhoto: The item's first photo, or null
             ///   - position: The log position of the command's last event; null on a read
+            ///   - payment:
             public init(
                 id: Components.Schemas.Uuid,
                 itemId: Components.Schemas.Uuid,
@@ -551,7 +554,8 @@ extension Components {
                 itemTitle: Swift.String,
                 itemKind: Components.Schemas.Bid.ItemKindPayload,
                 itemPhoto: Components.Schemas.PhotoOrNull? = nil,
-                position: Swift.Int64? = nil
+                position: Swift.Int64? = nil,
+                payment: Components.Schemas.RentalPaymentOrNull? = nil
             ) {
                 self.id = id
                 self.itemId = itemId
@@ -568,6 +572,7 @@ extension Components {
                 self.itemKind = itemKind
                 self.itemPhoto = itemPhoto
                 self.position = position
+                self.payment = payment
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -585,6 +590,7 @@ extension Components {
                 case itemKind
                 case itemPhoto
                 case position
+                case payment
             }
         }
         /// - Remark: Generated from `#/components/schemas/BidHistoryEntry`.
@@ -874,6 +880,20 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Booking/position`.
             public var position: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/Booking/payment`.
+            public var payment: Components.Schemas.RentalPaymentOrNull?
+            /// Given back to the renter when cancelled
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/refundCents`.
+            public var refundCents: Swift.Int?
+            /// Paid to the owner once it ended
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/settledPayoutCents`.
+            public var settledPayoutCents: Swift.Int?
+            /// Earned by the marketplace once it ended
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/settledFeesCents`.
+            public var settledFeesCents: Swift.Int?
             /// Creates a new `Booking`.
             ///
             /// - Parameters:
@@ -896,6 +916,10 @@ extension Components {
             ///   - cancelledBy: Who cancelled it; absent unless cancelled
             ///   - contactEmail: The other party's e-mail: only in GET /v1/bookings/{bookingID} (and its completion), absent in lists
             ///   - position: The log position of the command's last event; absent on a read
+            ///   - payment:
+            ///   - refundCents: Given back to the renter when cancelled
+            ///   - settledPayoutCents: Paid to the owner once it ended
+            ///   - settledFeesCents: Earned by the marketplace once it ended
             public init(
                 id: Components.Schemas.Uuid,
                 itemId: Components.Schemas.Uuid,
@@ -915,7 +939,11 @@ extension Components {
                 cancelledAt: Foundation.Date? = nil,
                 cancelledBy: Components.Schemas.UUIDOrNull? = nil,
                 contactEmail: Swift.String? = nil,
-                position: Swift.Int64? = nil
+                position: Swift.Int64? = nil,
+                payment: Components.Schemas.RentalPaymentOrNull? = nil,
+                refundCents: Swift.Int? = nil,
+                settledPayoutCents: Swift.Int? = nil,
+                settledFeesCents: Swift.Int? = nil
             ) {
                 self.id = id
                 self.itemId = itemId
@@ -936,6 +964,10 @@ extension Components {
                 self.cancelledBy = cancelledBy
                 self.contactEmail = contactEmail
                 self.position = position
+                self.payment = payment
+                self.refundCents = refundCents
+                self.settledPayoutCents = settledPayoutCents
+                self.settledFeesCents = settledFeesCents
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -957,6 +989,10 @@ extension Components {
                 case cancelledBy
                 case contactEmail
                 case position
+                case payment
+                case refundCents
+                case settledPayoutCents
+                case settledFeesCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/BookingPage`.
@@ -1431,6 +1467,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/position`.
             public var position: Swift.Int64?
+            /// The balance less what is held for rental bids
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/availableCents`.
+            public var availableCents: Swift.Int
             /// Creates a new `PrivateProfile`.
             ///
             /// - Parameters:
@@ -1456,6 +1496,7 @@ extension Components {
             ///   - blocked: Whom this user blocked
             ///   - links:
             ///   - position: The log position of the command's last event; null on a read
+            ///   - availableCents: The balance less what is held for rental bids
             public init(
                 id: Components.Schemas.Uuid,
                 handle: Swift.String,
@@ -1478,7 +1519,8 @@ extension Components {
                 approvalsReceived: [Components.Schemas.Bid],
                 blocked: [Components.Schemas.Uuid],
                 links: Components.Schemas.ProfileLinks,
-                position: Swift.Int64? = nil
+                position: Swift.Int64? = nil,
+                availableCents: Swift.Int
             ) {
                 self.id = id
                 self.handle = handle
@@ -1502,6 +1544,7 @@ extension Components {
                 self.blocked = blocked
                 self.links = links
                 self.position = position
+                self.availableCents = availableCents
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -1526,6 +1569,7 @@ extension Components {
                 case blocked
                 case links
                 case position
+                case availableCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/PublicProfile`.
@@ -1556,6 +1600,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PublicProfile/photos`.
             public var photos: [Components.Schemas.Photo]
+            /// Bookings they cancelled as the owner
+            ///
+            /// - Remark: Generated from `#/components/schemas/PublicProfile/ownerCancellations`.
+            public var ownerCancellations: Swift.Int
             /// Creates a new `PublicProfile`.
             ///
             /// - Parameters:
@@ -1569,6 +1617,7 @@ extension Components {
             ///   - rating: The mean of the stars of the reviews about them, by either side of a deal, to one decimal; null before the first
             ///   - reviewCount: Reviews about them
             ///   - photos: The profile photo, if there is one: a list, like an item's and a loan's
+            ///   - ownerCancellations: Bookings they cancelled as the owner
             public init(
                 id: Components.Schemas.Uuid,
                 handle: Swift.String,
@@ -1579,7 +1628,8 @@ extension Components {
                 completedDeals: Swift.Int,
                 rating: Swift.Double? = nil,
                 reviewCount: Swift.Int,
-                photos: [Components.Schemas.Photo]
+                photos: [Components.Schemas.Photo],
+                ownerCancellations: Swift.Int
             ) {
                 self.id = id
                 self.handle = handle
@@ -1591,6 +1641,7 @@ extension Components {
                 self.rating = rating
                 self.reviewCount = reviewCount
                 self.photos = photos
+                self.ownerCancellations = ownerCancellations
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -1603,6 +1654,7 @@ extension Components {
                 case rating
                 case reviewCount
                 case photos
+                case ownerCancellations
             }
         }
         /// - Remark: Generated from `#/components/schemas/Health`.
@@ -1750,6 +1802,8 @@ extension Components {
             public var availableFrom: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/RentalBody/availableUntil`.
             public var availableUntil: Components.Schemas.DayOrNull?
+            /// - Remark: Generated from `#/components/schemas/RentalBody/cancellationPolicy`.
+            public var cancellationPolicy: Components.Schemas.CancellationPolicy?
             /// Creates a new `RentalBody`.
             ///
             /// - Parameters:
@@ -1760,6 +1814,7 @@ extension Components {
             ///   - location:
             ///   - availableFrom:
             ///   - availableUntil:
+            ///   - cancellationPolicy:
             public init(
                 title: Swift.String,
                 description: Swift.String? = nil,
@@ -1767,7 +1822,8 @@ extension Components {
                 dailyPriceCents: Swift.Int,
                 location: Components.Schemas.LocationInput,
                 availableFrom: Components.Schemas.DayOrNull? = nil,
-                availableUntil: Components.Schemas.DayOrNull? = nil
+                availableUntil: Components.Schemas.DayOrNull? = nil,
+                cancellationPolicy: Components.Schemas.CancellationPolicy? = nil
             ) {
                 self.title = title
                 self.description = description
@@ -1776,6 +1832,7 @@ extension Components {
                 self.location = location
                 self.availableFrom = availableFrom
                 self.availableUntil = availableUntil
+                self.cancellationPolicy = cancellationPolicy
             }
             public enum CodingKeys: String, CodingKey {
                 case title
@@ -1785,6 +1842,7 @@ extension Components {
                 case location
                 case availableFrom
                 case availableUntil
+                case cancellationPolicy
             }
         }
         /// - Remark: Generated from `#/components/schemas/RequestBody`.
@@ -1959,6 +2017,22 @@ extension Components {
             public var until: Components.Schemas.Day
             /// - Remark: Generated from `#/components/schemas/BidBody/message`.
             public var message: Swift.String?
+            /// How a rental's charge is held (required on a rental)
+            ///
+            /// - Remark: Generated from `#/components/schemas/BidBody/payWith`.
+            @frozen public enum PayWithPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case balance = "balance"
+                case card = "card"
+                case _empty_ = ""
+            }
+            /// How a rental's charge is held (required on a rental)
+            ///
+            /// - Remark: Generated from `#/components/schemas/BidBody/payWith`.
+            public var payWith: Components.Schemas.BidBody.PayWithPayload?
+            /// The card, with payWith card
+            ///
+            /// - Remark: Generated from `#/components/schemas/BidBody/cardId`.
+            public var cardId: Components.Schemas.UUIDOrNull?
             /// Creates a new `BidBody`.
             ///
             /// - Parameters:
@@ -1966,22 +2040,30 @@ extension Components {
             ///   - from:
             ///   - until:
             ///   - message:
+            ///   - payWith: How a rental's charge is held (required on a rental)
+            ///   - cardId: The card, with payWith card
             public init(
                 dailyPriceCents: Swift.Int,
                 from: Components.Schemas.Day,
                 until: Components.Schemas.Day,
-                message: Swift.String? = nil
+                message: Swift.String? = nil,
+                payWith: Components.Schemas.BidBody.PayWithPayload? = nil,
+                cardId: Components.Schemas.UUIDOrNull? = nil
             ) {
                 self.dailyPriceCents = dailyPriceCents
                 self.from = from
                 self.until = until
                 self.message = message
+                self.payWith = payWith
+                self.cardId = cardId
             }
             public enum CodingKeys: String, CodingKey {
                 case dailyPriceCents
                 case from
                 case until
                 case message
+                case payWith
+                case cardId
             }
         }
         /// - Remark: Generated from `#/components/schemas/RejectionBody`.
@@ -3513,10 +3595,15 @@ extension Components {
                 case debit = "debit"
                 case cardCharge = "card_charge"
                 case credit = "credit"
+                case hold = "hold"
+                case release = "release"
+                case rentalPayment = "rental_payment"
+                case rentalRefund = "rental_refund"
+                case rentalEarnings = "rental_earnings"
             }
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
             public var kind: Components.Schemas.BalanceEntry.KindPayload
-            /// Added to the balance; negative when taken; 0 for a card charge
+            /// Added to the balance; negative when taken; 0 for a card's moves
             ///
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/balanceChangeCents`.
             public var balanceChangeCents: Swift.Int
@@ -3526,16 +3613,39 @@ extension Components {
             public var loanId: Components.Schemas.UUIDOrNull?
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/cardId`.
             public var cardId: Components.Schemas.UUIDOrNull?
+            /// checkout, repayment, refund; or how a rental was paid: balance, card
+            ///
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/reason`.
+            public var reason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/heldChangeCents`.
+            public var heldChangeCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/balanceCents`.
+            public var balanceCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/availableCents`.
+            public var availableCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/itemId`.
+            public var itemId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/bidId`.
+            public var bidId: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/BalanceEntry/bookingId`.
+            public var bookingId: Components.Schemas.UUIDOrNull?
             /// Creates a new `BalanceEntry`.
             ///
             /// - Parameters:
             ///   - position: Where the movement is in the log
             ///   - at:
             ///   - kind:
-            ///   - balanceChangeCents: Added to the balance; negative when taken; 0 for a card charge
+            ///   - balanceChangeCents: Added to the balance; negative when taken; 0 for a card's moves
             ///   - amountCents:
             ///   - loanId:
             ///   - cardId:
+            ///   - reason: checkout, repayment, refund; or how a rental was paid: balance, card
+            ///   - heldChangeCents:
+            ///   - balanceCents:
+            ///   - availableCents:
+            ///   - itemId:
+            ///   - bidId:
+            ///   - bookingId:
             public init(
                 position: Swift.Int64,
                 at: Foundation.Date,
@@ -3543,7 +3653,14 @@ extension Components {
                 balanceChangeCents: Swift.Int,
                 amountCents: Swift.Int,
                 loanId: Components.Schemas.UUIDOrNull? = nil,
-                cardId: Components.Schemas.UUIDOrNull? = nil
+                cardId: Components.Schemas.UUIDOrNull? = nil,
+                reason: Swift.String? = nil,
+                heldChangeCents: Swift.Int,
+                balanceCents: Swift.Int,
+                availableCents: Swift.Int,
+                itemId: Components.Schemas.UUIDOrNull? = nil,
+                bidId: Components.Schemas.UUIDOrNull? = nil,
+                bookingId: Components.Schemas.UUIDOrNull? = nil
             ) {
                 self.position = position
                 self.at = at
@@ -3552,6 +3669,13 @@ extension Components {
                 self.amountCents = amountCents
                 self.loanId = loanId
                 self.cardId = cardId
+                self.reason = reason
+                self.heldChangeCents = heldChangeCents
+                self.balanceCents = balanceCents
+                self.availableCents = availableCents
+                self.itemId = itemId
+                self.bidId = bidId
+                self.bookingId = bookingId
             }
             public enum CodingKeys: String, CodingKey {
                 case position
@@ -3561,6 +3685,13 @@ extension Components {
                 case amountCents
                 case loanId
                 case cardId
+                case reason
+                case heldChangeCents
+                case balanceCents
+                case availableCents
+                case itemId
+                case bidId
+                case bookingId
             }
         }
         /// - Remark: Generated from `#/components/schemas/BorrowedLoan`.
@@ -3697,6 +3828,204 @@ extension Components {
                 case balanceHistory
                 case reviews
                 case messages
+            }
+        }
+        /// A rental bid's prices, fixed in its event (SPEC §12.2), and how its charge is held
+        ///
+        /// - Remark: Generated from `#/components/schemas/RentalPayment`.
+        public struct RentalPayment: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/days`.
+            public var days: Swift.Int
+            /// Daily price × days
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/totalCents`.
+            public var totalCents: Swift.Int
+            /// RENTER_FEE_BPS of the total, rounded half up
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/renterFeeCents`.
+            public var renterFeeCents: Swift.Int
+            /// OWNER_FEE_BPS of the total, rounded half up
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/ownerFeeCents`.
+            public var ownerFeeCents: Swift.Int
+            /// Total + renter fee: held at bid time, captured at approval
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/chargeCents`.
+            public var chargeCents: Swift.Int
+            /// Total − owner fee: the owner's at completion
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/payoutCents`.
+            public var payoutCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/cancellationPolicy`.
+            public var cancellationPolicy: Components.Schemas.CancellationPolicy
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/payWith`.
+            @frozen public enum PayWithPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case balance = "balance"
+                case card = "card"
+            }
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/payWith`.
+            public var payWith: Components.Schemas.RentalPayment.PayWithPayload
+            /// Creates a new `RentalPayment`.
+            ///
+            /// - Parameters:
+            ///   - days:
+            ///   - totalCents: Daily price × days
+            ///   - renterFeeCents: RENTER_FEE_BPS of the total, rounded half up
+            ///   - ownerFeeCents: OWNER_FEE_BPS of the total, rounded half up
+            ///   - chargeCents: Total + renter fee: held at bid time, captured at approval
+            ///   - payoutCents: Total − owner fee: the owner's at completion
+            ///   - cancellationPolicy:
+            ///   - payWith:
+            public init(
+                days: Swift.Int,
+                totalCents: Swift.Int,
+                renterFeeCents: Swift.Int,
+                ownerFeeCents: Swift.Int,
+                chargeCents: Swift.Int,
+                payoutCents: Swift.Int,
+                cancellationPolicy: Components.Schemas.CancellationPolicy,
+                payWith: Components.Schemas.RentalPayment.PayWithPayload
+            ) {
+                self.days = days
+                self.totalCents = totalCents
+                self.renterFeeCents = renterFeeCents
+                self.ownerFeeCents = ownerFeeCents
+                self.chargeCents = chargeCents
+                self.payoutCents = payoutCents
+                self.cancellationPolicy = cancellationPolicy
+                self.payWith = payWith
+            }
+            public enum CodingKeys: String, CodingKey {
+                case days
+                case totalCents
+                case renterFeeCents
+                case ownerFeeCents
+                case chargeCents
+                case payoutCents
+                case cancellationPolicy
+                case payWith
+            }
+        }
+        /// A rental bid's prices and hold, or null (a request's bid, or one placed before rentals were paid)
+        ///
+        /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull`.
+        public struct RentalPaymentOrNull: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/days`.
+            public var days: Swift.Int
+            /// Daily price × days
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/totalCents`.
+            public var totalCents: Swift.Int
+            /// RENTER_FEE_BPS of the total, rounded half up
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/renterFeeCents`.
+            public var renterFeeCents: Swift.Int
+            /// OWNER_FEE_BPS of the total, rounded half up
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/ownerFeeCents`.
+            public var ownerFeeCents: Swift.Int
+            /// Total + renter fee: held at bid time, captured at approval
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/chargeCents`.
+            public var chargeCents: Swift.Int
+            /// Total − owner fee: the owner's at completion
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/payoutCents`.
+            public var payoutCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/cancellationPolicy`.
+            public var cancellationPolicy: Components.Schemas.CancellationPolicy
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/payWith`.
+            @frozen public enum PayWithPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case balance = "balance"
+                case card = "card"
+            }
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/payWith`.
+            public var payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload
+            /// Creates a new `RentalPaymentOrNull`.
+            ///
+            /// - Parameters:
+            ///   - days:
+            ///   - totalCents: Daily price × days
+            ///   - renterFeeCents: RENTER_FEE_BPS of the total, rounded half up
+            ///   - ownerFeeCents: OWNER_FEE_BPS of the total, rounded half up
+            ///   - chargeCents: Total + renter fee: held at bid time, captured at approval
+            ///   - payoutCents: Total − owner fee: the owner's at completion
+            ///   - cancellationPolicy:
+            ///   - payWith:
+            public init(
+                days: Swift.Int,
+                totalCents: Swift.Int,
+                renterFeeCents: Swift.Int,
+                ownerFeeCents: Swift.Int,
+                chargeCents: Swift.Int,
+                payoutCents: Swift.Int,
+                cancellationPolicy: Components.Schemas.CancellationPolicy,
+                payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload
+            ) {
+                self.days = days
+                self.totalCents = totalCents
+                self.renterFeeCents = renterFeeCents
+                self.ownerFeeCents = ownerFeeCents
+                self.chargeCents = chargeCents
+                self.payoutCents = payoutCents
+                self.cancellationPolicy = cancellationPolicy
+                self.payWith = payWith
+            }
+            public enum CodingKeys: String, CodingKey {
+                case days
+                case totalCents
+                case renterFeeCents
+                case ownerFeeCents
+                case chargeCents
+                case payoutCents
+                case cancellationPolicy
+                case payWith
+            }
+        }
+        /// Refund when the renter cancels: flexible 100 %; moderate 100 % from 7 days before, else 50 %; strict 50 % from 7 days before, else 0 %
+        ///
+        /// - Remark: Generated from `#/components/schemas/CancellationPolicy`.
+        @frozen public enum CancellationPolicy: String, Codable, Hashable, Sendable, CaseIterable {
+            case flexible = "flexible"
+            case moderate = "moderate"
+            case strict = "strict"
+        }
+        /// - Remark: Generated from `#/components/schemas/BalanceEntryPage`.
+        public struct BalanceEntryPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BalanceEntryPage/data`.
+            public var data: [Components.Schemas.BalanceEntry]
+            /// - Remark: Generated from `#/components/schemas/BalanceEntryPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `BalanceEntryPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.BalanceEntry],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CancellationBody`.
+        public struct CancellationBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CancellationBody/reason`.
+            public var reason: Swift.String?
+            /// Creates a new `CancellationBody`.
+            ///
+            /// - Parameters:
+            ///   - reason:
+            public init(reason: Swift.String? = nil) {
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case reason
             }
         }
     }

@@ -424,6 +424,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/bookings/{bookingID}/reviews`.
     /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/reviews/post(reviewBooking)`.
     func reviewBooking(_ input: Operations.ReviewBooking.Input) async throws -> Operations.ReviewBooking.Output
+    /// CancelBooking
+    ///
+    /// Either party cancels before the first day: the days are free again; the owner's cancellation refunds the whole charge, the renter's is refunded by the rental's cancellation policy, the rest paid to the owner less the owner's fee.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/cancel/post(cancelBooking)`.
+    func cancelBooking(_ input: Operations.CancelBooking.Input) async throws -> Operations.CancelBooking.Output
+    /// BalanceHistory
+    ///
+    /// Every credit, debit, hold and release of the user's money, newest first, with the balance and the available balance after each.
+    ///
+    /// - Remark: HTTP `GET /v1/me/balance-history`.
+    /// - Remark: Generated from `#/paths//v1/me/balance-history/get(balanceHistory)`.
+    func balanceHistory(_ input: Operations.BalanceHistory.Input) async throws -> Operations.BalanceHistory.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1371,6 +1385,38 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// CancelBooking
+    ///
+    /// Either party cancels before the first day: the days are free again; the owner's cancellation refunds the whole charge, the renter's is refunded by the rental's cancellation policy, the rest paid to the owner less the owner's fee.
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/cancel/post(cancelBooking)`.
+    public func cancelBooking(
+        path: Operations.CancelBooking.Input.Path,
+        headers: Operations.CancelBooking.Input.Headers = .init(),
+        body: Operations.CancelBooking.Input.Body? = nil
+    ) async throws -> Operations.CancelBooking.Output {
+        try await cancelBooking(Operations.CancelBooking.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// BalanceHistory
+    ///
+    /// Every credit, debit, hold and release of the user's money, newest first, with the balance and the available balance after each.
+    ///
+    /// - Remark: HTTP `GET /v1/me/balance-history`.
+    /// - Remark: Generated from `#/paths//v1/me/balance-history/get(balanceHistory)`.
+    public func balanceHistory(
+        query: Operations.BalanceHistory.Input.Query = .init(),
+        headers: Operations.BalanceHistory.Input.Headers = .init()
+    ) async throws -> Operations.BalanceHistory.Output {
+        try await balanceHistory(Operations.BalanceHistory.Input(
+            query: query,
+            headers: headers
         ))
     }
 }
