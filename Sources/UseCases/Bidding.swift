@@ -62,7 +62,7 @@ public struct Bidding: Sendable {
         let renter = try await reads.load(.user, id: actor)
         try UserDecider.checkHold(hold.amountCents, paying: .card(cardID), renter, today: today)
         let card = try UserDecider.chargeableCard(cardID, in: renter, today: today)
-        try await payments.limits.reserve(.cardCharge, for: actor)
+        try await payments.limits.reserve(.cardAuthorization, for: actor)
         let authorization = try await payments.processor.authorize(
             token: card.processorToken, amountCents: hold.amountCents,
             idempotencyKey: CardPayments.chargeKey(actor, purpose: "bid:\(itemID)"))

@@ -141,13 +141,18 @@ struct LenderClientTests {
             let bikes = try await bob.listMarket(query: .init(category: .bikes, sort: .newest)).ok.body.json
             #expect(bikes.data.map(\.id) == [rental.id])
 
-            // Bid, approve: a booking of the bid's days, the rental still in the market.
+            // Bid by card (its charge authorised), approve (captured): a booking of the bid's
+            // days, the rental still in the market.
+            let bobsCard = try await bob.addPaymentCard(
+                body: .json(.init(number: "4242 4242 4242 4242", expMonth: 12, expYear: 2030, cvv: "123", holderName: "Bob"))
+            ).card
             let lastDay = CalendarDay.fromToday(12)
             let bid = try await bob.placeBid(
                 path: .init(itemID: rental.id),
-                body: .json(.init(dailyPriceCents: 1400, from: from, until: lastDay))
+                body: .json(.init(dailyPriceCents: 1400, from: from, until: lastDay, payWith: .card, cardId: bobsCard.id))
             ).created.body.json
             #expect(bid.status == .pending)
+            #expect(bid.payment?.chargeCents == 3 * 1400 + 210, "3 days and a 5 % fee")
             #expect(bid.bidderId == bobID)
             let notHis = try await bob.approveBid(path: .init(bidID: bid.id))
             #expect(try notHis.forbidden.body.applicationProblemJson.code == "not_owner")
@@ -173,6 +178,13 @@ struct LenderClientTests {
             _ = try runLender(["jobs", "run", "--as-of", CalendarDay.fromToday(13)], database: database)
             let completed = try await bob.getBooking(path: .init(bookingID: bid.id)).ok.body.json
             #expect(completed.status == .completed)
+            // The owner is paid the total less the owner's 10 % fee, and sees it in the statement.
+            let statement = try await ada.balanceHistory().ok.body.json
+            #expect(statement.data.first?.kind == .rentalEarnings)
+            #expect(statement.data.first?.amountCents == 3 * 1400 - 420)
+            let earned = 3 * 1400 - 420
+            #expect(try await ada.getMyProfile().ok.body.json.availableCents == earned)
+
             let review = try await bob.reviewBooking(path: .init(bookingID: bid.id), body: .json(.init(stars: 5, text: "Smooth ride")))
             #expect(try review.created.body.json.published == false, "held until ada reviews too")
             let answer = try await ada.reviewBooking(path: .init(bookingID: bid.id), body: .json(.init(stars: 4)))
@@ -208,7 +220,7 @@ struct LenderClientTests {
             let deposit = try await ada.deposit(
                 headers: .init(idempotencyKey: "first-deposit"), body: .json(.init(amountCents: 10_000, cardId: card.id))
             ).created.body.json
-            #expect(deposit.balanceCents == 10_000)
+            #expect(deposit.balanceCents == earned + 10_000)
             let replayed = try await ada.deposit(
                 headers: .init(idempotencyKey: "first-deposit"), body: .json(.init(amountCents: 10_000, cardId: card.id))
             ).created.body.json
@@ -244,11 +256,30 @@ struct LenderClientTests {
             ).created.body.json
             #expect(repayment.credits.map(\.lenderId) == [adaID])
             #expect(repayment.paidWith.method == .card)
-            #expect(try await ada.getMyProfile().ok.body.json.balanceCents == 10_000 - 5000 + 1000)
+            #expect(try await ada.getMyProfile().ok.body.json.balanceCents == earned + 10_000 - 5000 + 1000)
 
             let countries = try await ada.listCountries(query: .init(q: "nep")).ok.body.json
             #expect(countries.data.map(\.code) == ["NP"])
             #expect(countries.data.first?.fundraisingLoans == 0)
+
+            // A renter who cancels six days before, under `moderate`, is refunded half.
+            let tent = try await ada.postRental(
+                body: .json(
+                    .init(
+                        title: "Tent", description: "For two", category: .sports, dailyPriceCents: 1000, location: kathmandu,
+                        cancellationPolicy: .moderate))
+            ).created.body.json
+            let sixDays = CalendarDay.fromToday(6)
+            let camping = try await bob.placeBid(
+                path: .init(itemID: tent.id),
+                body: .json(.init(dailyPriceCents: 1000, from: sixDays, until: sixDays, payWith: .card, cardId: bobsCard.id))
+            ).created.body.json
+            #expect(try await ada.approveBid(path: .init(bidID: camping.id)).ok.body.json.status == .approved)
+            let cancelled = try await bob.cancelBooking(
+                path: .init(bookingID: camping.id), body: .json(.init(reason: "Rain"))
+            ).ok.body.json
+            #expect(cancelled.status == .cancelled)
+            #expect(cancelled.refundCents == 500 + 25, "half the total and half the fee")
 
             // Logged out, the token is refused.
             _ = try await ada.logOut().noContent

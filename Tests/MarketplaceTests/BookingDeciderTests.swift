@@ -46,7 +46,7 @@ struct BookingDeciderTests {
         let a = BidID()
         let blackout = BlackoutAdded(blackoutID: BlackoutID(), from: day("2026-12-10"), until: day("2026-12-12"))
         let history = posted + booked(a, by: alice, from: "2026-12-03", until: "2026-12-05") + [.blackoutAdded(blackout)]
-        let over = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-05"), until: day("2026-12-11"))
+        let over = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-05"), until: day("2026-12-11"), payWith: .balance)
         guard case .failure(let error) = given(history, when: .placeBid(over), by: bob) else {
             Issue.record("expected dates_unavailable")
             return
@@ -56,7 +56,7 @@ struct BookingDeciderTests {
         #expect(error.conflicts == [
             Period(from: day("2026-12-03"), until: day("2026-12-05")), Period(from: day("2026-12-10"), until: day("2026-12-12")),
         ])
-        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-06"), until: day("2026-12-09"))
+        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-06"), until: day("2026-12-09"), payWith: .balance)
         #expect((try? given(history, when: .placeBid(free), by: bob).get()) != nil)
         // A request is reserved whole, and knows no calendar.
         let request = RequestPosted(
@@ -106,7 +106,7 @@ struct BookingDeciderTests {
         #expect(try given(history + events, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: owner).get() == [])
         let removed = try given(history + events, when: .removeBlackout(id), by: owner).get()
         expectRefused(given(history + events + removed, when: .removeBlackout(id), by: owner), .notFound, "blackout_not_found")
-        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-09"), until: day("2026-12-12"))
+        let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-09"), until: day("2026-12-12"), payWith: .balance)
         #expect((try? given(history + events + removed, when: .placeBid(free), by: bob).get()) != nil)
     }
 
@@ -126,7 +126,7 @@ struct BookingDeciderTests {
         #expect(item.windowFrom == day("2026-12-10"))
         #expect(item.windowUntil == nil)
         // Open at the end now: a bid in February fits.
-        let late = PlaceBid(dailyPriceCents: 1400, from: day("2027-02-01"), until: day("2027-02-02"))
+        let late = PlaceBid(dailyPriceCents: 1400, from: day("2027-02-01"), until: day("2027-02-02"), payWith: .balance)
         #expect((try? given(history + events, when: .placeBid(late), by: bob).get()) != nil)
     }
 
@@ -235,7 +235,7 @@ struct BookingDeciderTests {
         #expect(item.status == .available)
         #expect(item.bookings.map(\.period) == [Period(from: day("2026-12-03"), until: day("2026-12-05"))])
         expectRefused(
-            given(reserved, when: .placeBid(PlaceBid(dailyPriceCents: 1, from: day("2026-12-04"), until: day("2026-12-04"))), by: bob),
+            given(reserved, when: .placeBid(PlaceBid(dailyPriceCents: 1, from: day("2026-12-04"), until: day("2026-12-04"), payWith: .balance)), by: bob),
             .conflict, "dates_unavailable")
         let relisted = reserved + [.closed(ItemClosed()), .relisted(ItemRelisted())]
         let after = try #require(ItemDecider.fold(relisted).item)

@@ -151,7 +151,7 @@ struct ItemBidTests {
     let posted: [ItemEvent] = [.rentalPosted(rental)]
 
     func place(from: String = "2026-12-05", until: String = "2026-12-07", blocked: Bool = false) -> ItemCommand {
-        .placeBid(PlaceBid(dailyPriceCents: 1400, from: day(from), until: day(until), isBlockedByOwner: blocked))
+        .placeBid(PlaceBid(dailyPriceCents: 1400, from: day(from), until: day(until), isBlockedByOwner: blocked, payWith: .balance))
     }
 
     @Test func aBidIsPlacedByAnotherUser() throws {

@@ -62,7 +62,7 @@ struct BidHistoryTests {
                 let post = PostRental(title: "Drill", description: "", category: .tools, dailyPriceCents: 700,
                     location: Location(lat: 1, lng: 1, place: "here"))
                 _ = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: owner)
-                let bid = PlaceBid(dailyPriceCents: 650, from: Day("2026-12-01")!, until: Day("2026-12-02")!)
+                let bid = PlaceBid(dailyPriceCents: 650, from: Day("2026-12-01")!, until: Day("2026-12-02")!, payWith: .balance)
                 _ = try await gateway.handle(.placeBid(bid), on: .item, id: post.itemID, actor: UserID())
 
                 let output = try runLender(["audit", "bids", "--item", post.itemID.description, "--json"], database: configuration)

@@ -186,7 +186,7 @@ struct PlanCacheTests {
                 #expect(statements.count == 6, "\(statements)")
                 #expect(!statements.contains { $0.contains("IS NULL OR") }, "\(statements)")
                 for pattern in [
-                    "%item ON true WHERE item_id%", "%m.bid_id =%", "%FROM feed_view%", "SELECT item_id FROM bids_view%", "%r.item_id =%",
+                    "%price ON true WHERE item_id%", "%m.bid_id =%", "%FROM feed_view%", "SELECT item_id FROM bids_view%", "%r.item_id =%",
                 ] {
                     let plans = try await Self.plans(pool, like: pattern)
                     #expect(plans.generic >= 1, "\(pattern): planned once for the runs after the fifth")

@@ -128,9 +128,15 @@ struct ProcessTests {
             ).decode(ItemResource.self).id
             var bids = [BidID]()
             for bidder in bidders {
+                let card = try await bidder.server.send(
+                    .post, "/v1/me/cards", json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Bidder"],
+                    token: bidder.token
+                ).decode(CardResource.self).id
                 let bid = try await bidder.server.send(
-                    .post, "/v1/items/\(itemID)/bids", json: ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"],
-                    token: bidder.token)
+                    .post, "/v1/items/\(itemID)/bids",
+                    json: [
+                        "dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07", "payWith": "card", "cardId": "\(card)",
+                    ], token: bidder.token)
                 #expect(bid.status == .created, "\(bid)")
                 bids.append(try bid.decode(BidResource.self).id)
             }

@@ -2023,7 +2023,6 @@ extension Components {
             @frozen public enum PayWithPayload: String, Codable, Hashable, Sendable, CaseIterable {
                 case balance = "balance"
                 case card = "card"
-                case _empty_ = ""
             }
             /// How a rental's charge is held (required on a rental)
             ///
