@@ -251,6 +251,10 @@ extension ItemDecider {
         }
         let conflicts = conflicts(item, with: period)
         guard conflicts.isEmpty else { throw datesUnavailable(conflicts) }
+        // A card's hold is money only once captured: no booking holds an uncaptured one.
+        guard bid.hold?.method != .card || chargeID != nil else {
+            throw DomainError(.conflict, "payment_failed", "The card's payment was not captured.")
+        }
         return [
             .bidApproved(BidApproved(bidID: bid.id)),
             .bookingConfirmed(

@@ -202,7 +202,11 @@ public func buildApplication(
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
-            accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost, sessions: sessions), payments: payments,
+            accounts: {
+                var accounts = Accounts(pool: pool, gateway: gateway, bcryptCost: bcryptCost, sessions: sessions)
+                accounts.processor = payments.makeProcessor(pool)
+                return accounts
+            }(), payments: payments,
             replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
             today: today),
         server: connections.server(),

@@ -3,6 +3,7 @@ import Aggregates
 import EventStore
 import Foundation
 import Marketplace
+import Payments
 import Postgres
 import Synchronization
 
@@ -23,6 +24,9 @@ public struct Accounts: Sendable {
     /// The sessions checked lately; shared by every copy of these accounts in the process.
     public let sessions: SessionCache
     public var sessionLifetime: TimeInterval = 30 * 24 * 3600
+    /// Where a forgotten user's released card holds are voided (nil: left to
+    /// `lender payments reconcile`, which voids what the log released).
+    public var processor: (any PaymentProcessor)?
 
     private let decoy: DecoyHash
 

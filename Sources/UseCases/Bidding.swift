@@ -53,9 +53,13 @@ public struct Bidding: Sendable {
         guard case .card(let cardID) = bid.payWith, IdempotentRequest.current?.recorded == nil else {
             return try await place(bid, itemID, actor, today)
         }
-        // Decided once with nothing held: nothing is authorised for a bid that would be refused.
+        // Decided once with nothing held: nothing is authorised for a bid that would be refused
+        // (a blocked bidder's included).
         var reads = StreamReads(gateway: gateway)
-        let events = try Aggregate.item.decide(.placeBid(bid), try await reads.load(.item, id: itemID), actor)
+        let item = try await reads.load(.item, id: itemID)
+        var decided = bid
+        if let owner = item.ownerID { decided.isBlockedByOwner = try await reads.load(.user, id: owner).blocked.contains(actor) }
+        let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
         guard case .bidPlaced(let decided)? = events.first, let hold = decided.hold else {
             return try await place(bid, itemID, actor, today)
         }
@@ -67,6 +71,12 @@ public struct Bidding: Sendable {
             token: card.processorToken, amountCents: hold.amountCents,
             idempotencyKey: CardPayments.chargeKey(actor, purpose: "bid:\(itemID)"))
         Failpoints.hit(.authorizeAfter)
+        // The same request's authorisation, voided when its first try was refused: it holds nothing.
+        guard !authorization.isVoided, authorization.capturedChargeID == nil else {
+            throw DomainError(
+                .conflict, "payment_voided",
+                "This bid's card hold was released when it was first refused; send it again with a new Idempotency-Key.")
+        }
         bid.authorizationID = authorization.id
         do {
             return try await place(bid, itemID, actor, today)
@@ -160,14 +170,18 @@ public struct Bidding: Sendable {
             return try await commands.handle(.approveBid(bidID, today: today), on: itemID, actor: actor).append
         }
         // Decided once with nothing captured: nothing is charged for an approval that would fail.
-        _ = try Aggregate.item.decide(.approveBid(bidID, today: today), state, actor)
+        _ = try Aggregate.item.decide(.approveBid(bidID, today: today, chargeID: ""), state, actor)
         let charge: Charge
         do {
             charge = try await payments.processor.capture(
                 authorizationID: authorization, idempotencyKey: ItemCommands.captureKey(bidID))
             guard !charge.isRefunded else { throw DomainError.paymentFailed }
         } catch let error as DomainError where error.code == DomainError.paymentFailed.code {
-            _ = try? await commands.handle(.rejectBid(bidID, reason: "payment_failed"), on: itemID, actor: actor)
+            // Not this request's command (its key answers 409 again): the bid's end, which
+            // releases its hold.
+            _ = try? await IdempotentRequest.$current.withValue(nil) {
+                try await commands.handle(.rejectBid(bidID, reason: "payment_failed"), on: itemID, actor: actor)
+            }
             throw DomainError.paymentFailed
         }
         Failpoints.hit(.captureAfter)
@@ -175,8 +189,11 @@ public struct Bidding: Sendable {
             return try await commands.handle(.approveBid(bidID, today: today, chargeID: charge.id), on: itemID, actor: actor)
                 .append
         } catch let error as DomainError where CardPayments.isCertainFailure(error) {
+            // Refunded here only once the bid is decided otherwise (withdrawn, rejected): while
+            // it is pending, a twin approval may yet record this same capture (its key is the
+            // bid's), and a later one will; reconciliation refunds it if none ever does.
             let (now, _) = try await gateway.load(.item(itemID), .item)
-            if now.item?.booking(bidID)?.chargeID != charge.id {
+            if let bid = now.item?.bid(bidID), bid.status != .pending, bid.status != .approved {
                 do { try await payments.processor.refund(chargeID: charge.id) } catch {
                     gateway.logger.error(
                         "a refund failed; lender payments reconcile will give the charge back",

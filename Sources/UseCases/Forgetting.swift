@@ -71,9 +71,8 @@ extension Accounts {
     }
 
     private func withdrawWhatIsOpen(of user: UserID, metadata: EventMetadata) async throws {
-        // Their bids' card authorisations are voided by `lender payments reconcile`: no
-        // processor is at hand here, and the log says they are released.
-        let commands = ItemCommands(gateway: gateway, processor: nil)
+        // Their bids' holds, and the holds of others' bids on their items, released with them.
+        let commands = ItemCommands(gateway: gateway, processor: processor)
         let items = try await pool.query(
             "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
         for row in items {

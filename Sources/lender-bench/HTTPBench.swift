@@ -9,9 +9,10 @@ import NIOCore
 struct HTTPBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Load a running server: post_rentals, place_bids spread over --items items, book_rentals (approvals over --items rentals), cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words, market_available_dates, availability, loans_near, clusters_world, clusters_region or clusters_city.")
+        abstract: "Load a running server: post_rentals, place_bids (held on the balance), place_bids_card (a card authorisation each) or place_request_bids (no money: bids on requests) spread over --items items, book_rentals or book_rentals_card (approvals over --items rentals, capturing the holds), cart_checkout, me_200_posts, me_2000_posts, market_near, market_newest, market_words, market_available_dates, availability, loans_near, clusters_world, clusters_region or clusters_city.")
 
-    static let scenarios = ["post_rentals", "place_bids", "book_rentals", "cart_checkout", "me_200_posts", "me_2000_posts", "market_near",
+    static let scenarios = ["post_rentals", "place_bids", "place_bids_card", "place_request_bids", "book_rentals", "book_rentals_card",
+        "cart_checkout", "me_200_posts", "me_2000_posts", "market_near",
         "market_newest", "market_words", "market_available_dates", "availability", "loans_near", "register_users", "clusters_world",
         "clusters_region", "clusters_city",
     ]
@@ -34,7 +35,7 @@ struct HTTPBench: AsyncParsableCommand {
         }
         // One pending bid per item and bidder: past items × connections bids, the rest are
         // refused (409) and counted as failures.
-        if scenario == "place_bids", Double(items * connections) < seconds * Self.bidsPerSecondAtMost {
+        if scenario.hasPrefix("place_"), Double(items * connections) < seconds * Self.bidsPerSecondAtMost {
             FileHandle.standardError.write(
                 Data("warning: place_bids has \(items * connections) (item, user) pairs, fewer than \(Int(seconds * Self.bidsPerSecondAtMost)) bids might ask for in \(seconds) s; past them bids are refused (raise --items)\n".utf8))
         }
@@ -46,14 +47,40 @@ struct HTTPBench: AsyncParsableCommand {
         for index in 0..<connections { tokens.append(try await Self.user("b\(run)_\(index)", setup)) }
         var targets = [String]()
         var readPath = Self.readPath(scenario)
+        // What each user's bids pay with (SPEC §12.2): the body of each, user by user.
+        var bidBodies = Array(repeating: Self.bidBody, count: tokens.count)
         switch scenario {
-        case "place_bids":
+        case "place_bids", "place_bids_card", "book_rentals", "book_rentals_card":
+            let card = scenario.hasSuffix("_card")
+            for (user, token) in tokens.enumerated() {
+                let cardID = try Self.field("id", try await Self.send(setup, .post, "/v1/me/cards", Self.card, token).1)
+                if card {
+                    bidBodies[user] = Self.bidBody(paying: #""payWith":"card","cardId":"\#(cardID)""#)
+                } else {
+                    let deposit = ["amountCents": 500_000, "cardId": cardID] as [String: Any]
+                    guard try await Self.send(setup, .post, "/v1/me/deposits", deposit, token).0 == 201 else {
+                        throw ValidationError("a deposit failed")
+                    }
+                    bidBodies[user] = Self.bidBody(paying: #""payWith":"balance""#)
+                }
+            }
+        default: break
+        }
+        switch scenario {
+        case "place_bids", "place_bids_card":
             let owner = try await Self.user("o\(run)", setup)
             for index in 0..<items {
                 let body = try await Self.send(setup, .post, "/v1/rentals", Self.rental("Item \(index)"), owner).1
                 targets.append(try Self.field("id", body))
             }
-        case "book_rentals":
+        case "place_request_bids":
+            // The same bids with no money: a request's (its days cover the bids').
+            let owner = try await Self.user("o\(run)", setup)
+            for index in 0..<items {
+                let body = try await Self.send(setup, .post, "/v1/requests", Self.request("Item \(index)"), owner).1
+                targets.append(try Self.field("id", body))
+            }
+        case "book_rentals", "book_rentals_card":
             // The owner's rentals, then bids of every user on `bookings / connections` of them,
             // each user on two days of its own so no two bids on a rental overlap: each
             // approval confirms a booking and rejects nothing. The run approves them (targets,
@@ -64,7 +91,8 @@ struct HTTPBench: AsyncParsableCommand {
                 rentals.append(try Self.field("id", try await Self.send(setup, .post, "/v1/rentals", Self.rental("Rental \(index)"), owner).1))
             }
             let perUser = min(items, bookings / connections)
-            targets = try await Self.placeBids(on: rentals, by: tokens, each: perUser, port: port).map { "/v1/bids/\($0)/approve" }
+            targets = try await Self.placeBids(on: rentals, by: tokens, paying: bidBodies, each: perUser, port: port)
+                .map { "/v1/bids/\($0)/approve" }
             tokens = Array(repeating: owner, count: connections)
         case "availability":
             // One rental with 50 bookings of a day each over the next 90 days (its default
@@ -74,7 +102,8 @@ struct HTTPBench: AsyncParsableCommand {
             for index in 0..<50 {
                 let renter = try await Self.user("a\(run)_\(index)", setup)
                 let day = Self.day(1 + index * 9 / 5)
-                let bid = ["dailyPriceCents": 1400, "from": day, "until": day] as [String: Any]
+                let card = try Self.field("id", try await Self.send(setup, .post, "/v1/me/cards", Self.card, renter).1)
+                let bid = ["dailyPriceCents": 1400, "from": day, "until": day, "payWith": "card", "cardId": card] as [String: Any]
                 let placed = try await Self.send(setup, .post, "/v1/items/\(rental)/bids", bid, renter).1
                 guard try await Self.send(setup, .post, "/v1/bids/\(try Self.field("id", placed))/approve", [:], owner).0 == 200 else {
                     throw ValidationError("an approval failed")
@@ -114,14 +143,15 @@ struct HTTPBench: AsyncParsableCommand {
             let request: WrkLoad.Request =
                 switch scenario {
                 case "post_rentals": .postRental
-                case "place_bids": .placeBid(items: targets)
-                case "book_rentals": .postEach(paths: targets)
+                case "place_bids", "place_bids_card", "place_request_bids": .placeBid(items: targets, bodies: bidBodies)
+                case "book_rentals", "book_rentals_card": .postEach(paths: targets)
                 default: .read(path: readPath!)
                 }
             try printFigures(try WrkLoad(request: request, tokens: tokens, port: port, seconds: seconds).run(scenario: scenario))
             return
         }
         let targetIDs = targets
+        let bodies = bidBodies
         let scenario = scenario
         let getPath = readPath
         let connections = connections
@@ -144,7 +174,7 @@ struct HTTPBench: AsyncParsableCommand {
                         switch scenario {
                         case _ where getPath != nil:
                             succeeded = try await Self.get(client, getPath!, token) == 200
-                        case "book_rentals":
+                        case "book_rentals", "book_rentals_card":
                             // Each connection its own approvals, in the order of the list.
                             let path = targetIDs[((index - 1) * connections + connection) % targetIDs.count]
                             succeeded = try await Self.post(client, path, "", token) == 200
@@ -163,7 +193,7 @@ struct HTTPBench: AsyncParsableCommand {
                         default:
                             // Each user bids on the items in turn: one pending bid per item and bidder.
                             let item = targetIDs[(connection * 7 + index) % targetIDs.count]
-                            succeeded = try await Self.post(client, "/v1/items/\(item)/bids", Self.bidBody, token) == 201
+                            succeeded = try await Self.post(client, "/v1/items/\(item)/bids", bodies[connection], token) == 201
                         }
                         latencies.append((clock.now - begin).milliseconds)
                         if !succeeded { failures += 1 }
@@ -190,7 +220,13 @@ struct HTTPBench: AsyncParsableCommand {
     static func rentalBody(title: String) -> String {
         #"{"title":"\#(title)","category":"tools","dailyPriceCents":500,"location":{"lat":27.7,"lng":85.3,"place":"Kathmandu"}}"#
     }
-    static let bidBody = #"{"dailyPriceCents":1400,"from":"2027-01-05","until":"2027-01-07"}"#
+    /// A bid at a cent a day (3 days: a charge of 3 cents, no fees), so that a balance of
+    /// 500,000 cents holds every bid a run places; with no money said, a request's.
+    static let bidBody = bidBody(paying: nil)
+
+    static func bidBody(paying: String?) -> String {
+        #"{"dailyPriceCents":1,"from":"2027-01-05","until":"2027-01-07"\#(paying.map { "," + $0 } ?? "")}"#
+    }
 
     /// What wrk can send: the reads, and the commands of one request each whose bodies its Lua writes.
     static let wrkScenarios: Set<String> = Set(scenarios).subtracting(["register_users", "cart_checkout"])
@@ -220,13 +256,18 @@ struct HTTPBench: AsyncParsableCommand {
 
     /// Bids of each user (`tokens`) on `each` of `items`, from the `7 × user`th on, on two days of
     /// the user's own, users in parallel: their ids, user by user.
-    static func placeBids(on items: [String], by tokens: [String], each: Int, port: Int) async throws -> [String] {
+    static func placeBids(on items: [String], by tokens: [String], paying bodies: [String], each: Int, port: Int) async throws
+        -> [String]
+    {
         try await withThrowingTaskGroup(of: (Int, [String]).self) { group in
             for (user, token) in tokens.enumerated() {
                 group.addTask {
                     let client = TestClient(host: "127.0.0.1", port: port)
                     client.connect()
-                    let bid = ["dailyPriceCents": 1400, "from": day(7 + 3 * user), "until": day(8 + 3 * user)] as [String: Any]
+                    // The user's payment, on two days of their own.
+                    var bid = try JSONSerialization.jsonObject(with: Data(bodies[user].utf8)) as! [String: Any]
+                    bid["from"] = day(7 + 3 * user)
+                    bid["until"] = day(8 + 3 * user)
                     var placed = [String]()
                     for index in 0..<each {
                         let (status, body) = try await send(client, .post, "/v1/items/\(items[(user * 7 + index) % items.count])/bids", bid, token)
@@ -274,6 +315,14 @@ struct HTTPBench: AsyncParsableCommand {
 
     static func rental(_ title: String) -> [String: Any] {
         ["title": title, "category": "tools", "dailyPriceCents": 500, "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"]]
+    }
+
+    /// A request whose days cover every bid of the runs.
+    static func request(_ title: String) -> [String: Any] {
+        [
+            "title": title, "category": "tools", "neededFrom": day(1), "neededUntil": day(700),
+            "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"],
+        ]
     }
 
     static func loan(_ title: String) -> [String: Any] {

@@ -21,7 +21,7 @@ struct WrkLoad {
         /// (one pending bid per item and bidder), walking the items in turn from 7 items after
         /// the user before, so requests in a row go to different items. `items × users` bids
         /// in all (`HTTPBench` warns of a run that could ask for more).
-        case placeBid(items: [String])
+        case placeBid(items: [String], bodies: [String])
         /// A POST with no body to each of `paths` once (approvals), the threads taking them in
         /// turn; past the last, from the first again (those answer 409 and count as failures).
         case postEach(paths: [String])
@@ -109,7 +109,8 @@ struct WrkLoad {
     /// so no two threads send the same (user, item) pair.
     func luaScript(pathsFile: String) -> String {
         let list = tokens.map { "\"Bearer \($0)\"" }.joined(separator: ",")
-        let items = if case .placeBid(let items) = request { items.map { "\"\($0)\"" }.joined(separator: ",") } else { "" }
+        let items = if case .placeBid(let items, _) = request { items.map { "\"\($0)\"" }.joined(separator: ",") } else { "" }
+        let bodies = if case .placeBid(_, let bodies) = request { bodies.map { "[[\($0)]]" }.joined(separator: ",") } else { "" }
         let next: String
         switch request {
         case .read:
@@ -124,7 +125,7 @@ struct WrkLoad {
         case .placeBid:
             next = #"""
                 local item = items[(round + 7 * user) % #items + 1]
-                return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, [[\#(HTTPBench.bidBody)]])
+                return wrk.format("POST", "/v1/items/" .. item .. "/bids", {["Authorization"] = tokens[user], ["Content-Type"] = "application/json"}, bodies[user])
                 """#
         case .postEach:
             next = #"""
@@ -134,6 +135,7 @@ struct WrkLoad {
         return """
             local tokens = {\(list)}
             local items = {\(items)}
+            local bodies = {\(bodies)}
             local paths = {}
             for line in io.lines("\(pathsFile)") do table.insert(paths, line) end
             local threads = {}

@@ -245,7 +245,8 @@ struct Users: AsyncParsableCommand {
                 let store = EventStore(
                     pool: pool, logger: logger, projections: lenderProjections,
                     personalData: try DataKeyOptions.personalData(pool: pool))
-                let accounts = Accounts(pool: pool, gateway: CommandGateway(store: store, logger: logger))
+                var accounts = Accounts(pool: pool, gateway: CommandGateway(store: store, logger: logger))
+                accounts.processor = try PaymentProcessors.configured(pool: pool)
                 do {
                     let position = try await accounts.forget(UserID(userID), metadata: EventMetadata(actorID: "operator"))
                     print("\(handle) is forgotten (position \(position)).")

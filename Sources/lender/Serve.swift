@@ -164,6 +164,12 @@ struct Serve: AsyncParsableCommand {
                     (try? PaymentProcessors.named(name, pool: pool)) ?? SandboxPaymentProcessor(pool: pool)
                 },
                 fingerprinter: try CardFingerprinter(secret: secret))
+            if let text = environment["PAYMENT_ATTEMPTS_PER_HOUR"] {
+                guard let attempts = Int(text), attempts > 0 else {
+                    throw ValidationError("PAYMENT_ATTEMPTS_PER_HOUR must be a whole number above 0 (default 10).")
+                }
+                setup.attemptsPerHour = attempts
+            }
             setup.rentalFees = RentalFees(
                 renterBps: try basisPoints(environment, "RENTER_FEE_BPS", default: 500),
                 ownerBps: try basisPoints(environment, "OWNER_FEE_BPS", default: 1000))

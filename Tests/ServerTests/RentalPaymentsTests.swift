@@ -250,9 +250,12 @@ struct RentalPaymentsTests {
             let placed = try await bid(client, drill, ada.token, paying: blocked)
             #expect(placed.status == .created, "authorised: \(placed)")
             let bidID = try #require(placed.json["id"] as? String)
-            let approved = try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token)
+            let approved = try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token, idempotencyKey: "ok-1")
             #expect(approved.status == .conflict, "\(approved)")
             #expect(approved.code == "payment_failed")
+            // The same request again is refused again (the rejection is not the approval's to answer).
+            let again = try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token, idempotencyKey: "ok-1")
+            #expect(again.status == .conflict, "\(again)")
             let bids = try await client.send(.get, "/v1/items/\(drill)/bids", token: ada.token).decode(Page<BidResource>.self)
             #expect(bids.data.first?.status == "rejected")
             #expect(bids.data.first?.reason == "payment_failed")
@@ -380,6 +383,20 @@ struct RentalPaymentsTests {
             #expect(completed.code == "booking_not_ended" || completed.code == "booking_not_confirmed", "\(completed)")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalEarned'") == 0, "flexible: all back")
             #expect(try await me(client, ada.token) == (10_000, 10_000))
+            try await auditClean(admin)
+        }
+    }
+
+    @Test func aForgottenRentersCardHoldIsVoidedWithTheirBid() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let ada = try await client.user("ada")
+            let drill = try await rental(client, owner.token)
+            #expect(try await bid(client, drill, ada.token, paying: try await card(client, ada.token)).status == .created)
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            #expect(closed.status == .noContent, "\(closed)")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalHoldReleased'") == 1)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE voided_at IS NOT NULL") == 1)
             try await auditClean(admin)
         }
     }
