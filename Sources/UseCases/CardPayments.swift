@@ -92,9 +92,6 @@ public struct PaymentLimits: Sendable {
     public enum Kind: String, Sendable {
         case cardAdd = "card_add"
         case cardCharge = "card_charge"
-        /// A rental bid's hold on a card: no money moves, and a renter asks several owners at
-        /// once, so six times as many as charges.
-        case cardAuthorization = "card_authorization"
     }
 
     let pool: PostgresPool
@@ -108,18 +105,14 @@ public struct PaymentLimits: Sendable {
     /// Counts one more attempt, or throws 429 with `Retry-After` when the last hour's are
     /// spent: until the oldest of them is an hour old (migration 0031).
     public func reserve(_ kind: Kind, for user: UserID) async throws {
-        let limit = kind == .cardAuthorization ? perHour * 6 : perHour
+        let limit = perHour
         let row = try await pool.query(
             "SELECT allowed, wait_seconds FROM reserve_payment_attempt(\(user.rawValue), \(kind.rawValue), \(limit)::int)",
             prepared: true
         ).single()
         guard try row.decode("allowed", as: Bool.self) else {
             let wait = max(1, try row.decode("wait_seconds", as: Int.self))
-            let what = switch kind {
-            case .cardAdd: "card adds"
-            case .cardCharge: "card payments"
-            case .cardAuthorization: "card holds for bids"
-            }
+            let what = kind == .cardAdd ? "card adds" : "card payments"
             throw TryLater(
                 .tooManyAttempts, code: "too_many_payment_attempts",
                 detail: "At most \(limit) \(what) an hour; try again in \(wait) s.", retryAfterSeconds: wait)
