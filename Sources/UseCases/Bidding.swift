@@ -167,7 +167,15 @@ public struct Bidding: Sendable {
     public func approve(_ bidID: BidID, by actor: UserID, today: Day) async throws -> AppendResult? {
         let itemID = try await item(ofBid: bidID)
         if let replayed = try await gateway.replayed(on: .item, id: itemID) { return replayed.append }
-        let (state, _) = try await gateway.load(.item(itemID), .item)
+        // A bid's hold never changes once placed: one this server knows as not on a card is
+        // approved as any command is (from memory first, its append checking the version).
+        let (known, _, _) = try await gateway.load(.item(itemID), .item, read: false)
+        if let bid = known.item?.bid(bidID), bid.hold?.method != .card {
+            return try await commands.handle(.approveBid(bidID, today: today), on: itemID, actor: actor).append
+        }
+        // A pending card-held bid known here is decided on as known (a stale one fails the
+        // approval's append, whose refusal refunds the capture); anything else, as read.
+        let state = known.item?.bid(bidID)?.status == .pending ? known : try await gateway.load(.item(itemID), .item).0
         guard let bid = state.item?.bid(bidID), bid.status == .pending, let authorization = bid.hold?.authorizationID else {
             return try await commands.handle(.approveBid(bidID, today: today), on: itemID, actor: actor).append
         }

@@ -10,6 +10,10 @@ import Synchronization
 import Testing
 import TestSupport
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A rental paid on the platform (SPEC §12.2), over HTTP: prices fixed in the bid, holds on
 /// the balance or a card, capture into escrow, settlement, cancellation by policy.
 @Suite("Rental payments over HTTP")
@@ -416,6 +420,141 @@ struct RentalPaymentsTests {
             try await admin.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
             let output = try runLender(["audit", "money"], database: try await ownerURL(admin), expectedStatus: 1)
             #expect(output.contains("IMBALANCE booking \(bidID)"), "\(output)")
+        }
+    }
+}
+
+/// Crashes at the worst moments of a rental's money (SPEC §12.2), in a real server process:
+/// after the card's authorisation, after its capture, each then retried or reconciled.
+@Suite("Rental payments across crashes", .serialized)
+struct RentalPaymentCrashTests {
+    /// A rental of `owner`'s and a card of `renter`'s, made on a server that is then stopped.
+    func setUp(_ database: PostgresConfiguration) async throws -> (owner: String, renter: String, item: ItemID, card: String) {
+        let server = try await ServerProcess(database: database)
+        let owner = try await server.user("owner")
+        let renter = try await server.user("ada")
+        let item = try await server.send(
+            .post, "/v1/rentals",
+            json: ["title": "Drill", "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+            token: owner.token
+        ).decode(ItemResource.self).id
+        let card = try await server.send(
+            .post, "/v1/me/cards",
+            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"], token: renter.token)
+        server.kill(SIGTERM)
+        _ = await server.waitForExit()
+        return (owner.token, renter.token, item, try #require(card.json["id"] as? String))
+    }
+
+    func bid(_ card: String) -> [String: Any] {
+        ["dailyPriceCents": 1400, "from": dayFromToday(10), "until": dayFromToday(12), "payWith": "card", "cardId": card]
+    }
+
+    /// Sends to a server armed with `failpoint`, which must die before answering.
+    func sendAndDie(_ database: PostgresConfiguration, _ failpoint: String, _ path: String, _ body: [String: Any]?, token: String, key: String)
+        async throws
+    {
+        let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": failpoint])
+        await #expect(throws: (any Error).self) {
+            _ = try await armed.send(.post, path, json: body, token: token, idempotencyKey: key)
+        }
+        #expect(await armed.waitForExit() != nil, "the server died at \(failpoint)")
+    }
+
+    @Test func aBidKilledAfterTheAuthorisationIsHeldOnceOnRetryAndVoidedByReconciliationElse() async throws {
+        try await withServerDatabase { database, admin in
+            let (_, renter, item, card) = try await setUp(database)
+            try await sendAndDie(database, "authorize.after", "/v1/items/\(item)/bids", bid(card), token: renter, key: "bid-1")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations") == 1, "authorised before the crash")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'BidPlaced'") == 0)
+
+            // Retried with its key: the same authorisation, held once.
+            let server = try await ServerProcess(database: database)
+            defer { server.kill(SIGTERM) }
+            let retry = try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter, idempotencyKey: "bid-1")
+            #expect(retry.status == .created, "\(retry)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations") == 1, "one authorisation")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalHoldPlaced'") == 1)
+            let held = try await admin.query(
+                "SELECT data->'hold'->>'authorizationID' FROM events WHERE type = 'RentalHoldPlaced'"
+            ).single().decode(0, as: String.self)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE authorization_id = \(held)") == 1)
+
+            // Another renter's bid killed there and never retried: the log lacks it, reconciliation voids it.
+            let second = try await ServerProcess(database: database)
+            let eve = try await second.user("eve")
+            let eves = try await second.send(
+                .post, "/v1/me/cards",
+                json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Eve"], token: eve.token)
+            second.kill(SIGTERM)
+            _ = await second.waitForExit()
+            let evesCard = try #require(eves.json["id"] as? String)
+            var late = bid(evesCard)
+            late["from"] = dayFromToday(20)
+            late["until"] = dayFromToday(21)
+            try await sendAndDie(database, "authorize.after", "/v1/items/\(item)/bids", late, token: eve.token, key: "bid-2")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE voided_at IS NULL") == 2)
+            let reconciled = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(reconciled.contains("2 open authorisations checked, 1 not held by the log"), "\(reconciled)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE voided_at IS NOT NULL") == 1)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE authorization_id = \(held) AND voided_at IS NULL") == 1, "the held one stays")
+            let again = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(again.contains("1 open authorisations checked, 0 not held by the log"), "\(again)")
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+
+    @Test func anApprovalKilledAfterTheCaptureIsCapturedOnceOnRetryAndRefundedByReconciliationElse() async throws {
+        try await withServerDatabase { database, admin in
+            let (owner, renter, item, card) = try await setUp(database)
+            let server = try await ServerProcess(database: database)
+            let placed = try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter)
+            #expect(placed.status == .created, "\(placed)")
+            let bidID = try #require(placed.json["id"] as? String)
+            server.kill(SIGTERM)
+            _ = await server.waitForExit()
+
+            try await sendAndDie(database, "capture.after", "/v1/bids/\(bidID)/approve", nil, token: owner, key: "ap-1")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "captured before the crash")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'BookingConfirmed'") == 0)
+
+            let retried = try await ServerProcess(database: database)
+            defer { retried.kill(SIGTERM) }
+            let approved = try await retried.send(.post, "/v1/bids/\(bidID)/approve", token: owner, idempotencyKey: "ap-1")
+            #expect(approved.status == .ok, "\(approved)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "one capture")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalPaid'") == 1)
+            let charge = try await admin.query("SELECT charge_id FROM sandbox_charges").single().decode(0, as: String.self)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalPaid' AND data->>'chargeID' = \(charge)") == 1)
+            let reconciled = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(reconciled.contains("1 unrefunded charges checked, 0 not in the log"), "\(reconciled)")
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+
+    @Test func aCaptureWhoseApprovalNeverCameIsRefundedOnceByReconciliation() async throws {
+        try await withServerDatabase { database, admin in
+            let (owner, renter, item, card) = try await setUp(database)
+            let server = try await ServerProcess(database: database)
+            let bidID = try #require(
+                try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter).json["id"] as? String)
+            server.kill(SIGTERM)
+            _ = await server.waitForExit()
+            try await sendAndDie(database, "capture.after", "/v1/bids/\(bidID)/approve", nil, token: owner, key: "ap-2")
+
+            // The renter withdraws meanwhile: the hold released, the void a no-op on a captured one.
+            let after = try await ServerProcess(database: database)
+            defer { after.kill(SIGTERM) }
+            #expect(try await after.send(.post, "/v1/bids/\(bidID)/withdraw", token: renter).status == .ok)
+            let first = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(first.contains("1 unrefunded charges checked, 1 not in the log"), "\(first)")
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges WHERE refunded_at IS NOT NULL") == 1)
+            let second = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(second.contains("0 unrefunded charges checked"), "\(second)")
+            // The approval retried now: the bid is no longer pending.
+            let late = try await after.send(.post, "/v1/bids/\(bidID)/approve", token: owner, idempotencyKey: "ap-2")
+            #expect(late.code == "bid_not_pending", "\(late)")
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
         }
     }
 }
