@@ -38,6 +38,7 @@ struct LoansController: Sendable {
         var credits: [Repayments.Credit]
         /// The borrower's balance after the repayment.
         var balanceCents: Int
+        var availableCents: Int?
         var loan: LoanResource
         var position: Int64?
     }
@@ -78,7 +79,7 @@ struct LoansController: Sendable {
             status: .created,
             response: Repayment(
                 amountCents: outcome.amountCents, paidWith: outcome.paidWith, credits: outcome.credits,
-                balanceCents: outcome.balanceCents, loan: try await loans.loan(loanID, position: append?.lastPosition),
+                balanceCents: outcome.balanceCents, availableCents: outcome.availableCents, loan: try await loans.loan(loanID, position: append?.lastPosition),
                 position: append?.lastPosition))
     }
 

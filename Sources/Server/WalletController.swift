@@ -43,6 +43,7 @@ struct WalletController: Sendable {
         var cardId: CardID
         var chargeId: String
         var balanceCents: Int
+        var availableCents: Int
         var position: Int64?
     }
 
@@ -79,6 +80,7 @@ struct WalletController: Sendable {
             response: Deposit(
                 amountCents: deposited.deposit.amountCents, cardId: deposited.deposit.cardID,
                 chargeId: deposited.deposit.chargeID, balanceCents: deposited.balanceCents,
+                availableCents: deposited.availableCents,
                 position: deposited.append?.lastPosition))
     }
 }

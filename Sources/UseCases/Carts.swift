@@ -58,10 +58,11 @@ public struct Carts: Sendable {
                 try [StreamWrite(decision.cart, to: .cart, id: me)]
                 + decision.loans.map { try StreamWrite($0.events, to: .loan, id: $0.id) }
                 + [StreamWrite(decision.user, to: .user, id: me)]
-            let balance = decision.user.reduce(user, UserDecider.evolve).balanceCents
+            let after = decision.user.reduce(user, UserDecider.evolve)
             let result = PaidCart(
                 purchases: decision.purchases.map { PaidCart.Purchase(loanId: $0.loanID, amountCents: $0.amountCents) },
-                totalCents: decision.totalCents, paidWith: PaidWith(payment.paidWith), balanceCents: balance)
+                totalCents: decision.totalCents, paidWith: PaidWith(payment.paidWith), balanceCents: after.balanceCents,
+                availableCents: after.availableCents)
             return (writes, result)
         }
         return result.at(append)
@@ -92,6 +93,8 @@ public struct PaidCart: Codable, Sendable {
     public var totalCents: Int
     public var paidWith: PaidWith
     public var balanceCents: Int
+    /// Absent in answers recorded before rentals were paid.
+    public var availableCents: Int?
     public var position: Int64?
 
     func at(_ append: AppendResult?) -> PaidCart {

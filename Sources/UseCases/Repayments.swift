@@ -18,8 +18,10 @@ public struct Repayments: Sendable {
         public var amountCents: Int
         public var paidWith: PaidWith
         public var credits: [Credit]
-        /// The borrower's balance after the repayment.
+        /// The borrower's balance after the repayment, and what of it is not held (absent in
+        /// answers recorded before rentals were paid).
         public var balanceCents: Int
+        public var availableCents: Int?
     }
 
     public struct Credit: Codable, Sendable {
@@ -59,7 +61,8 @@ public struct Repayments: Sendable {
             let outcome = Outcome(
                 amountCents: amount, paidWith: PaidWith(payment.paidWith),
                 credits: decision.credits.map { Credit(lenderId: $0.lender, amountCents: $0.credit.amountCents) },
-                balanceCents: decision.borrower.reduce(borrower, UserDecider.evolve).balanceCents)
+                balanceCents: decision.borrower.reduce(borrower, UserDecider.evolve).balanceCents,
+                availableCents: decision.borrower.reduce(borrower, UserDecider.evolve).availableCents)
             return (writes, outcome)
         }
     }

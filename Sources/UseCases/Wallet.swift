@@ -63,6 +63,8 @@ public struct Wallet: Sendable {
     public struct Deposited: Sendable {
         public var deposit: FundsDeposited
         public var balanceCents: Int
+        /// The balance less what rental bids hold of it.
+        public var availableCents: Int
         public var append: AppendResult?
     }
 
@@ -83,7 +85,9 @@ public struct Wallet: Sendable {
         guard case .fundsDeposited(let deposited)? = handled.events.first else {
             throw DepositNotRecorded()
         }
-        return Deposited(deposit: deposited, balanceCents: handled.state.balanceCents, append: handled.append)
+        return Deposited(
+            deposit: deposited, balanceCents: handled.state.balanceCents, availableCents: handled.state.availableCents,
+            append: handled.append)
     }
 
     /// A deposit whose command appended no deposit: a defect, never a client's fault.

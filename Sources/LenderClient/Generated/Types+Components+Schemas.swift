@@ -2351,6 +2351,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Deposit/position`.
             public var position: Swift.Int64
+            /// The balance less what rental bids hold of it
+            ///
+            /// - Remark: Generated from `#/components/schemas/Deposit/availableCents`.
+            public var availableCents: Swift.Int
             /// Creates a new `Deposit`.
             ///
             /// - Parameters:
@@ -2359,18 +2363,21 @@ extension Components {
             ///   - chargeId:
             ///   - balanceCents:
             ///   - position: The log position of the command's last event
+            ///   - availableCents: The balance less what rental bids hold of it
             public init(
                 amountCents: Swift.Int,
                 cardId: Components.Schemas.Uuid,
                 chargeId: Swift.String,
                 balanceCents: Swift.Int,
-                position: Swift.Int64
+                position: Swift.Int64,
+                availableCents: Swift.Int
             ) {
                 self.amountCents = amountCents
                 self.cardId = cardId
                 self.chargeId = chargeId
                 self.balanceCents = balanceCents
                 self.position = position
+                self.availableCents = availableCents
             }
             public enum CodingKeys: String, CodingKey {
                 case amountCents
@@ -2378,6 +2385,7 @@ extension Components {
                 case chargeId
                 case balanceCents
                 case position
+                case availableCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/LoanStatus`.
@@ -2718,6 +2726,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Repayment/balanceCents`.
             public var balanceCents: Swift.Int
+            /// The balance less what rental bids hold of it
+            ///
+            /// - Remark: Generated from `#/components/schemas/Repayment/availableCents`.
+            public var availableCents: Swift.Int?
             /// Creates a new `Repayment`.
             ///
             /// - Parameters:
@@ -2727,13 +2739,15 @@ extension Components {
             ///   - position: The log position of the command's last event
             ///   - paidWith:
             ///   - balanceCents: The borrower's balance after the repayment
+            ///   - availableCents: The balance less what rental bids hold of it
             public init(
                 amountCents: Swift.Int,
                 credits: [Components.Schemas.LenderAmount],
                 loan: Components.Schemas.Loan,
                 position: Swift.Int64,
                 paidWith: Components.Schemas.PaidWith,
-                balanceCents: Swift.Int
+                balanceCents: Swift.Int,
+                availableCents: Swift.Int? = nil
             ) {
                 self.amountCents = amountCents
                 self.credits = credits
@@ -2741,6 +2755,7 @@ extension Components {
                 self.position = position
                 self.paidWith = paidWith
                 self.balanceCents = balanceCents
+                self.availableCents = availableCents
             }
             public enum CodingKeys: String, CodingKey {
                 case amountCents
@@ -2749,6 +2764,7 @@ extension Components {
                 case position
                 case paidWith
                 case balanceCents
+                case availableCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/CartLineBody`.
@@ -2942,6 +2958,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PaidCart/position`.
             public var position: Swift.Int64
+            /// The balance less what rental bids hold of it
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaidCart/availableCents`.
+            public var availableCents: Swift.Int?
             /// Creates a new `PaidCart`.
             ///
             /// - Parameters:
@@ -2950,18 +2970,21 @@ extension Components {
             ///   - paidWith:
             ///   - balanceCents:
             ///   - position: The log position of the command's last event
+            ///   - availableCents: The balance less what rental bids hold of it
             public init(
                 purchases: Components.Schemas.PaidCart.PurchasesPayload,
                 totalCents: Swift.Int,
                 paidWith: Components.Schemas.PaidWith,
                 balanceCents: Swift.Int,
-                position: Swift.Int64
+                position: Swift.Int64,
+                availableCents: Swift.Int? = nil
             ) {
                 self.purchases = purchases
                 self.totalCents = totalCents
                 self.paidWith = paidWith
                 self.balanceCents = balanceCents
                 self.position = position
+                self.availableCents = availableCents
             }
             public enum CodingKeys: String, CodingKey {
                 case purchases
@@ -2969,6 +2992,7 @@ extension Components {
                 case paidWith
                 case balanceCents
                 case position
+                case availableCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/Country`.
