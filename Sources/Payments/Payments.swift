@@ -284,39 +284,34 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
     public func capture(authorizationID: String, idempotencyKey: String) async throws -> Charge {
         let chargeID = "ch_sandbox_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let refused = DomainError(.conflict, "payment_failed", "The card's payment could not be taken.")
-        return try await pool.withTransaction { connection in
-            guard
-                let held = try await connection.query(
-                    """
-                    SELECT token, amount_cents, voided_at, captured_charge_id FROM sandbox_authorizations
-                    WHERE authorization_id = \(authorizationID) FOR UPDATE
-                    """
-                ).first
-            else { throw refused }
-            if let captured = try held.decode("captured_charge_id", as: String?.self) {
-                // Captured before: the same charge, as a retry with the same key expects.
-                let row = try await connection.query(
-                    "UPDATE sandbox_charges SET last_used_at = now() WHERE charge_id = \(captured) RETURNING \(unsafeRaw: Charge.columns)"
-                ).single()
-                guard try row.decode("idempotency_key", as: String.self) == idempotencyKey else { throw refused }
-                return try Charge(row: row)
-            }
-            let token = try held.decode("token", as: String.self)
-            guard try held.decode("voided_at", as: Date?.self) == nil, !token.hasPrefix("tok_sandbox_nocapture_") else {
-                throw refused
-            }
-            let row = try await connection.query(
-                """
+        // One statement, under the authorisation's row lock: a charge made and the
+        // authorisation marked captured by it; or, captured before (a retry, or a twin that
+        // waited on the lock), that capture's id; or nothing (voided, or refused).
+        let row = try await pool.query(
+            """
+            WITH held AS (
+                SELECT token, amount_cents, voided_at, captured_charge_id FROM sandbox_authorizations
+                WHERE authorization_id = \(authorizationID) FOR UPDATE
+            ), made AS (
                 INSERT INTO sandbox_charges (charge_id, idempotency_key, token, amount_cents)
-                VALUES (\(chargeID), \(idempotencyKey), \(token), \(try held.decode("amount_cents", as: Int.self)))
+                SELECT \(chargeID), \(idempotencyKey), token, amount_cents FROM held
+                WHERE captured_charge_id IS NULL AND voided_at IS NULL AND NOT starts_with(token, 'tok_sandbox_nocapture_')
                 RETURNING \(unsafeRaw: Charge.columns)
-                """
-            ).single()
-            try await connection.query(
-                "UPDATE sandbox_authorizations SET captured_charge_id = \(chargeID), last_used_at = now() WHERE authorization_id = \(authorizationID)"
+            ), marked AS (
+                UPDATE sandbox_authorizations SET captured_charge_id = made.charge_id, last_used_at = now()
+                FROM made WHERE authorization_id = \(authorizationID)
             )
-            return try Charge(row: row)
-        }
+            SELECT made.*, (SELECT captured_charge_id FROM held) AS before FROM (SELECT 1) one LEFT JOIN made ON true
+            """
+        ).single()
+        if try row.decode("charge_id", as: String?.self) != nil { return try Charge(row: row) }
+        guard let before = try row.decode("before", as: String?.self) else { throw refused }
+        let captured = try await pool.query(
+            "UPDATE sandbox_charges SET last_used_at = now() WHERE charge_id = \(before) RETURNING \(unsafeRaw: Charge.columns)"
+        ).single()
+        // The same capture only for the same key, as a real processor answers a retry.
+        guard try captured.decode("idempotency_key", as: String.self) == idempotencyKey else { throw refused }
+        return try Charge(row: captured)
     }
 
     public func void(authorizationID: String) async throws {
