@@ -45,6 +45,20 @@ let package = Package(
             pkgConfig: "vips",
             providers: [.apt(["libvips-dev"])]
         ),
+        // libcurl, for SMTP (Debian: libcurl4-openssl-dev): a well-kept client of the
+        // protocol, STARTTLS and SMTPS included, rather than one written here.
+        .systemLibrary(
+            name: "CCurl",
+            path: "Sources/CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        // E-mail out: messages written as RFC 5322 and MIME, and sent over SMTP.
+        .target(
+            name: "Mail",
+            dependencies: ["CCurlShim", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
         // Fixed-argument C wrappers over libvips' variadic calls, which Swift cannot make.
         .target(name: "CVipsShim", dependencies: ["CVips"]),
         // Photos: checked by decoding, turned upright, stripped of metadata, thumbnailed. No I/O.
@@ -114,6 +128,7 @@ let package = Package(
                 "Aggregates",
                 "EventStore",
                 "Marketplace",
+                "Mail",
                 "Media",
                 "Payments",
                 "Postgres",
@@ -133,6 +148,7 @@ let package = Package(
                 "Aggregates",
                 "EventStore",
                 "JSONStream",
+                "Mail",
                 "Marketplace",
                 "Media",
                 "Postgres",
@@ -158,6 +174,7 @@ let package = Package(
             dependencies: [
                 "Aggregates",
                 "EventStore",
+                "Mail",
                 "Marketplace",
                 "Migrations",
                 "Payments",

@@ -36,6 +36,7 @@ ensure_packages() {
     command -v pkg-config >/dev/null || need+=(pkg-config)
     pkg-config --exists libpq 2>/dev/null || need+=(libpq-dev)
     pkg-config --exists vips 2>/dev/null || need+=(libvips-dev)
+    pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
     [ ${#need[@]} -eq 0 ] && return
     if is_root && command -v apt-get >/dev/null; then
         say "installing ${need[*]}"

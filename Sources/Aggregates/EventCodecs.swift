@@ -82,6 +82,8 @@ extension DomainCodec where Event == UserEvent {
         codec.register(RentalPaid.self, wrap: UserEvent.rentalPaid)
         codec.register(RentalRefunded.self, wrap: UserEvent.rentalRefunded)
         codec.register(RentalEarned.self, wrap: UserEvent.rentalEarned)
+        codec.register(EmailVerified.self, wrap: UserEvent.emailVerified)
+        codec.register(PasswordChanged.self, wrap: UserEvent.passwordChanged)
         return DomainCodec(codec)
     }()
 }

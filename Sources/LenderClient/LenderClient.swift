@@ -70,7 +70,8 @@ public struct IdempotentRetries: ClientMiddleware {
     /// `LenderClientTests` holds this list to the document.
     public static let unkeyedOperations: Set<String> = [
         "registerUser", "logIn", "logOut", "closeAccount", "addItemPhoto", "removeItemPhoto", "addLoanPhoto",
-        "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto",
+        "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto", "requestPasswordReset", "confirmPasswordReset",
+        "changePassword", "requestEmailVerification", "confirmEmailVerification",
     ]
 
     /// Unkeyed commands that a 503 leaves undone, so another send is not a second one: the

@@ -33,6 +33,8 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
         case conflict
         /// The payment processor refused the charge (402).
         case paymentDeclined
+        /// What was asked for is spent or expired for good: a used link, an old code (410).
+        case gone
     }
 
     public var kind: Kind

@@ -61,6 +61,24 @@ public struct UserForgotten: EventBody, Hashable {
     }
 }
 
+/// The user proved the address they registered with is theirs (a code mailed to it).
+public struct EmailVerified: EventBody, Hashable {
+    public static let eventType = "EmailVerified"
+
+    public init() {}
+}
+
+/// A new password, by its owner (`byReset`: through a link mailed to them). The hash is not
+/// the log's: it is in `credentials`, changed in the same transaction.
+public struct PasswordChanged: EventBody, Hashable {
+    public static let eventType = "PasswordChanged"
+    public var byReset: Bool
+
+    public init(byReset: Bool) {
+        self.byReset = byReset
+    }
+}
+
 public enum UserEvent: Hashable, Sendable {
     case registered(UserRegistered)
     case forgotten(UserForgotten)
@@ -80,6 +98,8 @@ public enum UserEvent: Hashable, Sendable {
     case rentalPaid(RentalPaid)
     case rentalRefunded(RentalRefunded)
     case rentalEarned(RentalEarned)
+    case emailVerified(EmailVerified)
+    case passwordChanged(PasswordChanged)
 }
 
 // MARK: Commands
@@ -100,6 +120,10 @@ public enum UserCommand: Hashable, Sendable {
     case forget
     /// The profile's one photo: a digest replaces the one there; nil removes it.
     case setPhoto(digest: String?)
+    /// The code mailed to the address was given back (checked before: it is not the log's).
+    case verifyEmail
+    /// A new password was set (checked and hashed before: neither is the log's).
+    case changePassword(byReset: Bool)
 }
 
 // MARK: Decider
@@ -125,6 +149,8 @@ public struct UserState: Hashable, Sendable {
     public var forgotten = false
     /// The profile photo's digest.
     public var photo: String?
+    /// The registered address proved theirs (SPEC §12.4).
+    public var emailVerified = false
 
     public var exists: Bool { userID != nil && !forgotten }
     public init() {}
@@ -199,6 +225,14 @@ public enum UserDecider {
             guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
             return [.forgotten(UserForgotten(userID: me))]
 
+        case .verifyEmail:
+            guard state.exists else { throw DomainError.userNotFound }
+            return state.emailVerified ? [] : [.emailVerified(EmailVerified())]
+
+        case .changePassword(let byReset):
+            guard state.exists else { throw DomainError.userNotFound }
+            return [.passwordChanged(PasswordChanged(byReset: byReset))]
+
         case .setPhoto(let digest):
             guard state.exists else { throw DomainError.userNotFound }
             if let digest { try Photos.checkDigest(digest) }
@@ -247,8 +281,10 @@ public enum UserDecider {
         case .cardRemoved(let removed):
             state.cards.removeAll { $0.cardID == removed.cardID }
         case .fundsDeposited, .balanceDebited, .balanceCredited, .rentalHoldPlaced, .rentalHoldReleased, .rentalRefunded,
-            .rentalEarned:
+            .rentalEarned, .passwordChanged:
             break
+        case .emailVerified:
+            state.emailVerified = true
         case .cardCharged(let charged):
             state.chargeIDs.insert(charged.chargeID)
         case .rentalPaid(let paid):

@@ -36,8 +36,10 @@ public struct UsersProjection: InlineProjection {
                 }
             case .photoChanged(let changed):
                 changes.change(userID(of: event), at: event.recordedAt) { $0.photo = .some(changed.digest) }
-            case .blocked, .unblocked, .cardCharged:
+            case .blocked, .unblocked, .cardCharged, .passwordChanged:
                 break
+            case .emailVerified:
+                changes.change(userID(of: event), at: event.recordedAt) { $0.emailVerified = true }
             case .forgotten(let forgotten):
                 // Ids, handle and money stay; nothing personal does (SPEC §11.3).
                 plan.barrier(
@@ -102,7 +104,7 @@ public struct UsersProjection: InlineProjection {
         }
         try memory.with(name, initial: Memory()) { known in
             // In the order they were registered and added, as the appends insert them.
-            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 15)
+            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 16)
             for user in known.users.values.sorted(by: { $0.registered < $1.registered }) {
                 users.append(user.row(counts[user.id] ?? ItemsProjection.UserCounts()))
             }
@@ -118,7 +120,7 @@ public struct UsersProjection: InlineProjection {
 
     static let userColumns = """
         users_view (user_id, handle, display_name, email, country, default_share_cents, completed_deals, member_since,
-                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo, held_cents)
+                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo, held_cents, email_verified)
         """
     static let cardColumns = "cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)"
 
@@ -144,8 +146,10 @@ public struct UsersProjection: InlineProjection {
                 }
             case .photoChanged(let changed):
                 change(user, event) { $0.photo = changed.digest }
-            case .blocked, .unblocked, .cardCharged:
+            case .blocked, .unblocked, .cardCharged, .passwordChanged:
                 break
+            case .emailVerified:
+                change(user, event) { $0.emailVerified = true }
             case .forgotten(let forgotten):
                 let id = forgotten.userID.rawValue
                 change(id, event) { held in
@@ -194,6 +198,7 @@ public struct UsersProjection: InlineProjection {
         var defaultShareCents: Int?
         var balanceCents = 0
         var heldCents = 0
+        var emailVerified = false
         var photo: String?
         var forgotten: Date?
         let memberSince: Date
@@ -216,7 +221,7 @@ public struct UsersProjection: InlineProjection {
         func row(_ counts: ItemsProjection.UserCounts) -> [any PostgresEncodable] {
             [
                 id, handle, displayName, email, country, defaultShareCents, counts.completedDeals, memberSince, updated,
-                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo, heldCents,
+                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo, heldCents, emailVerified,
             ]
         }
     }
@@ -282,6 +287,7 @@ private struct ProfileChanges {
         var photo: String??
         var balanceCents = 0
         var heldCents = 0
+        var emailVerified = false
         var at = Date(timeIntervalSince1970: 0)
     }
 
@@ -301,7 +307,7 @@ private struct ProfileChanges {
         guard !changes.isEmpty else { return nil }
         var users = PostgresBatchColumn(), names = PostgresBatchColumn(), countries = PostgresBatchColumn(), shares = PostgresBatchColumn()
         var photoSet = PostgresBatchColumn(), photos = PostgresBatchColumn(), balances = PostgresBatchColumn(), times = PostgresBatchColumn()
-        var holds = PostgresBatchColumn()
+        var holds = PostgresBatchColumn(), verified = PostgresBatchColumn()
         for (user, change) in changes {
             users.append(user)
             names.append(change.displayName)
@@ -311,6 +317,7 @@ private struct ProfileChanges {
             photos.append(change.photo ?? nil)
             balances.append(change.balanceCents)
             holds.append(change.heldCents)
+            verified.append(change.emailVerified)
             times.append(change.at)
         }
         defer { changes = [:] }
@@ -319,10 +326,11 @@ private struct ProfileChanges {
             SET display_name = coalesce(c.display_name, u.display_name), country = coalesce(c.country, u.country),
                 default_share_cents = coalesce(c.share, u.default_share_cents),
                 photo = CASE WHEN c.photo_set THEN c.photo ELSE u.photo END,
-                balance_cents = u.balance_cents + c.balance, held_cents = u.held_cents + c.held, updated_at = c.at
+                balance_cents = u.balance_cents + c.balance, held_cents = u.held_cents + c.held,
+                email_verified = u.email_verified OR c.verified, updated_at = c.at
             FROM unnest(\(users)::uuid[], \(names)::text[], \(countries)::text[], \(shares)::int4[], \(photoSet)::bool[],
-                        \(photos)::text[], \(balances)::int8[], \(times)::timestamptz[], \(holds)::int8[])
-                 AS c(user_id, display_name, country, share, photo_set, photo, balance, at, held)
+                        \(photos)::text[], \(balances)::int8[], \(times)::timestamptz[], \(holds)::int8[], \(verified)::bool[])
+                 AS c(user_id, display_name, country, share, photo_set, photo, balance, at, held, verified)
             WHERE u.user_id = c.user_id AND u.user_id = ANY (\(users)::uuid[])
             """
     }

@@ -31,13 +31,14 @@ public struct ServerConfiguration: Sendable {
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [],
-    today: @escaping @Sendable () -> Day = { Day(Date()) }
+    today: @escaping @Sendable () -> Day = { Day(Date()) }, mail: MailSettings = MailSettings()
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
+    let recovery = RecoveryController(accounts: accounts, mail: mail)
     let bidding = Bidding(gateway: gateway, payments: cardPayments, fees: payments.rentalFees)
     let items = ItemsController(
         gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary), today: today)
@@ -83,6 +84,8 @@ public func buildRouter(
     // Anyone: an account, a session.
     router.post("/v1/users", use: accountRoutes.register)
     router.post("/v1/sessions", use: accountRoutes.login)
+    router.post("/v1/password-resets", use: recovery.requestReset)
+    router.post("/v1/password-resets/confirm", use: recovery.confirmReset)
 
     // A signed-in user (401 without a live token). Only here is a token looked up: health,
     // metrics and the public routes answer without the database's sessions.
@@ -91,6 +94,9 @@ public func buildRouter(
     signedIn.delete("sessions/current", use: accountRoutes.logout)
     signedIn.get("me/export", use: profiles.export)
     signedIn.delete("me", use: accountRoutes.close)
+    signedIn.put("me/password", use: recovery.changePassword)
+    signedIn.post("me/email-verification", use: recovery.requestVerification)
+    signedIn.post("me/email-verification/confirm", use: recovery.confirmVerification)
     signedIn.get("me/feed", use: conversations.feed)
     signedIn.get("me/feed/stream", use: conversations.feedStream)
     signedIn.get("users/:userID/reviews", use: conversations.userReviews)
@@ -191,7 +197,7 @@ public func buildApplication(
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
     writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
     masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
-    jobsEvery: Duration? = nil
+    jobsEvery: Duration? = nil, mail: MailSettings = MailSettings(), delivery: MailDelivery? = nil
 ) -> some ApplicationProtocol {
     let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
     let store = EventStore(
@@ -208,7 +214,7 @@ public func buildApplication(
                 return accounts
             }(), payments: payments,
             replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
-            today: today),
+            today: today, mail: mail),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
@@ -220,6 +226,11 @@ public func buildApplication(
     if let readPool { application.addServices(PoolService(pool: readPool)) }
     if let auditCheckpoints {
         application.addServices(AuditCheckpointService(store: store, schedule: auditCheckpoints, logger: logger))
+    }
+    if let delivery {
+        var outbox = Outbox(pool: pool, settings: mail, logger: logger)
+        outbox.backoffSeconds = delivery.retrySeconds
+        application.addServices(OutboxService(outbox: outbox, delivery: delivery, logger: logger))
     }
     if let jobsEvery {
         let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))

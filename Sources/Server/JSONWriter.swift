@@ -127,6 +127,11 @@ struct JSONWriter {
         value(text)
     }
 
+    mutating func field(_ name: StaticString, _ flag: Bool) {
+        key(name)
+        raw(flag ? "true" : "false")
+    }
+
     mutating func field(_ name: StaticString, _ text: String?) {
         key(name)
         value(text)
@@ -366,6 +371,7 @@ extension PrivateProfile: JSONWritable {
         json.field("memberSince", memberSince)
         json.field("balanceCents", balanceCents)
         json.field("availableCents", availableCents)
+        json.field("emailVerified", emailVerified)
         json.field("defaultShareCents", defaultShareCents)
         json.field("completedDeals", completedDeals)
         try json.field("rating", rating)

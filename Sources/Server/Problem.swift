@@ -46,6 +46,7 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
             case .notFound: .notFound
             case .conflict: .conflict
             case .paymentDeclined: HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
+            case .gone: .gone
             }
         self.init(status, code: error.code, detail: error.message, errors: error.fields)
         conflicts = error.conflicts

@@ -398,6 +398,13 @@ struct FieldCheck {
         return payingCard(payWith, cardID).map(PayWith.card) ?? (payWith == "balance" ? .balance : nil)
     }
 
+    /// A text field of at most `characters`.
+    mutating func longest(_ value: String?, _ characters: Int, _ field: String) {
+        if let value, !value.isWithin(0...characters) {
+            problems.append(FieldError(field: field, code: "too_long", message: "at most \(characters) characters"))
+        }
+    }
+
     /// A field this request may not change or give.
     mutating func refuse(_ value: Any?, _ field: String, _ why: String) {
         if value != nil { problems.append(FieldError(field: field, code: "not_allowed", message: why)) }

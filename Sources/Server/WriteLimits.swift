@@ -48,7 +48,11 @@ final class WriteLimiter: Sendable {
 
     /// Takes one write from the user's bucket, or throws 429 saying when the next is allowed.
     func take(_ kind: WriteLimits.Kind, by user: UserID) throws {
-        let perHour = limits.perHour(kind)
+        try take("\(kind.rawValue):\(user)", perHour: limits.perHour(kind), what: kind.rawValue)
+    }
+
+    /// Takes one from the bucket `key` (any caller: a user, a client address) of `perHour`.
+    func take(_ key: String, perHour: Int, what: String) throws {
         guard perHour > 0 else { return }
         let capacity = Double(max(1, perHour / 4))
         let perSecond = Double(perHour) / 3600
@@ -56,7 +60,6 @@ final class WriteLimiter: Sendable {
         let wait: Int? = buckets.withLock { buckets in
             // Bounded memory: a bucket untouched for an hour is full again, as good as absent.
             if buckets.count > 100_000 { buckets = buckets.filter { now - $0.value.at < .seconds(3600) } }
-            let key = "\(kind.rawValue):\(user)"
             let (tokens, at) = buckets[key] ?? (capacity, now)
             let refilled = min(capacity, tokens + Double((now - at) / .seconds(1)) * perSecond)
             guard refilled >= 1 else {
@@ -69,7 +72,7 @@ final class WriteLimiter: Sendable {
         if let wait {
             throw Problem(
                 .tooManyRequests, code: "too_many_writes",
-                detail: "At most \(perHour) \(kind.rawValue) an hour; try again in \(wait) s.",
+                detail: "At most \(perHour) \(what) an hour; try again in \(wait) s.",
                 headers: [.retryAfter: "\(max(1, wait))"])
         }
     }

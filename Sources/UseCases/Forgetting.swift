@@ -44,6 +44,10 @@ extension Accounts {
                         WHERE handle IN (SELECT handle FROM credentials WHERE user_id = \(user.rawValue))
                         """)
                     try session.query("DELETE FROM email_index WHERE user_id = \(user.rawValue)")
+                    // Mail to them, and what it would unlock (SPEC §12.4).
+                    try session.query("DELETE FROM outbox WHERE user_id = \(user.rawValue)")
+                    try session.query("DELETE FROM password_resets WHERE user_id = \(user.rawValue)")
+                    try session.query("DELETE FROM email_codes WHERE user_id = \(user.rawValue)")
                     try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
                     try session.query(
                         "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")

@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Hummingbird
 import Logging
+import Mail
 import Marketplace
 import Payments
 import Postgres
@@ -79,7 +80,8 @@ struct Serve: AsyncParsableCommand {
                 (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }),
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
-            masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment))
+            masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), mail: Self.mailSettings(environment, port: port),
+            delivery: try Self.delivery(environment))
         try await application.runService()
     }
 
@@ -177,6 +179,36 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
+    }
+
+    /// `MAIL_FROM` and `PUBLIC_URL` (where mailed links lead).
+    static func mailSettings(_ environment: [String: String], port: Int) -> MailSettings {
+        MailSettings(
+            from: environment["MAIL_FROM"] ?? "Lender <no-reply@lender.localhost>",
+            publicURL: environment["PUBLIC_URL"] ?? "http://localhost:\(port)")
+    }
+
+    /// `SMTP_URL` (`smtp://` or `smtps://`, with user and password if needed): the outbox is
+    /// sent there; without it, mail waits in the outbox. `OUTBOX_KEEP`: seconds a sent mail's
+    /// row is kept (default 7 days).
+    static func delivery(_ environment: [String: String]) throws -> MailDelivery? {
+        guard let url = environment["SMTP_URL"], !url.isEmpty else { return nil }
+        guard url.hasPrefix("smtp://") || url.hasPrefix("smtps://") else {
+            throw ValidationError("SMTP_URL must start with smtp:// or smtps://.")
+        }
+        var keep = 7 * 86_400
+        if let text = environment["OUTBOX_KEEP"] {
+            guard let seconds = Int(text), seconds >= 0 else { throw ValidationError("OUTBOX_KEEP is a number of seconds.") }
+            keep = seconds
+        }
+        var retry = 5
+        if let text = environment["OUTBOX_RETRY_SECONDS"] {
+            guard let seconds = Int(text), seconds >= 1 else {
+                throw ValidationError("OUTBOX_RETRY_SECONDS is a number of seconds, 1 or more.")
+            }
+            retry = seconds
+        }
+        return MailDelivery(mailer: SMTPMailer(url: url), keepSeconds: keep, retrySeconds: retry)
     }
 
     /// A fee in basis points of a booking's total, 0 to 10000.

@@ -109,7 +109,7 @@ public final class ServerProcess: @unchecked Sendable {
     enum ServerProcessError: Error { case notReady(String) }
 
     /// A port nobody listens on now: the kernel's pick for a socket bound to port 0.
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()

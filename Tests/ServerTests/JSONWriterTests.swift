@@ -112,7 +112,7 @@ struct JSONWriterTests {
     static var profile: String {
         #"""
         {"id":"0e9d5873-9fd9-4301-a913-4a2a87b327e0","handle":"ada","displayName":"Ada \"L\" é","email":"ada@example.org",
-         "country":"NP","memberSince":"2026-11-24T02:50:14Z","balanceCents":125000,"availableCents":120000,"defaultShareCents":2500,"completedDeals":4,
+         "country":"NP","memberSince":"2026-11-24T02:50:14Z","balanceCents":125000,"availableCents":120000,"emailVerified":true,"defaultShareCents":2500,"completedDeals":4,
          "rating":4.25,"reviewCount":8,"photos":[{"digest":"ab12","url":"/v1/media/ab12"}],
          "cards":[{"id":"5b7c3e0e-8d8f-4a57-9a57-6d1f3c2b1a02","network":"visa","last4":"4242","expMonth":12,"expYear":2030,
                    "redacted":"visa ending 4242","position":5}],

@@ -1471,6 +1471,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PrivateProfile/availableCents`.
             public var availableCents: Swift.Int
+            /// The registered address is proved theirs (a mailed code)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PrivateProfile/emailVerified`.
+            public var emailVerified: Swift.Bool
             /// Creates a new `PrivateProfile`.
             ///
             /// - Parameters:
@@ -1497,6 +1501,7 @@ extension Components {
             ///   - links:
             ///   - position: The log position of the command's last event; null on a read
             ///   - availableCents: The balance less what is held for rental bids
+            ///   - emailVerified: The registered address is proved theirs (a mailed code)
             public init(
                 id: Components.Schemas.Uuid,
                 handle: Swift.String,
@@ -1520,7 +1525,8 @@ extension Components {
                 blocked: [Components.Schemas.Uuid],
                 links: Components.Schemas.ProfileLinks,
                 position: Swift.Int64? = nil,
-                availableCents: Swift.Int
+                availableCents: Swift.Int,
+                emailVerified: Swift.Bool
             ) {
                 self.id = id
                 self.handle = handle
@@ -1545,6 +1551,7 @@ extension Components {
                 self.links = links
                 self.position = position
                 self.availableCents = availableCents
+                self.emailVerified = emailVerified
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -1570,6 +1577,7 @@ extension Components {
                 case links
                 case position
                 case availableCents
+                case emailVerified
             }
         }
         /// - Remark: Generated from `#/components/schemas/PublicProfile`.
@@ -4049,6 +4057,97 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case reason
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PasswordResetBody`.
+        public struct PasswordResetBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PasswordResetBody/email`.
+            public var email: Swift.String
+            /// Creates a new `PasswordResetBody`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            public init(email: Swift.String) {
+                self.email = email
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PasswordResetConfirmBody`.
+        public struct PasswordResetConfirmBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PasswordResetConfirmBody/token`.
+            public var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PasswordResetConfirmBody/password`.
+            public var password: Swift.String
+            /// Creates a new `PasswordResetConfirmBody`.
+            ///
+            /// - Parameters:
+            ///   - token:
+            ///   - password:
+            public init(
+                token: Swift.String,
+                password: Swift.String
+            ) {
+                self.token = token
+                self.password = password
+            }
+            public enum CodingKeys: String, CodingKey {
+                case token
+                case password
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PasswordChangeBody`.
+        public struct PasswordChangeBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PasswordChangeBody/currentPassword`.
+            public var currentPassword: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PasswordChangeBody/newPassword`.
+            public var newPassword: Swift.String
+            /// Creates a new `PasswordChangeBody`.
+            ///
+            /// - Parameters:
+            ///   - currentPassword:
+            ///   - newPassword:
+            public init(
+                currentPassword: Swift.String,
+                newPassword: Swift.String
+            ) {
+                self.currentPassword = currentPassword
+                self.newPassword = newPassword
+            }
+            public enum CodingKeys: String, CodingKey {
+                case currentPassword
+                case newPassword
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/VerificationCodeBody`.
+        public struct VerificationCodeBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/VerificationCodeBody/code`.
+            public var code: Swift.String
+            /// Creates a new `VerificationCodeBody`.
+            ///
+            /// - Parameters:
+            ///   - code:
+            public init(code: Swift.String) {
+                self.code = code
+            }
+            public enum CodingKeys: String, CodingKey {
+                case code
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/EmailVerified`.
+        public struct EmailVerified: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/EmailVerified/emailVerified`.
+            public var emailVerified: Swift.Bool
+            /// Creates a new `EmailVerified`.
+            ///
+            /// - Parameters:
+            ///   - emailVerified:
+            public init(emailVerified: Swift.Bool) {
+                self.emailVerified = emailVerified
+            }
+            public enum CodingKeys: String, CodingKey {
+                case emailVerified
             }
         }
     }

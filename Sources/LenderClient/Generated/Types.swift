@@ -438,6 +438,39 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/me/balance-history`.
     /// - Remark: Generated from `#/paths//v1/me/balance-history/get(balanceHistory)`.
     func balanceHistory(_ input: Operations.BalanceHistory.Input) async throws -> Operations.BalanceHistory.Output
+    /// Request a password reset
+    ///
+    /// Mails a single-use link, valid one hour, to the account with this address; the answer is the same whether there is one or not.
+    ///
+    /// - Remark: HTTP `POST /v1/password-resets`.
+    /// - Remark: Generated from `#/paths//v1/password-resets/post(requestPasswordReset)`.
+    func requestPasswordReset(_ input: Operations.RequestPasswordReset.Input) async throws -> Operations.RequestPasswordReset.Output
+    /// Set a new password with a reset token
+    ///
+    /// Sets the password and revokes every session of the user.
+    ///
+    /// - Remark: HTTP `POST /v1/password-resets/confirm`.
+    /// - Remark: Generated from `#/paths//v1/password-resets/confirm/post(confirmPasswordReset)`.
+    func confirmPasswordReset(_ input: Operations.ConfirmPasswordReset.Input) async throws -> Operations.ConfirmPasswordReset.Output
+    /// Change the password
+    ///
+    /// Given the current password; the user's other sessions are revoked.
+    ///
+    /// - Remark: HTTP `PUT /v1/me/password`.
+    /// - Remark: Generated from `#/paths//v1/me/password/put(changePassword)`.
+    func changePassword(_ input: Operations.ChangePassword.Input) async throws -> Operations.ChangePassword.Output
+    /// Mail a verification code
+    ///
+    /// Mails a 6-digit code, valid 30 minutes, to the user's address (a new one replaces the last).
+    ///
+    /// - Remark: HTTP `POST /v1/me/email-verification`.
+    /// - Remark: Generated from `#/paths//v1/me/email-verification/post(requestEmailVerification)`.
+    func requestEmailVerification(_ input: Operations.RequestEmailVerification.Input) async throws -> Operations.RequestEmailVerification.Output
+    /// Give the mailed code back
+    ///
+    /// - Remark: HTTP `POST /v1/me/email-verification/confirm`.
+    /// - Remark: Generated from `#/paths//v1/me/email-verification/confirm/post(confirmEmailVerification)`.
+    func confirmEmailVerification(_ input: Operations.ConfirmEmailVerification.Input) async throws -> Operations.ConfirmEmailVerification.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1417,6 +1450,73 @@ extension APIProtocol {
         try await balanceHistory(Operations.BalanceHistory.Input(
             query: query,
             headers: headers
+        ))
+    }
+    /// Request a password reset
+    ///
+    /// Mails a single-use link, valid one hour, to the account with this address; the answer is the same whether there is one or not.
+    ///
+    /// - Remark: HTTP `POST /v1/password-resets`.
+    /// - Remark: Generated from `#/paths//v1/password-resets/post(requestPasswordReset)`.
+    public func requestPasswordReset(
+        headers: Operations.RequestPasswordReset.Input.Headers = .init(),
+        body: Operations.RequestPasswordReset.Input.Body
+    ) async throws -> Operations.RequestPasswordReset.Output {
+        try await requestPasswordReset(Operations.RequestPasswordReset.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Set a new password with a reset token
+    ///
+    /// Sets the password and revokes every session of the user.
+    ///
+    /// - Remark: HTTP `POST /v1/password-resets/confirm`.
+    /// - Remark: Generated from `#/paths//v1/password-resets/confirm/post(confirmPasswordReset)`.
+    public func confirmPasswordReset(
+        headers: Operations.ConfirmPasswordReset.Input.Headers = .init(),
+        body: Operations.ConfirmPasswordReset.Input.Body
+    ) async throws -> Operations.ConfirmPasswordReset.Output {
+        try await confirmPasswordReset(Operations.ConfirmPasswordReset.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Change the password
+    ///
+    /// Given the current password; the user's other sessions are revoked.
+    ///
+    /// - Remark: HTTP `PUT /v1/me/password`.
+    /// - Remark: Generated from `#/paths//v1/me/password/put(changePassword)`.
+    public func changePassword(
+        headers: Operations.ChangePassword.Input.Headers = .init(),
+        body: Operations.ChangePassword.Input.Body
+    ) async throws -> Operations.ChangePassword.Output {
+        try await changePassword(Operations.ChangePassword.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Mail a verification code
+    ///
+    /// Mails a 6-digit code, valid 30 minutes, to the user's address (a new one replaces the last).
+    ///
+    /// - Remark: HTTP `POST /v1/me/email-verification`.
+    /// - Remark: Generated from `#/paths//v1/me/email-verification/post(requestEmailVerification)`.
+    public func requestEmailVerification(headers: Operations.RequestEmailVerification.Input.Headers = .init()) async throws -> Operations.RequestEmailVerification.Output {
+        try await requestEmailVerification(Operations.RequestEmailVerification.Input(headers: headers))
+    }
+    /// Give the mailed code back
+    ///
+    /// - Remark: HTTP `POST /v1/me/email-verification/confirm`.
+    /// - Remark: Generated from `#/paths//v1/me/email-verification/confirm/post(confirmEmailVerification)`.
+    public func confirmEmailVerification(
+        headers: Operations.ConfirmEmailVerification.Input.Headers = .init(),
+        body: Operations.ConfirmEmailVerification.Input.Body
+    ) async throws -> Operations.ConfirmEmailVerification.Output {
+        try await confirmEmailVerification(Operations.ConfirmEmailVerification.Input(
+            headers: headers,
+            body: body
         ))
     }
 }

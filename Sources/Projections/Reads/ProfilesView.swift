@@ -49,7 +49,7 @@ public struct ProfilesView: Sendable {
             [
                 """
                 SELECT handle, display_name, email, country, member_since, default_share_cents, completed_deals, balance_cents,
-                       held_cents, review_count, review_stars, photo
+                       held_cents, email_verified, review_count, review_stars, photo
                 FROM users_view WHERE user_id = \(user.rawValue)
                 """,
                 "SELECT card_id, network, last4, exp_month, exp_year FROM cards_view WHERE user_id = \(user.rawValue) ORDER BY added_at",
@@ -67,6 +67,7 @@ public struct ProfilesView: Sendable {
             email: try row.decode("email"), country: try row.decode("country", as: String?.self),
             memberSince: try row.decode("member_since"), balanceCents: try row.decode("balance_cents"),
             availableCents: try row.decode("balance_cents", as: Int.self) - (try row.decode("held_cents", as: Int.self)),
+            emailVerified: try row.decode("email_verified"),
             defaultShareCents: try row.decode("default_share_cents", as: Int?.self),
             completedDeals: try row.decode("completed_deals"),
             rating: Rating.mean(stars: try row.decode("review_stars"), count: try row.decode("review_count")),
@@ -113,6 +114,8 @@ public struct PrivateProfile: Codable, Sendable {
     public var balanceCents: Int
     /// The balance less what is held for rental bids: what can be spent.
     public var availableCents: Int
+    /// The address they registered with is proved theirs (SPEC §12.4).
+    public var emailVerified: Bool
     public var defaultShareCents: Int?
     public var completedDeals: Int
     public var rating: Double?

@@ -1,0 +1,173 @@
+import Foundation
+import Logging
+import Mail
+import Metrics
+import Postgres
+
+/// What the outbox's mail says about itself: who sends it, and where links go.
+public struct MailSettings: Sendable {
+    /// `From:` (`MAIL_FROM`), e.g. `Lender <no-reply@lender.example>`.
+    public var from: String
+    /// Where the links in mail lead (`PUBLIC_URL`).
+    public var publicURL: String
+
+    public init(from: String = "Lender <no-reply@lender.localhost>", publicURL: String = "http://localhost:8080") {
+        self.from = from
+        self.publicURL = publicURL
+    }
+
+    /// The domain of the `From:` address: Message-IDs are made in it.
+    public var domain: String {
+        let address = from.split(separator: "<").last.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "> ")) } ?? from
+        return address.split(separator: "@").last.map(String.init) ?? "lender.localhost"
+    }
+}
+
+/// Mail to send (SPEC §12.4), written in the transaction of what causes it and sent by a
+/// sender that claims rows (`FOR UPDATE SKIP LOCKED`, then a lapse time), sends them over
+/// SMTP and marks them: at least once, in order per recipient, each with a `Message-ID` of
+/// its row, so that a repeat after a crash is recognisable. Several servers never send one
+/// row at once: a claimed row is skipped until its claim lapses.
+public struct Outbox: Sendable {
+    public struct Row: Sendable, Hashable {
+        public var user: UUID?
+        public var recipient: String
+        public var kind: String
+        public var subject: String
+        public var text: String
+        public var html: String?
+
+        public init(user: UUID?, recipient: String, kind: String, subject: String, text: String, html: String? = nil) {
+            self.user = user
+            self.recipient = recipient
+            self.kind = kind
+            self.subject = subject
+            self.text = text
+            self.html = html
+        }
+    }
+
+    let pool: PostgresPool
+    let settings: MailSettings
+    let logger: Logger
+    /// Tries before a row is given up (`dead_at`), and the first retry's wait, doubled each time.
+    public var maxAttempts = 10
+    public var backoffSeconds = 5
+    /// How long a claim holds a row: a sender that died mid-send lets it go after this.
+    public var claimSeconds = 60
+
+    public init(pool: PostgresPool, settings: MailSettings, logger: Logger) {
+        self.pool = pool
+        self.settings = settings
+        self.logger = logger
+    }
+
+    /// The row, in the transaction of `session`: sent only if that commits.
+    public static func enqueue(_ row: Row, in session: inout PostgresSession) throws {
+        try session.query(
+            """
+            INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body)
+            VALUES (\(row.user), \(row.recipient), \(row.kind), \(row.subject), \(row.text), \(row.html))
+            """)
+    }
+
+    /// The same, on a connection's open transaction.
+    public static func enqueue(_ row: Row, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body)
+            VALUES (\(row.user), \(row.recipient), \(row.kind), \(row.subject), \(row.text), \(row.html))
+            """)
+    }
+
+    /// What one round did.
+    public struct Round: Sendable, Hashable {
+        public var sent = 0
+        public var failed = 0
+        public var givenUp = 0
+
+        public init() {}
+    }
+
+    /// Claims up to `batch` due rows, the oldest unsent of each recipient, and sends them.
+    public func sendDue(with mailer: any Mailer, batch: Int = 20) async throws -> Round {
+        let claimed = try await pool.query(
+            """
+            WITH due AS (
+                SELECT id FROM outbox o
+                WHERE sent_at IS NULL AND dead_at IS NULL AND next_attempt_at <= now()
+                  AND (claimed_until IS NULL OR claimed_until < now())
+                  AND NOT EXISTS (
+                      SELECT 1 FROM outbox e
+                      WHERE e.recipient = o.recipient AND e.id < o.id AND e.sent_at IS NULL AND e.dead_at IS NULL)
+                ORDER BY id LIMIT \(batch)
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE outbox o SET claimed_until = now() + make_interval(secs => \(claimSeconds))
+            FROM due WHERE o.id = due.id
+            RETURNING o.id, o.recipient, o.subject, o.text_body, o.html_body, o.attempts, o.created_at
+            """)
+        var round = Round()
+        for row in claimed {
+            let id = try row.decode("id", as: Int64.self)
+            let message = MailMessage(
+                from: settings.from, to: try row.decode("recipient"), subject: try row.decode("subject"),
+                text: try row.decode("text_body"), html: try row.decode("html_body", as: String?.self),
+                messageID: "<outbox-\(id)@\(settings.domain)>", date: try row.decode("created_at"))
+            do {
+                try await mailer.send(message)
+                try await pool.query(
+                    "UPDATE outbox SET sent_at = now(), claimed_until = NULL, attempts = attempts + 1 WHERE id = \(id)")
+                round.sent += 1
+                OutboxMetrics.deliveries(.sent).increment()
+            } catch {
+                let attempts = try row.decode("attempts", as: Int.self) + 1
+                let wait = backoffSeconds << min(attempts - 1, 12)
+                let givenUp = attempts >= maxAttempts
+                try await pool.query(
+                    """
+                    UPDATE outbox SET attempts = \(attempts), claimed_until = NULL, last_error = \("\(error)"),
+                        next_attempt_at = now() + make_interval(secs => \(wait)),
+                        dead_at = CASE WHEN \(givenUp) THEN now() END
+                    WHERE id = \(id)
+                    """)
+                logger.warning(
+                    "a mail was not sent", metadata: ["outbox": "\(id)", "attempt": "\(attempts)", "error": "\(error)"])
+                if givenUp { round.givenUp += 1 }
+                round.failed += 1
+                OutboxMetrics.deliveries(givenUp ? .givenUp : .failed).increment()
+            }
+        }
+        return round
+    }
+
+    /// `lender_outbox_pending` and `lender_outbox_oldest_seconds`, from the table.
+    public func measure() async throws {
+        let row = try await pool.query(
+            """
+            SELECT count(*)::int8 AS pending,
+                   coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest
+            FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL
+            """
+        ).single()
+        OutboxMetrics.pending.record(try row.decode("pending", as: Int.self))
+        OutboxMetrics.oldest.record(try row.decode("oldest", as: Double.self))
+    }
+
+    /// The bodies of mail sent longer ago than `keep` are deleted (`OUTBOX_KEEP`).
+    public func prune(keepingSeconds keep: Int) async throws {
+        try await pool.query(
+            "DELETE FROM outbox WHERE (sent_at < now() - make_interval(secs => \(keep))) OR (dead_at < now() - make_interval(secs => \(keep)))")
+    }
+}
+
+enum OutboxMetrics {
+    enum Outcome: String { case sent, failed, givenUp = "given_up" }
+
+    static func deliveries(_ outcome: Outcome) -> Counter {
+        Counter(label: "lender_outbox_deliveries_total", dimensions: [("outcome", outcome.rawValue)])
+    }
+
+    static let pending = Gauge(label: "lender_outbox_pending")
+    static let oldest = Gauge(label: "lender_outbox_oldest_seconds")
+}

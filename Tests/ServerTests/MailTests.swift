@@ -1,0 +1,199 @@
+import Foundation
+import HTTPTypes
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reaching people outside the app (SPEC §12.4), through a real `lender serve` and a real
+/// SMTP server process (aiosmtpd): what the tests read is what the SMTP server received.
+@Suite("Mail through a real SMTP server", .serialized)
+struct MailTests {
+    func server(_ database: PostgresConfiguration, _ smtp: SMTPServer, retrySeconds: Int = 1) async throws -> ServerProcess {
+        try await ServerProcess(
+            database: database,
+            environment: [
+                "SMTP_URL": smtp.url, "MAIL_FROM": "Lender <no-reply@lender.test>", "PUBLIC_URL": "https://lender.test",
+                "OUTBOX_RETRY_SECONDS": "\(retrySeconds)",
+            ])
+    }
+
+    /// The 6 digits in a verification mail's subject.
+    func code(_ message: String) -> String? {
+        message.mailHeader("Subject").flatMap { subject in subject.split(separator: " ").last.map(String.init) }
+    }
+
+    /// The token a reset mail carries.
+    func token(_ message: String) -> String? {
+        message.mailText.components(separatedBy: "token=").dropFirst().first?.split(separator: "\n").first.map(String.init)
+    }
+
+    @Test func aNewUserVerifiesTheirAddressForgetsTheirPasswordAndResetsIt() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            #expect(try await lender.send(.get, "/v1/me", token: ada.token).json["emailVerified"] as? Bool == false)
+
+            // Verification: a code by mail; a wrong one refused; the right one verifies.
+            #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
+            let first = try await smtp.waitForMessages(1)
+            #expect(first.count == 1)
+            let mail = try #require(first.first)
+            #expect(mail.mailHeader("To") == "ada@example.org")
+            #expect(mail.mailHeader("From") == "Lender <no-reply@lender.test>")
+            let messageID = try #require(mail.mailHeader("Message-ID"))
+            #expect(messageID.hasPrefix("<outbox-") && messageID.hasSuffix("@lender.test>"), "\(messageID)")
+            let code = try #require(self.code(mail))
+            #expect(code.count == 6 && code.allSatisfy(\.isNumber), "\(code)")
+            let wrong = String((Int(code)! + 1) % 1_000_000).leftPadded(to: 6)
+            let refused = try await lender.send(
+                .post, "/v1/me/email-verification/confirm", json: ["code": wrong], token: ada.token)
+            #expect(refused.status == .unprocessableContent, "\(refused)")
+            #expect(refused.code == "wrong_code")
+            let verified = try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token)
+            #expect(verified.status == .ok, "\(verified)")
+            #expect(verified.json["emailVerified"] as? Bool == true)
+            #expect(try await lender.send(.get, "/v1/me", token: ada.token).json["emailVerified"] as? Bool == true)
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'EmailVerified'") == 1)
+
+            // A reset: the same answer for an address no account has; a link by mail for ada's.
+            let unknown = try await lender.send(.post, "/v1/password-resets", json: ["email": "nobody@example.org"])
+            let known = try await lender.send(.post, "/v1/password-resets", json: ["email": "ADA@example.org"])
+            #expect(unknown.status == .accepted && known.status == .accepted)
+            #expect(unknown.data == known.data)
+            let both = try await smtp.waitForMessages(2)
+            #expect(both.count == 2, "one reset mail, none for the unknown address")
+            let resetMail = try #require(both.last)
+            #expect(resetMail.mailText.contains("https://lender.test/reset-password?token="), "\(resetMail.mailText)")
+            let token = try #require(self.token(resetMail))
+            let weak = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": token, "password": "short"])
+            #expect(weak.status == .unprocessableContent)
+            let reset = try await lender.send(
+                .post, "/v1/password-resets/confirm", json: ["token": token, "password": "a brand new password"])
+            #expect(reset.status == .noContent, "\(reset)")
+            // Every session is revoked; the new password logs in, the old one no longer.
+            #expect(try await lender.send(.get, "/v1/me", token: ada.token).status == .unauthorized)
+            let old = try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+            #expect(old.status == .unauthorized)
+            let session = try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "a brand new password"])
+            #expect(session.status == .created, "\(session)")
+            let again = try await lender.send(
+                .post, "/v1/password-resets/confirm", json: ["token": token, "password": "another new password"])
+            #expect(again.status == .gone)
+            #expect(again.code == "token_invalid")
+            let made = try await lender.send(
+                .post, "/v1/password-resets/confirm", json: ["token": "not-a-token", "password": "another new password"])
+            #expect(made.code == "token_invalid")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'PasswordChanged'") == 1)
+            // Nothing of the token is kept but its digest.
+            #expect(try await count(admin, "SELECT count(*) FROM password_resets WHERE encode(token_digest, 'escape') LIKE \("%\(token)%")") == 0)
+        }
+    }
+
+    @Test func aPasswordChangeNeedsTheCurrentOneAndRevokesTheOtherSessions() async throws {
+        try await withServerDatabase { database, _ in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            let other = try #require(
+                try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+                    .json["token"] as? String)
+            let wrong = try await lender.send(
+                .put, "/v1/me/password", json: ["currentPassword": "not it at all", "newPassword": "a brand new password"],
+                token: ada.token)
+            #expect(wrong.status == .forbidden, "\(wrong)")
+            #expect(wrong.code == "wrong_password")
+            let changed = try await lender.send(
+                .put, "/v1/me/password", json: ["currentPassword": "correct horse battery", "newPassword": "a brand new password"],
+                token: ada.token)
+            #expect(changed.status == .noContent, "\(changed)")
+            #expect(try await lender.send(.get, "/v1/me", token: ada.token).status == .ok, "this session stays")
+            #expect(try await lender.send(.get, "/v1/me", token: other).status == .unauthorized, "the other one is revoked")
+        }
+    }
+
+    @Test func manyResetsMailFiveAnHourAndManyAddressesFromOneClientAre429() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            _ = try await lender.user("ada")
+            for _ in 0..<30 {
+                let asked = try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"])
+                #expect(asked.status == .accepted)
+            }
+            try await Task.sleep(for: .seconds(2))
+            #expect(try await count(admin, "SELECT count(*) FROM outbox WHERE kind = 'password_reset'") == 5)
+            // Addresses tried one after another from one client: past 20, refused.
+            var statuses = [Int]()
+            for index in 0..<25 {
+                statuses.append(
+                    Int(try await lender.send(.post, "/v1/password-resets", json: ["email": "someone\(index)@example.org"]).status.code))
+            }
+            #expect(statuses.filter { $0 == 429 }.count == 6, "\(statuses)")  // ada's address was the first of 20
+        }
+    }
+
+    @Test func mailWaitsWhileTheSMTPServerIsDownAndArrivesOnceInOrderAfter() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            let port = smtp.port
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            let bob = try await lender.user("bob")
+            smtp.stop()
+            // Two mails to each while it is down.
+            for token in [ada.token, bob.token, ada.token, bob.token] {
+                #expect(try await lender.send(.post, "/v1/me/email-verification", token: token).status == .accepted)
+            }
+            try await Task.sleep(for: .seconds(3))
+            #expect(try await count(admin, "SELECT count(*) FROM outbox WHERE sent_at IS NULL AND attempts > 0") >= 1, "tried, and failed")
+            let back = try await SMTPServer(port: port)
+            defer { back.stop() }
+            let received = try await back.waitForMessages(4, timeout: .seconds(40))
+            #expect(received.count == 4, "each once: \(received.count)")
+            let ids = received.compactMap { $0.mailHeader("Message-ID") }
+            #expect(Set(ids).count == 4)
+            // In order per person: each one's second code came after the first.
+            for address in ["ada@example.org", "bob@example.org"] {
+                let theirs = received.filter { $0.mailHeader("To") == address }.compactMap { $0.mailHeader("Message-ID") }
+                let numbers = theirs.compactMap { Int($0.dropFirst("<outbox-".count).prefix { $0.isNumber }) }
+                #expect(numbers == numbers.sorted() && numbers.count == 2, "\(address): \(theirs)")
+            }
+        }
+    }
+
+    @Test func forgettingAUserDeletesTheirMail() async throws {
+        try await withServerDatabase { database, admin in
+            let lender = try await ServerProcess(database: database)  // no SMTP: mail waits
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
+            #expect(try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"]).status == .accepted)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await count(admin, "SELECT count(*) FROM outbox") == 2)
+            let closed = try await lender.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            #expect(closed.status == .noContent, "\(closed)")
+            #expect(try await count(admin, "SELECT count(*) FROM outbox") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM password_resets") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM email_codes") == 0)
+        }
+    }
+}
+
+extension String {
+    func leftPadded(to length: Int) -> String { String(repeating: "0", count: max(0, length - count)) + self }
+}
