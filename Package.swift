@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession.git", from: "1.4.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.0"),
     ],
     targets: [
         // libpq, found through pkg-config (Debian: libpq-dev).
@@ -57,7 +58,10 @@ let package = Package(
         // E-mail out: messages written as RFC 5322 and MIME, and sent over SMTP.
         .target(
             name: "Mail",
-            dependencies: ["CCurlShim", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "CCurlShim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            resources: [.copy("Templates")]
         ),
         // Fixed-argument C wrappers over libvips' variadic calls, which Swift cannot make.
         .target(name: "CVipsShim", dependencies: ["CVips"]),
@@ -277,6 +281,7 @@ let package = Package(
                 "Server",
                 "Aggregates",
                 "ImageFixtures",
+                "Mail",
                 "Media",
                 "Migrations",
                 "UseCases",

@@ -91,7 +91,7 @@ public struct MailMessage: Sendable, Hashable {
     }
 
     /// The bare address of `Name <address>` or of an address alone: what SMTP's envelope names.
-    static func address(_ value: String) -> String {
+    public static func address(_ value: String) -> String {
         if let open = value.lastIndex(of: "<"), let close = value.lastIndex(of: ">"), open < close {
             return String(value[value.index(after: open)..<close])
         }

@@ -2,6 +2,7 @@ import Aggregates
 import Crypto
 import EventStore
 import Foundation
+import Mail
 import Marketplace
 import Postgres
 import Synchronization
@@ -52,21 +53,13 @@ extension Accounts {
                 INSERT INTO password_resets (token_digest, user_id, expires_at)
                 VALUES (\(digest(token)), \(user.rawValue), now() + make_interval(secs => \(Int(resetLifetime))))
                 """)
-            let link = "\(mail.publicURL)/reset-password?token=\(token)"
+            let words = MailTemplates.bundled.render(
+                "password_reset",
+                ["handle": state.handle, "link": "\(mail.publicURL)/reset-password?token=\(token)", "token": token])
             try await Outbox.enqueue(
                 Outbox.Row(
-                    user: user.rawValue, recipient: state.email, kind: "password_reset", subject: "Reset your Lender password",
-                    text: """
-                        Hello \(state.handle),
-
-                        Someone asked to reset the password of your Lender account. To choose a new one, open this link within the hour:
-
-                        \(link)
-
-                        Your reset code, for the app: \(token)
-
-                        If it was not you, ignore this mail: your password stays as it is.
-                        """), on: connection)
+                    user: user.rawValue, recipient: state.email, kind: "password_reset", subject: words.subject,
+                    text: words.text, html: words.html), on: connection)
         }
     }
 
@@ -154,15 +147,11 @@ extension Accounts {
                 ON CONFLICT (user_id) DO UPDATE
                 SET code_digest = excluded.code_digest, created_at = now(), expires_at = excluded.expires_at, wrong_tries = 0
                 """)
+            let words = MailTemplates.bundled.render("email_verification", ["handle": state.handle, "code": code])
             try await Outbox.enqueue(
                 Outbox.Row(
-                    user: user.rawValue, recipient: state.email, kind: "email_verification",
-                    subject: "Your Lender code: \(code)",
-                    text: """
-                        Hello \(state.handle),
-
-                        Your code to confirm this address on Lender is \(code). It works for 30 minutes.
-                        """), on: connection)
+                    user: user.rawValue, recipient: state.email, kind: "email_verification", subject: words.subject,
+                    text: words.text, html: words.html), on: connection)
         }
     }
 

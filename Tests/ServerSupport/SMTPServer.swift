@@ -102,11 +102,27 @@ extension String {
         return nil
     }
 
-    /// The body of a one-part message this server writes (base64), decoded.
-    public var mailText: String {
+    /// The plain-text part of a message this server writes (base64), decoded: the body of
+    /// a one-part message, or its `text/plain` part.
+    public var mailText: String { mailPart("text/plain") }
+
+    /// The `text/html` part, decoded ("" without one).
+    public var mailHTML: String { mailPart("text/html") }
+
+    func mailPart(_ type: String) -> String {
         let normalised = replacingOccurrences(of: "\r\n", with: "\n")
-        guard let blank = normalised.range(of: "\n\n") else { return "" }
-        let encoded = normalised[blank.upperBound...].split(separator: "\n").joined()
-        return Data(base64Encoded: String(encoded)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let start: String.Index
+        if normalised.contains("multipart/alternative") {
+            guard let part = normalised.range(of: "Content-Type: \(type); charset=utf-8\nContent-Transfer-Encoding: base64\n\n")
+            else { return "" }
+            start = part.upperBound
+        } else {
+            guard type == "text/plain", let blank = normalised.range(of: "\n\n") else { return "" }
+            start = blank.upperBound
+        }
+        let lines = normalised[start...].split(separator: "\n", omittingEmptySubsequences: false).prefix {
+            !$0.isEmpty && !$0.hasPrefix("--")
+        }
+        return Data(base64Encoded: lines.joined()).map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 }

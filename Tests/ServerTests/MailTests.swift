@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Mail
 import Marketplace
 import Postgres
 import Projections
@@ -74,6 +75,7 @@ struct MailTests {
             #expect(both.count == 2, "one reset mail, none for the unknown address")
             let resetMail = try #require(both.last)
             #expect(resetMail.mailText.contains("https://lender.test/reset-password?token="), "\(resetMail.mailText)")
+            #expect(resetMail.mailHTML.contains("<a href=\"https://lender.test/reset-password?token="), "\(resetMail.mailHTML)")
             let token = try #require(self.token(resetMail))
             let weak = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": token, "password": "short"])
             #expect(weak.status == .unprocessableContent)
@@ -146,6 +148,51 @@ struct MailTests {
         }
     }
 
+    @Test func aResetTokenExpiresAfterAnHourAndDiesWithAPasswordChange() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            for _ in 0..<2 { #expect(try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"]).status == .accepted) }
+            let mails = try await smtp.waitForMessages(2)
+            let tokens = mails.compactMap(token)
+            #expect(tokens.count == 2)
+            // The first an hour old: expired.
+            try await admin.query("UPDATE password_resets SET expires_at = now() - interval '1 second' WHERE created_at = (SELECT min(created_at) FROM password_resets)")
+            let old = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": tokens[0], "password": "a brand new password"])
+            #expect(old.status == .gone)
+            #expect(old.code == "token_expired")
+            // The second dies with a change of password made meanwhile.
+            let changed = try await lender.send(
+                .put, "/v1/me/password", json: ["currentPassword": "correct horse battery", "newPassword": "changed meanwhile"],
+                token: ada.token)
+            #expect(changed.status == .noContent)
+            let late = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": tokens[1], "password": "a brand new password"])
+            #expect(late.code == "token_invalid", "\(late)")
+        }
+    }
+
+    @Test func sixWrongCodesSpendTheCode() async throws {
+        try await withServerDatabase { database, _ in
+            let lender = try await ServerProcess(database: database)
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            #expect(try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": "123456"], token: ada.token).code
+                == "code_expired", "no code asked for")
+            #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
+            var codes = [String]()
+            for guess in 0..<6 {
+                // Not one of them the code, which would need a one-in-a-million guess.
+                let reply = try await lender.send(
+                    .post, "/v1/me/email-verification/confirm", json: ["code": "wrong\(guess)"], token: ada.token)
+                codes.append(reply.code ?? "\(reply.status)")
+            }
+            #expect(codes == Array(repeating: "wrong_code", count: 5) + ["too_many_wrong_codes"], "\(codes)")
+        }
+    }
+
     @Test func mailWaitsWhileTheSMTPServerIsDownAndArrivesOnceInOrderAfter() async throws {
         try await withServerDatabase { database, admin in
             let smtp = try await SMTPServer()
@@ -191,6 +238,36 @@ struct MailTests {
             #expect(try await count(admin, "SELECT count(*) FROM password_resets") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM email_codes") == 0)
         }
+    }
+}
+
+/// What can go wrong with a mail before any server sees it, and what never may.
+@Suite("Mail messages")
+struct MailMessageTests {
+    @Test func noHeaderValueCarriesALineBreak() {
+        let message = MailMessage(
+            from: "Lender <no-reply@lender.test>", to: "ada@example.org\r\nBcc: eve@example.org",
+            subject: "Hi\r\nBcc: eve@example.org\nX-Injected: yes", text: "Body\r\n.\r\nRSET", html: "<p>Body</p>",
+            messageID: "<outbox-1@lender.test>\r\nX-Evil: 1")
+        let lines = message.rfc5322.components(separatedBy: "\r\n")
+        #expect(!lines.contains { $0.hasPrefix("Bcc:") || $0.hasPrefix("X-Injected:") || $0.hasPrefix("X-Evil:") }, "\(lines)")
+        // The body is base64: no line of it can end the message (a lone `.`) or be a command.
+        #expect(!lines.contains("."))
+        #expect(!lines.contains("RSET"))
+        #expect(MailMessage.address("Ada <ada@example.org>") == "ada@example.org")
+    }
+
+    @Test func aSubjectOutsideASCIIIsAnEncodedWord() {
+        let message = MailMessage(from: "a@b.c", to: "d@e.f", subject: "Réservation confirmée", text: "x", messageID: "<1@b.c>")
+        let subject = message.rfc5322.components(separatedBy: "\r\n").first { $0.hasPrefix("Subject: ") }
+        #expect(subject == "Subject: =?UTF-8?B?\(Data("Réservation confirmée".utf8).base64EncodedString())?=")
+    }
+
+    @Test func theTemplatesAreFilesRenderedWithTheirValues() {
+        let words = MailTemplates.bundled.render("password_reset", ["handle": "ada", "link": "https://x/?a=1&b=2", "token": "t"])
+        #expect(words.subject == "Reset your Lender password")
+        #expect(words.text.contains("https://x/?a=1&b=2"), "text is not escaped")
+        #expect(words.html.contains("https://x/?a=1&amp;b=2"), "HTML is")
     }
 }
 

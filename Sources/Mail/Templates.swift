@@ -1,0 +1,35 @@
+import Foundation
+import Mustache
+
+/// The mails' words, as files (`Templates/*.mustache`, English): for each kind a subject, a
+/// plain-text body and an HTML one. Values are escaped for HTML in the HTML body only.
+public struct MailTemplates: Sendable {
+    let library: MustacheLibrary
+
+    /// The templates built into the binary.
+    public static let bundled: MailTemplates = {
+        var library = MustacheLibrary()
+        let directory = Bundle.module.resourceURL?.appendingPathComponent("Templates")
+        let files = directory.flatMap { try? FileManager.default.contentsOfDirectory(at: $0, includingPropertiesForKeys: nil) } ?? []
+        for file in files where file.pathExtension == "mustache" {
+            // A template that does not parse is a defect of the build: its mail is then empty.
+            if let text = try? String(contentsOf: file, encoding: .utf8) {
+                try? library.register(text, named: file.deletingPathExtension().lastPathComponent)
+            }
+        }
+        return MailTemplates(library: library)
+    }()
+
+    public struct Rendered: Sendable, Hashable {
+        public var subject: String
+        public var text: String
+        public var html: String
+    }
+
+    /// `kind`'s three parts (`password_reset`, `email_verification`) with `values`.
+    public func render(_ kind: String, _ values: [String: String]) -> Rendered {
+        func part(_ name: String) -> String { library.render(values, withTemplate: "\(kind)_\(name)") ?? "" }
+        return Rendered(
+            subject: part("subject").trimmingCharacters(in: .whitespacesAndNewlines), text: part("text"), html: part("html"))
+    }
+}
