@@ -31,7 +31,8 @@ public struct ServerConfiguration: Sendable {
 public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [],
-    today: @escaping @Sendable () -> Day = { Day(Date()) }, mail: MailSettings = MailSettings()
+    today: @escaping @Sendable () -> Day = { Day(Date()) }, mail: MailSettings = MailSettings(),
+    requireVerifiedEmail: Bool = false
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
@@ -120,8 +121,12 @@ public func buildRouter(
     let user = signedIn.group().add(
         middleware: IdempotencyMiddleware(
             store: gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency")))
-    let postings = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .postings))
-    let bids = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .bids))
+    var postings = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .postings))
+    var bids = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .bids))
+    if requireVerifiedEmail {
+        postings = postings.add(middleware: VerifiedEmailMiddleware(gateway: gateway))
+        bids = bids.add(middleware: VerifiedEmailMiddleware(gateway: gateway))
+    }
     let changes = user.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
 
     changes.patch("me", use: profiles.updateProfile)
@@ -197,7 +202,8 @@ public func buildApplication(
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
     writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
     masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
-    jobsEvery: Duration? = nil, mail: MailSettings = MailSettings(), delivery: MailDelivery? = nil
+    jobsEvery: Duration? = nil, mail: MailSettings = MailSettings(), delivery: MailDelivery? = nil,
+    requireVerifiedEmail: Bool = false
 ) -> some ApplicationProtocol {
     let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
     let store = EventStore(
@@ -214,7 +220,7 @@ public func buildApplication(
                 return accounts
             }(), payments: payments,
             replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
-            today: today, mail: mail),
+            today: today, mail: mail, requireVerifiedEmail: requireVerifiedEmail),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),

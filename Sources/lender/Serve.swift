@@ -81,7 +81,7 @@ struct Serve: AsyncParsableCommand {
                     .filter { !$0.isEmpty }),
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
             masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), mail: Self.mailSettings(environment, port: port),
-            delivery: try Self.delivery(environment))
+            delivery: try Self.delivery(environment), requireVerifiedEmail: try Self.flag(environment, "REQUIRE_VERIFIED_EMAIL"))
         try await application.runService()
     }
 
@@ -178,6 +178,15 @@ struct Serve: AsyncParsableCommand {
             return setup
         } catch {
             throw ValidationError("\(error)")
+        }
+    }
+
+    /// `on` or `off` (the default).
+    static func flag(_ environment: [String: String], _ name: String) throws -> Bool {
+        switch environment[name] ?? "off" {
+        case "on": true
+        case "off", "": false
+        default: throw ValidationError("\(name) is on or off.")
         }
     }
 

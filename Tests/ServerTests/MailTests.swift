@@ -174,6 +174,27 @@ struct MailTests {
         }
     }
 
+    @Test func withRequireVerifiedEmailPostingAndBiddingWaitForTheCode() async throws {
+        try await withServerDatabase { database, admin in
+            let lender = try await ServerProcess(database: database, environment: ["REQUIRE_VERIFIED_EMAIL": "on"])
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            let rental: [String: Any] = [
+                "title": "Drill", "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3],
+            ]
+            let refused = try await lender.send(.post, "/v1/rentals", json: rental, token: ada.token)
+            #expect(refused.status == .forbidden, "\(refused)")
+            #expect(refused.code == "email_unverified")
+            // The code, as the mail waiting in the outbox says it (no SMTP here).
+            #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
+            let subject = try await admin.query("SELECT subject FROM outbox").single().decode(0, as: String.self)
+            let code = String(subject.suffix(6))
+            #expect(try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token).status == .ok)
+            let posted = try await lender.send(.post, "/v1/rentals", json: rental, token: ada.token)
+            #expect(posted.status == .created, "\(posted)")
+        }
+    }
+
     @Test func sixWrongCodesSpendTheCode() async throws {
         try await withServerDatabase { database, _ in
             let lender = try await ServerProcess(database: database)
