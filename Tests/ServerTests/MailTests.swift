@@ -244,6 +244,38 @@ struct MailTests {
         }
     }
 
+    @Test func twoServersSendEachMailOnceAndSayHowManyWait() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            // Mail queued while no server sends (no SMTP_URL), then two that do, at once.
+            let quiet = try await ServerProcess(database: database)
+            var tokens = [String]()
+            for index in 0..<12 { tokens.append(try await quiet.user("user\(index)").token) }
+            for token in tokens { #expect(try await quiet.send(.post, "/v1/me/email-verification", token: token).status == .accepted) }
+            let waiting = try await quiet.send(.get, "/metrics")
+            quiet.kill(SIGTERM)
+            _ = await quiet.waitForExit()
+            #expect(String(decoding: waiting.data, as: UTF8.self).contains("lender_outbox") == false, "no sender, no gauges")
+            #expect(try await count(admin, "SELECT count(*) FROM outbox WHERE sent_at IS NULL") == 12)
+            let first = try await server(database, smtp)
+            let second = try await server(database, smtp)
+            defer { first.kill(SIGTERM); second.kill(SIGTERM) }
+            let received = try await smtp.waitForMessages(12)
+            try await Task.sleep(for: .seconds(2))  // time for a second copy, were there one
+            let ids = smtp.messages().compactMap { $0.mailHeader("Message-ID") }
+            #expect(ids.count == 12 && Set(ids).count == 12, "\(received.count) received: \(ids)")
+            #expect(try await count(admin, "SELECT count(*) FROM outbox WHERE sent_at IS NULL") == 0)
+            // Each server says what waits; one or the other counted the deliveries.
+            let metrics = [
+                String(decoding: try await first.send(.get, "/metrics").data, as: UTF8.self),
+                String(decoding: try await second.send(.get, "/metrics").data, as: UTF8.self),
+            ]
+            #expect(metrics.allSatisfy { $0.contains("lender_outbox_pending 0") }, "\(metrics.map { $0.split(separator: "\n").filter { $0.contains("outbox") } })")
+            #expect(metrics.contains { $0.contains("lender_outbox_deliveries_total{outcome=\"sent\"}") })
+        }
+    }
+
     @Test func forgettingAUserDeletesTheirMail() async throws {
         try await withServerDatabase { database, admin in
             let lender = try await ServerProcess(database: database)  // no SMTP: mail waits
