@@ -4,5 +4,5 @@ import Postgres
 extension Day {
     /// The day as a typed `date` parameter (`PostgresDate`): read once, not cast on every row
     /// a condition on it filters.
-    var sql: PostgresDate { PostgresDate(description) }
+    public var sql: PostgresDate { PostgresDate(description) }
 }

@@ -77,6 +77,22 @@ extension Accounts {
     private func withdrawWhatIsOpen(of user: UserID, metadata: EventMetadata) async throws {
         // Their bids' holds, and the holds of others' bids on their items, released with them.
         let commands = ItemCommands(gateway: gateway, processor: processor)
+        // Their rentals' bookings still to come, cancelled as by the owner: all of it back to
+        // the renters (SPEC §12.2), and the rentals then free to withdraw.
+        let today = Day(Date())
+        let upcoming = try await pool.query(
+            """
+            SELECT booking_id, item_id FROM bookings_view
+            WHERE owner_id = \(user.rawValue) AND status = 'confirmed' AND from_day > \(today.sql)::date
+            """)
+        for row in upcoming {
+            try await closing {
+                _ = try await commands.handle(
+                    // No reason: it would be sealed for someone forgotten, which nothing may be.
+                    .cancelBooking(BookingID(try row.decode("booking_id", as: UUID.self)), reason: nil, today: today),
+                    on: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
+            }
+        }
         let items = try await pool.query(
             "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
         for row in items {

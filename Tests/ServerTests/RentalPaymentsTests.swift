@@ -411,6 +411,25 @@ struct RentalPaymentsTests {
         }
     }
 
+    @Test func aForgottenOwnersUpcomingBookingsAreCancelledAndRefundedInFull() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let owner = try await client.user("owner")
+            let ada = try await client.user("ada")
+            try await client.fund(ada.token, 10_000)
+            let drill = try await rental(client, owner.token, policy: "strict")
+            let bidID = try await bid(client, drill, ada.token, dayFromToday(20), dayFromToday(21), paying: "balance").json["id"] as! String
+            #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token).status == .ok)
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: owner.token)
+            #expect(closed.status == .noContent, "\(closed)")
+            let booking = try await client.send(.get, "/v1/bookings/\(bidID)", token: ada.token).json
+            #expect(booking["status"] as? String == "cancelled", "\(booking)")
+            #expect(try await me(client, ada.token) == (10_000, 10_000), "strict, but the owner cancelled: all of it back")
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: ada.token).json["status"] as? String == "withdrawn")
+            try await auditClean(admin)
+        }
+    }
+
     @Test func theMoneyAuditNamesTheBookingWhoseAmountWasAltered() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
