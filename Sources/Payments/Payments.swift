@@ -109,6 +109,8 @@ public protocol PaymentProcessor: Sendable {
     func openAuthorizations(before cutoff: Date) async throws -> [Authorization]
     /// Voids an authorisation only if nothing used it again since `cutoff` (as `refund(chargeID:unusedSince:)`).
     func void(authorizationID: String, unusedSince cutoff: Date) async throws -> Bool
+    /// One authorisation, by its id; nil when the processor never made it.
+    func authorization(id: String) async throws -> Authorization?
 }
 
 /// A hold on a card, as the processor keeps it.
@@ -367,6 +369,12 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
             WHERE charge_id = \(chargeID) AND (\(idempotencyKey)::text IS NULL OR idempotency_key = \(idempotencyKey))
             """
         ).single().decode("refunded", as: Int.self)
+    }
+
+    public func authorization(id: String) async throws -> Authorization? {
+        try await pool.query(
+            "SELECT \(unsafeRaw: Authorization.columns) FROM sandbox_authorizations WHERE authorization_id = \(id)"
+        ).first.map(Authorization.init(row:))
     }
 
     public func openAuthorizations(before cutoff: Date) async throws -> [Authorization] {

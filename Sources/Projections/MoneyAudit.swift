@@ -52,10 +52,19 @@ public struct MoneyAudit: Sendable {
     /// What a charge id's amount is at the processor, if it knows it (nil: unknown there, or
     /// no processor to ask).
     public typealias ProcessorLookup = @Sendable (String) async throws -> (amountCents: Int, isRefunded: Bool, refundedCents: Int)?
+    /// Whether the processor still holds an authorisation open (neither voided nor captured);
+    /// nil when it does not know it.
+    public typealias AuthorizationLookup = @Sendable (String) async throws -> Bool?
+
+    /// How long a released card hold may stay open at the processor before it is an imbalance:
+    /// the void follows the release's commit, and reconciliation makes one that was lost.
+    public static let voidGraceSeconds: TimeInterval = 300
 
     public init() {}
 
-    public func run(pool: PostgresPool, processor: ProcessorLookup? = nil, pageSize: Int = 5000) async throws -> Report {
+    public func run(
+        pool: PostgresPool, processor: ProcessorLookup? = nil, authorizations: AuthorizationLookup? = nil, pageSize: Int = 5000
+    ) async throws -> Report {
         var books = Books()
         let (head, names, views) = try await pool.withConnection { connection in
             try await connection.withTransaction { connection in
@@ -96,6 +105,16 @@ public struct MoneyAudit: Sendable {
         }
         var report = books.report(
             head: head, handles: handles, viewBalances: viewBalances, viewHeld: viewHeld, viewLoans: viewLoans)
+        if let authorizations {
+            let before = Date().addingTimeInterval(-Self.voidGraceSeconds)
+            for (authorization, release) in books.releasedCardHolds.sorted(by: { $0.key < $1.key }) where release.at < before {
+                guard try await authorizations(authorization) == true else { continue }
+                report.imbalances.append(
+                    Imbalance(
+                        subject: "bid \(release.bid) of \(books.userName(release.user, handles))",
+                        message: "its card hold \(authorization) was released in the log but is open at the processor; lender payments reconcile voids it"))
+            }
+        }
         if let processor {
             // The first release's sandbox kept no books: its charges are not asked about.
             for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) where charge.position > books.epoch {
@@ -196,6 +215,9 @@ private struct Books {
     var refundedOut = 0
     var feesEarned = 0
     var refundsByCharge = [String: Int]()
+    /// Card holds the log released: each must be voided at the processor.
+    var releasedCardHolds = [String: (bid: BidID, user: UserID, at: Date)]()
+    var recordedAt = Date(timeIntervalSince1970: 0)
     var charges = [String: (user: UserID, amountCents: Int, position: Int64, booking: BookingID?)]()
     /// The log's position when migration 0010 ran (see `MoneyAudit.Report.unpaidBeforeEpochCents`).
     var epoch: Int64 = 0
@@ -209,6 +231,7 @@ private struct Books {
         let category = event.streamID.category
         let id = String(event.streamID.rawValue.dropFirst(category.count + 1))
         position = event.position
+        recordedAt = event.recordedAt
         if category == Aggregate.user.category, let user = UserID(id) {
             try record(try Aggregate.user.codec.decode(event), of: user)
         } else if category == Aggregate.loan.category, let loan = LoanID(id) {
@@ -237,6 +260,9 @@ private struct Books {
             if placed.hold.method == .balance { account.held += placed.hold.amountCents }
         case .rentalHoldReleased(let released):
             holds[released.bidID, default: Hold(user: user, amount: 0, placed: 0)].ended += 1
+            if let authorization = released.hold.authorizationID {
+                releasedCardHolds[authorization] = (released.bidID, user, recordedAt)
+            }
             if released.hold.method == .balance { account.held -= released.hold.amountCents }
         case .rentalPaid(let paid):
             holds[paid.bookingID, default: Hold(user: user, amount: 0, placed: 0)].ended += 1

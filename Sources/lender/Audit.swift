@@ -135,7 +135,11 @@ struct Audit: AsyncParsableCommand {
                     let refunded = try await processor.refundedCents(chargeID: id, idempotencyKey: nil)
                     return (amountCents: charge.amountCents, isRefunded: charge.isRefunded, refundedCents: refunded)
                 }
-                return try await MoneyAudit().run(pool: pool, processor: skipProcessor ? nil : lookup)
+                let open: MoneyAudit.AuthorizationLookup = { id in
+                    try await processor.authorization(id: id).map { !$0.isVoided && $0.capturedChargeID == nil }
+                }
+                return try await MoneyAudit().run(
+                    pool: pool, processor: skipProcessor ? nil : lookup, authorizations: skipProcessor ? nil : open)
             }
             print(
                 "Up to position \(report.head): \(report.users) users, \(report.loans) loans, \(report.bookings) paid bookings; "

@@ -430,6 +430,27 @@ struct RentalPaymentsTests {
         }
     }
 
+    @Test func aReleasedCardHoldLeftOpenAtTheProcessorIsNamedThenVoidedByReconciliation() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let ada = try await client.user("ada")
+            let drill = try await rental(client, owner.token)
+            let bidID = try await bid(client, drill, ada.token, paying: try await card(client, ada.token)).json["id"] as! String
+            #expect(try await client.send(.post, "/v1/bids/\(bidID)/withdraw", token: ada.token).status == .ok)
+            // The void lost (as if the server died after the release's commit), five minutes ago.
+            try await admin.query("UPDATE sandbox_authorizations SET voided_at = NULL")
+            try await admin.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
+            try await admin.query("UPDATE events SET recorded_at = now() - interval '10 minutes' WHERE type = 'RentalHoldReleased'")
+            try await admin.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+            let database = try await ownerURL(admin)
+            let audit = try runLender(["audit", "money"], database: database, expectedStatus: 1)
+            #expect(audit.contains("IMBALANCE bid \(bidID)") && audit.contains("open at the processor"), "\(audit)")
+            let reconciled = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
+            #expect(reconciled.contains("1 not held by the log"), "\(reconciled)")
+            try await auditClean(admin)
+        }
+    }
+
     @Test func theMoneyAuditNamesTheBookingWhoseAmountWasAltered() async throws {
         try await withServer { client, admin in
             let owner = try await client.user("owner")
