@@ -1,9 +1,6 @@
-import Aggregates
 import Foundation
-import Hummingbird
 import Logging
 import Mail
-import Marketplace
 import ServiceLifecycle
 import UseCases
 
@@ -22,26 +19,6 @@ public struct MailDelivery: Sendable {
         self.interval = interval
         self.keepSeconds = keepSeconds
         self.retrySeconds = retrySeconds
-    }
-}
-
-/// `REQUIRE_VERIFIED_EMAIL=on`: posting and bidding need a verified address (403
-/// `email_unverified`), as the user's own stream says.
-struct VerifiedEmailMiddleware: RouterMiddleware {
-    let gateway: CommandGateway
-
-    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
-        -> Response
-    {
-        if request.method == .post, IdempotentRequest.current?.recorded == nil {
-            let (state, _) = try await gateway.load(.user(context.user), .user)
-            guard state.emailVerified else {
-                throw DomainError(
-                    .forbidden, "email_unverified",
-                    "Confirm your e-mail address first: POST /v1/me/email-verification mails you a code.")
-            }
-        }
-        return try await next(request, context)
     }
 }
 

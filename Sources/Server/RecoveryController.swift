@@ -1,3 +1,4 @@
+import Aggregates
 import Crypto
 import Foundation
 import Hummingbird
@@ -112,5 +113,25 @@ final class ResetAddresses: Sendable {
                 detail: "Resets for at most \(Self.perClientPerHour) addresses an hour from one client.",
                 headers: [.retryAfter: "3600"])
         }
+    }
+}
+
+/// `REQUIRE_VERIFIED_EMAIL=on`: posting and bidding need a verified address (403
+/// `email_unverified`), as the user's own stream says.
+struct VerifiedEmailMiddleware: RouterMiddleware {
+    let gateway: CommandGateway
+
+    func handle(_ request: Request, context: UserContext, next: (Request, UserContext) async throws -> Response) async throws
+        -> Response
+    {
+        if request.method == .post, IdempotentRequest.current?.recorded == nil {
+            let (state, _) = try await gateway.load(.user(context.user), .user)
+            guard state.emailVerified else {
+                throw DomainError(
+                    .forbidden, "email_unverified",
+                    "Confirm your e-mail address first: POST /v1/me/email-verification mails you a code.")
+            }
+        }
+        return try await next(request, context)
     }
 }

@@ -62,22 +62,26 @@ public struct Outbox: Sendable {
         self.logger = logger
     }
 
-    /// The row, in the transaction of `session`: sent only if that commits.
-    public static func enqueue(_ row: Row, in session: inout PostgresSession) throws {
-        try session.query(
-            """
-            INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body)
-            VALUES (\(row.user), \(row.recipient), \(row.kind), \(row.subject), \(row.text), \(row.html))
-            """)
-    }
-
-    /// The same, on a connection's open transaction.
+    /// The row, on a connection's open transaction: sent only if that commits.
     public static func enqueue(_ row: Row, on connection: PostgresConnection) async throws {
         try await connection.query(
             """
             INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body)
             VALUES (\(row.user), \(row.recipient), \(row.kind), \(row.subject), \(row.text), \(row.html))
             """)
+    }
+
+    /// How many mails of `kind` the user was sent (or is to be) in the last hour, counted under
+    /// a lock on the pair until `connection`'s transaction ends: a burst of requests counts as
+    /// a sequence does. (Sent rows are kept `OUTBOX_KEEP`, at least an hour.)
+    public static func mailedThisHour(_ kind: String, to user: UUID, on connection: PostgresConnection) async throws -> Int {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("outbox:\(kind):\(user)"), 0))")
+        return try await connection.query(
+            """
+            SELECT count(*)::int8 AS n FROM outbox
+            WHERE user_id = \(user) AND kind = \(kind) AND created_at > now() - interval '1 hour'
+            """
+        ).single().decode("n", as: Int.self)
     }
 
     /// What one round did.

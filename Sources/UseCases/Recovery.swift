@@ -5,7 +5,6 @@ import Foundation
 import Mail
 import Marketplace
 import Postgres
-import Synchronization
 
 /// Password reset and change, and e-mail verification (SPEC §12.4). Tokens and codes are
 /// kept as SHA-256 digests; what they unlock is mailed through the outbox, in the transaction
@@ -17,12 +16,14 @@ extension Accounts {
     public static let resetLifetime: TimeInterval = 3600
     public static let codeLifetime: TimeInterval = 30 * 60
     public static let maxWrongCodes = 5
+    /// How many codes one user is mailed an hour: each is five guesses, and a mail in their box.
+    public static let codeMailsPerHour = 5
 
     /// Mails a reset link to the account with this address, if there is one. Answers the same
     /// either way, having done the same work before answering (the address's digest and one
     /// lookup); the rest is done after.
     public func requestPasswordReset(email: String, mail: MailSettings) async throws {
-        let digest = try await emailIndex().digest(email.lowercased())
+        let digest = try await emailIndex().digest(email)
         guard let user = try await pool.query("SELECT user_id FROM email_index WHERE digest = \(digest)").first
             .map({ UserID(try $0.decode("user_id", as: UUID.self)) })
         else { return }
@@ -42,12 +43,8 @@ extension Accounts {
         guard state.exists else { return }
         let token = newToken()
         try await pool.withTransaction { connection in
-            // One at a time per account, counted under its lock.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("reset:\(user)"), 0))")
-            let recent = try await connection.query(
-                "SELECT count(*)::int8 AS n FROM password_resets WHERE user_id = \(user.rawValue) AND created_at > now() - interval '1 hour'"
-            ).single().decode("n", as: Int.self)
-            guard recent < resetMailsPerHour else { return }
+            guard try await Outbox.mailedThisHour("password_reset", to: user.rawValue, on: connection) < resetMailsPerHour
+            else { return }
             try await connection.query(
                 """
                 INSERT INTO password_resets (token_digest, user_id, expires_at)
@@ -82,17 +79,15 @@ extension Accounts {
         let user = UserID(try row.decode("user_id", as: UUID.self))
         let hash = try await passwords.hash(password)
         let digest = Self.digest(token)
-        let used = Mutex(false)
         _ = try await gateway.handle(.changePassword(byReset: true), on: .user, id: user, actor: user) { session in
-            // The token is spent here, under the append's transaction: one of two uses wins.
+            // The token is spent here, under the append's transaction: of two uses, the second
+            // finds it spent, and its refusal rolls its append back.
             let spent = try session.query(
                 "UPDATE password_resets SET used_at = now() WHERE token_digest = \(digest) AND used_at IS NULL AND expires_at > now()"
             ).affectedRows
             guard spent == 1 else { throw Self.tokenInvalid }
-            used.withLock { $0 = true }
             try Self.setPassword(hash, of: user, keeping: nil, in: &session)
         }
-        guard used.withLock({ $0 }) else { throw Self.tokenInvalid }
     }
 
     /// A signed-in user's new password, given the current one (403 `wrong_password`); their
@@ -140,6 +135,12 @@ extension Accounts {
         var generator = SystemRandomNumberGenerator()
         let code = String(format: "%06d", Int.random(in: 0..<1_000_000, using: &generator))
         try await pool.withTransaction { connection in
+            guard try await Outbox.mailedThisHour("email_verification", to: user.rawValue, on: connection) < Self.codeMailsPerHour
+            else {
+                throw TryLater(
+                    .tooManyAttempts, code: "too_many_codes",
+                    detail: "At most \(Self.codeMailsPerHour) codes an hour; use the last one mailed.", retryAfterSeconds: 600)
+            }
             try await connection.query(
                 """
                 INSERT INTO email_codes (user_id, code_digest, expires_at)

@@ -207,7 +207,10 @@ struct Serve: AsyncParsableCommand {
         }
         var keep = 7 * 86_400
         if let text = environment["OUTBOX_KEEP"] {
-            guard let seconds = Int(text), seconds >= 0 else { throw ValidationError("OUTBOX_KEEP is a number of seconds.") }
+            // The hourly mail limits count the rows kept.
+            guard let seconds = Int(text), seconds >= 3600 else {
+                throw ValidationError("OUTBOX_KEEP is a number of seconds, 3600 or more.")
+            }
             keep = seconds
         }
         var retry = 5

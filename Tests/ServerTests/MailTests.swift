@@ -211,6 +211,14 @@ struct MailTests {
                 codes.append(reply.code ?? "\(reply.status)")
             }
             #expect(codes == Array(repeating: "wrong_code", count: 5) + ["too_many_wrong_codes"], "\(codes)")
+            // A new code each time is five guesses more: at most five codes an hour, even at once.
+            let asked = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { Int(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status.code) }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(asked.filter { $0 == 202 }.count == 4 && asked.filter { $0 == 429 }.count == 4, "\(asked.sorted())")
         }
     }
 
