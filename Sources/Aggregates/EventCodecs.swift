@@ -120,6 +120,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemPhotoRemoved.self, wrap: ItemEvent.photoRemoved)
         codec.register(BookingConfirmed.self, wrap: ItemEvent.bookingConfirmed)
         codec.register(BookingCompleted.self, wrap: ItemEvent.bookingCompleted)
+        codec.register(BookingReminded.self, wrap: ItemEvent.bookingReminded)
         codec.register(
             BookingCancelled.self, personal: [.init("reason", of: .field("cancelledBy"), redacted: .string(Redacted.text))],
             wrap: ItemEvent.bookingCancelled)

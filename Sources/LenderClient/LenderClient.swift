@@ -71,7 +71,7 @@ public struct IdempotentRetries: ClientMiddleware {
     public static let unkeyedOperations: Set<String> = [
         "registerUser", "logIn", "logOut", "closeAccount", "addItemPhoto", "removeItemPhoto", "addLoanPhoto",
         "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto", "requestPasswordReset", "confirmPasswordReset",
-        "changePassword", "requestEmailVerification", "confirmEmailVerification",
+        "changePassword", "requestEmailVerification", "confirmEmailVerification", "unsubscribe",
     ]
 
     /// Unkeyed commands that a 503 leaves undone, so another send is not a second one: the

@@ -26,6 +26,11 @@ public struct MailTemplates: Sendable {
         public var html: String
     }
 
+    /// One template, `name`, with `values`, trimmed (a push's title, say).
+    public func line(_ name: String, _ values: [String: String]) -> String {
+        (library.render(values, withTemplate: name) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// `kind`'s three parts (`password_reset`, `email_verification`) with `values`.
     public func render(_ kind: String, _ values: [String: String]) -> Rendered {
         func part(_ name: String) -> String { library.render(values, withTemplate: "\(kind)_\(name)") ?? "" }

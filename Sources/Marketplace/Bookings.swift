@@ -103,6 +103,20 @@ public struct BookingCompleted: EventBody, Hashable {
     }
 }
 
+/// The day before a booking starts, its two parties are reminded, once (the jobs' work).
+public struct BookingReminded: EventBody, Hashable {
+    public static let eventType = "BookingReminded"
+    public var bookingID: BookingID
+    public var ownerID: UserID
+    public var renterID: UserID
+
+    public init(bookingID: BookingID, ownerID: UserID, renterID: UserID) {
+        self.bookingID = bookingID
+        self.ownerID = ownerID
+        self.renterID = renterID
+    }
+}
+
 /// A booking called off before its first day, by one of its two parties: its days are free
 /// again, and its charge divided by the rental's policy (all of it back when the owner cancels).
 public struct BookingCancelled: EventBody, Hashable {
@@ -194,6 +208,8 @@ public struct Booking: Hashable, Sendable {
     /// The capture of a card-held charge, which a refund names.
     public var chargeID: String? = nil
     public var cancelledBy: UserID? = nil
+    /// Its parties were told, the day before, that it starts tomorrow.
+    public var reminded = false
 
     /// Whether its days are taken: a cancelled booking frees them.
     public var holdsDays: Bool { status != .cancelled }
@@ -437,8 +453,8 @@ extension ItemDecider {
     /// What time does to an item by `today`: a posting past its window expires (its pending
     /// bids with it); a pending bid whose first day has begun, or that is `stale` (placed
     /// `bidLifetimeDays` ago), is rejected `expired`; a booking whose last day has passed is
-    /// completed. Nothing when nothing is due, so a second run, or another server's, appends
-    /// nothing.
+    /// completed; the parties of a booking that starts tomorrow are reminded, once. Nothing
+    /// when nothing is due, so a second run, or another server's, appends nothing.
     static func runJobs(_ state: ItemState, actor: UserID, today: Day, staleBids: Set<BidID>) throws -> [ItemEvent] {
         guard actor == .system else {
             throw DomainError(.forbidden, "not_allowed", "Only the server's jobs run this.")
@@ -455,6 +471,9 @@ extension ItemDecider {
         }
         events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today }.map {
             .bookingCompleted(completion(of: $0, item, today: today))
+        }
+        events += item.bookings.filter { $0.status == .confirmed && !$0.reminded && $0.period.from == today.adding(days: 1) }.map {
+            .bookingReminded(BookingReminded(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID))
         }
         for booking in item.bookings where !booking.reviewWindowClosed {
             guard let completedOn = booking.completedOn, completedOn.adding(days: reviewWindowDays) <= today else { continue }
@@ -542,6 +561,10 @@ extension ItemDecider {
         case .reviewWindowClosed(let closed):
             if let index = item.bookings.firstIndex(where: { $0.id == closed.bookingID }) {
                 item.bookings[index].reviewWindowClosed = true
+            }
+        case .bookingReminded(let reminded):
+            if let index = item.bookings.firstIndex(where: { $0.id == reminded.bookingID }) {
+                item.bookings[index].reminded = true
             }
         default:
             break

@@ -209,6 +209,7 @@ public enum ItemEvent: Hashable, Sendable {
     case expired(ItemExpired)
     case reviewsPublished(ReviewsPublished)
     case reviewWindowClosed(ReviewWindowClosed)
+    case bookingReminded(BookingReminded)
 }
 
 // MARK: Commands
@@ -713,7 +714,7 @@ public enum ItemDecider {
         case .relisted:
             item.status = .available
         case .bookingConfirmed, .bookingCompleted, .bookingCancelled, .blackoutAdded, .blackoutRemoved, .windowRevised, .reviewsPublished,
-            .reviewWindowClosed:
+            .reviewWindowClosed, .bookingReminded:
             evolveBookings(&item, event)
         case .expired:
             item.status = .expired

@@ -21,7 +21,7 @@ public struct BookingsProjection: InlineProjection {
             switch event.type {
             case BookingConfirmed.eventType, BookingCompleted.eventType, BlackoutAdded.eventType, BlackoutRemoved.eventType,
                 ItemReserved.eventType, ItemClosed.eventType, ReviewWindowClosed.eventType, BookingCancelled.eventType,
-                BidPlaced.eventType:
+                BidPlaced.eventType, BookingReminded.eventType:
                 break
             default:
                 continue
@@ -127,6 +127,9 @@ public struct BookingsProjection: InlineProjection {
                         WHERE booking_id = \(closed.bookingID.rawValue)
                         """
                     ], writes: [row])
+            case .bookingReminded(let reminded):
+                plan.add(
+                    ["UPDATE bookings_view SET reminded = true WHERE booking_id = \(reminded.bookingID.rawValue)"], writes: [row])
             default:
                 break
             }

@@ -25,6 +25,23 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
     case bidExpired = "bid_expired"
     /// A booking of mine is over: time to review the other party (to both).
     case reviewWanted = "review_wanted"
+    /// A booking of mine was called off by the other party (to both, when neither did).
+    case bookingCancelled = "booking_cancelled"
+    /// A booking of mine starts tomorrow (to both, once, by the jobs).
+    case bookingStartsTomorrow = "booking_starts_tomorrow"
+}
+
+extension BookingCancelled {
+    /// Who hears of it: the party who did not cancel it (both, when an operator or the
+    /// server did).
+    var told: [UserID] {
+        if cancelledBy == renterID { return [ownerID] }
+        if cancelledBy == ownerID { return [renterID] }
+        return [renterID, ownerID]
+    }
+
+    /// Whom the notice names as its source: the one who cancelled, when a party did.
+    var teller: UserID? { cancelledBy == renterID || cancelledBy == ownerID ? cancelledBy : nil }
 }
 
 extension NoticeKind {
@@ -207,6 +224,22 @@ public struct FeedProjection: InlineProjection {
                         Notice(
                             .reviewWanted, to: completed.ownerID.rawValue, event, item: item, bid: completed.bookingID.rawValue,
                             from: completed.renterID.rawValue))
+                case .bookingCancelled(let cancelled):
+                    for user in cancelled.told {
+                        notices.append(
+                            Notice(
+                                .bookingCancelled, to: user.rawValue, event, item: item, bid: cancelled.bookingID.rawValue,
+                                from: cancelled.teller?.rawValue, amount: user == cancelled.renterID ? cancelled.refundCents : nil))
+                    }
+                case .bookingReminded(let reminded):
+                    notices.append(
+                        Notice(
+                            .bookingStartsTomorrow, to: reminded.renterID.rawValue, event, item: item,
+                            bid: reminded.bookingID.rawValue, from: reminded.ownerID.rawValue))
+                    notices.append(
+                        Notice(
+                            .bookingStartsTomorrow, to: reminded.ownerID.rawValue, event, item: item,
+                            bid: reminded.bookingID.rawValue, from: reminded.renterID.rawValue))
                 case .messageSent(let message):
                     notices.append(
                         Notice(
@@ -294,6 +327,19 @@ public struct FeedProjection: InlineProjection {
             notice(
                 .reviewWanted, to: completed.ownerID, event, &plan, item: item, bid: completed.bookingID.rawValue,
                 from: completed.renterID)
+        case .bookingCancelled(let cancelled):
+            for user in cancelled.told {
+                notice(
+                    .bookingCancelled, to: user, event, &plan, item: item, bid: cancelled.bookingID.rawValue, from: cancelled.teller,
+                    amount: user == cancelled.renterID ? cancelled.refundCents : nil)
+            }
+        case .bookingReminded(let reminded):
+            notice(
+                .bookingStartsTomorrow, to: reminded.renterID, event, &plan, item: item, bid: reminded.bookingID.rawValue,
+                from: reminded.ownerID)
+            notice(
+                .bookingStartsTomorrow, to: reminded.ownerID, event, &plan, item: item, bid: reminded.bookingID.rawValue,
+                from: reminded.renterID)
         case .messageSent(let message):
             notice(
                 .messageReceived, to: message.recipientID, event, &plan, item: item, bid: message.bidID.rawValue,

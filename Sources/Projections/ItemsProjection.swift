@@ -393,7 +393,7 @@ public struct ItemsProjection: InlineProjection {
                         WHERE i.item_id = \(item)
                         """
                     ], writes: [row])
-            case .reviewWindowClosed:
+            case .reviewWindowClosed, .bookingReminded:
                 // `BookingsProjection`'s.
                 break
             case .reviewWritten(let review):

@@ -40,6 +40,9 @@ public func buildRouter(
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
     let recovery = RecoveryController(accounts: accounts, mail: mail)
+    let notifications = NotificationsController(
+        settings: NotificationSettings(pool: primary), devices: Devices(pool: primary),
+        unsubscribe: mail.unsubscribe ?? UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe")))
     let bidding = Bidding(gateway: gateway, payments: cardPayments, fees: payments.rentalFees)
     let items = ItemsController(
         gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary), today: today)
@@ -49,7 +52,8 @@ public func buildRouter(
     let market = MarketController(items: Replicated(ItemsView.init, primary: primary, replica: replica))
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
-        reads: Replicated(ProfilesView.init, primary: primary, replica: replica), conversations: ConversationsView(primary))
+        reads: Replicated(ProfilesView.init, primary: primary, replica: replica), conversations: ConversationsView(primary),
+        notifications: notifications)
     let wallet = WalletController(
         wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
     let loans = LoansController(
@@ -87,6 +91,9 @@ public func buildRouter(
     router.post("/v1/sessions", use: accountRoutes.login)
     router.post("/v1/password-resets", use: recovery.requestReset)
     router.post("/v1/password-resets/confirm", use: recovery.confirmReset)
+    // A mail's unsubscribe link: signed, no login (RFC 8058).
+    router.get("/v1/unsubscribe", use: notifications.page)
+    router.post("/v1/unsubscribe", use: notifications.unsubscribe)
 
     // A signed-in user (401 without a live token). Only here is a token looked up: health,
     // metrics and the public routes answer without the database's sessions.
@@ -99,6 +106,8 @@ public func buildRouter(
     signedIn.post("me/email-verification", use: recovery.requestVerification)
     signedIn.post("me/email-verification/confirm", use: recovery.confirmVerification)
     signedIn.get("me/feed", use: conversations.feed)
+    signedIn.get("me/notification-settings", use: notifications.show)
+    signedIn.get("me/devices", use: notifications.list)
     signedIn.get("me/feed/stream", use: conversations.feedStream)
     signedIn.get("users/:userID/reviews", use: conversations.userReviews)
     signedIn.get("items/:itemID/reviews", use: conversations.itemReviews)
@@ -131,6 +140,9 @@ public func buildRouter(
 
     changes.patch("me", use: profiles.updateProfile)
     changes.post("me/blocks", use: profiles.block)
+    changes.patch("me/notification-settings", use: notifications.change)
+    changes.post("me/devices", use: notifications.register)
+    changes.delete("me/devices/:token", use: notifications.remove)
     changes.delete("me/blocks/:userID", use: profiles.unblock)
     user.post("me/cards", use: wallet.addCard)
     user.delete("me/cards/:cardID", use: wallet.removeCard)
@@ -205,6 +217,8 @@ public func buildApplication(
     jobsEvery: Duration? = nil, mail: MailSettings = MailSettings(), delivery: MailDelivery? = nil,
     requireVerifiedEmail: Bool = false
 ) -> some ApplicationProtocol {
+    var mail = mail
+    mail.unsubscribe = UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe"))
     let dataKeys = DataKeys(pool: pool, masters: masterKeys, file: masterKeyFile)
     let store = EventStore(
         pool: pool, logger: logger, projections: lenderProjections,
@@ -236,7 +250,10 @@ public func buildApplication(
     if let delivery {
         var outbox = Outbox(pool: pool, settings: mail, logger: logger)
         outbox.backoffSeconds = delivery.retrySeconds
-        application.addServices(OutboxService(outbox: outbox, delivery: delivery, logger: logger))
+        application.addServices(
+            OutboxService(
+                outbox: outbox, notifier: Notifier(pool: pool, mail: mail), pusher: SandboxPush(pool: pool), delivery: delivery,
+                logger: logger))
     }
     if let jobsEvery {
         let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))

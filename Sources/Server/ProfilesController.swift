@@ -16,6 +16,8 @@ struct ProfilesController: Sendable {
     let reads: Replicated<ProfilesView>
     /// Reviews and messages, for the export.
     let conversations: ConversationsView
+    /// Devices and notification settings, for the export.
+    let notifications: NotificationsController
 
     struct ProfileBody: Decodable {
         var displayName: String?
@@ -65,7 +67,9 @@ struct ProfilesController: Sendable {
             bids: try await reads.all { try await reads.bids(.bids, of: me, status: nil, after: $0, limit: 100) },
             loansLent: try await reads.all { try await reads.loans(of: me, after: $0, limit: 100) },
             loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me),
-            reviews: written.reviews, messages: written.messages)
+            reviews: written.reviews, messages: written.messages,
+            devices: try await notifications.devices.of(me).map(NotificationsController.DeviceResource.init),
+            notificationSettings: NotificationsController.Settings(channels: try await notifications.settings.of(me)))
         let day = Day(export.exportedAt).description
         return EditedResponse(
             headers: [.contentDisposition: "attachment; filename=\"lender-\(export.profile.handle)-\(day).json\""], response: export)
@@ -117,6 +121,9 @@ struct PersonalExport: ResponseEncodable {
     var reviews: [ReviewResource]
     /// Messages they wrote or were sent, on bids.
     var messages: [MessageResource]
+    /// The devices their pushes go to, and what they chose to hear of, and how.
+    var devices: [NotificationsController.DeviceResource]
+    var notificationSettings: NotificationsController.Settings
 }
 
 /// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad

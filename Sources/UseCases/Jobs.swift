@@ -12,6 +12,7 @@ public struct JobsReport: Sendable, Hashable {
     public var bidsExpired = 0
     public var postingsExpired = 0
     public var bookingsCompleted = 0
+    public var bookingsReminded = 0
     public var loansExpired = 0
     public var reviewWindowsClosed = 0
     /// Items whose step failed (logged), due again at the next run.
@@ -46,6 +47,7 @@ public struct Jobs: Sendable {
                     case .bidRejected: report.bidsExpired += 1
                     case .expired: report.postingsExpired += 1
                     case .bookingCompleted: report.bookingsCompleted += 1
+                    case .bookingReminded: report.bookingsReminded += 1
                     case .reviewWindowClosed: report.reviewWindowsClosed += 1
                     default: break
                     }

@@ -1,8 +1,10 @@
 import Foundation
 import Logging
 import Mail
+import Marketplace
 import Metrics
 import Postgres
+import Projections
 
 /// What the outbox's mail says about itself: who sends it, and where links go.
 public struct MailSettings: Sendable {
@@ -10,10 +12,17 @@ public struct MailSettings: Sendable {
     public var from: String
     /// Where the links in mail lead (`PUBLIC_URL`).
     public var publicURL: String
+    /// What signs the unsubscribe links (set by the server, from its secret).
+    public var unsubscribe: UnsubscribeTokens?
 
     public init(from: String = "Lender <no-reply@lender.localhost>", publicURL: String = "http://localhost:8080") {
         self.from = from
         self.publicURL = publicURL
+    }
+
+    /// The one-click link that stops mail of `kind` (of every notice when nil).
+    public func unsubscribeURL(for user: UserID, kind: NoticeKind?) -> String? {
+        unsubscribe.map { "\(publicURL)/v1/unsubscribe?token=\($0.token(for: user, kind: kind))" }
     }
 
     /// The domain of the `From:` address: Message-IDs are made in it.
@@ -29,21 +38,38 @@ public struct MailSettings: Sendable {
 /// its row, so that a repeat after a crash is recognisable. Several servers never send one
 /// row at once: a claimed row is skipped until its claim lapses.
 public struct Outbox: Sendable {
+    /// How a row goes: a mail to an address, or a push to a device's token.
+    public enum Channel: String, Sendable, Hashable { case email, push }
+
     public struct Row: Sendable, Hashable {
         public var user: UUID?
+        /// An address, or a device's token.
         public var recipient: String
         public var kind: String
+        /// A mail's subject; a push's title.
         public var subject: String
+        /// A mail's plain text; a push's payload (JSON).
         public var text: String
         public var html: String?
+        public var channel: Channel
+        /// A push's: `ios` or `android`.
+        public var platform: String?
+        /// A mail's one-click unsubscribe link (`List-Unsubscribe`).
+        public var unsubscribe: String?
 
-        public init(user: UUID?, recipient: String, kind: String, subject: String, text: String, html: String? = nil) {
+        public init(
+            user: UUID?, recipient: String, kind: String, subject: String, text: String, html: String? = nil,
+            channel: Channel = .email, platform: String? = nil, unsubscribe: String? = nil
+        ) {
             self.user = user
             self.recipient = recipient
             self.kind = kind
             self.subject = subject
             self.text = text
             self.html = html
+            self.channel = channel
+            self.platform = platform
+            self.unsubscribe = unsubscribe
         }
     }
 
@@ -64,10 +90,31 @@ public struct Outbox: Sendable {
 
     /// The row, on a connection's open transaction: sent only if that commits.
     public static func enqueue(_ row: Row, on connection: PostgresConnection) async throws {
+        try await enqueue([row], on: connection)
+    }
+
+    /// The rows, in one statement, in their order (their ids are the order they are sent in).
+    public static func enqueue(_ rows: [Row], on connection: PostgresConnection) async throws {
+        guard !rows.isEmpty else { return }
+        var columns = Array(repeating: PostgresBatchColumn(), count: 9)
+        for row in rows {
+            columns[0].append(row.user)
+            columns[1].append(row.recipient)
+            columns[2].append(row.kind)
+            columns[3].append(row.subject)
+            columns[4].append(row.text)
+            columns[5].append(row.html)
+            columns[6].append(row.channel.rawValue)
+            columns[7].append(row.platform)
+            columns[8].append(row.unsubscribe)
+        }
         try await connection.query(
             """
-            INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body)
-            VALUES (\(row.user), \(row.recipient), \(row.kind), \(row.subject), \(row.text), \(row.html))
+            INSERT INTO outbox (user_id, recipient, kind, subject, text_body, html_body, channel, platform, unsubscribe_url)
+            SELECT u, rc, k, s, t, h, c, p, l FROM unnest(\(columns[0])::uuid[], \(columns[1])::text[], \(columns[2])::text[], \(columns[3])::text[],
+                                 \(columns[4])::text[], \(columns[5])::text[], \(columns[6])::text[], \(columns[7])::text[],
+                                 \(columns[8])::text[]) WITH ORDINALITY AS r(u, rc, k, s, t, h, c, p, l, n)
+            ORDER BY n
             """)
     }
 
@@ -93,14 +140,17 @@ public struct Outbox: Sendable {
         public init() {}
     }
 
-    /// Claims up to `batch` due rows, the oldest unsent of each recipient, and sends them.
-    public func sendDue(with mailer: any Mailer, batch: Int = 20) async throws -> Round {
+    /// Claims up to `batch` due rows, the oldest unsent of each recipient, and sends them: mail
+    /// through `mailer` (none: mail waits), pushes through `pusher` (none: they wait).
+    public func sendDue(mailer: (any Mailer)?, pusher: (any PushSender)?, batch: Int = 20) async throws -> Round {
+        let channels = (mailer == nil ? [] : [Channel.email.rawValue]) + (pusher == nil ? [] : [Channel.push.rawValue])
+        guard !channels.isEmpty else { return Round() }
         let claimed = try await pool.query(
             """
             WITH due AS (
                 SELECT id FROM outbox o
                 WHERE sent_at IS NULL AND dead_at IS NULL AND next_attempt_at <= now()
-                  AND (claimed_until IS NULL OR claimed_until < now())
+                  AND (claimed_until IS NULL OR claimed_until < now()) AND channel = ANY (\(channels))
                   AND NOT EXISTS (
                       SELECT 1 FROM outbox e
                       WHERE e.recipient = o.recipient AND e.id < o.id AND e.sent_at IS NULL AND e.dead_at IS NULL)
@@ -109,17 +159,30 @@ public struct Outbox: Sendable {
             )
             UPDATE outbox o SET claimed_until = now() + make_interval(secs => \(claimSeconds))
             FROM due WHERE o.id = due.id
-            RETURNING o.id, o.recipient, o.subject, o.text_body, o.html_body, o.attempts, o.created_at
+            RETURNING o.id, o.recipient, o.subject, o.text_body, o.html_body, o.attempts, o.created_at, o.channel, o.platform,
+                      o.unsubscribe_url
             """)
         var round = Round()
-        for row in claimed {
-            let id = try row.decode("id", as: Int64.self)
-            let message = MailMessage(
-                from: settings.from, to: try row.decode("recipient"), subject: try row.decode("subject"),
-                text: try row.decode("text_body"), html: try row.decode("html_body", as: String?.self),
-                messageID: "<outbox-\(id)@\(settings.domain)>", date: try row.decode("created_at"))
+        // In the rows' order (`RETURNING` keeps none): one recipient's rows go in turn.
+        for (id, row) in try claimed.map({ (try $0.decode("id", as: Int64.self), $0) }).sorted(by: { $0.0 < $1.0 }) {
             do {
-                try await mailer.send(message)
+                if try row.decode("channel", as: String.self) == Channel.push.rawValue, let pusher {
+                    try await pusher.send(
+                        PushMessage(
+                            id: id, platform: Device.Platform(rawValue: try row.decode("platform", as: String?.self) ?? "") ?? .ios,
+                            token: try row.decode("recipient"), payload: try row.decode("text_body")))
+                } else if let mailer {
+                    try await mailer.send(
+                        MailMessage(
+                            from: settings.from, to: try row.decode("recipient"), subject: try row.decode("subject"),
+                            text: try row.decode("text_body"), html: try row.decode("html_body", as: String?.self),
+                            messageID: "<outbox-\(id)@\(settings.domain)>",
+                            unsubscribe: try row.decode("unsubscribe_url", as: String?.self).flatMap(URL.init(string:)),
+                            date: try row.decode("created_at")))
+                }
+                // Handed over, not yet marked: a crash here sends the row again once its claim
+                // lapses, with the same Message-ID.
+                Failpoints.hit(.outboxAfterSend)
                 try await pool.query(
                     "UPDATE outbox SET sent_at = now(), claimed_until = NULL, attempts = attempts + 1 WHERE id = \(id)")
                 round.sent += 1
@@ -136,7 +199,7 @@ public struct Outbox: Sendable {
                     WHERE id = \(id)
                     """)
                 logger.warning(
-                    "a mail was not sent", metadata: ["outbox": "\(id)", "attempt": "\(attempts)", "error": "\(error)"])
+                    "a message was not sent", metadata: ["outbox": "\(id)", "attempt": "\(attempts)", "error": "\(error)"])
                 if givenUp { round.givenUp += 1 }
                 round.failed += 1
                 OutboxMetrics.deliveries(givenUp ? .givenUp : .failed).increment()

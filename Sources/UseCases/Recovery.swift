@@ -56,7 +56,7 @@ extension Accounts {
             try await Outbox.enqueue(
                 Outbox.Row(
                     user: user.rawValue, recipient: state.email, kind: "password_reset", subject: words.subject,
-                    text: words.text, html: words.html), on: connection)
+                    text: words.text, html: words.html, unsubscribe: mail.unsubscribeURL(for: user, kind: nil)), on: connection)
         }
     }
 
@@ -152,7 +152,7 @@ extension Accounts {
             try await Outbox.enqueue(
                 Outbox.Row(
                     user: user.rawValue, recipient: state.email, kind: "email_verification", subject: words.subject,
-                    text: words.text, html: words.html), on: connection)
+                    text: words.text, html: words.html, unsubscribe: mail.unsubscribeURL(for: user, kind: nil)), on: connection)
         }
     }
 

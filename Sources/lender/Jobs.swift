@@ -40,7 +40,8 @@ struct JobsCommand: AsyncParsableCommand {
             }
             print(
                 "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
-                    + "\(report.bookingsCompleted) bookings completed, \(report.reviewWindowsClosed) review windows closed, "
+                    + "\(report.bookingsCompleted) bookings completed, \(report.bookingsReminded) bookings reminded, "
+                    + "\(report.reviewWindowsClosed) review windows closed, "
                     + "\(report.loansExpired) loans expired "
                     + "(\(report.items) items written\(report.failures > 0 ? ", \(report.failures) failed: see the log" : ""))")
         }

@@ -10,30 +10,40 @@ struct OutboxCommand: AsyncParsableCommand {
 
     struct Send: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Send what is due once, to SMTP_URL, as `lender serve` does every second; print what was done.")
+            abstract:
+                "Fan new notices out, then send what is due once (mail to SMTP_URL, pushes to the sandbox), as `lender serve` does every second; print what was done.")
 
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
             let logger = Logs.bootstrap()
             let environment = ProcessInfo.processInfo.environment
-            guard let delivery = try Serve.delivery(environment) else {
+            let delivery = try Serve.delivery(environment)
+            guard delivery.mailer != nil else {
                 throw ValidationError("SMTP_URL is not set: there is nowhere to send to.")
             }
-            let settings = Serve.mailSettings(environment, port: Int(environment["PORT"] ?? "8080") ?? 8080)
-            var total = Outbox.Round()
-            try await database.withPool(logger: logger) { pool in
+            var settings = Serve.mailSettings(environment, port: Int(environment["PORT"] ?? "8080") ?? 8080)
+            // The unsubscribe links are signed with the server's secret, as `lender serve` signs them.
+            settings.unsubscribe = UnsubscribeTokens(
+                key: try Serve.paymentsSetup(environment).fingerprinter.derivedKey(for: "mail-unsubscribe"))
+            let (notices, total) = try await database.withPool(logger: logger) { pool -> (Int, Outbox.Round) in
+                var total = Outbox.Round()
+                var notices = 0
+                let notifier = Notifier(pool: pool, mail: settings)
+                while case let read = try await notifier.fanOut(), read > 0 { notices += read }
                 let outbox = Outbox(pool: pool, settings: settings, logger: logger)
-                var round = try await outbox.sendDue(with: delivery.mailer)
+                let pusher = SandboxPush(pool: pool)
+                var round = try await outbox.sendDue(mailer: delivery.mailer, pusher: pusher)
                 while round.sent + round.failed > 0 {
                     total.sent += round.sent
                     total.failed += round.failed
                     total.givenUp += round.givenUp
                     // A failed row waits for its backoff: the next round does not take it again.
-                    round = try await outbox.sendDue(with: delivery.mailer)
+                    round = try await outbox.sendDue(mailer: delivery.mailer, pusher: pusher)
                 }
+                return (notices, total)
             }
-            print("outbox: \(total.sent) sent, \(total.failed) failed (\(total.givenUp) given up)")
+            print("outbox: \(notices) notices fanned out; \(total.sent) sent, \(total.failed) failed (\(total.givenUp) given up)")
         }
     }
 }

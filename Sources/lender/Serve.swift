@@ -33,7 +33,7 @@ struct Serve: AsyncParsableCommand {
         guard let bcryptCost = UInt8(environment["BCRYPT_COST"] ?? "12"), (4...31).contains(bcryptCost) else {
             throw ValidationError("BCRYPT_COST must be a number from 4 to 31.")
         }
-        let payments = try paymentsSetup(environment)
+        let payments = try Self.paymentsSetup(environment)
         guard Failpoints.unknown.isEmpty else {
             throw ValidationError(
                 "LENDER_FAILPOINTS names unknown points: \(Failpoints.unknown.joined(separator: ", ")) (known: "
@@ -145,7 +145,7 @@ struct Serve: AsyncParsableCommand {
     /// `CARD_FINGERPRINT_SECRET`, or the file `CARD_FINGERPRINT_SECRET_FILE` names (which
     /// `scripts/serve` generates). The key must stay the same for the life of the data, or
     /// cards added again are no longer recognised.
-    private func paymentsSetup(_ environment: [String: String]) throws -> PaymentsSetup {
+    static func paymentsSetup(_ environment: [String: String]) throws -> PaymentsSetup {
         var secret = environment["CARD_FINGERPRINT_SECRET"].map { Data($0.utf8) }
         if secret == nil, let path = environment["CARD_FINGERPRINT_SECRET_FILE"] {
             guard let contents = FileManager.default.contents(atPath: path) else {
@@ -197,12 +197,12 @@ struct Serve: AsyncParsableCommand {
             publicURL: environment["PUBLIC_URL"] ?? "http://localhost:\(port)")
     }
 
-    /// `SMTP_URL` (`smtp://` or `smtps://`, with user and password if needed): the outbox is
-    /// sent there; without it, mail waits in the outbox. `OUTBOX_KEEP`: seconds a sent mail's
-    /// row is kept (default 7 days).
-    static func delivery(_ environment: [String: String]) throws -> MailDelivery? {
-        guard let url = environment["SMTP_URL"], !url.isEmpty else { return nil }
-        guard url.hasPrefix("smtp://") || url.hasPrefix("smtps://") else {
+    /// `SMTP_URL` (`smtp://` or `smtps://`, with user and password if needed): the outbox's
+    /// mail is sent there; without it, mail waits in the outbox (pushes go all the same).
+    /// `OUTBOX_KEEP`: seconds a sent row is kept (default 7 days).
+    static func delivery(_ environment: [String: String]) throws -> MailDelivery {
+        let url = environment["SMTP_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        if let url, !(url.hasPrefix("smtp://") || url.hasPrefix("smtps://")) {
             throw ValidationError("SMTP_URL must start with smtp:// or smtps://.")
         }
         var keep = 7 * 86_400
@@ -220,11 +220,11 @@ struct Serve: AsyncParsableCommand {
             }
             retry = seconds
         }
-        return MailDelivery(mailer: SMTPMailer(url: url), keepSeconds: keep, retrySeconds: retry)
+        return MailDelivery(mailer: url.map(SMTPMailer.init(url:)), keepSeconds: keep, retrySeconds: retry)
     }
 
     /// A fee in basis points of a booking's total, 0 to 10000.
-    private func basisPoints(_ environment: [String: String], _ name: String, default value: Int) throws -> Int {
+    private static func basisPoints(_ environment: [String: String], _ name: String, default value: Int) throws -> Int {
         guard let text = environment[name] else { return value }
         guard let bps = Int(text), RentalFees.bpsRange.contains(bps) else {
             throw ValidationError("\(name) must be a whole number of basis points from 0 to 10000 (500 is 5 %).")

@@ -3244,7 +3244,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/position`.
             public var position: Swift.Int64
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -3260,8 +3260,10 @@ extension Components {
                 case bookingConfirmed = "booking_confirmed"
                 case bidExpired = "bid_expired"
                 case reviewWanted = "review_wanted"
+                case bookingCancelled = "booking_cancelled"
+                case bookingStartsTomorrow = "booking_starts_tomorrow"
             }
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             public var kind: Components.Schemas.Notice.KindPayload
@@ -3297,7 +3299,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - position: The event's log position: the feed's order, and where it resumes
-            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id)
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
             ///   - createdAt:
             ///   - itemId:
             ///   - bidId:
@@ -3816,6 +3818,12 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PersonalExport/messages`.
             public var messages: [Components.Schemas.Message]
+            /// The devices my pushes go to
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/devices`.
+            public var devices: [Components.Schemas.Device]
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/notificationSettings`.
+            public var notificationSettings: Components.Schemas.NotificationSettings
             /// Creates a new `PersonalExport`.
             ///
             /// - Parameters:
@@ -3828,6 +3836,8 @@ extension Components {
             ///   - balanceHistory: Every movement of my money, oldest first
             ///   - reviews: Every review I wrote or that is about me, oldest first
             ///   - messages: Every message I wrote or was sent on a bid, oldest first
+            ///   - devices: The devices my pushes go to
+            ///   - notificationSettings:
             public init(
                 exportedAt: Foundation.Date,
                 profile: Components.Schemas.PrivateProfile,
@@ -3837,7 +3847,9 @@ extension Components {
                 loansBorrowed: [Components.Schemas.BorrowedLoan],
                 balanceHistory: [Components.Schemas.BalanceEntry],
                 reviews: [Components.Schemas.Review],
-                messages: [Components.Schemas.Message]
+                messages: [Components.Schemas.Message],
+                devices: [Components.Schemas.Device],
+                notificationSettings: Components.Schemas.NotificationSettings
             ) {
                 self.exportedAt = exportedAt
                 self.profile = profile
@@ -3848,6 +3860,8 @@ extension Components {
                 self.balanceHistory = balanceHistory
                 self.reviews = reviews
                 self.messages = messages
+                self.devices = devices
+                self.notificationSettings = notificationSettings
             }
             public enum CodingKeys: String, CodingKey {
                 case exportedAt
@@ -3859,6 +3873,8 @@ extension Components {
                 case balanceHistory
                 case reviews
                 case messages
+                case devices
+                case notificationSettings
             }
         }
         /// A rental bid's prices, fixed in its event (SPEC §12.2), and how its charge is held
@@ -4148,6 +4164,522 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case emailVerified
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/NoticeChannels`.
+        public struct NoticeChannels: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NoticeChannels/email`.
+            public var email: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/NoticeChannels/push`.
+            public var push: Swift.Bool
+            /// Creates a new `NoticeChannels`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            ///   - push:
+            public init(
+                email: Swift.Bool,
+                push: Swift.Bool
+            ) {
+                self.email = email
+                self.push = push
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+                case push
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.email = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .email
+                )
+                self.push = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .push
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "email",
+                    "push"
+                ])
+            }
+        }
+        /// A channel left out stays as it is
+        ///
+        /// - Remark: Generated from `#/components/schemas/NoticeChannelsChange`.
+        public struct NoticeChannelsChange: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NoticeChannelsChange/email`.
+            public var email: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/NoticeChannelsChange/push`.
+            public var push: Swift.Bool?
+            /// Creates a new `NoticeChannelsChange`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            ///   - push:
+            public init(
+                email: Swift.Bool? = nil,
+                push: Swift.Bool? = nil
+            ) {
+                self.email = email
+                self.push = push
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+                case push
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.email = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .email
+                )
+                self.push = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .push
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "email",
+                    "push"
+                ])
+            }
+        }
+        /// Each kind of notice (as the feed names them) and whether it also goes by e-mail (to a verified address) and by push (to every device). Defaults: push for every kind; e-mail for every kind but `message_received`, `review_received` and `balance_credited`.
+        ///
+        /// - Remark: Generated from `#/components/schemas/NotificationSettings`.
+        public struct NotificationSettings: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/bid_received`.
+            public var bidReceived: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/bid_approved`.
+            public var bidApproved: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/bid_rejected`.
+            public var bidRejected: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/message_received`.
+            public var messageReceived: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/review_received`.
+            public var reviewReceived: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/loan_funded`.
+            public var loanFunded: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/loan_repaid`.
+            public var loanRepaid: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/loan_expired`.
+            public var loanExpired: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/balance_credited`.
+            public var balanceCredited: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/booking_confirmed`.
+            public var bookingConfirmed: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/bid_expired`.
+            public var bidExpired: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/review_wanted`.
+            public var reviewWanted: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/booking_cancelled`.
+            public var bookingCancelled: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/booking_starts_tomorrow`.
+            public var bookingStartsTomorrow: Components.Schemas.NoticeChannels
+            /// Creates a new `NotificationSettings`.
+            ///
+            /// - Parameters:
+            ///   - bidReceived:
+            ///   - bidApproved:
+            ///   - bidRejected:
+            ///   - messageReceived:
+            ///   - reviewReceived:
+            ///   - loanFunded:
+            ///   - loanRepaid:
+            ///   - loanExpired:
+            ///   - balanceCredited:
+            ///   - bookingConfirmed:
+            ///   - bidExpired:
+            ///   - reviewWanted:
+            ///   - bookingCancelled:
+            ///   - bookingStartsTomorrow:
+            public init(
+                bidReceived: Components.Schemas.NoticeChannels,
+                bidApproved: Components.Schemas.NoticeChannels,
+                bidRejected: Components.Schemas.NoticeChannels,
+                messageReceived: Components.Schemas.NoticeChannels,
+                reviewReceived: Components.Schemas.NoticeChannels,
+                loanFunded: Components.Schemas.NoticeChannels,
+                loanRepaid: Components.Schemas.NoticeChannels,
+                loanExpired: Components.Schemas.NoticeChannels,
+                balanceCredited: Components.Schemas.NoticeChannels,
+                bookingConfirmed: Components.Schemas.NoticeChannels,
+                bidExpired: Components.Schemas.NoticeChannels,
+                reviewWanted: Components.Schemas.NoticeChannels,
+                bookingCancelled: Components.Schemas.NoticeChannels,
+                bookingStartsTomorrow: Components.Schemas.NoticeChannels
+            ) {
+                self.bidReceived = bidReceived
+                self.bidApproved = bidApproved
+                self.bidRejected = bidRejected
+                self.messageReceived = messageReceived
+                self.reviewReceived = reviewReceived
+                self.loanFunded = loanFunded
+                self.loanRepaid = loanRepaid
+                self.loanExpired = loanExpired
+                self.balanceCredited = balanceCredited
+                self.bookingConfirmed = bookingConfirmed
+                self.bidExpired = bidExpired
+                self.reviewWanted = reviewWanted
+                self.bookingCancelled = bookingCancelled
+                self.bookingStartsTomorrow = bookingStartsTomorrow
+            }
+            public enum CodingKeys: String, CodingKey {
+                case bidReceived = "bid_received"
+                case bidApproved = "bid_approved"
+                case bidRejected = "bid_rejected"
+                case messageReceived = "message_received"
+                case reviewReceived = "review_received"
+                case loanFunded = "loan_funded"
+                case loanRepaid = "loan_repaid"
+                case loanExpired = "loan_expired"
+                case balanceCredited = "balance_credited"
+                case bookingConfirmed = "booking_confirmed"
+                case bidExpired = "bid_expired"
+                case reviewWanted = "review_wanted"
+                case bookingCancelled = "booking_cancelled"
+                case bookingStartsTomorrow = "booking_starts_tomorrow"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.bidReceived = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bidReceived
+                )
+                self.bidApproved = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bidApproved
+                )
+                self.bidRejected = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bidRejected
+                )
+                self.messageReceived = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .messageReceived
+                )
+                self.reviewReceived = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .reviewReceived
+                )
+                self.loanFunded = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .loanFunded
+                )
+                self.loanRepaid = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .loanRepaid
+                )
+                self.loanExpired = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .loanExpired
+                )
+                self.balanceCredited = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .balanceCredited
+                )
+                self.bookingConfirmed = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bookingConfirmed
+                )
+                self.bidExpired = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bidExpired
+                )
+                self.reviewWanted = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .reviewWanted
+                )
+                self.bookingCancelled = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bookingCancelled
+                )
+                self.bookingStartsTomorrow = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bookingStartsTomorrow
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "bid_received",
+                    "bid_approved",
+                    "bid_rejected",
+                    "message_received",
+                    "review_received",
+                    "loan_funded",
+                    "loan_repaid",
+                    "loan_expired",
+                    "balance_credited",
+                    "booking_confirmed",
+                    "bid_expired",
+                    "review_wanted",
+                    "booking_cancelled",
+                    "booking_starts_tomorrow"
+                ])
+            }
+        }
+        /// The kinds to change, each with the channels to change
+        ///
+        /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange`.
+        public struct NotificationSettingsChange: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/bid_received`.
+            public var bidReceived: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/bid_approved`.
+            public var bidApproved: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/bid_rejected`.
+            public var bidRejected: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/message_received`.
+            public var messageReceived: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/review_received`.
+            public var reviewReceived: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/loan_funded`.
+            public var loanFunded: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/loan_repaid`.
+            public var loanRepaid: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/loan_expired`.
+            public var loanExpired: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/balance_credited`.
+            public var balanceCredited: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/booking_confirmed`.
+            public var bookingConfirmed: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/bid_expired`.
+            public var bidExpired: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/review_wanted`.
+            public var reviewWanted: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/booking_cancelled`.
+            public var bookingCancelled: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/booking_starts_tomorrow`.
+            public var bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange?
+            /// Creates a new `NotificationSettingsChange`.
+            ///
+            /// - Parameters:
+            ///   - bidReceived:
+            ///   - bidApproved:
+            ///   - bidRejected:
+            ///   - messageReceived:
+            ///   - reviewReceived:
+            ///   - loanFunded:
+            ///   - loanRepaid:
+            ///   - loanExpired:
+            ///   - balanceCredited:
+            ///   - bookingConfirmed:
+            ///   - bidExpired:
+            ///   - reviewWanted:
+            ///   - bookingCancelled:
+            ///   - bookingStartsTomorrow:
+            public init(
+                bidReceived: Components.Schemas.NoticeChannelsChange? = nil,
+                bidApproved: Components.Schemas.NoticeChannelsChange? = nil,
+                bidRejected: Components.Schemas.NoticeChannelsChange? = nil,
+                messageReceived: Components.Schemas.NoticeChannelsChange? = nil,
+                reviewReceived: Components.Schemas.NoticeChannelsChange? = nil,
+                loanFunded: Components.Schemas.NoticeChannelsChange? = nil,
+                loanRepaid: Components.Schemas.NoticeChannelsChange? = nil,
+                loanExpired: Components.Schemas.NoticeChannelsChange? = nil,
+                balanceCredited: Components.Schemas.NoticeChannelsChange? = nil,
+                bookingConfirmed: Components.Schemas.NoticeChannelsChange? = nil,
+                bidExpired: Components.Schemas.NoticeChannelsChange? = nil,
+                reviewWanted: Components.Schemas.NoticeChannelsChange? = nil,
+                bookingCancelled: Components.Schemas.NoticeChannelsChange? = nil,
+                bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange? = nil
+            ) {
+                self.bidReceived = bidReceived
+                self.bidApproved = bidApproved
+                self.bidRejected = bidRejected
+                self.messageReceived = messageReceived
+                self.reviewReceived = reviewReceived
+                self.loanFunded = loanFunded
+                self.loanRepaid = loanRepaid
+                self.loanExpired = loanExpired
+                self.balanceCredited = balanceCredited
+                self.bookingConfirmed = bookingConfirmed
+                self.bidExpired = bidExpired
+                self.reviewWanted = reviewWanted
+                self.bookingCancelled = bookingCancelled
+                self.bookingStartsTomorrow = bookingStartsTomorrow
+            }
+            public enum CodingKeys: String, CodingKey {
+                case bidReceived = "bid_received"
+                case bidApproved = "bid_approved"
+                case bidRejected = "bid_rejected"
+                case messageReceived = "message_received"
+                case reviewReceived = "review_received"
+                case loanFunded = "loan_funded"
+                case loanRepaid = "loan_repaid"
+                case loanExpired = "loan_expired"
+                case balanceCredited = "balance_credited"
+                case bookingConfirmed = "booking_confirmed"
+                case bidExpired = "bid_expired"
+                case reviewWanted = "review_wanted"
+                case bookingCancelled = "booking_cancelled"
+                case bookingStartsTomorrow = "booking_starts_tomorrow"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.bidReceived = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bidReceived
+                )
+                self.bidApproved = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bidApproved
+                )
+                self.bidRejected = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bidRejected
+                )
+                self.messageReceived = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .messageReceived
+                )
+                self.reviewReceived = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .reviewReceived
+                )
+                self.loanFunded = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .loanFunded
+                )
+                self.loanRepaid = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .loanRepaid
+                )
+                self.loanExpired = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .loanExpired
+                )
+                self.balanceCredited = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .balanceCredited
+                )
+                self.bookingConfirmed = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bookingConfirmed
+                )
+                self.bidExpired = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bidExpired
+                )
+                self.reviewWanted = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .reviewWanted
+                )
+                self.bookingCancelled = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bookingCancelled
+                )
+                self.bookingStartsTomorrow = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bookingStartsTomorrow
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "bid_received",
+                    "bid_approved",
+                    "bid_rejected",
+                    "message_received",
+                    "review_received",
+                    "loan_funded",
+                    "loan_repaid",
+                    "loan_expired",
+                    "balance_credited",
+                    "booking_confirmed",
+                    "bid_expired",
+                    "review_wanted",
+                    "booking_cancelled",
+                    "booking_starts_tomorrow"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DeviceBody`.
+        public struct DeviceBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DeviceBody/platform`.
+            @frozen public enum PlatformPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case ios = "ios"
+                case android = "android"
+            }
+            /// - Remark: Generated from `#/components/schemas/DeviceBody/platform`.
+            public var platform: Components.Schemas.DeviceBody.PlatformPayload
+            /// The APNs or FCM token
+            ///
+            /// - Remark: Generated from `#/components/schemas/DeviceBody/token`.
+            public var token: Swift.String
+            /// Creates a new `DeviceBody`.
+            ///
+            /// - Parameters:
+            ///   - platform:
+            ///   - token: The APNs or FCM token
+            public init(
+                platform: Components.Schemas.DeviceBody.PlatformPayload,
+                token: Swift.String
+            ) {
+                self.platform = platform
+                self.token = token
+            }
+            public enum CodingKeys: String, CodingKey {
+                case platform
+                case token
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.platform = try container.decode(
+                    Components.Schemas.DeviceBody.PlatformPayload.self,
+                    forKey: .platform
+                )
+                self.token = try container.decode(
+                    Swift.String.self,
+                    forKey: .token
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "platform",
+                    "token"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Device`.
+        public struct Device: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Device/token`.
+            public var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Device/platform`.
+            @frozen public enum PlatformPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case ios = "ios"
+                case android = "android"
+            }
+            /// - Remark: Generated from `#/components/schemas/Device/platform`.
+            public var platform: Components.Schemas.Device.PlatformPayload
+            /// - Remark: Generated from `#/components/schemas/Device/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Creates a new `Device`.
+            ///
+            /// - Parameters:
+            ///   - token:
+            ///   - platform:
+            ///   - createdAt:
+            public init(
+                token: Swift.String,
+                platform: Components.Schemas.Device.PlatformPayload,
+                createdAt: Foundation.Date
+            ) {
+                self.token = token
+                self.platform = platform
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case token
+                case platform
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DeviceList`.
+        public struct DeviceList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DeviceList/devices`.
+            public var devices: [Components.Schemas.Device]
+            /// Creates a new `DeviceList`.
+            ///
+            /// - Parameters:
+            ///   - devices:
+            public init(devices: [Components.Schemas.Device]) {
+                self.devices = devices
+            }
+            public enum CodingKeys: String, CodingKey {
+                case devices
             }
         }
     }

@@ -471,6 +471,47 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/me/email-verification/confirm`.
     /// - Remark: Generated from `#/paths//v1/me/email-verification/confirm/post(confirmEmailVerification)`.
     func confirmEmailVerification(_ input: Operations.ConfirmEmailVerification.Input) async throws -> Operations.ConfirmEmailVerification.Output
+    /// What I hear of, and how
+    ///
+    /// - Remark: HTTP `GET /v1/me/notification-settings`.
+    /// - Remark: Generated from `#/paths//v1/me/notification-settings/get(getNotificationSettings)`.
+    func getNotificationSettings(_ input: Operations.GetNotificationSettings.Input) async throws -> Operations.GetNotificationSettings.Output
+    /// Change what I hear of by e-mail and push
+    ///
+    /// - Remark: HTTP `PATCH /v1/me/notification-settings`.
+    /// - Remark: Generated from `#/paths//v1/me/notification-settings/patch(changeNotificationSettings)`.
+    func changeNotificationSettings(_ input: Operations.ChangeNotificationSettings.Input) async throws -> Operations.ChangeNotificationSettings.Output
+    /// The devices my pushes go to
+    ///
+    /// - Remark: HTTP `GET /v1/me/devices`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/get(listDevices)`.
+    func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output
+    /// Send my pushes to a device
+    ///
+    /// A token is one device's: registered again, by anyone, it is theirs from then on. The newest 10 devices of a user are kept.
+    ///
+    /// - Remark: HTTP `POST /v1/me/devices`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/post(registerDevice)`.
+    func registerDevice(_ input: Operations.RegisterDevice.Input) async throws -> Operations.RegisterDevice.Output
+    /// Send my pushes to this device no more
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/devices/{token}`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/{token}/delete(removeDevice)`.
+    func removeDevice(_ input: Operations.RemoveDevice.Input) async throws -> Operations.RemoveDevice.Output
+    /// A mail's unsubscribe link, opened
+    ///
+    /// A page with one button (a GET never unsubscribes: mail scanners open links). No login.
+    ///
+    /// - Remark: HTTP `GET /v1/unsubscribe`.
+    /// - Remark: Generated from `#/paths//v1/unsubscribe/get(unsubscribePage)`.
+    func unsubscribePage(_ input: Operations.UnsubscribePage.Input) async throws -> Operations.UnsubscribePage.Output
+    /// Unsubscribe in one click (RFC 8058)
+    ///
+    /// What `List-Unsubscribe-Post` does: no more mail of the link's kind (of any notice, for the link of a reset or verification mail). No login.
+    ///
+    /// - Remark: HTTP `POST /v1/unsubscribe`.
+    /// - Remark: Generated from `#/paths//v1/unsubscribe/post(unsubscribe)`.
+    func unsubscribe(_ input: Operations.Unsubscribe.Input) async throws -> Operations.Unsubscribe.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1517,6 +1558,91 @@ extension APIProtocol {
         try await confirmEmailVerification(Operations.ConfirmEmailVerification.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// What I hear of, and how
+    ///
+    /// - Remark: HTTP `GET /v1/me/notification-settings`.
+    /// - Remark: Generated from `#/paths//v1/me/notification-settings/get(getNotificationSettings)`.
+    public func getNotificationSettings(headers: Operations.GetNotificationSettings.Input.Headers = .init()) async throws -> Operations.GetNotificationSettings.Output {
+        try await getNotificationSettings(Operations.GetNotificationSettings.Input(headers: headers))
+    }
+    /// Change what I hear of by e-mail and push
+    ///
+    /// - Remark: HTTP `PATCH /v1/me/notification-settings`.
+    /// - Remark: Generated from `#/paths//v1/me/notification-settings/patch(changeNotificationSettings)`.
+    public func changeNotificationSettings(
+        headers: Operations.ChangeNotificationSettings.Input.Headers = .init(),
+        body: Operations.ChangeNotificationSettings.Input.Body
+    ) async throws -> Operations.ChangeNotificationSettings.Output {
+        try await changeNotificationSettings(Operations.ChangeNotificationSettings.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The devices my pushes go to
+    ///
+    /// - Remark: HTTP `GET /v1/me/devices`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/get(listDevices)`.
+    public func listDevices(headers: Operations.ListDevices.Input.Headers = .init()) async throws -> Operations.ListDevices.Output {
+        try await listDevices(Operations.ListDevices.Input(headers: headers))
+    }
+    /// Send my pushes to a device
+    ///
+    /// A token is one device's: registered again, by anyone, it is theirs from then on. The newest 10 devices of a user are kept.
+    ///
+    /// - Remark: HTTP `POST /v1/me/devices`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/post(registerDevice)`.
+    public func registerDevice(
+        headers: Operations.RegisterDevice.Input.Headers = .init(),
+        body: Operations.RegisterDevice.Input.Body
+    ) async throws -> Operations.RegisterDevice.Output {
+        try await registerDevice(Operations.RegisterDevice.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Send my pushes to this device no more
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/devices/{token}`.
+    /// - Remark: Generated from `#/paths//v1/me/devices/{token}/delete(removeDevice)`.
+    public func removeDevice(
+        path: Operations.RemoveDevice.Input.Path,
+        headers: Operations.RemoveDevice.Input.Headers = .init()
+    ) async throws -> Operations.RemoveDevice.Output {
+        try await removeDevice(Operations.RemoveDevice.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A mail's unsubscribe link, opened
+    ///
+    /// A page with one button (a GET never unsubscribes: mail scanners open links). No login.
+    ///
+    /// - Remark: HTTP `GET /v1/unsubscribe`.
+    /// - Remark: Generated from `#/paths//v1/unsubscribe/get(unsubscribePage)`.
+    public func unsubscribePage(
+        query: Operations.UnsubscribePage.Input.Query,
+        headers: Operations.UnsubscribePage.Input.Headers = .init()
+    ) async throws -> Operations.UnsubscribePage.Output {
+        try await unsubscribePage(Operations.UnsubscribePage.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Unsubscribe in one click (RFC 8058)
+    ///
+    /// What `List-Unsubscribe-Post` does: no more mail of the link's kind (of any notice, for the link of a reset or verification mail). No login.
+    ///
+    /// - Remark: HTTP `POST /v1/unsubscribe`.
+    /// - Remark: Generated from `#/paths//v1/unsubscribe/post(unsubscribe)`.
+    public func unsubscribe(
+        query: Operations.Unsubscribe.Input.Query,
+        headers: Operations.Unsubscribe.Input.Headers = .init()
+    ) async throws -> Operations.Unsubscribe.Output {
+        try await unsubscribe(Operations.Unsubscribe.Input(
+            query: query,
+            headers: headers
         ))
     }
 }

@@ -13,7 +13,8 @@ public struct DueWork: Sendable {
     /// Items, oldest first, with their stale pending bids (placed at or before `staleBefore`):
     /// those with a pending bid whose first day has begun or that is stale, available ones past
     /// their window, those with a confirmed booking whose last day is before `today`, and those
-    /// with a completed booking whose review window is over.
+    /// with a confirmed booking that starts tomorrow and was not reminded of, and those with a
+    /// completed booking whose review window is over.
     public func items(today: Day, staleBefore: Date) async throws -> [(item: ItemID, staleBids: Set<BidID>)] {
         let day = today.sql
         let rows = try await pool.query(
@@ -24,6 +25,9 @@ public struct DueWork: Sendable {
             SELECT item_id, NULL FROM items_view WHERE status = 'available' AND window_until < \(day)::date
             UNION ALL
             SELECT item_id, NULL FROM bookings_view WHERE status = 'confirmed' AND until_day < \(day)::date
+            UNION ALL
+            SELECT item_id, NULL FROM bookings_view
+            WHERE status = 'confirmed' AND NOT reminded AND from_day = \(today.adding(days: 1).sql)::date
             UNION ALL
             SELECT item_id, NULL FROM bookings_view
             WHERE status = 'completed' AND NOT reviews_closed AND completed_on <= \(today.adding(days: -ItemDecider.reviewWindowDays).sql)::date
