@@ -84,6 +84,13 @@ extension DomainCodec where Event == UserEvent {
         codec.register(RentalEarned.self, wrap: UserEvent.rentalEarned)
         codec.register(EmailVerified.self, wrap: UserEvent.emailVerified)
         codec.register(PasswordChanged.self, wrap: UserEvent.passwordChanged)
+        codec.register(
+            PayoutMethodSet.self, personal: [.init("token", of: .stream, redacted: .string(Redacted.text))],
+            wrap: UserEvent.payoutMethodSet)
+        codec.register(PayoutRequested.self, wrap: UserEvent.payoutRequested)
+        codec.register(PayoutSent.self, wrap: UserEvent.payoutSent)
+        codec.register(PayoutFailed.self, wrap: UserEvent.payoutFailed)
+        codec.register(IdentityVerified.self, wrap: UserEvent.identityVerified)
         return DomainCodec(codec)
     }()
 }

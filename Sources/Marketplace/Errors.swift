@@ -35,6 +35,8 @@ public struct DomainError: Error, Hashable, Sendable, CustomStringConvertible {
         case paymentDeclined
         /// What was asked for is spent or expired for good: a used link, an old code (410).
         case gone
+        /// The actor did this too often lately; later it may go (429, `Retry-After` an hour).
+        case tooOften
     }
 
     public var kind: Kind

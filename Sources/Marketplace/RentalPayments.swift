@@ -253,6 +253,8 @@ extension UserDecider {
         case .rentalPaid(let paid) where paid.method == .balance: (-paid.amountCents, -paid.amountCents)
         case .rentalRefunded(let refund) where refund.method == .balance: (refund.amountCents, 0)
         case .rentalEarned(let earned): (earned.payoutCents, 0)
+        case .payoutRequested(let requested): (-requested.amountCents, 0)
+        case .payoutFailed(let failed): (failed.amountCents, 0)
         default: (0, 0)
         }
     }

@@ -100,6 +100,11 @@ public enum UserEvent: Hashable, Sendable {
     case rentalEarned(RentalEarned)
     case emailVerified(EmailVerified)
     case passwordChanged(PasswordChanged)
+    case payoutMethodSet(PayoutMethodSet)
+    case payoutRequested(PayoutRequested)
+    case payoutSent(PayoutSent)
+    case payoutFailed(PayoutFailed)
+    case identityVerified(IdentityVerified)
 }
 
 // MARK: Commands
@@ -124,6 +129,12 @@ public enum UserCommand: Hashable, Sendable {
     case verifyEmail
     /// A new password was set (checked and hashed before: neither is the log's).
     case changePassword(byReset: Bool)
+    /// Payouts (SPEC §12.3): where they go, one asked for, its transfer's outcome, and an
+    /// operator's check of who the user is.
+    case setPayoutMethod(token: String)
+    case requestPayout(PayoutRequest)
+    case recordPayout(PayoutID, PayoutOutcome)
+    case verifyIdentity(by: String)
 }
 
 // MARK: Decider
@@ -151,6 +162,11 @@ public struct UserState: Hashable, Sendable {
     public var photo: String?
     /// The registered address proved theirs (SPEC §12.4).
     public var emailVerified = false
+    /// Where payouts go (a processor's token), every payout asked for, and whether an
+    /// operator checked who they are (SPEC §12.3).
+    public var payoutToken: String?
+    public var payouts: [Payout] = []
+    public var identityVerified = false
 
     public var exists: Bool { userID != nil && !forgotten }
     public init() {}
@@ -223,7 +239,23 @@ public enum UserDecider {
 
         case .forget:
             guard state.exists, let me = state.userID else { throw DomainError.userNotFound }
+            try checkForgettable(state)
             return [.forgotten(UserForgotten(userID: me))]
+
+        case .setPayoutMethod(let token):
+            guard state.exists else { throw DomainError.userNotFound }
+            try DomainError.throwIfAny(payoutTokenProblems(token))
+            return token == state.payoutToken ? [] : [.payoutMethodSet(PayoutMethodSet(token: token))]
+
+        case .requestPayout(let request):
+            return try decidePayout(request, state)
+
+        case .recordPayout(let payoutID, let outcome):
+            return try decidePayoutOutcome(payoutID, outcome, state)
+
+        case .verifyIdentity(let verifier):
+            guard state.exists else { throw DomainError.userNotFound }
+            return state.identityVerified ? [] : [.identityVerified(IdentityVerified(verifiedBy: verifier))]
 
         case .verifyEmail:
             guard state.exists else { throw DomainError.userNotFound }
@@ -263,6 +295,7 @@ public enum UserDecider {
             state.country = nil
             state.cards = []
             state.photo = nil
+            state.payoutToken = nil
         case .profileUpdated(let updated):
             if let displayName = updated.displayName { state.displayName = displayName }
             if let country = updated.country { state.country = country }
@@ -291,6 +324,8 @@ public enum UserDecider {
             if let chargeID = paid.chargeID { state.chargeIDs.insert(chargeID) }
         case .photoChanged(let changed):
             state.photo = changed.digest
+        case .payoutMethodSet, .payoutRequested, .payoutSent, .payoutFailed, .identityVerified:
+            evolvePayouts(&state, event)
         }
         if case .fundsDeposited(let deposit) = event { state.chargeIDs.insert(deposit.chargeID) }
         let change = balanceChange(of: event)
@@ -300,6 +335,15 @@ public enum UserDecider {
     }
 
     // MARK: Field rules
+
+    /// Money is never forgotten with its owner: a balance is paid out first (409 `balance_not_empty`).
+    public static func checkForgettable(_ state: UserState) throws {
+        guard state.balanceCents == 0 else {
+            throw DomainError(
+                .conflict, "balance_not_empty",
+                "Your balance holds \(state.balanceCents) cents: pay it out first (POST /v1/me/payouts).")
+        }
+    }
 
     public static func isValidHandle(_ handle: String) -> Bool {
         (3...32).contains(handle.count)

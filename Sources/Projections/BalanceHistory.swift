@@ -9,7 +9,7 @@ public struct BalanceEntry: Codable, Sendable, Equatable {
     public var position: Int64
     public var at: Date
     /// `deposit`, `debit`, `credit`, `card_charge`, `hold`, `release`, `rental_payment`,
-    /// `rental_refund`, `rental_earnings`.
+    /// `rental_refund`, `rental_earnings`, `payout`, `payout_returned` (a failed payout's amount, back).
     public var kind: String
     /// Why: `checkout`, `repayment`, `refund`, or how a rental was paid (`balance`, `card`).
     public var reason: String?
@@ -81,6 +81,8 @@ public enum BalanceHistory {
             ("rental_refund", refund.method.rawValue, refund.amountCents, nil, nil, refund.itemID, refund.bookingID, refund.bookingID)
         case .rentalEarned(let earned):
             ("rental_earnings", nil, earned.payoutCents, nil, nil, earned.itemID, earned.bookingID, earned.bookingID)
+        case .payoutRequested(let requested): ("payout", nil, requested.amountCents, nil, nil, nil, nil, nil)
+        case .payoutFailed(let failed): ("payout_returned", failed.reason, failed.amountCents, nil, nil, nil, nil, nil)
         default: nil
         }
     }

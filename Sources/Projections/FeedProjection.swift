@@ -29,6 +29,8 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
     case bookingCancelled = "booking_cancelled"
     /// A booking of mine starts tomorrow (to both, once, by the jobs).
     case bookingStartsTomorrow = "booking_starts_tomorrow"
+    /// My payout went to my bank account.
+    case payoutSent = "payout_sent"
 }
 
 extension BookingCancelled {
@@ -286,6 +288,9 @@ public struct FeedProjection: InlineProjection {
                 case .balanceCredited(let credit):
                     guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
                     notices.append(Notice(.balanceCredited, to: user, event, loan: credit.loanID.rawValue, amount: credit.amountCents))
+                case .payoutSent(let sent):
+                    guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
+                    notices.append(Notice(.payoutSent, to: user, event, amount: sent.amountCents))
                 case .forgotten(let gone):
                     if registered.contains(gone.userID.rawValue) { forgotten.insert(gone.userID.rawValue) }
                     newlyForgotten.append(gone.userID.rawValue)
@@ -379,6 +384,9 @@ public struct FeedProjection: InlineProjection {
         case .balanceCredited(let credit):
             guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
             notice(.balanceCredited, to: UserID(user), event, &plan, loan: credit.loanID.rawValue, amount: credit.amountCents)
+        case .payoutSent(let sent):
+            guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
+            notice(.payoutSent, to: UserID(user), event, &plan, amount: sent.amountCents)
         case .forgotten(let gone):
             forgotten.append(gone.userID.rawValue)
         default:

@@ -9,11 +9,11 @@ import Postgres
 /// processor's own books. What it proves is in docs/OPERATIONS.md.
 ///
 /// Money enters only by a card charge (a deposit, a checkout or a repayment paid by card, a
-/// rental's captured authorisation) and leaves only as a loan's funds paid out to its borrower
-/// or a refund to a card, so
+/// rental's captured authorisation) and leaves only as a loan's funds paid out to its borrower,
+/// a refund to a card, or a payout to a bank account (from when it is asked for), so
 ///
-///     charged in − refunded out = Σ balances (holds included) + Σ escrow + Σ loans' funds
-///                                 (less what an expiry refunded) + fees earned
+///     charged in − refunded out − paid out = Σ balances (holds included) + Σ escrow
+///                                            + Σ loans' funds (less what an expiry refunded) + fees earned
 ///
 /// Each rental booking's escrow is what was paid in less what was refunded, paid out and
 /// earned: zero once it ended. Each hold is placed once and ends once (released, or captured
@@ -43,6 +43,9 @@ public struct MoneyAudit: Sendable {
         public var heldCents = 0
         public var escrowCents = 0
         public var feesEarnedCents = 0
+        /// Payouts (SPEC §12.3): asked for and not failed (sent, or on their way).
+        public var paidOutCents = 0
+        public var payouts = 0
         public var bookings = 0
         public var users = 0
         public var loans = 0
@@ -55,6 +58,9 @@ public struct MoneyAudit: Sendable {
     /// Whether the processor still holds an authorisation open (neither voided nor captured);
     /// nil when it does not know it.
     public typealias AuthorizationLookup = @Sendable (String) async throws -> Bool?
+    /// Every transfer the payout processor holds, by idempotency key: its id, amount, and
+    /// whether it was sent.
+    public typealias TransfersLookup = @Sendable () async throws -> [String: (id: String, amountCents: Int, sent: Bool)]
 
     /// How long a released card hold may stay open at the processor before it is an imbalance:
     /// the void follows the release's commit, and reconciliation makes one that was lost.
@@ -63,7 +69,8 @@ public struct MoneyAudit: Sendable {
     public init() {}
 
     public func run(
-        pool: PostgresPool, processor: ProcessorLookup? = nil, authorizations: AuthorizationLookup? = nil, pageSize: Int = 5000
+        pool: PostgresPool, processor: ProcessorLookup? = nil, authorizations: AuthorizationLookup? = nil,
+        transfers: TransfersLookup? = nil, pageSize: Int = 5000
     ) async throws -> Report {
         var books = Books()
         let (head, names, views) = try await pool.withConnection { connection in
@@ -115,6 +122,9 @@ public struct MoneyAudit: Sendable {
                         message: "its card hold \(authorization) was released in the log but is open at the processor; lender payments reconcile voids it"))
             }
         }
+        if let transfers {
+            report.imbalances += Self.payoutImbalances(books.payouts, try await transfers(), handles: handles, books: books)
+        }
         if let processor {
             // The first release's sandbox kept no books: its charges are not asked about.
             for (chargeID, charge) in books.charges.sorted(by: { $0.key < $1.key }) where charge.position > books.epoch {
@@ -149,6 +159,49 @@ public struct MoneyAudit: Sendable {
         return report
     }
 
+    /// Each payout held against the processor's transfers: one sent in the log is one sent there,
+    /// of its amount; one failed in the log was sent nowhere; no transfer is for a payout the
+    /// log does not have. A payout still pending after the grace is named for reconciliation.
+    static func payoutImbalances(
+        _ payouts: [PayoutID: Books.PayoutEntry], _ transfers: [String: (id: String, amountCents: Int, sent: Bool)],
+        handles: [UserID: String], books: Books
+    ) -> [Imbalance] {
+        var imbalances = [Imbalance]()
+        let before = Date().addingTimeInterval(-voidGraceSeconds)
+        for (id, payout) in payouts.sorted(by: { $0.key.description < $1.key.description }) {
+            let subject = "payout \(id) of \(books.userName(payout.user, handles))"
+            let transfer = transfers[PayoutKeys.key(id)]
+            switch payout.status {
+            case .sent:
+                guard let transfer, transfer.sent else {
+                    imbalances.append(Imbalance(subject: subject, message: "sent in the log, but the processor holds no transfer of it"))
+                    continue
+                }
+                if transfer.amountCents != payout.amount || transfer.id != payout.transferID {
+                    imbalances.append(
+                        Imbalance(
+                            subject: subject,
+                            message: "sent in the log as \(payout.transferID ?? "?") of \(payout.amount) cents; the processor holds \(transfer.id) of \(transfer.amountCents)"))
+                }
+            case .failed:
+                if let transfer, transfer.sent {
+                    imbalances.append(
+                        Imbalance(subject: subject, message: "failed and credited back in the log, but the processor sent \(transfer.id): paid twice"))
+                }
+            case .pending:
+                if payout.at < before {
+                    imbalances.append(
+                        Imbalance(subject: subject, message: "asked for but neither sent nor failed; lender payouts reconcile finishes it"))
+                }
+            }
+        }
+        let known = Set(payouts.keys.map(PayoutKeys.key))
+        for (key, transfer) in transfers.sorted(by: { $0.key < $1.key }) where !known.contains(key) {
+            imbalances.append(Imbalance(subject: "transfer \(transfer.id)", message: "the processor holds it (\(key)) for no payout in the log"))
+        }
+        return imbalances
+    }
+
     /// The cents the log refunds of a charge now.
     static func refundedNow(_ chargeID: String, pool: PostgresPool) async throws -> Int {
         try await pool.query(
@@ -161,7 +214,15 @@ public struct MoneyAudit: Sendable {
 }
 
 /// The money, as the log tells it, folded event by event.
-private struct Books {
+struct Books {
+    struct PayoutEntry {
+        var user: UserID
+        var amount: Int
+        var status: PayoutStatus
+        var transferID: String?
+        var at: Date
+    }
+
     struct Account {
         var balance = 0
         var held = 0
@@ -215,6 +276,9 @@ private struct Books {
     var refundedOut = 0
     var feesEarned = 0
     var refundsByCharge = [String: Int]()
+    var payouts = [PayoutID: PayoutEntry]()
+    var paidOut = 0
+    var payoutProblems = [(user: UserID, message: String)]()
     /// Card holds the log released: each must be voided at the processor.
     var releasedCardHolds = [String: (bid: BidID, user: UserID, at: Date)]()
     var recordedAt = Date(timeIntervalSince1970: 0)
@@ -315,6 +379,25 @@ private struct Books {
             case .repayment: loans[credit.loanID, default: Loan()].credited += credit.amountCents
             case .refund: loans[credit.loanID, default: Loan()].refunded += credit.amountCents
             }
+        case .payoutRequested(let requested):
+            account.balance -= requested.amountCents
+            paidOut += requested.amountCents
+            if payouts[requested.payoutID] != nil { payoutProblems.append((user, "payout \(requested.payoutID) was asked for twice")) }
+            payouts[requested.payoutID] = PayoutEntry(
+                user: user, amount: requested.amountCents, status: .pending, at: requested.requestedAt)
+        case .payoutSent(let sent):
+            if payouts[sent.payoutID]?.status != .pending {
+                payoutProblems.append((user, "payout \(sent.payoutID) was sent when it was not pending"))
+            }
+            payouts[sent.payoutID]?.status = .sent
+            payouts[sent.payoutID]?.transferID = sent.transferID
+        case .payoutFailed(let failed):
+            if payouts[failed.payoutID]?.status != .pending || payouts[failed.payoutID]?.amount != failed.amountCents {
+                payoutProblems.append((user, "payout \(failed.payoutID) was credited back when it was not pending, or not its amount"))
+            }
+            account.balance += failed.amountCents
+            paidOut -= failed.amountCents
+            payouts[failed.payoutID]?.status = .failed
         default:
             recordRental(event, of: user, &account)
         }
@@ -388,6 +471,7 @@ private struct Books {
             report.heldCents += account.held
         }
         for (user, chargeID) in duplicateCharges { problem(userName(user, handles), "the charge \(chargeID) is recorded twice") }
+        for (user, message) in payoutProblems { problem(userName(user, handles), message) }
         for (user, amount) in unattributed {
             problem(userName(user, handles), "paid \(amount) cents for a repayment of no loan")
         }
@@ -428,13 +512,15 @@ private struct Books {
         report.chargedInCents = chargedIn
         report.refundedOutCents = refundedOut
         report.feesEarnedCents = feesEarned
+        report.paidOutCents = paidOut
+        report.payouts = payouts.count
         report.bookings = bookings.count
         let held = report.balancesCents + report.escrowCents + report.lentOutCents + report.feesEarnedCents
-        if chargedIn - refundedOut + report.unpaidBeforeEpochCents != held {
+        if chargedIn - refundedOut - paidOut + report.unpaidBeforeEpochCents != held {
             problem(
                 "the marketplace",
-                "charged in \(chargedIn) cents and refunded \(refundedOut), but balances hold \(report.balancesCents), "
-                    + "escrow \(report.escrowCents), loans \(report.lentOutCents) and fees \(report.feesEarnedCents)")
+                "charged in \(chargedIn) cents, refunded \(refundedOut) and paid out \(paidOut), but balances hold "
+                    + "\(report.balancesCents), escrow \(report.escrowCents), loans \(report.lentOutCents) and fees \(report.feesEarnedCents)")
         }
         report.users = accounts.count
         report.loans = loans.count

@@ -40,6 +40,10 @@ public func buildRouter(
     let limiter = WriteLimiter(writeLimits)
     let accountRoutes = AccountsController(accounts: accounts)
     let recovery = RecoveryController(accounts: accounts, mail: mail)
+    let payouts = PayoutsController(
+        payouts: Payouts(
+            gateway: gateway, processor: payments.makePayoutProcessor(primary), verifyAboveCents: payments.payoutVerifyAboveCents),
+        view: PayoutsView(primary))
     let notifications = NotificationsController(
         settings: NotificationSettings(pool: primary), devices: Devices(pool: primary),
         unsubscribe: mail.unsubscribe ?? UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe")))
@@ -148,6 +152,9 @@ public func buildRouter(
     user.delete("me/cards/:cardID", use: wallet.removeCard)
     user.post("me/deposits", use: wallet.deposit)
     signedIn.get("me/balance-history", use: wallet.balanceHistory)
+    user.put("me/payout-method", use: payouts.setMethod)
+    user.post("me/payouts", use: payouts.request)
+    signedIn.get("me/payouts", use: payouts.list)
 
     postings.post("rentals", use: items.postRental)
     postings.post("requests", use: items.postRequest)

@@ -47,8 +47,11 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
             case .conflict: .conflict
             case .paymentDeclined: HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
             case .gone: .gone
+            case .tooOften: .tooManyRequests
             }
-        self.init(status, code: error.code, detail: error.message, errors: error.fields)
+        self.init(
+            status, code: error.code, detail: error.message, errors: error.fields,
+            headers: error.kind == .tooOften ? [.retryAfter: "3600"] : [:])
         conflicts = error.conflicts
     }
 

@@ -129,6 +129,10 @@ public struct PaymentsSetup: Sendable {
     public var attemptsPerHour = 10
     /// What rental bids pay the marketplace (`RENTER_FEE_BPS`, `OWNER_FEE_BPS`).
     public var rentalFees = RentalFees.standard
+    /// Where payouts go (SPEC §12.3): the sandbox unless another is built in.
+    public var makePayoutProcessor: @Sendable (PostgresPool) -> any PayoutProcessor = { SandboxPayoutProcessor(pool: $0) }
+    /// `PAYOUT_VERIFY_ABOVE_CENTS`: 30 days' payouts over it need a verified identity.
+    public var payoutVerifyAboveCents = UserDecider.defaultPayoutVerifyAboveCents
 
     public init(makeProcessor: @escaping @Sendable (PostgresPool) -> any PaymentProcessor, fingerprinter: CardFingerprinter) {
         self.makeProcessor = makeProcessor

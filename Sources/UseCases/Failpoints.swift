@@ -17,6 +17,8 @@ public enum Failpoints {
         case captureAfter = "capture.after"
         /// The command's events are committed; no answer is sent yet.
         case appendAfterCommit = "append.after-commit"
+        /// The payout processor made a payout's transfer; its outcome is not recorded yet.
+        case payoutAfter = "payout.after"
         /// An outbox row was handed to the SMTP server (or the push service); it is not marked sent.
         case outboxAfterSend = "outbox.after-send"
     }

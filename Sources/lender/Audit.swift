@@ -3,6 +3,7 @@ import ArgumentParser
 import Crypto
 import EventStore
 import Foundation
+import Logging
 import Marketplace
 import Payments
 import Postgres
@@ -138,14 +139,20 @@ struct Audit: AsyncParsableCommand {
                 let open: MoneyAudit.AuthorizationLookup = { id in
                     try await processor.authorization(id: id).map { !$0.isVoided && $0.capturedChargeID == nil }
                 }
+                let payouts = SandboxPayoutProcessor(pool: pool)
+                let transfers: MoneyAudit.TransfersLookup = {
+                    try await payouts.transfers().mapValues { (id: $0.id, amountCents: $0.amountCents, sent: $0.status == .sent) }
+                }
                 return try await MoneyAudit().run(
-                    pool: pool, processor: skipProcessor ? nil : lookup, authorizations: skipProcessor ? nil : open)
+                    pool: pool, processor: skipProcessor ? nil : lookup, authorizations: skipProcessor ? nil : open,
+                    transfers: skipProcessor ? nil : transfers)
             }
             print(
                 "Up to position \(report.head): \(report.users) users, \(report.loans) loans, \(report.bookings) paid bookings; "
                     + "charged in \(report.chargedInCents) cents, refunded out \(report.refundedOutCents), "
                     + "balances \(report.balancesCents) (\(report.heldCents) held for bids), escrow \(report.escrowCents), "
-                    + "lent out \(report.lentOutCents), repaid \(report.repaidCents), fees earned \(report.feesEarnedCents).")
+                    + "lent out \(report.lentOutCents), repaid \(report.repaidCents), fees earned \(report.feesEarnedCents), "
+                    + "paid out \(report.paidOutCents) in \(report.payouts) payouts.")
             if report.unpaidBeforeEpochCents > 0 {
                 print(
                     "Before money moved exactly once (migration 0010), repayments that no borrower paid credited "
@@ -153,7 +160,7 @@ struct Audit: AsyncParsableCommand {
             }
             guard !report.imbalances.isEmpty else {
                 print(
-                    "Money adds up: charged in − refunded out = balances + escrow + lent out + fees earned, and every transfer balances.")
+                    "Money adds up: charged in − refunded out − paid out = balances + escrow + lent out + fees earned, and every transfer balances.")
                 return
             }
             for imbalance in report.imbalances { print("IMBALANCE \(imbalance)") }
@@ -223,7 +230,32 @@ enum AuditKeys {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage users: roles, and forgetting one.", subcommands: [GrantAuditor.self, RevokeAuditor.self, Forget.self])
+        abstract: "Manage users: roles, identity checks, and forgetting one.",
+        subcommands: [GrantAuditor.self, RevokeAuditor.self, VerifyIdentity.self, Forget.self])
+
+    struct VerifyIdentity: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Record that an operator checked who a user is (SPEC §12.3): their payouts may then pass PAYOUT_VERIFY_ABOVE_CENTS in 30 days.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+        @Option(help: "Who checked, as the event names them (default: $USER).")
+        var by: String = ProcessInfo.processInfo.environment["USER"] ?? "operator"
+
+        func run() async throws {
+            let verifier = "operator:\(by)"
+            // `withUser` bootstraps the logging system (once a process).
+            try await withUser(handle, database) { pool, userID in
+                let logger = Logger(label: "lender")
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
+                let handled = try await CommandGateway(store: store, logger: logger).handle(
+                    .verifyIdentity(by: verifier), on: .user, id: UserID(userID), actor: .system,
+                    metadata: EventMetadata(actorID: verifier))
+                print(handled.append == nil ? "\(handle) was verified already." : "\(handle)'s identity is verified, by \(verifier).")
+            }
+        }
+    }
 
     struct Forget: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

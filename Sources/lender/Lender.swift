@@ -6,7 +6,7 @@ struct Lender: AsyncParsableCommand {
         commandName: "lender",
         abstract: "Lender: a peer-to-peer marketplace server on an append-only event log.",
         subcommands: [
-            Serve.self, Migrate.self, Replay.self, Loans.self, JobsCommand.self, OutboxCommand.self, PaymentsCommand.self, Audit.self, Users.self,
+            Serve.self, Migrate.self, Replay.self, Loans.self, JobsCommand.self, OutboxCommand.self, PaymentsCommand.self, PayoutsCommand.self, Audit.self, Users.self,
             Keys.self, MediaCommand.self,
         ]
     )

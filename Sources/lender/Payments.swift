@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import Payments
 import Postgres
+import EventStore
+import Marketplace
+import Projections
+import UseCases
 
 struct PaymentsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -108,5 +112,39 @@ extension PaymentProcessors {
     /// The processor `PAYMENT_PROCESSOR` names (`sandbox` by default), on `pool`.
     static func configured(pool: PostgresPool) throws -> any PaymentProcessor {
         try named(ProcessInfo.processInfo.environment["PAYMENT_PROCESSOR"] ?? "sandbox", pool: pool)
+    }
+}
+
+struct PayoutsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "payouts", abstract: "Finish the payouts a crash left between their transfer and its record.",
+        subcommands: [Reconcile.self])
+
+    struct Reconcile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Transfer each payout still pending (under its own key: the processor answers a transfer it made with the same one) and record it sent or failed.")
+
+        @OptionGroup var database: DatabaseOptions
+
+        @Option(help: "Only payouts pending for this many seconds (default 60): a younger one's request may still be at it.")
+        var olderThan: Int = 60
+
+        func run() async throws {
+            guard olderThan >= 0 else { throw ValidationError("--older-than takes a number of seconds, 0 or more.") }
+            let logger = Logs.bootstrap()
+            var configuration = try database.configuration()
+            // As the server writes: a role that may append to the log, never rewrite it.
+            let role = ProcessInfo.processInfo.environment["DATABASE_ROLE"] ?? "lender_app"
+            configuration.role = role.isEmpty ? nil : role
+            let olderThan = olderThan
+            let done = try await PostgresPool.with(configuration: configuration, options: .init(size: 2), logger: logger) { pool in
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
+                let payouts = Payouts(gateway: CommandGateway(store: store, logger: logger), processor: SandboxPayoutProcessor(pool: pool))
+                return try await payouts.reconcile(olderThan: olderThan, logger: logger)
+            }
+            print("payouts: \(done.sent) sent, \(done.failed) failed\(done.errors > 0 ? ", \(done.errors) not finished: see the log" : "")")
+        }
     }
 }

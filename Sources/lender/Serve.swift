@@ -172,6 +172,12 @@ struct Serve: AsyncParsableCommand {
                 }
                 setup.attemptsPerHour = attempts
             }
+            if let text = environment["PAYOUT_VERIFY_ABOVE_CENTS"] {
+                guard let cents = Int(text), cents >= 0 else {
+                    throw ValidationError("PAYOUT_VERIFY_ABOVE_CENTS must be a whole number of cents, 0 or more (default 100000).")
+                }
+                setup.payoutVerifyAboveCents = cents
+            }
             setup.rentalFees = RentalFees(
                 renterBps: try basisPoints(environment, "RENTER_FEE_BPS", default: 500),
                 ownerBps: try basisPoints(environment, "OWNER_FEE_BPS", default: 1000))

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import LenderClient
 import OpenAPIRuntime
+import Postgres
 import ServerTestSupport
 import Testing
 import TestSupport
@@ -70,7 +71,7 @@ struct LenderClientTests {
 
     /// The main flows of the apps, through `LenderClient` only, against a real `lender serve`.
     @Test func anAppDrivesEveryMainFlowThroughTheTypedClient() async throws {
-        try await withServerDatabase { database, _ in
+        try await withServerDatabase { database, admin in
             let server = try await ServerProcess(database: database)
             defer { server.kill(SIGTERM) }
             let url = URL(string: "http://127.0.0.1:\(server.port)")!
@@ -280,6 +281,21 @@ struct LenderClientTests {
             ).ok.body.json
             #expect(cancelled.status == .cancelled)
             #expect(cancelled.refundCents == 500 + 25, "half the total and half the fee")
+
+            // Ada, an owner paid for a booking and a lender repaid, pays out to her bank account:
+            // once her address is verified (the code read from the mail waiting in the outbox).
+            let unverified = try await ada.requestPayout(body: .json(.init(amountCents: earned)))
+            #expect(try unverified.forbidden.body.applicationProblemJson.code == "email_unverified")
+            _ = try await ada.requestEmailVerification().accepted
+            let subject = try await admin.query("SELECT subject FROM outbox WHERE kind = 'email_verification'").single()
+                .decode("subject", as: String.self)
+            let code = String(subject.split(separator: " ").last ?? "")
+            #expect(try await ada.confirmEmailVerification(body: .json(.init(code: code))).ok.body.json.emailVerified)
+            let account = try await ada.setPayoutMethod(body: .json(.init(kind: .bankAccount, token: "ba_test_ada"))).ok.body.json
+            #expect(account.tokenEnding == "_ada")
+            let out = try await ada.requestPayout(body: .json(.init(amountCents: earned + 1000))).created.body.json
+            #expect(out.status == .sent && out.amountCents == earned + 1000)
+            #expect(try await ada.listPayouts().ok.body.json.data.map(\.id) == [out.id])
 
             // Logged out, the token is refused.
             _ = try await ada.logOut().noContent

@@ -3244,7 +3244,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/position`.
             public var position: Swift.Int64
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -3262,8 +3262,9 @@ extension Components {
                 case reviewWanted = "review_wanted"
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
+                case payoutSent = "payout_sent"
             }
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             public var kind: Components.Schemas.Notice.KindPayload
@@ -3299,7 +3300,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - position: The event's log position: the feed's order, and where it resumes
-            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both)
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
             ///   - createdAt:
             ///   - itemId:
             ///   - bidId:
@@ -3622,6 +3623,8 @@ extension Components {
             public var position: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/at`.
             public var at: Foundation.Date
+            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
+            ///
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
                 case deposit = "deposit"
@@ -3633,7 +3636,11 @@ extension Components {
                 case rentalPayment = "rental_payment"
                 case rentalRefund = "rental_refund"
                 case rentalEarnings = "rental_earnings"
+                case payout = "payout"
+                case payoutReturned = "payout_returned"
             }
+            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
+            ///
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
             public var kind: Components.Schemas.BalanceEntry.KindPayload
             /// Added to the balance; negative when taken; 0 for a card's moves
@@ -3667,7 +3674,7 @@ extension Components {
             /// - Parameters:
             ///   - position: Where the movement is in the log
             ///   - at:
-            ///   - kind:
+            ///   - kind:  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
             ///   - balanceChangeCents: Added to the balance; negative when taken; 0 for a card's moves
             ///   - amountCents:
             ///   - loanId:
@@ -4276,6 +4283,8 @@ extension Components {
             public var bookingCancelled: Components.Schemas.NoticeChannels
             /// - Remark: Generated from `#/components/schemas/NotificationSettings/booking_starts_tomorrow`.
             public var bookingStartsTomorrow: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/payout_sent`.
+            public var payoutSent: Components.Schemas.NoticeChannels
             /// Creates a new `NotificationSettings`.
             ///
             /// - Parameters:
@@ -4293,6 +4302,7 @@ extension Components {
             ///   - reviewWanted:
             ///   - bookingCancelled:
             ///   - bookingStartsTomorrow:
+            ///   - payoutSent:
             public init(
                 bidReceived: Components.Schemas.NoticeChannels,
                 bidApproved: Components.Schemas.NoticeChannels,
@@ -4307,7 +4317,8 @@ extension Components {
                 bidExpired: Components.Schemas.NoticeChannels,
                 reviewWanted: Components.Schemas.NoticeChannels,
                 bookingCancelled: Components.Schemas.NoticeChannels,
-                bookingStartsTomorrow: Components.Schemas.NoticeChannels
+                bookingStartsTomorrow: Components.Schemas.NoticeChannels,
+                payoutSent: Components.Schemas.NoticeChannels
             ) {
                 self.bidReceived = bidReceived
                 self.bidApproved = bidApproved
@@ -4323,6 +4334,7 @@ extension Components {
                 self.reviewWanted = reviewWanted
                 self.bookingCancelled = bookingCancelled
                 self.bookingStartsTomorrow = bookingStartsTomorrow
+                self.payoutSent = payoutSent
             }
             public enum CodingKeys: String, CodingKey {
                 case bidReceived = "bid_received"
@@ -4339,6 +4351,7 @@ extension Components {
                 case reviewWanted = "review_wanted"
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
+                case payoutSent = "payout_sent"
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -4398,6 +4411,10 @@ extension Components {
                     Components.Schemas.NoticeChannels.self,
                     forKey: .bookingStartsTomorrow
                 )
+                self.payoutSent = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .payoutSent
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "bid_received",
                     "bid_approved",
@@ -4412,7 +4429,8 @@ extension Components {
                     "bid_expired",
                     "review_wanted",
                     "booking_cancelled",
-                    "booking_starts_tomorrow"
+                    "booking_starts_tomorrow",
+                    "payout_sent"
                 ])
             }
         }
@@ -4448,6 +4466,8 @@ extension Components {
             public var bookingCancelled: Components.Schemas.NoticeChannelsChange?
             /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/booking_starts_tomorrow`.
             public var bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/payout_sent`.
+            public var payoutSent: Components.Schemas.NoticeChannelsChange?
             /// Creates a new `NotificationSettingsChange`.
             ///
             /// - Parameters:
@@ -4465,6 +4485,7 @@ extension Components {
             ///   - reviewWanted:
             ///   - bookingCancelled:
             ///   - bookingStartsTomorrow:
+            ///   - payoutSent:
             public init(
                 bidReceived: Components.Schemas.NoticeChannelsChange? = nil,
                 bidApproved: Components.Schemas.NoticeChannelsChange? = nil,
@@ -4479,7 +4500,8 @@ extension Components {
                 bidExpired: Components.Schemas.NoticeChannelsChange? = nil,
                 reviewWanted: Components.Schemas.NoticeChannelsChange? = nil,
                 bookingCancelled: Components.Schemas.NoticeChannelsChange? = nil,
-                bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange? = nil
+                bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange? = nil,
+                payoutSent: Components.Schemas.NoticeChannelsChange? = nil
             ) {
                 self.bidReceived = bidReceived
                 self.bidApproved = bidApproved
@@ -4495,6 +4517,7 @@ extension Components {
                 self.reviewWanted = reviewWanted
                 self.bookingCancelled = bookingCancelled
                 self.bookingStartsTomorrow = bookingStartsTomorrow
+                self.payoutSent = payoutSent
             }
             public enum CodingKeys: String, CodingKey {
                 case bidReceived = "bid_received"
@@ -4511,6 +4534,7 @@ extension Components {
                 case reviewWanted = "review_wanted"
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
+                case payoutSent = "payout_sent"
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -4570,6 +4594,10 @@ extension Components {
                     Components.Schemas.NoticeChannelsChange.self,
                     forKey: .bookingStartsTomorrow
                 )
+                self.payoutSent = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .payoutSent
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "bid_received",
                     "bid_approved",
@@ -4584,7 +4612,8 @@ extension Components {
                     "bid_expired",
                     "review_wanted",
                     "booking_cancelled",
-                    "booking_starts_tomorrow"
+                    "booking_starts_tomorrow",
+                    "payout_sent"
                 ])
             }
         }
@@ -4680,6 +4709,186 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case devices
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PayoutMethodBody`.
+        public struct PayoutMethodBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PayoutMethodBody/kind`.
+            @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case bankAccount = "bank_account"
+            }
+            /// - Remark: Generated from `#/components/schemas/PayoutMethodBody/kind`.
+            public var kind: Components.Schemas.PayoutMethodBody.KindPayload
+            /// The payout processor's token for the account, made on the device (the sandbox's begin `ba_test_`; `ba_test_fail` fails every transfer). Never an account number: 8 digits in a row are refused (`raw_account_number`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PayoutMethodBody/token`.
+            public var token: Swift.String
+            /// Creates a new `PayoutMethodBody`.
+            ///
+            /// - Parameters:
+            ///   - kind:
+            ///   - token: The payout processor's token for the account, made on the device (the sandbox's begin `ba_test_`; `ba_test_fail` fails every transfer). Never an account number: 8 digits in a row are refused (`raw_account_number`).
+            public init(
+                kind: Components.Schemas.PayoutMethodBody.KindPayload,
+                token: Swift.String
+            ) {
+                self.kind = kind
+                self.token = token
+            }
+            public enum CodingKeys: String, CodingKey {
+                case kind
+                case token
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.kind = try container.decode(
+                    Components.Schemas.PayoutMethodBody.KindPayload.self,
+                    forKey: .kind
+                )
+                self.token = try container.decode(
+                    Swift.String.self,
+                    forKey: .token
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "kind",
+                    "token"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PayoutMethod`.
+        public struct PayoutMethod: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PayoutMethod/kind`.
+            @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case bankAccount = "bank_account"
+            }
+            /// - Remark: Generated from `#/components/schemas/PayoutMethod/kind`.
+            public var kind: Components.Schemas.PayoutMethod.KindPayload
+            /// The token's last 4 characters
+            ///
+            /// - Remark: Generated from `#/components/schemas/PayoutMethod/tokenEnding`.
+            public var tokenEnding: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PayoutMethod/position`.
+            public var position: Swift.Int64?
+            /// Creates a new `PayoutMethod`.
+            ///
+            /// - Parameters:
+            ///   - kind:
+            ///   - tokenEnding: The token's last 4 characters
+            ///   - position:
+            public init(
+                kind: Components.Schemas.PayoutMethod.KindPayload,
+                tokenEnding: Swift.String,
+                position: Swift.Int64? = nil
+            ) {
+                self.kind = kind
+                self.tokenEnding = tokenEnding
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case kind
+                case tokenEnding
+                case position
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PayoutBody`.
+        public struct PayoutBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PayoutBody/amountCents`.
+            public var amountCents: Swift.Int
+            /// Creates a new `PayoutBody`.
+            ///
+            /// - Parameters:
+            ///   - amountCents:
+            public init(amountCents: Swift.Int) {
+                self.amountCents = amountCents
+            }
+            public enum CodingKeys: String, CodingKey {
+                case amountCents
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.amountCents = try container.decode(
+                    Swift.Int.self,
+                    forKey: .amountCents
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "amountCents"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Payout`.
+        public struct Payout: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Payout/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Payout/amountCents`.
+            public var amountCents: Swift.Int64
+            /// `pending` only while a transfer is under way (or a crash left it, until reconciliation)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Payout/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case sent = "sent"
+                case failed = "failed"
+            }
+            /// `pending` only while a transfer is under way (or a crash left it, until reconciliation)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Payout/status`.
+            public var status: Components.Schemas.Payout.StatusPayload
+            /// - Remark: Generated from `#/components/schemas/Payout/createdAt`.
+            public var createdAt: Foundation.Date
+            /// In lists: the cursor
+            ///
+            /// - Remark: Generated from `#/components/schemas/Payout/position`.
+            public var position: Swift.Int64?
+            /// Creates a new `Payout`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - amountCents:
+            ///   - status: `pending` only while a transfer is under way (or a crash left it, until reconciliation)
+            ///   - createdAt:
+            ///   - position: In lists: the cursor
+            public init(
+                id: Components.Schemas.Uuid,
+                amountCents: Swift.Int64,
+                status: Components.Schemas.Payout.StatusPayload,
+                createdAt: Foundation.Date,
+                position: Swift.Int64? = nil
+            ) {
+                self.id = id
+                self.amountCents = amountCents
+                self.status = status
+                self.createdAt = createdAt
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case amountCents
+                case status
+                case createdAt
+                case position
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PayoutPage`.
+        public struct PayoutPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PayoutPage/data`.
+            public var data: [Components.Schemas.Payout]
+            /// - Remark: Generated from `#/components/schemas/PayoutPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `PayoutPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Payout],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
             }
         }
     }

@@ -512,6 +512,23 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/unsubscribe`.
     /// - Remark: Generated from `#/paths//v1/unsubscribe/post(unsubscribe)`.
     func unsubscribe(_ input: Operations.Unsubscribe.Input) async throws -> Operations.Unsubscribe.Output
+    /// Where my payouts go
+    ///
+    /// - Remark: HTTP `PUT /v1/me/payout-method`.
+    /// - Remark: Generated from `#/paths//v1/me/payout-method/put(setPayoutMethod)`.
+    func setPayoutMethod(_ input: Operations.SetPayoutMethod.Input) async throws -> Operations.SetPayoutMethod.Output
+    /// My payouts, newest first
+    ///
+    /// - Remark: HTTP `GET /v1/me/payouts`.
+    /// - Remark: Generated from `#/paths//v1/me/payouts/get(listPayouts)`.
+    func listPayouts(_ input: Operations.ListPayouts.Input) async throws -> Operations.ListPayouts.Output
+    /// Pay part of my balance out to my bank account
+    ///
+    /// The amount leaves the available balance at once, then goes to the processor (once per payout, whatever is retried). A transfer that fails puts it back: 402 `payout_failed`.
+    ///
+    /// - Remark: HTTP `POST /v1/me/payouts`.
+    /// - Remark: Generated from `#/paths//v1/me/payouts/post(requestPayout)`.
+    func requestPayout(_ input: Operations.RequestPayout.Input) async throws -> Operations.RequestPayout.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1643,6 +1660,47 @@ extension APIProtocol {
         try await unsubscribe(Operations.Unsubscribe.Input(
             query: query,
             headers: headers
+        ))
+    }
+    /// Where my payouts go
+    ///
+    /// - Remark: HTTP `PUT /v1/me/payout-method`.
+    /// - Remark: Generated from `#/paths//v1/me/payout-method/put(setPayoutMethod)`.
+    public func setPayoutMethod(
+        headers: Operations.SetPayoutMethod.Input.Headers = .init(),
+        body: Operations.SetPayoutMethod.Input.Body
+    ) async throws -> Operations.SetPayoutMethod.Output {
+        try await setPayoutMethod(Operations.SetPayoutMethod.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// My payouts, newest first
+    ///
+    /// - Remark: HTTP `GET /v1/me/payouts`.
+    /// - Remark: Generated from `#/paths//v1/me/payouts/get(listPayouts)`.
+    public func listPayouts(
+        query: Operations.ListPayouts.Input.Query = .init(),
+        headers: Operations.ListPayouts.Input.Headers = .init()
+    ) async throws -> Operations.ListPayouts.Output {
+        try await listPayouts(Operations.ListPayouts.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Pay part of my balance out to my bank account
+    ///
+    /// The amount leaves the available balance at once, then goes to the processor (once per payout, whatever is retried). A transfer that fails puts it back: 402 `payout_failed`.
+    ///
+    /// - Remark: HTTP `POST /v1/me/payouts`.
+    /// - Remark: Generated from `#/paths//v1/me/payouts/post(requestPayout)`.
+    public func requestPayout(
+        headers: Operations.RequestPayout.Input.Headers = .init(),
+        body: Operations.RequestPayout.Input.Body
+    ) async throws -> Operations.RequestPayout.Output {
+        try await requestPayout(Operations.RequestPayout.Input(
+            headers: headers,
+            body: body
         ))
     }
 }
