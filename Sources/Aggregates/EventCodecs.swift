@@ -87,10 +87,13 @@ extension DomainCodec where Event == UserEvent {
         codec.register(
             PayoutMethodSet.self, personal: [.init("token", of: .stream, redacted: .string(Redacted.text))],
             wrap: UserEvent.payoutMethodSet)
-        codec.register(PayoutRequested.self, wrap: UserEvent.payoutRequested)
+        codec.register(
+            PayoutRequested.self, personal: [.init("token", of: .stream, redacted: .string(Redacted.text))],
+            wrap: UserEvent.payoutRequested)
         codec.register(PayoutSent.self, wrap: UserEvent.payoutSent)
         codec.register(PayoutFailed.self, wrap: UserEvent.payoutFailed)
         codec.register(IdentityVerified.self, wrap: UserEvent.identityVerified)
+        codec.register(BalanceSettled.self, wrap: UserEvent.balanceSettled)
         return DomainCodec(codec)
     }()
 }

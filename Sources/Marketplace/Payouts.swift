@@ -25,11 +25,31 @@ public struct PayoutRequested: EventBody, Hashable {
     /// When it was asked for (the decider's clock): the day's attempts and the 30 days'
     /// total are counted from it.
     public var requestedAt: Date
+    /// Where it goes, fixed when it is asked for (personal: sealed with the user's key): a
+    /// method changed before the transfer does not move it.
+    public var token: String?
 
-    public init(payoutID: PayoutID, amountCents: Int, requestedAt: Date) {
+    public init(payoutID: PayoutID, amountCents: Int, requestedAt: Date, token: String?) {
         self.payoutID = payoutID
         self.amountCents = amountCents
         self.requestedAt = requestedAt
+        self.token = token
+    }
+}
+
+/// An operator settled what a user's balance held outside Lender (a balance under the
+/// smallest payout, say, before they are forgotten): the money leaves the platform, recorded.
+public struct BalanceSettled: EventBody, Hashable {
+    public static let eventType = "BalanceSettled"
+    public var amountCents: Int
+    /// The operator, and why.
+    public var settledBy: String
+    public var reason: String
+
+    public init(amountCents: Int, settledBy: String, reason: String) {
+        self.amountCents = amountCents
+        self.settledBy = settledBy
+        self.reason = reason
     }
 }
 
@@ -79,6 +99,8 @@ public struct Payout: Hashable, Sendable {
     public var requestedAt: Date
     public var status: PayoutStatus
     public var transferID: String?
+    /// The account it goes to (nil in a log that did not say: the method's at the time).
+    public var token: String?
 }
 
 /// What the payouts' rules need from outside the stream: the clock and the operator's limit.
@@ -161,7 +183,9 @@ extension UserDecider {
         }
         guard !state.payouts.contains(where: { $0.id == request.payoutID }) else { return [] }
         return [
-            .payoutRequested(PayoutRequested(payoutID: request.payoutID, amountCents: request.amountCents, requestedAt: request.now))
+            .payoutRequested(
+                PayoutRequested(
+                    payoutID: request.payoutID, amountCents: request.amountCents, requestedAt: request.now, token: state.payoutToken))
         ]
     }
 
@@ -180,13 +204,30 @@ extension UserDecider {
         }
     }
 
+    /// What an operator may settle: the available balance, all of it (holds end with their bids).
+    static func decideSettlement(_ by: String, reason: String, _ state: UserState) throws -> [UserEvent] {
+        guard state.exists else { throw DomainError.userNotFound }
+        guard state.heldCents == 0 else {
+            throw DomainError(
+                .conflict, "balance_held", "\(state.heldCents) cents are held for rental bids: they end first (withdrawn or answered).")
+        }
+        guard !state.payouts.contains(where: { $0.status == .pending }) else { throw payoutPending }
+        guard state.balanceCents > 0 else { return [] }
+        return [.balanceSettled(BalanceSettled(amountCents: state.balanceCents, settledBy: by, reason: reason))]
+    }
+
+    public static let payoutPending = DomainError(
+        .conflict, "payout_pending", "A payout is on its way to the bank; its outcome is recorded first (lender payouts reconcile).")
+
     static func evolvePayouts(_ state: inout UserState, _ event: UserEvent) {
         switch event {
         case .payoutMethodSet(let set):
             state.payoutToken = set.token
         case .payoutRequested(let requested):
             state.payouts.append(
-                Payout(id: requested.payoutID, amountCents: requested.amountCents, requestedAt: requested.requestedAt, status: .pending))
+                Payout(
+                    id: requested.payoutID, amountCents: requested.amountCents, requestedAt: requested.requestedAt, status: .pending,
+                    token: requested.token))
         case .payoutSent(let sent):
             if let index = state.payouts.firstIndex(where: { $0.id == sent.payoutID }) {
                 state.payouts[index].status = .sent

@@ -255,6 +255,7 @@ extension UserDecider {
         case .rentalEarned(let earned): (earned.payoutCents, 0)
         case .payoutRequested(let requested): (-requested.amountCents, 0)
         case .payoutFailed(let failed): (failed.amountCents, 0)
+        case .balanceSettled(let settled): (-settled.amountCents, 0)
         default: (0, 0)
         }
     }

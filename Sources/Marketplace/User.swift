@@ -105,6 +105,7 @@ public enum UserEvent: Hashable, Sendable {
     case payoutSent(PayoutSent)
     case payoutFailed(PayoutFailed)
     case identityVerified(IdentityVerified)
+    case balanceSettled(BalanceSettled)
 }
 
 // MARK: Commands
@@ -135,6 +136,8 @@ public enum UserCommand: Hashable, Sendable {
     case requestPayout(PayoutRequest)
     case recordPayout(PayoutID, PayoutOutcome)
     case verifyIdentity(by: String)
+    /// An operator's settlement of the whole available balance outside Lender.
+    case settleBalance(by: String, reason: String)
 }
 
 // MARK: Decider
@@ -257,6 +260,9 @@ public enum UserDecider {
             guard state.exists else { throw DomainError.userNotFound }
             return state.identityVerified ? [] : [.identityVerified(IdentityVerified(verifiedBy: verifier))]
 
+        case .settleBalance(let by, let reason):
+            return try decideSettlement(by, reason: reason, state)
+
         case .verifyEmail:
             guard state.exists else { throw DomainError.userNotFound }
             return state.emailVerified ? [] : [.emailVerified(EmailVerified())]
@@ -324,7 +330,7 @@ public enum UserDecider {
             if let chargeID = paid.chargeID { state.chargeIDs.insert(chargeID) }
         case .photoChanged(let changed):
             state.photo = changed.digest
-        case .payoutMethodSet, .payoutRequested, .payoutSent, .payoutFailed, .identityVerified:
+        case .payoutMethodSet, .payoutRequested, .payoutSent, .payoutFailed, .identityVerified, .balanceSettled:
             evolvePayouts(&state, event)
         }
         if case .fundsDeposited(let deposit) = event { state.chargeIDs.insert(deposit.chargeID) }
@@ -336,13 +342,16 @@ public enum UserDecider {
 
     // MARK: Field rules
 
-    /// Money is never forgotten with its owner: a balance is paid out first (409 `balance_not_empty`).
+    /// Money is never forgotten with its owner: a balance is paid out first (409
+    /// `balance_not_empty`), or settled by an operator, and a payout on its way is recorded
+    /// first (409 `payout_pending`: its outcome may credit the amount back).
     public static func checkForgettable(_ state: UserState) throws {
         guard state.balanceCents == 0 else {
             throw DomainError(
                 .conflict, "balance_not_empty",
                 "Your balance holds \(state.balanceCents) cents: pay it out first (POST /v1/me/payouts).")
         }
+        guard !state.payouts.contains(where: { $0.status == .pending }) else { throw payoutPending }
     }
 
     public static func isValidHandle(_ handle: String) -> Bool {

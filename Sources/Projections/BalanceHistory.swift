@@ -9,7 +9,7 @@ public struct BalanceEntry: Codable, Sendable, Equatable {
     public var position: Int64
     public var at: Date
     /// `deposit`, `debit`, `credit`, `card_charge`, `hold`, `release`, `rental_payment`,
-    /// `rental_refund`, `rental_earnings`, `payout`, `payout_returned` (a failed payout's amount, back).
+    /// `rental_refund`, `rental_earnings`, `payout`, `payout_returned` (a failed payout's amount, back), `settlement` (an operator's, outside Lender).
     public var kind: String
     /// Why: `checkout`, `repayment`, `refund`, or how a rental was paid (`balance`, `card`).
     public var reason: String?
@@ -83,6 +83,7 @@ public enum BalanceHistory {
             ("rental_earnings", nil, earned.payoutCents, nil, nil, earned.itemID, earned.bookingID, earned.bookingID)
         case .payoutRequested(let requested): ("payout", nil, requested.amountCents, nil, nil, nil, nil, nil)
         case .payoutFailed(let failed): ("payout_returned", failed.reason, failed.amountCents, nil, nil, nil, nil, nil)
+        case .balanceSettled(let settled): ("settlement", settled.reason, settled.amountCents, nil, nil, nil, nil, nil)
         default: nil
         }
     }

@@ -10,9 +10,10 @@ import Postgres
 ///
 /// Money enters only by a card charge (a deposit, a checkout or a repayment paid by card, a
 /// rental's captured authorisation) and leaves only as a loan's funds paid out to its borrower,
-/// a refund to a card, or a payout to a bank account (from when it is asked for), so
+/// a refund to a card, a payout to a bank account (from when it is asked for), or an
+/// operator's settlement outside Lender, so
 ///
-///     charged in − refunded out − paid out = Σ balances (holds included) + Σ escrow
+///     charged in − refunded out − paid out − settled = Σ balances (holds included) + Σ escrow
 ///                                            + Σ loans' funds (less what an expiry refunded) + fees earned
 ///
 /// Each rental booking's escrow is what was paid in less what was refunded, paid out and
@@ -46,6 +47,8 @@ public struct MoneyAudit: Sendable {
         /// Payouts (SPEC §12.3): asked for and not failed (sent, or on their way).
         public var paidOutCents = 0
         public var payouts = 0
+        /// Balances operators settled outside Lender (`BalanceSettled`).
+        public var settledOutCents = 0
         public var bookings = 0
         public var users = 0
         public var loans = 0
@@ -278,6 +281,7 @@ struct Books {
     var refundsByCharge = [String: Int]()
     var payouts = [PayoutID: PayoutEntry]()
     var paidOut = 0
+    var settledOut = 0
     var payoutProblems = [(user: UserID, message: String)]()
     /// Card holds the log released: each must be voided at the processor.
     var releasedCardHolds = [String: (bid: BidID, user: UserID, at: Date)]()
@@ -398,6 +402,9 @@ struct Books {
             account.balance += failed.amountCents
             paidOut -= failed.amountCents
             payouts[failed.payoutID]?.status = .failed
+        case .balanceSettled(let settled):
+            account.balance -= settled.amountCents
+            settledOut += settled.amountCents
         default:
             recordRental(event, of: user, &account)
         }
@@ -513,13 +520,14 @@ struct Books {
         report.refundedOutCents = refundedOut
         report.feesEarnedCents = feesEarned
         report.paidOutCents = paidOut
+        report.settledOutCents = settledOut
         report.payouts = payouts.count
         report.bookings = bookings.count
         let held = report.balancesCents + report.escrowCents + report.lentOutCents + report.feesEarnedCents
-        if chargedIn - refundedOut - paidOut + report.unpaidBeforeEpochCents != held {
+        if chargedIn - refundedOut - paidOut - settledOut + report.unpaidBeforeEpochCents != held {
             problem(
                 "the marketplace",
-                "charged in \(chargedIn) cents, refunded \(refundedOut) and paid out \(paidOut), but balances hold "
+                "charged in \(chargedIn) cents, refunded \(refundedOut), paid out \(paidOut) and settled \(settledOut), but balances hold "
                     + "\(report.balancesCents), escrow \(report.escrowCents), loans \(report.lentOutCents) and fees \(report.feesEarnedCents)")
         }
         report.users = accounts.count

@@ -45,9 +45,11 @@ struct PayoutsController: Sendable {
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents))
         try fields.throwIfAny()
-        let payout = try await payouts.request(body.amountCents!, for: context.user, now: Date())
-        guard payout.status != .failed else { throw Payouts.payoutFailed }
-        return EditedResponse(status: .created, response: PayoutResource(payout))
+        let finished = try await payouts.request(body.amountCents!, for: context.user, now: Date())
+        guard finished.payout.status != .failed else { throw Payouts.payoutFailed }
+        var resource = PayoutResource(finished.payout)
+        resource.position = finished.position
+        return EditedResponse(status: .created, response: resource)
     }
 
     @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<PayoutResource> {

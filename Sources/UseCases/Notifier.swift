@@ -67,7 +67,8 @@ public struct Notifier: Sendable {
         self.mail = mail
     }
 
-    /// One batch; how many notices it read (0: none waiting, or another server at it).
+    /// One batch; how many notices it fanned out, at least 1 when it read any (0: none
+    /// waiting, or another server at it).
     public func fanOut() async throws -> Int {
         try await pool.withTransaction { connection in
             guard
@@ -131,7 +132,8 @@ public struct Notifier: Sendable {
             }
             try await Outbox.enqueue(rows, on: connection)
             try await connection.query("UPDATE notifier_position SET position = \(last)")
-            return notices.count
+            // At least one: the position moved, even past a batch of forgotten users' rows.
+            return max(notices.count, 1)
         }
     }
 

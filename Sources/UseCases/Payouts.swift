@@ -38,34 +38,52 @@ public struct Payouts: Sendable {
 
     /// A payout of `amount`: sent, or failed and credited back (then 402 `payout_failed` at the
     /// edge). A repeat of the request (its `Idempotency-Key`) finishes the first one.
-    public func request(_ amount: Int, for me: UserID, now: Date) async throws -> Payout {
-        if let replayed = try await gateway.replayed(on: .user, id: me) {
-            let first = replayed.events.compactMap { event -> PayoutID? in
-                if case .payoutRequested(let requested) = event { requested.payoutID } else { nil }
-            }.first
-            guard let first else { throw DomainError(.notFound, "payout_not_found", "The first request made no payout.") }
-            return try await finish(first, of: me, actor: me)
-        }
-        let request = PayoutRequest(amountCents: amount, now: now, verifyAboveCents: verifyAboveCents)
-        _ = try await gateway.handle(.requestPayout(request), on: .user, id: me, actor: me)
-        return try await finish(request.payoutID, of: me, actor: me)
+    public func request(_ amount: Int, for me: UserID, now: Date) async throws -> Finished {
+        // A repeat (or a twin sent at once, answered from the first's record) finishes the
+        // first request's payout, whose id its events hold.
+        let handled =
+            if let replayed = try await gateway.replayed(on: .user, id: me) {
+                replayed
+            } else {
+                try await gateway.handle(
+                    .requestPayout(PayoutRequest(amountCents: amount, now: now, verifyAboveCents: verifyAboveCents)), on: .user,
+                    id: me, actor: me)
+            }
+        let asked = handled.events.compactMap { event -> PayoutID? in
+            if case .payoutRequested(let requested) = event { requested.payoutID } else { nil }
+        }.first
+        guard let asked else { throw DomainError(.notFound, "payout_not_found", "The first request made no payout.") }
+        var finished = try await finish(asked, of: me, actor: me)
+        // Finished by someone else meanwhile (a twin, reconciliation): the request's own position.
+        finished.position = finished.position ?? handled.append?.lastPosition
+        return finished
+    }
+
+    /// A payout as its last record left it, and that record's log position (nil: nothing
+    /// was recorded now).
+    public struct Finished: Sendable {
+        public var payout: Payout
+        public var position: Int64?
     }
 
     /// Transfers a pending payout, under its own key, and records the outcome; a payout already
     /// sent or failed as it is.
-    public func finish(_ id: PayoutID, of user: UserID, actor: UserID) async throws -> Payout {
+    public func finish(_ id: PayoutID, of user: UserID, actor: UserID) async throws -> Finished {
         let (state, _) = try await gateway.load(.user(user), .user)
         guard let payout = state.payouts.first(where: { $0.id == id }) else {
             throw DomainError(.notFound, "payout_not_found", "No such payout.")
         }
-        guard payout.status == .pending else { return payout }
+        guard payout.status == .pending else { return Finished(payout: payout, position: nil) }
         let outcome: PayoutOutcome
-        if let token = state.payoutToken {
+        if let token = payout.token ?? state.payoutToken, token != Redacted.text {
+            // To the account it was asked for, whatever the method is now.
             let transfer = try await processor.transfer(amountCents: payout.amountCents, to: token, idempotencyKey: PayoutKeys.key(id))
             Failpoints.hit(.payoutAfter)
             outcome = transfer.status == .sent ? .sent(transferID: transfer.id) : .failed(reason: "transfer_failed")
+        } else if let made = try await processor.transfer(idempotencyKey: PayoutKeys.key(id)) {
+            // Its account unreadable now: whatever the processor made of it stands.
+            outcome = made.status == .sent ? .sent(transferID: made.id) : .failed(reason: "transfer_failed")
         } else {
-            // Forgotten meanwhile (their token with them): nowhere to send it.
             outcome = .failed(reason: "no_payout_method")
         }
         // Its own append, not the request's repeat: the key was spent on asking for it.
@@ -75,7 +93,18 @@ public struct Payouts: Sendable {
         guard let recorded = handled.state.payouts.first(where: { $0.id == id }) else {
             throw DomainError(.notFound, "payout_not_found", "No such payout.")
         }
-        return recorded
+        return Finished(payout: recorded, position: handled.append?.lastPosition)
+    }
+
+    /// An operator's settlement of a user's whole available balance outside Lender
+    /// (`lender users settle-balance`), so that they may be forgotten.
+    public func settle(_ user: UserID, by operatorName: String, reason: String) async throws -> Int {
+        let handled = try await gateway.handle(
+            .settleBalance(by: operatorName, reason: reason), on: .user, id: user, actor: .system,
+            metadata: EventMetadata(actorID: operatorName))
+        return handled.events.reduce(0) { total, event in
+            if case .balanceSettled(let settled) = event { total + settled.amountCents } else { total }
+        }
     }
 
     /// What reconciliation did.
@@ -99,7 +128,7 @@ public struct Payouts: Sendable {
             let id = PayoutID(try row.decode("payout_id", as: UUID.self))
             let user = UserID(try row.decode("user_id", as: UUID.self))
             do {
-                switch try await finish(id, of: user, actor: .system).status {
+                switch try await finish(id, of: user, actor: .system).payout.status {
                 case .sent: done.sent += 1
                 case .failed: done.failed += 1
                 case .pending: done.errors += 1

@@ -152,7 +152,7 @@ struct Audit: AsyncParsableCommand {
                     + "charged in \(report.chargedInCents) cents, refunded out \(report.refundedOutCents), "
                     + "balances \(report.balancesCents) (\(report.heldCents) held for bids), escrow \(report.escrowCents), "
                     + "lent out \(report.lentOutCents), repaid \(report.repaidCents), fees earned \(report.feesEarnedCents), "
-                    + "paid out \(report.paidOutCents) in \(report.payouts) payouts.")
+                    + "paid out \(report.paidOutCents) in \(report.payouts) payouts, settled by operators \(report.settledOutCents).")
             if report.unpaidBeforeEpochCents > 0 {
                 print(
                     "Before money moved exactly once (migration 0010), repayments that no borrower paid credited "
@@ -160,7 +160,7 @@ struct Audit: AsyncParsableCommand {
             }
             guard !report.imbalances.isEmpty else {
                 print(
-                    "Money adds up: charged in − refunded out − paid out = balances + escrow + lent out + fees earned, and every transfer balances.")
+                    "Money adds up: charged in − refunded out − paid out − settled = balances + escrow + lent out + fees earned, and every transfer balances.")
                 return
             }
             for imbalance in report.imbalances { print("IMBALANCE \(imbalance)") }
@@ -231,7 +231,33 @@ enum AuditKeys {
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage users: roles, identity checks, and forgetting one.",
-        subcommands: [GrantAuditor.self, RevokeAuditor.self, VerifyIdentity.self, Forget.self])
+        subcommands: [GrantAuditor.self, RevokeAuditor.self, VerifyIdentity.self, SettleBalance.self, Forget.self])
+
+    struct SettleBalance: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Record that an operator settled a user's whole available balance outside Lender (a balance under the smallest payout, say), so that they may be forgotten.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+        @Option(help: "Who settled it, as the event names them (default: $USER).")
+        var by: String = ProcessInfo.processInfo.environment["USER"] ?? "operator"
+        @Option(help: "How it was settled (a bank transfer's reference, a cheque, a donation the user asked for).")
+        var reason: String
+
+        func run() async throws {
+            let settler = "operator:\(by)"
+            let reason = reason
+            try await withUser(handle, database) { pool, userID in
+                let logger = Logger(label: "lender")
+                let store = EventStore(
+                    pool: pool, logger: logger, projections: lenderProjections,
+                    personalData: try DataKeyOptions.personalData(pool: pool))
+                let payouts = Payouts(
+                    gateway: CommandGateway(store: store, logger: logger), processor: SandboxPayoutProcessor(pool: pool))
+                let settled = try await payouts.settle(UserID(userID), by: settler, reason: reason)
+                print("\(handle): \(settled) cents settled by \(settler).")
+            }
+        }
+    }
 
     struct VerifyIdentity: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -172,6 +172,34 @@ struct PayoutsTests {
             #expect(try await payout(client, ada.token, 5_000, key: "payout-1").code == "idempotency_key_reused")
             #expect(try await client.balance(ada.token) == 6_000)
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_transfers") == 1)
+            // Twins sent at once: one payout, one transfer, the same answer to both.
+            async let one = payout(client, ada.token, 3_000, key: "payout-2")
+            async let two = payout(client, ada.token, 3_000, key: "payout-2")
+            let (first2, second2) = try await (one, two)
+            #expect(first2.status == .created && second2.status == .created, "\(first2) \(second2)")
+            #expect(first2.json["id"] as? String == second2.json["id"] as? String)
+            #expect(first2.json["position"] as? Int != nil && second2.json["position"] as? Int != nil, "a command's answer has its position")
+            #expect(try await client.balance(ada.token) == 3_000)
+            #expect(try await count(admin, "SELECT count(*) FROM sandbox_transfers") == 2)
+        }
+    }
+
+    @Test func aBalanceUnderTheSmallestPayoutIsSettledByAnOperatorBeforeForgetting() async throws {
+        try await withServer { client, admin in
+            let zoe = try await client.user("zoe")
+            try await client.fund(zoe.token, 600)
+            let closing = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zoe.token)
+            #expect(closing.code == "balance_not_empty", "\(closing)")
+            #expect(try await payout(client, zoe.token, 600).fieldCodes == ["amountCents": "invalid_amount"])
+            let settled = try runLender(
+                ["users", "settle-balance", "zoe", "--by", "carol", "--reason", "bank transfer ref 42"], database: try await ownerURL(admin))
+            #expect(settled.contains("600 cents settled by operator:carol"), "\(settled)")
+            let history = try await client.send(.get, "/v1/me/balance-history", token: zoe.token).json["data"] as? [[String: Any]] ?? []
+            #expect(history.first?["kind"] as? String == "settlement" && history.first?["balanceCents"] as? Int == 0)
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zoe.token)
+            #expect(closed.status == .noContent, "\(closed)")
+            let audit = try runLender(["audit", "money"], database: try await ownerURL(admin))
+            #expect(audit.contains("Money adds up") && audit.contains("settled by operators 600"), "\(audit)")
         }
     }
 
@@ -231,10 +259,10 @@ struct PayoutCrashTests {
         return ada.token
     }
 
-    func dieAfterTheTransfer(_ database: PostgresConfiguration, _ token: String, key: String) async throws {
+    func dieAfterTheTransfer(_ database: PostgresConfiguration, _ token: String, key: String, amount: Int = 4_000) async throws {
         let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": "payout.after"])
         await #expect(throws: (any Error).self) {
-            _ = try await armed.send(.post, "/v1/me/payouts", json: ["amountCents": 4_000], token: token, idempotencyKey: key)
+            _ = try await armed.send(.post, "/v1/me/payouts", json: ["amountCents": amount], token: token, idempotencyKey: key)
         }
         #expect(await armed.waitForExit() != nil, "the server died after the transfer")
     }
@@ -259,10 +287,16 @@ struct PayoutCrashTests {
     @Test func reconciliationFinishesAPayoutNobodyRetried() async throws {
         try await withServerDatabase { database, admin in
             let token = try await prepared(database, admin)
-            try await dieAfterTheTransfer(database, token, key: "out-2")
+            try await dieAfterTheTransfer(database, token, key: "out-2", amount: 10_000)
             // On its way meanwhile: counted as paid out, not yet an imbalance (five minutes' grace).
             let before = try runLender(["audit", "money"], database: database)
-            #expect(before.contains("Money adds up") && before.contains("paid out 4000 in 1 payouts"), "\(before)")
+            #expect(before.contains("Money adds up") && before.contains("paid out 10000 in 1 payouts"), "\(before)")
+            // Nor can its owner be forgotten: its outcome may yet credit the balance.
+            let server = try await ServerProcess(database: database)
+            let closing = try await server.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: token)
+            #expect(closing.code == "payout_pending", "\(closing)")
+            server.kill(SIGTERM)
+            _ = await server.waitForExit()
             let reconciled = try runLender(["payouts", "reconcile", "--older-than", "0"], database: database)
             #expect(reconciled.contains("1 sent"), "\(reconciled)")
             #expect(try runLender(["payouts", "reconcile", "--older-than", "0"], database: database).contains("0 sent"))

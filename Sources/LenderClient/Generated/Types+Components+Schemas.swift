@@ -3623,7 +3623,7 @@ extension Components {
             public var position: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/at`.
             public var at: Foundation.Date
-            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
+            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back; `settlement`: the balance an operator settled outside Lender
             ///
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -3638,8 +3638,9 @@ extension Components {
                 case rentalEarnings = "rental_earnings"
                 case payout = "payout"
                 case payoutReturned = "payout_returned"
+                case settlement = "settlement"
             }
-            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
+            ///  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back; `settlement`: the balance an operator settled outside Lender
             ///
             /// - Remark: Generated from `#/components/schemas/BalanceEntry/kind`.
             public var kind: Components.Schemas.BalanceEntry.KindPayload
@@ -3674,7 +3675,7 @@ extension Components {
             /// - Parameters:
             ///   - position: Where the movement is in the log
             ///   - at:
-            ///   - kind:  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back
+            ///   - kind:  `payout`: a payout asked for; `payout_returned`: a failed payout's amount, back; `settlement`: the balance an operator settled outside Lender
             ///   - balanceChangeCents: Added to the balance; negative when taken; 0 for a card's moves
             ///   - amountCents:
             ///   - loanId:

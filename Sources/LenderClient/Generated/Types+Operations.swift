@@ -3890,7 +3890,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The balance is not empty: pay it out first (`balance_not_empty`)
+            /// The balance is not empty: pay it out first (`balance_not_empty`), or a payout still on its way (`payout_pending`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/delete(closeAccount)/responses/409`.
             ///
@@ -36050,7 +36050,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Sent
+            /// Sent; `position` is the log position of its record
             ///
             /// - Remark: Generated from `#/paths//v1/me/payouts/post(requestPayout)/responses/201`.
             ///
