@@ -348,3 +348,187 @@ build() {
     fi
     (cd "$ROOT" && swift build "${flags[@]}" "$@")
 }
+
+# Backups (SPEC §12.8): pgBackRest, with continuous WAL archiving, into a repository under
+# .local (or PGBACKREST_REPO_PATH), encrypted with a key kept beside it (or the file
+# PGBACKREST_CIPHER_PASS_FILE names). `scripts/db backup` sets it all up the first time.
+BACKUP_DIR="$LOCAL/pgbackrest"
+BACKUP_CONF="$BACKUP_DIR/pgbackrest.conf"
+STANZA=lender
+
+ensure_pgbackrest() {
+    command -v pgbackrest >/dev/null && return
+    if is_root && command -v apt-get >/dev/null; then
+        say "installing pgbackrest"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbackrest >/dev/null
+    else
+        die "pgbackrest is not installed: sudo apt-get install pgbackrest"
+    fi
+}
+
+backup_repo() { echo "${PGBACKREST_REPO_PATH:-$BACKUP_DIR/repo}"; }
+
+as_backrest() { as_pg pgbackrest --config="$BACKUP_CONF" --stanza="$STANZA" "$@"; }
+
+# The configuration, the stanza, and archiving on (a restart, the first time only).
+backup_setup() {
+    ensure_pgbackrest
+    cluster_running || die "the cluster is not running: scripts/db start"
+    local user repo pass_file
+    user=$(pg_user)
+    repo=$(backup_repo)
+    pass_file="${PGBACKREST_CIPHER_PASS_FILE:-$BACKUP_DIR/cipher-pass}"
+    mkdir -p "$BACKUP_DIR/log" "$BACKUP_DIR/lock" "$BACKUP_DIR/spool" "$repo"
+    if [ ! -s "$pass_file" ]; then
+        (umask 077 && head -c 48 /dev/urandom | base64 | tr -d '\n=' >"$pass_file")
+        say "generated the backup repository's encryption key in $pass_file: keep a copy apart from the repository"
+    fi
+    (umask 027 && cat >"$BACKUP_CONF" <<CONF
+# Lender's backups (scripts/lib.sh, docs/OPERATIONS.md "Backups"). Written by scripts/db.
+[global]
+repo1-path=$repo
+repo1-cipher-type=aes-256-cbc
+repo1-cipher-pass=$(cat "$pass_file")
+repo1-retention-full=${PGBACKREST_RETENTION_FULL:-2}
+log-path=$BACKUP_DIR/log
+lock-path=$BACKUP_DIR/lock
+spool-path=$BACKUP_DIR/spool
+log-level-console=warn
+log-level-file=info
+start-fast=y
+compress-type=zst
+
+[$STANZA]
+pg1-path=$PGDATA
+pg1-port=$(pg_port)
+pg1-socket-path=$PG_SOCKET
+pg1-user=postgres
+CONF
+    )
+    # The data folder's group too: a restore maps a group it does not know, and says so.
+    if is_root; then chown -R "$user" "$BACKUP_DIR" "$repo" && chown "$user:" "$PGDATA"; fi
+    ensure_reachable
+    local command="pgbackrest --config=$BACKUP_CONF --stanza=$STANZA archive-push %p"
+    if [ "$(pg_admin_psql -d postgres -At -c 'SHOW archive_mode')" != on ] ||
+        [ "$(pg_admin_psql -d postgres -At -c 'SHOW archive_command')" != "$command" ]; then
+        say "turning WAL archiving on (PostgreSQL restarts once)"
+        # archive_timeout: a quiet primary's last minute of writes is archived all the same.
+        pg_admin_psql -d postgres -c "ALTER SYSTEM SET archive_mode = on" \
+            -c "ALTER SYSTEM SET archive_command = '$command'" -c "ALTER SYSTEM SET wal_level = replica" \
+            -c "ALTER SYSTEM SET archive_timeout = '${PGBACKREST_ARCHIVE_TIMEOUT:-60}'" >/dev/null
+        without_inherited_fds as_pg "$(pg_bindir)/pg_ctl" -D "$PGDATA" -m fast -w restart -l "$PG_LOGDIR/postgres.log" >/dev/null ||
+            die "PostgreSQL did not restart; see $PG_LOGDIR/postgres.log"
+    fi
+    as_backrest stanza-create >/dev/null 2>&1 || as_backrest stanza-upgrade >/dev/null ||
+        die "pgBackRest could not create its stanza; see $BACKUP_DIR/log"
+}
+
+# `backup full|diff|incr` (diff, or full when there is none yet).
+backup_take() {
+    local type=${1:-diff}
+    case "$type" in full | diff | incr) ;; *) die "usage: scripts/db backup [full|diff|incr]" ;; esac
+    backup_setup
+    as_backrest --type="$type" backup || die "the backup failed; see $BACKUP_DIR/log"
+    as_backrest info | sed -n '/backup:/p' | tail -1 >&2
+}
+
+backup_list() {
+    [ -f "$BACKUP_CONF" ] || die "no backups yet: scripts/db backup"
+    as_backrest info
+}
+
+# `restore --to TIME [--into DIR]`: a new cluster in DIR (under .local by default) as the log
+# stood at TIME, promoted, on a port of its own, archiving off (it is a copy, not the primary).
+backup_restore() {
+    local target="" into=""
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --to) target=${2:-}; shift 2 ;;
+        --into) into=${2:-}; shift 2 ;;
+        *) die "usage: scripts/db restore --to TIME [--into DIR]" ;;
+        esac
+    done
+    [ -n "$target" ] || die "usage: scripts/db restore --to TIME [--into DIR]"
+    [ -f "$BACKUP_CONF" ] || die "no backups yet: scripts/db backup"
+    ensure_pgbackrest
+    local epoch first
+    epoch=$(date -d "$target" +%s 2>/dev/null) || die "not a time: $target (say 2026-11-29 01:23:45+00)"
+    # The oldest backup's end: nothing before it can be restored.
+    first=$(as_backrest info --output=json | python3 -c '
+import json, sys
+stanzas = json.load(sys.stdin)
+stops = [b["timestamp"]["stop"] for s in stanzas for b in s.get("backup", [])]
+print(min(stops) if stops else "")')
+    [ -n "$first" ] || die "the repository holds no backup: scripts/db backup"
+    [ "$epoch" -gt "$first" ] ||
+        die "no backup ends before $target: the first ends at $(date -u -d "@$first" '+%F %T+00'); restore to a later time"
+    [ "$epoch" -le "$(date +%s)" ] || die "$target is in the future"
+    # The WAL up to now archived, when the primary runs: a target of a moment ago is in it.
+    # Recovery stops at the first commit after the target, so one is made now (on a quiet
+    # primary, the last commit may be before the target, and recovery would end short of it).
+    if cluster_running; then
+        pg_admin_psql -d postgres -At -c "SELECT txid_current()" >/dev/null
+        as_backrest check >/dev/null || die "the primary's latest WAL could not be archived; see $BACKUP_DIR/log"
+    fi
+    into=${into:-$LOCAL/pg-restored-$(date -u -d "@$epoch" +%Y%m%dT%H%M%S)}
+    [ ! -e "$into/data/PG_VERSION" ] || die "$into already holds a cluster"
+    local user port
+    user=$(pg_user)
+    mkdir -p "$into/data" "$into/socket" "$into/log"
+    is_root && chown -R "$user" "$into"
+    chmod 700 "$into/data"
+    say "restoring the cluster as it stood at $target into $into"
+    as_backrest --log-level-console=error --pg1-path="$into/data" --type=time "--target=$target" --target-action=promote --target-timeline=current restore ||
+        die "the restore failed; see $BACKUP_DIR/log"
+    port=$(free_port)
+    [ "$port" = "$(pg_port 2>/dev/null)" ] && port=$((port + 1))
+    echo "$port" >"$into/port"
+    as_pg tee -a "$into/data/postgresql.conf" >/dev/null <<CONF
+
+# A restored copy (scripts/db restore): its own port and socket, no archiving into the
+# primary's repository.
+port = $port
+unix_socket_directories = '$into/socket'
+archive_mode = off
+CONF
+    as_pg sed -i '/^archive_mode/d;/^archive_command/d;/^synchronous_standby_names/d' "$into/data/postgresql.auto.conf"
+    without_inherited_fds as_pg "$(pg_bindir)/pg_ctl" -D "$into/data" -l "$into/log/postgres.log" -w -t 120 start >/dev/null || true
+    # Until the target is reached and the copy promoted, or recovery gives up.
+    local waited=0
+    while :; do
+        if ! as_pg "$(pg_bindir)/pg_ctl" -D "$into/data" status >/dev/null 2>&1; then
+            restore_failure "$into" "$target"
+        fi
+        [ "$(psql -X -At -h "$into/socket" -p "$port" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ] && break
+        waited=$((waited + 1))
+        [ "$waited" -lt 600 ] || die "the restored cluster is still recovering after 5 minutes; see $into/log/postgres.log"
+        sleep 0.5
+    done
+    echo "postgresql://$DB_OWNER@127.0.0.1:$port/$DB_NAME" >"$into/database-url"
+    say "restored: DATABASE_URL=$(cat "$into/database-url") (stop it with: pg_ctl -D $into/data stop)"
+    cat "$into/database-url"
+}
+
+# Recovery stopped short of the target: name the WAL segment the archive lacks, and stop.
+restore_failure() {
+    local into=$1 target=$2 last missing newest
+    last=$(grep -o 'restored log file "[0-9A-F]\{24\}"' "$into/log/postgres.log" | tail -1 | grep -o '[0-9A-F]\{24\}' || true)
+    if [ -n "$last" ]; then
+        missing=$(printf '%s%08X%08X' "${last:0:8}" $((16#${last:8:8} + (16#${last:16:8} + 1) / 256)) $(((16#${last:16:8} + 1) % 256)))
+        newest=$(as_backrest info --output=json | python3 -c '
+import json, sys
+print(max((a.get("max") or "" for s in json.load(sys.stdin) for a in s.get("archive", [])), default=""))')
+        if [[ "$missing" > "$newest" ]]; then
+            die "recovery stopped before $target: the archive ends at WAL segment $newest, and nothing after it was archived (a primary that died keeps its last writes, up to archive_timeout, in its own pg_wal); see $into/log/postgres.log"
+        fi
+        die "recovery stopped before $target: the archive lacks WAL segment $missing (the last restored was $last); see $into/log/postgres.log"
+    fi
+    die "recovery stopped before $target; see $into/log/postgres.log ($(grep -m1 -E 'FATAL|PANIC' "$into/log/postgres.log" || true))"
+}
+
+# Stops a restored copy (scripts/db restored-stop DIR).
+restored_stop() {
+    [ -f "${1:-}/data/PG_VERSION" ] || die "usage: scripts/db restored-stop DIR (a folder scripts/db restore made)"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}
