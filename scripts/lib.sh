@@ -532,3 +532,166 @@ restored_stop() {
     [ -f "${1:-}/data/PG_VERSION" ] || die "usage: scripts/db restored-stop DIR (a folder scripts/db restore made)"
     as_pg "$(pg_bindir)/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
 }
+
+# Automatic failover (SPEC §12.8): pg_auto_failover's monitor and two data nodes on loopback,
+# under .local/ha, with synchronous replication; `scripts/db ha` (docs/OPERATIONS.md,
+# "Automatic failover"). The keepers run in the background; the monitor promotes by itself.
+HA_DIR="$LOCAL/ha"
+
+ensure_autofailover() {
+    command -v pg_autoctl >/dev/null && return
+    if is_root && command -v apt-get >/dev/null; then
+        say "installing postgresql-15-auto-failover"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15-auto-failover >/dev/null
+    else
+        die "pg_auto_failover is not installed: sudo apt-get install postgresql-15-auto-failover"
+    fi
+}
+
+# pg_autoctl as the cluster's user, its state and configuration under .local/ha, with every
+# signal at its default: a caller that ignores SIGINT (a test runner) would pass that on, and
+# pg_autoctl stops its services with SIGINT.
+autoctl() {
+    as_pg env --default-signal PATH="$(pg_bindir):$PATH" PG_CONFIG="$(pg_bindir)/pg_config" XDG_RUNTIME_DIR="$HA_DIR/run" \
+        XDG_CONFIG_HOME="$HA_DIR/config" XDG_DATA_HOME="$HA_DIR/share" pg_autoctl "$@"
+}
+
+# A keeper (`pg_autoctl run`, or `create … --run`) in the background, its log in .local/ha:
+# this very subshell closes what it inherited past 0-2 and becomes the keeper (a caller that
+# waits for its child's descriptors to close would otherwise wait for the keeper).
+autoctl_background() {
+    local log=$1
+    shift
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        set -- env --default-signal PATH="$(pg_bindir):$PATH" PG_CONFIG="$(pg_bindir)/pg_config" \
+            XDG_RUNTIME_DIR="$HA_DIR/run" XDG_CONFIG_HOME="$HA_DIR/config" XDG_DATA_HOME="$HA_DIR/share" setsid pg_autoctl "$@"
+        if is_root; then exec runuser -u "$(pg_user)" -- "$@"; else exec "$@"; fi
+    ) >>"$log" 2>&1 </dev/null &
+}
+
+ha_port() { cat "$HA_DIR/$1.port"; }
+ha_monitor_url() { echo "postgres://autoctl_node@127.0.0.1:$(ha_port monitor)/pg_auto_failover?sslmode=disable"; }
+
+# A node's state as the monitor has it (`primary`, `secondary`, ...) once the node reports
+# the state it was assigned (a dead primary still reads `primary` as reported); `moving`
+# meanwhile; nothing without a monitor.
+ha_node_state() {
+    psql -X -At -h 127.0.0.1 -p "$(ha_port monitor)" -U postgres -d pg_auto_failover \
+        -c "SELECT CASE WHEN reportedstate = goalstate THEN reportedstate::text ELSE 'moving' END
+            FROM pgautofailover.node WHERE nodename = '$1'" 2>/dev/null || true
+}
+
+ha_wait_state() {
+    local node=$1 pattern=$2 tries=${3:-120}
+    for _ in $(seq "$tries"); do
+        [[ "$(ha_node_state "$node")" =~ ^($pattern)$ ]] && return 0
+        sleep 0.5
+    done
+    die "$node did not become $pattern (it is '$(ha_node_state "$node")'); see $HA_DIR/$node.log"
+}
+
+ha_start() {
+    ensure_autofailover
+    local user
+    user=$(pg_user)
+    mkdir -p "$HA_DIR/run" "$HA_DIR/config" "$HA_DIR/share"
+    is_root && chown -R "$user" "$HA_DIR"
+    ensure_reachable
+    if [ ! -f "$HA_DIR/monitor/PG_VERSION" ]; then
+        local port
+        port=$(free_port)
+        echo "$port" >"$HA_DIR/monitor.port"
+        echo "$((port + 1))" >"$HA_DIR/node1.port"
+        echo "$((port + 2))" >"$HA_DIR/node2.port"
+        say "creating the pg_auto_failover monitor on 127.0.0.1:$port"
+        autoctl create monitor --pgdata "$HA_DIR/monitor" --pgport "$port" --hostname 127.0.0.1 --auth trust --no-ssl \
+            >>"$HA_DIR/monitor.log" 2>&1 || die "the monitor was not created; see $HA_DIR/monitor.log"
+    fi
+    pgrep -f "pg_autoctl run --pgdata $HA_DIR/monitor" >/dev/null || autoctl_background "$HA_DIR/monitor.log" run --pgdata "$HA_DIR/monitor"
+    for _ in $(seq 60); do psql -X -At -h 127.0.0.1 -p "$(ha_port monitor)" -U postgres -d pg_auto_failover -c 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.5; done
+    # Seconds, not the default half minute, before a silent node is failed over, and before
+    # its standby stops waiting for it to demote itself (a primary cut off from the monitor
+    # and its standby stops taking writes at the same pace): the drill's pace; see OPERATIONS.
+    psql -X -q -h 127.0.0.1 -p "$(ha_port monitor)" -U postgres -d pg_auto_failover \
+        -c "ALTER SYSTEM SET pgautofailover.health_check_period = ${HA_HEALTH_CHECK_MS:-1000}" \
+        -c "ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000" \
+        -c "ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500" \
+        -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${HA_UNHEALTHY_MS:-5000}" \
+        -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = ${HA_DEMOTE_MS:-5000}" \
+        -c "SELECT pg_reload_conf()" >/dev/null
+    local node
+    for node in node1 node2; do
+        if [ ! -f "$HA_DIR/$node/PG_VERSION" ]; then
+            say "creating $node on 127.0.0.1:$(ha_port "$node")"
+            autoctl_background "$HA_DIR/$node.log" create postgres --pgdata "$HA_DIR/$node" --pgport "$(ha_port "$node")" \
+                --hostname 127.0.0.1 --name "$node" --auth trust --no-ssl --monitor "$(ha_monitor_url)" --run
+        elif ! pgrep -f "pg_autoctl run --pgdata $HA_DIR/$node\$" >/dev/null; then
+            autoctl_background "$HA_DIR/$node.log" run --pgdata "$HA_DIR/$node"
+        fi
+        if [ "$node" = node1 ] && [ ! -f "$HA_DIR/roles-made" ]; then
+            ha_wait_state node1 "primary|wait_primary|single"
+            # The project's roles and database, on the primary: the standby copies them.
+            (PG_SOCKET=127.0.0.1 && pg_port() { ha_port node1; } && LOCAL="$HA_DIR" && database_setup)
+            touch "$HA_DIR/roles-made"
+        fi
+    done
+    # pg_autoctl's base backup asks the primary for a spread checkpoint (minutes): an
+    # immediate one ends the wait.
+    for _ in $(seq 240); do
+        [[ "$(ha_node_state node2)" =~ ^(secondary|primary)$ ]] && break
+        psql -X -q -h 127.0.0.1 -p "$(ha_port "$(ha_primary)")" -U postgres -d postgres -c CHECKPOINT >/dev/null 2>&1 || true
+        sleep 0.5
+    done
+    ha_wait_state node2 "secondary|primary" 2
+    local hosts="127.0.0.1:$(ha_port node1),127.0.0.1:$(ha_port node2)"
+    echo "postgresql://$DB_OWNER@$hosts/$DB_NAME?target_session_attrs=read-write" >"$HA_DIR/database-url"
+    echo "postgresql://lender_server@$hosts/$DB_NAME?target_session_attrs=read-write" >"$HA_DIR/server-database-url"
+    cat "$HA_DIR/database-url"
+}
+
+# The node that takes writes now.
+ha_primary() {
+    local node
+    for node in node1 node2; do
+        [[ "$(ha_node_state "$node")" =~ ^(primary|wait_primary|single)$ ]] && { echo "$node"; return; }
+    done
+    die "no primary now: scripts/db ha state"
+}
+
+ha_state() { autoctl show state --pgdata "$HA_DIR/monitor"; }
+
+# As the machine would die: the node's keeper and its PostgreSQL, SIGKILL.
+ha_crash() {
+    local node=${1:?usage: scripts/db ha crash node1|node2}
+    # The keeper's services rename themselves ("pg_autoctl: node active"): the keeper's whole
+    # session goes (it was started with setsid), PostgreSQL with it.
+    local pidfile="$HA_DIR/run/pg_autoctl$HA_DIR/$node/pg_autoctl.pid" sid
+    if [ -f "$pidfile" ] && sid=$(ps -o sid= -p "$(head -1 "$pidfile")" 2>/dev/null | tr -d ' ') && [ -n "$sid" ]; then
+        pkill -KILL -s "$sid" 2>/dev/null || true
+    fi
+    [ -f "$HA_DIR/$node/postmaster.pid" ] && kill -KILL "$(head -1 "$HA_DIR/$node/postmaster.pid")" 2>/dev/null || true
+    return 0
+}
+
+# A crashed node's keeper again: it rejoins as a standby (pg_rewind) by itself.
+ha_rejoin() {
+    local node=${1:?usage: scripts/db ha rejoin node1|node2}
+    pgrep -f "pg_autoctl run --pgdata $HA_DIR/$node\$" >/dev/null || autoctl_background "$HA_DIR/$node.log" run --pgdata "$HA_DIR/$node"
+    ha_wait_state "$node" secondary 240
+}
+
+ha_stop() {
+    local dir
+    for dir in node2 node1 monitor; do
+        [ -f "$HA_DIR/$dir/PG_VERSION" ] || continue
+        autoctl stop --pgdata "$HA_DIR/$dir" --immediate >/dev/null 2>&1 || true
+    done
+    sleep 1
+    for dir in node2 node1 monitor; do ha_crash "$dir"; done
+    return 0
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Postgres
+import Testing
+
+/// The repository's root, where `scripts/db` is.
+private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// pg_auto_failover's monitor and two nodes (SPEC §12.8), made by `scripts/db ha` under a
+/// temporary `LENDER_LOCAL`: the automatic failover drill's, apart from the suite's cluster.
+public final class AutoFailoverCluster: Sendable {
+    public let local: String
+
+    public init() throws {
+        local = FileManager.default.temporaryDirectory.appendingPathComponent("lender-ha-\(UUID().uuidString.prefix(8))").path
+        try db(["ha"])
+    }
+
+    /// `scripts/db` here; throws with what it printed when it fails.
+    @discardableResult
+    public func db(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = root.appendingPathComponent("scripts/db")
+        process.arguments = arguments
+        process.environment = [
+            "LENDER_LOCAL": local, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
+            "HOME": ProcessInfo.processInfo.environment["HOME"] ?? "/tmp",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        while process.isRunning { usleep(20_000) }  // not `waitUntilExit`, which spins here
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else { throw AutoFailoverError.failed(arguments, text) }
+        return text
+    }
+
+    enum AutoFailoverError: Error { case failed([String], String) }
+
+    /// Both nodes, for whichever accepts writes; the server asks for `read-write` by itself.
+    public func owner() throws -> PostgresConfiguration {
+        let text = try String(contentsOfFile: "\(local)/ha/database-url", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return try PostgresConfiguration(text.replacingOccurrences(of: "?target_session_attrs=read-write", with: ""))
+    }
+
+    /// The node that takes writes now (`node1` or `node2`).
+    public func primary() throws -> String { try db(["ha", "primary"]).trimmingCharacters(in: .whitespacesAndNewlines) }
+
+    /// Waits until a node other than `old` takes writes; how long it took.
+    public func waitForPrimary(otherThan old: String, timeout: Duration = .seconds(60)) async throws -> Duration {
+        let clock = ContinuousClock()
+        let started = clock.now
+        while clock.now - started < timeout {
+            if let now = try? primary(), now != old { return clock.now - started }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        throw AutoFailoverError.failed(["ha", "primary"], "no primary but \(old) after \(timeout)")
+    }
+
+    public func remove() {
+        _ = try? db(["ha", "stop"])
+        try? FileManager.default.removeItem(atPath: local)
+    }
+}
