@@ -682,7 +682,15 @@ ha_crash() {
 ha_rejoin() {
     local node=${1:?usage: scripts/db ha rejoin node1|node2}
     pgrep -f "pg_autoctl run --pgdata $HA_DIR/$node\$" >/dev/null || autoctl_background "$HA_DIR/$node.log" run --pgdata "$HA_DIR/$node"
-    ha_wait_state "$node" secondary 240
+    # A rejoin that cannot rewind takes a base backup, which waits for a spread checkpoint.
+    for _ in $(seq 480); do
+        [ "$(ha_node_state "$node")" = secondary ] && return 0
+        local primary
+        primary=$(ha_primary 2>/dev/null) || primary=""
+        [ -n "$primary" ] && psql -X -q -h 127.0.0.1 -p "$(ha_port "$primary")" -U postgres -d postgres -c CHECKPOINT >/dev/null 2>&1
+        sleep 0.5
+    done
+    ha_wait_state "$node" secondary 2
 }
 
 ha_stop() {

@@ -60,6 +60,14 @@ public final class AutoFailoverCluster: Sendable {
         throw AutoFailoverError.failed(["ha", "primary"], "no primary but \(old) after \(timeout)")
     }
 
+    /// The last lines of the monitor's and each node's log, for a failure's message.
+    public func logs() -> String {
+        ["monitor", "node1", "node2"].map { name in
+            let text = (try? String(contentsOfFile: "\(local)/ha/\(name).log", encoding: .utf8)) ?? ""
+            return "== \(name)\n" + text.split(separator: "\n").suffix(25).joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
     public func remove() {
         _ = try? db(["ha", "stop"])
         try? FileManager.default.removeItem(atPath: local)

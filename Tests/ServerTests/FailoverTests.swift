@@ -212,7 +212,7 @@ struct FailoverTests {
             try cluster.db(["ha", "crash", "monitor"])
             try await Task.sleep(for: .seconds(2))
         } catch {
-            Issue.record(error, "the automatic failover drill")
+            Issue.record(error, "the automatic failover drill\n\(cluster.logs())")
         }
         stop.add(1)
         let (acknowledged, others) = await load
