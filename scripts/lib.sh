@@ -85,7 +85,9 @@ free_port() {
     span=$((low - 21000))
     # A kernel whose range starts lower leaves no room below it: the old span, then.
     [ "$span" -ge 1000 ] || span=20000
-    port=$((20000 + $(printf '%s' "$ROOT" | cksum | cut -d' ' -f1) % span))
+    # From a point of this folder's own (the suite's drills each have a LENDER_LOCAL of their
+    # own, and start at once): two of them do not race for the same free port.
+    port=$((20000 + $(printf '%s' "$LOCAL" | cksum | cut -d' ' -f1) % span))
     while port_in_use "$port"; do port=$((port + 1)); done
     echo "$port"
 }
@@ -606,8 +608,12 @@ ha_start() {
         local port
         port=$(free_port)
         echo "$port" >"$HA_DIR/monitor.port"
-        echo "$((port + 1))" >"$HA_DIR/node1.port"
-        echo "$((port + 2))" >"$HA_DIR/node2.port"
+        local node next=$port
+        for node in node1 node2; do
+            next=$((next + 1))
+            while port_in_use "$next"; do next=$((next + 1)); done
+            echo "$next" >"$HA_DIR/$node.port"
+        done
         say "creating the pg_auto_failover monitor on 127.0.0.1:$port"
         autoctl create monitor --pgdata "$HA_DIR/monitor" --pgport "$port" --hostname 127.0.0.1 --auth trust --no-ssl \
             >>"$HA_DIR/monitor.log" 2>&1 || die "the monitor was not created; see $HA_DIR/monitor.log"
@@ -644,7 +650,7 @@ ha_start() {
     # immediate one ends the wait.
     for _ in $(seq 240); do
         [[ "$(ha_node_state node2)" =~ ^(secondary|primary)$ ]] && break
-        psql -X -q -h 127.0.0.1 -p "$(ha_port "$(ha_primary)")" -U postgres -d postgres -c CHECKPOINT >/dev/null 2>&1 || true
+        ha_checkpoints
         sleep 0.5
     done
     ha_wait_state node2 "secondary|primary" 2
@@ -653,6 +659,17 @@ ha_start() {
     echo "postgresql://lender_server@$hosts/$DB_NAME?target_session_attrs=read-write" >"$HA_DIR/server-database-url"
     cat "$HA_DIR/database-url"
 }
+
+# An immediate checkpoint on each node that answers (on the primary it ends a base backup's
+# wait for its spread one; on a standby it is a harmless restartpoint).
+ha_checkpoints() {
+    local node
+    for node in node1 node2; do
+        psql -X -q -h 127.0.0.1 -p "$(ha_port "$node")" -U postgres -d postgres -c CHECKPOINT >/dev/null 2>&1 || true
+    done
+}
+
+ha_other() { if [ "$1" = node1 ]; then echo node2; else echo node1; fi; }
 
 # The node that takes writes now.
 ha_primary() {
@@ -683,11 +700,13 @@ ha_rejoin() {
     local node=${1:?usage: scripts/db ha rejoin node1|node2}
     pgrep -f "pg_autoctl run --pgdata $HA_DIR/$node\$" >/dev/null || autoctl_background "$HA_DIR/$node.log" run --pgdata "$HA_DIR/$node"
     # A rejoin that cannot rewind takes a base backup, which waits for a spread checkpoint.
+    # Done when the node is the standby and the primary has made it its synchronous one
+    # (`primary`, no longer `wait_primary`, which commits without waiting for any standby).
     for _ in $(seq 480); do
-        [ "$(ha_node_state "$node")" = secondary ] && return 0
-        local primary
-        primary=$(ha_primary 2>/dev/null) || primary=""
-        [ -n "$primary" ] && psql -X -q -h 127.0.0.1 -p "$(ha_port "$primary")" -U postgres -d postgres -c CHECKPOINT >/dev/null 2>&1
+        if [ "$(ha_node_state "$node")" = secondary ] && [ "$(ha_node_state "$(ha_other "$node")")" = primary ]; then
+            return 0
+        fi
+        ha_checkpoints
         sleep 0.5
     done
     ha_wait_state "$node" secondary 2
