@@ -13,7 +13,13 @@ public final class AutoFailoverCluster: Sendable {
 
     public init() throws {
         local = FileManager.default.temporaryDirectory.appendingPathComponent("lender-ha-\(UUID().uuidString.prefix(8))").path
-        try db(["ha"])
+        do {
+            try db(["ha"])
+        } catch {
+            // Half made: its keepers would outlive the test (no `remove` runs for an init that threw).
+            remove()
+            throw error
+        }
     }
 
     /// `scripts/db` here; throws with what it printed when it fails.

@@ -15,7 +15,12 @@ public final class BackedUpCluster: Sendable {
     /// Starts the cluster; `lender migrate` is the caller's.
     public init() throws {
         local = FileManager.default.temporaryDirectory.appendingPathComponent("lender-backup-\(UUID().uuidString.prefix(8))").path
-        try db(["start"])
+        do {
+            try db(["start"])
+        } catch {
+            remove()
+            throw error
+        }
     }
 
     /// Runs `scripts/db` here; what it printed, and its exit status.
