@@ -98,6 +98,17 @@ extension Request {
         return limit
     }
 
+    /// `cursor` of a list paged by log position, newest first: the position to read before
+    /// (nil without one); anything but a positive number is a 422.
+    func positionCursor() throws -> Int64? {
+        try uri.queryParameters["cursor"].map(String.init).map { text in
+            guard let position = Int64(text), position > 0 else {
+                throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list")])
+            }
+            return position
+        }
+    }
+
     /// `limit` within `range`, `fallback` without one; a bad one is added to `problems`, for a
     /// list that names every bad parameter in one 422.
     func pageLimit(_ range: ClosedRange<Int>, default fallback: Int, problems: inout [FieldError]) -> Int {

@@ -54,13 +54,7 @@ struct PayoutsController: Sendable {
 
     @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<PayoutResource> {
         let limit = try request.pageLimit()
-        let before = try request.uri.queryParameters["cursor"].map(String.init).map { text in
-            guard let position = Int64(text), position > 0 else {
-                throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list")])
-            }
-            return position
-        }
-        let (rows, more) = try await view.payouts(of: context.user, before: before, limit: limit)
+        let (rows, more) = try await view.payouts(of: context.user, before: try request.positionCursor(), limit: limit)
         return Page(data: rows, nextCursor: more ? rows.last?.position.map { String($0) } : nil)
     }
 }

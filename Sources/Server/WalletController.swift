@@ -26,13 +26,7 @@ struct WalletController: Sendable {
     /// Newest first; `cursor` is the last entry's position of the page before.
     @Sendable func balanceHistory(_ request: Request, context: UserContext) async throws -> Page<BalanceEntry> {
         let limit = try request.pageLimit()
-        let cursor = request.uri.queryParameters["cursor"].map(String.init)
-        let before = try cursor.map { text in
-            guard let position = Int64(text), position > 0 else {
-                throw DomainError.invalid([FieldError(field: "cursor", code: "invalid_cursor", message: "not a cursor of this list")])
-            }
-            return position
-        }
+        let before = try request.positionCursor()
         let (entries, more) = try await BalanceHistory.entries(
             of: context.user, in: wallet.gateway.store, before: before, limit: limit)
         return Page(data: entries, nextCursor: more ? entries.last.map { String($0.position) } : nil)

@@ -143,6 +143,8 @@ public struct Devices: Sendable {
     public func register(_ token: String, platform: Device.Platform, for user: UserID) async throws -> Device {
         try Self.validate(token: token)
         return try await pool.withTransaction { connection in
+            // One registration of a user's at a time: a burst keeps the newest ten, not more.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("devices:\(user)"), 0))")
             // Pushes waiting for the token's last holder are not the new one's to see.
             try await connection.query(
                 """

@@ -145,6 +145,7 @@ public struct Outbox: Sendable {
     public func sendDue(mailer: (any Mailer)?, pusher: (any PushSender)?, batch: Int = 20) async throws -> Round {
         let channels = (mailer == nil ? [] : [Channel.email.rawValue]) + (pusher == nil ? [] : [Channel.push.rawValue])
         guard !channels.isEmpty else { return Round() }
+        let claim = UUID()
         let claimed = try await pool.query(
             """
             WITH due AS (
@@ -157,7 +158,7 @@ public struct Outbox: Sendable {
                 ORDER BY id LIMIT \(batch)
                 FOR UPDATE SKIP LOCKED
             )
-            UPDATE outbox o SET claimed_until = now() + make_interval(secs => \(claimSeconds))
+            UPDATE outbox o SET claimed_until = now() + make_interval(secs => \(claimSeconds)), claimed_by = \(claim)
             FROM due WHERE o.id = due.id
             RETURNING o.id, o.recipient, o.subject, o.text_body, o.html_body, o.attempts, o.created_at, o.channel, o.platform,
                       o.unsubscribe_url
@@ -165,6 +166,13 @@ public struct Outbox: Sendable {
         var round = Round()
         // In the rows' order (`RETURNING` keeps none): one recipient's rows go in turn.
         for (id, row) in try claimed.map({ (try $0.decode("id", as: Int64.self), $0) }).sorted(by: { $0.0 < $1.0 }) {
+            // Still ours, for another claim's length: the rows before it may have taken long.
+            let renewed = try await pool.query(
+                """
+                UPDATE outbox SET claimed_until = now() + make_interval(secs => \(claimSeconds))
+                WHERE id = \(id) AND claimed_by = \(claim) AND claimed_until > now() AND sent_at IS NULL
+                """)
+            guard renewed.affectedRows == 1 else { continue }
             do {
                 if try row.decode("channel", as: String.self) == Channel.push.rawValue, let pusher {
                     try await pusher.send(
@@ -183,8 +191,15 @@ public struct Outbox: Sendable {
                 // Handed over, not yet marked: a crash here sends the row again once its claim
                 // lapses, with the same Message-ID.
                 Failpoints.hit(.outboxAfterSend)
+                // What a reset link or a code unlocks is not kept once it is sent (SPEC §12.4:
+                // tokens and codes are stored as digests): the row stays, for the hourly limits.
                 try await pool.query(
-                    "UPDATE outbox SET sent_at = now(), claimed_until = NULL, attempts = attempts + 1 WHERE id = \(id)")
+                    """
+                    UPDATE outbox SET sent_at = now(), claimed_until = NULL, attempts = attempts + 1,
+                        text_body = CASE WHEN kind IN ('password_reset', 'email_verification') THEN '' ELSE text_body END,
+                        html_body = CASE WHEN kind IN ('password_reset', 'email_verification') THEN NULL ELSE html_body END
+                    WHERE id = \(id)
+                    """)
                 round.sent += 1
                 OutboxMetrics.deliveries(.sent).increment()
             } catch {

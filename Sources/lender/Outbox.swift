@@ -31,7 +31,8 @@ struct OutboxCommand: AsyncParsableCommand {
                 var notices = 0
                 let notifier = Notifier(pool: pool, mail: settings)
                 while case let read = try await notifier.fanOut(), read > 0 { notices += read }
-                let outbox = Outbox(pool: pool, settings: settings, logger: logger)
+                var outbox = Outbox(pool: pool, settings: settings, logger: logger)
+                outbox.backoffSeconds = delivery.retrySeconds  // OUTBOX_RETRY_SECONDS, as the server's
                 let pusher = SandboxPush(pool: pool)
                 var round = try await outbox.sendDue(mailer: delivery.mailer, pusher: pusher)
                 while round.sent + round.failed > 0 {

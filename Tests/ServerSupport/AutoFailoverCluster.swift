@@ -2,10 +2,6 @@ import Foundation
 import Postgres
 import Testing
 
-/// The repository's root, where `scripts/db` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// pg_auto_failover's monitor and two nodes (SPEC §12.8), made by `scripts/db ha` under a
 /// temporary `LENDER_LOCAL`: the automatic failover drill's, apart from the suite's cluster.
 public final class AutoFailoverCluster: Sendable {
@@ -24,26 +20,7 @@ public final class AutoFailoverCluster: Sendable {
 
     /// `scripts/db` here; throws with what it printed when it fails.
     @discardableResult
-    public func db(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = root.appendingPathComponent("scripts/db")
-        process.arguments = arguments
-        process.environment = [
-            "LENDER_LOCAL": local, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
-            "HOME": ProcessInfo.processInfo.environment["HOME"] ?? "/tmp",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        while process.isRunning { usleep(20_000) }  // not `waitUntilExit`, which spins here
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else { throw AutoFailoverError.failed(arguments, text) }
-        return text
-    }
-
-    enum AutoFailoverError: Error { case failed([String], String) }
+    public func db(_ arguments: [String]) throws -> String { try scriptsDBChecked(arguments, local: local) }
 
     /// Both nodes, for whichever accepts writes; the server asks for `read-write` by itself.
     public func owner() throws -> PostgresConfiguration {
@@ -63,7 +40,7 @@ public final class AutoFailoverCluster: Sendable {
             if let now = try? primary(), now != old { return clock.now - started }
             try await Task.sleep(for: .milliseconds(250))
         }
-        throw AutoFailoverError.failed(["ha", "primary"], "no primary but \(old) after \(timeout)")
+        throw ScriptsDBError(arguments: ["ha", "primary"], output: "no primary but \(old) after \(timeout)")
     }
 
     /// The last lines of the monitor's and each node's log, for a failure's message.

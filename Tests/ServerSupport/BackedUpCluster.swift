@@ -2,10 +2,6 @@ import Foundation
 import Postgres
 import Testing
 
-/// The repository's root, where `scripts/db` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// A cluster of its own with pgBackRest's backups and WAL archive (SPEC §12.8), made by
 /// `scripts/db` under a temporary `LENDER_LOCAL`, for the restore drills: the suite's shared
 /// cluster archives nothing.
@@ -25,33 +21,11 @@ public final class BackedUpCluster: Sendable {
 
     /// Runs `scripts/db` here; what it printed, and its exit status.
     @discardableResult
-    public func run(_ arguments: [String]) throws -> (output: String, status: Int32) {
-        let process = Process()
-        process.executableURL = root.appendingPathComponent("scripts/db")
-        process.arguments = arguments
-        process.environment = [
-            "LENDER_LOCAL": local, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
-            "HOME": ProcessInfo.processInfo.environment["HOME"] ?? "/tmp",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        // Not `waitUntilExit`, which spins on Linux.
-        while process.isRunning { usleep(20_000) }
-        return (String(decoding: data, as: UTF8.self), process.terminationStatus)
-    }
+    public func run(_ arguments: [String]) throws -> (output: String, status: Int32) { try scriptsDB(arguments, local: local) }
 
     /// `scripts/db` that must succeed: what it printed.
     @discardableResult
-    public func db(_ arguments: [String]) throws -> String {
-        let (text, status) = try run(arguments)
-        guard status == 0 else { throw BackedUpClusterError.failed(arguments, text) }
-        return text
-    }
-
-    enum BackedUpClusterError: Error { case failed([String], String) }
+    public func db(_ arguments: [String]) throws -> String { try scriptsDBChecked(arguments, local: local) }
 
     /// The owner's URL of this cluster's `lender` database.
     public func owner() throws -> PostgresConfiguration {

@@ -2,10 +2,6 @@ import Foundation
 import Postgres
 import Testing
 
-/// The repository's root, where `scripts/db` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// A primary and its streaming standby of their own, made by `scripts/db` under a temporary
 /// `LENDER_LOCAL`, for the tests that stop a primary: the suite's shared cluster stays up.
 public final class ClusterPair: Sendable {
@@ -20,26 +16,7 @@ public final class ClusterPair: Sendable {
 
     /// Runs `scripts/db` on this pair and returns what it printed; throws when it fails.
     @discardableResult
-    public func db(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = root.appendingPathComponent("scripts/db")
-        process.arguments = arguments
-        process.environment = [
-            "LENDER_LOCAL": local, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",
-            "HOME": ProcessInfo.processInfo.environment["HOME"] ?? "/tmp",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else { throw ClusterPairError.failed(arguments, text) }
-        return text
-    }
-
-    enum ClusterPairError: Error { case failed([String], String) }
+    public func db(_ arguments: [String]) throws -> String { try scriptsDBChecked(arguments, local: local) }
 
     private func url(_ file: String) throws -> PostgresConfiguration {
         let text = try String(contentsOfFile: "\(local)/\(file)", encoding: .utf8)

@@ -185,57 +185,59 @@ struct FailoverTests {
     /// dies (its keeper and PostgreSQL, SIGKILL); the server follows; nothing acknowledged is
     /// lost; the old primary rejoins as a standby; a second failover goes back.
     @Test func theMonitorPromotesTheStandbyByItselfAndNothingAcknowledgedIsLost() async throws {
-        let cluster = try AutoFailoverCluster()
-        defer { cluster.remove() }
-        let database = try cluster.owner()
-        _ = try runLender(["migrate"], database: database)
-        let server = try await ServerProcess(database: database)
-        defer { server.kill(SIGTERM) }
-        let tokens = [
-            try await server.user("writer0").token, try await server.user("writer1").token, try await server.user("writer2").token,
-        ]
-        let stop = Counter(0)
-        async let load = postUntilStopped(server, tokens: tokens, stop: stop)
-        var failovers = [Duration]()
-        do {
-            for _ in 0..<2 {
+        try await QuietMachine.shared.run {
+            let cluster = try AutoFailoverCluster()
+            defer { cluster.remove() }
+            let database = try cluster.owner()
+            _ = try runLender(["migrate"], database: database)
+            let server = try await ServerProcess(database: database)
+            defer { server.kill(SIGTERM) }
+            let tokens = [
+                try await server.user("writer0").token, try await server.user("writer1").token, try await server.user("writer2").token,
+            ]
+            let stop = Counter(0)
+            async let load = postUntilStopped(server, tokens: tokens, stop: stop)
+            var failovers = [Duration]()
+            do {
+                for _ in 0..<2 {
+                    try await Task.sleep(for: .seconds(2))
+                    let old = try cluster.primary()
+                    try cluster.db(["ha", "crash", old])
+                    // Nobody promotes by hand.
+                    failovers.append(try await cluster.waitForPrimary(otherThan: old))
+                    try await Task.sleep(for: .seconds(2))
+                    // The old primary rejoins as a standby by itself once its keeper runs again.
+                    try cluster.db(["ha", "rejoin", old])
+                }
+                // With the monitor down, the nodes keep serving: writes go on (no failover then).
+                try cluster.db(["ha", "crash", "monitor"])
                 try await Task.sleep(for: .seconds(2))
-                let old = try cluster.primary()
-                try cluster.db(["ha", "crash", old])
-                // Nobody promotes by hand.
-                failovers.append(try await cluster.waitForPrimary(otherThan: old))
-                try await Task.sleep(for: .seconds(2))
-                // The old primary rejoins as a standby by itself once its keeper runs again.
-                try cluster.db(["ha", "rejoin", old])
+            } catch {
+                Issue.record(error, "the automatic failover drill\n\(cluster.logs())")
             }
-            // With the monitor down, the nodes keep serving: writes go on (no failover then).
-            try cluster.db(["ha", "crash", "monitor"])
-            try await Task.sleep(for: .seconds(2))
-        } catch {
-            Issue.record(error, "the automatic failover drill\n\(cluster.logs())")
+            stop.add(1)
+            let (acknowledged, others) = await load
+            #expect(acknowledged.count > 20, "writes acknowledged before, between and after: \(acknowledged.count)")
+            #expect(others.allSatisfy { $0 == 503 }, "anything but 201 is a 503: \(Set(others))")
+            let probe = try await server.send(
+                .post, "/v1/rentals",
+                json: ["title": "After", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]], token: tokens[0])
+            #expect(probe.status == .created, "writes without the monitor: \(probe)")
+            try await TestDatabase.withPool(database, size: 1) { pool in
+                let head = try await pool.query("SELECT position FROM log_head").single().decode(0, as: Int64.self)
+                let range = try await pool.query("SELECT count(*), min(position), max(position) FROM events").single()
+                let (count, highest) = (try range.decode(0, as: Int64.self), try range.decode(2, as: Int64.self))
+                #expect(count == head && highest == head, "gap-free positions")
+                let logged = Set(
+                    try await pool.query("SELECT substr(stream_id, 6) FROM events WHERE type = 'RentalPosted'").map {
+                        try $0.decode(0, as: String.self)
+                    })
+                let missing = acknowledged.filter { !logged.contains($0) }
+                #expect(missing.isEmpty, "every acknowledged command is in the log: \(missing.count) missing")
+            }
+            #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
+            print("automatic failover: \(failovers) to a new primary, \(acknowledged.count) acknowledged, \(others.count) refused with 503")
         }
-        stop.add(1)
-        let (acknowledged, others) = await load
-        #expect(acknowledged.count > 20, "writes acknowledged before, between and after: \(acknowledged.count)")
-        #expect(others.allSatisfy { $0 == 503 }, "anything but 201 is a 503: \(Set(others))")
-        let probe = try await server.send(
-            .post, "/v1/rentals",
-            json: ["title": "After", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]], token: tokens[0])
-        #expect(probe.status == .created, "writes without the monitor: \(probe)")
-        try await TestDatabase.withPool(database, size: 1) { pool in
-            let head = try await pool.query("SELECT position FROM log_head").single().decode(0, as: Int64.self)
-            let range = try await pool.query("SELECT count(*), min(position), max(position) FROM events").single()
-            let (count, highest) = (try range.decode(0, as: Int64.self), try range.decode(2, as: Int64.self))
-            #expect(count == head && highest == head, "gap-free positions")
-            let logged = Set(
-                try await pool.query("SELECT substr(stream_id, 6) FROM events WHERE type = 'RentalPosted'").map {
-                    try $0.decode(0, as: String.self)
-                })
-            let missing = acknowledged.filter { !logged.contains($0) }
-            #expect(missing.isEmpty, "every acknowledged command is in the log: \(missing.count) missing")
-        }
-        #expect(try runLender(["audit", "verify"], database: database).contains("intact"))
-        print("automatic failover: \(failovers) to a new primary, \(acknowledged.count) acknowledged, \(others.count) refused with 503")
     }
 
     /// The positions an auditor reads from `/v1/events`, page after page, until `stop` says so

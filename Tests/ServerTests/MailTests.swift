@@ -7,6 +7,7 @@ import Projections
 import ServerTestSupport
 import Testing
 import TestSupport
+import UseCases
 
 #if canImport(Glibc)
 import Glibc
@@ -98,6 +99,70 @@ struct MailTests {
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'PasswordChanged'") == 1)
             // Nothing of the token is kept but its digest.
             #expect(try await count(admin, "SELECT count(*) FROM password_resets WHERE encode(token_digest, 'escape') LIKE \("%\(token)%")") == 0)
+            // Nor the mail that carried it, nor the code's, once sent (the rows stay, for the limits).
+            #expect(try await count(admin, "SELECT count(*) FROM outbox WHERE sent_at IS NOT NULL") == 2)
+            #expect(
+                try await count(
+                    admin,
+                    "SELECT count(*) FROM outbox WHERE (text_body || coalesce(html_body, '')) LIKE \("%\(token)%") OR (text_body || coalesce(html_body, '')) LIKE \("%\(code)%")")
+                    == 0)
+        }
+    }
+
+    /// The real SMTP server, each send a while later: a sender slower than its claim.
+    struct SlowMailer: Mailer {
+        let smtp: SMTPMailer
+        func send(_ message: MailMessage) async throws {
+            try await Task.sleep(for: .milliseconds(700))
+            try await smtp.send(message)
+        }
+    }
+
+    @Test func aRowWhoseClaimLapsedMidBatchIsSentByOneSenderOnly() async throws {
+        try await withServerDatabase { _, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            try await admin.withConnection { connection in
+                try await Outbox.enqueue(
+                    (0..<3).map { Outbox.Row(user: nil, recipient: "r\($0)@example.org", kind: "test", subject: "row \($0)", text: "hi") },
+                    on: connection)
+            }
+            func sender() -> Outbox {
+                var outbox = Outbox(pool: admin, settings: MailSettings(), logger: TestDatabase.logger)
+                outbox.claimSeconds = 1
+                return outbox
+            }
+            let mailer = SlowMailer(smtp: SMTPMailer(url: smtp.url))
+            // The first claims all three and takes 2.1 s over them; the second comes when the
+            // first's claims have lapsed.
+            async let first = sender().sendDue(mailer: mailer, pusher: nil)
+            try await Task.sleep(for: .milliseconds(1100))
+            async let second = sender().sendDue(mailer: mailer, pusher: nil)
+            var rounds = try await [first, second]
+            // A row both skipped (its claim lapsed in the first's hands before the second came)
+            // goes at a later round, once its claim has lapsed for good: at least once, never twice.
+            try await Task.sleep(for: .milliseconds(1100))
+            rounds.append(try await sender().sendDue(mailer: mailer, pusher: nil))
+            _ = try await smtp.waitForMessages(3)
+            try await Task.sleep(for: .milliseconds(500))
+            let subjects = smtp.messages().compactMap { $0.mailHeader("Subject") }.sorted()
+            #expect(subjects == ["row 0", "row 1", "row 2"], "each once: \(subjects), rounds \(rounds)")
+        }
+    }
+
+    @Test func aCodeOlderThanThirtyMinutesIsExpired() async throws {
+        try await withServerDatabase { database, admin in
+            let lender = try await ServerProcess(database: database)  // no SMTP: the code waits in the outbox
+            defer { lender.kill(SIGTERM) }
+            let ada = try await lender.user("ada")
+            #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
+            let subject = try await admin.query("SELECT subject FROM outbox WHERE kind = 'email_verification'").single()
+                .decode("subject", as: String.self)
+            let code = try #require(subject.split(separator: " ").last.map(String.init))
+            try await admin.query("UPDATE email_codes SET expires_at = now() - interval '1 second'")
+            let late = try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token)
+            #expect(late.status == .gone && late.code == "code_expired", "\(late)")
+            #expect(try await lender.send(.get, "/v1/me", token: ada.token).json["emailVerified"] as? Bool == false)
         }
     }
 

@@ -223,6 +223,16 @@ struct NotificationsTests {
             #expect(try await lender.send(.delete, "/v1/me/devices/fcm:token-5", token: ada.token).code == "device_not_found")
             #expect(try await lender.send(.delete, "/v1/me/devices/fcm:token-5", token: bob.token).status == .noContent)
             #expect(try await lender.send(.delete, "/v1/me/devices/fcm:token-5", token: bob.token).code == "device_not_found")
+            #expect(try await lender.send(.delete, "/v1/me/devices/abc%00defgh", token: bob.token).code == "device_not_found")
+            // A burst of registrations keeps the newest ten too.
+            let burst = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<12 {
+                    group.addTask { try await device(["platform": "ios", "token": "burst-token-\(index)"], bob.token).status.code }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(burst.allSatisfy { $0 == 201 }, "\(burst)")
+            #expect(try await count(admin, "SELECT count(*) FROM devices WHERE token LIKE 'burst-token-%'") == 10)
 
             // The export holds them; forgetting deletes them.
             #expect(try await patch(["loan_repaid": ["push": false]]).status == .ok)
@@ -231,7 +241,7 @@ struct NotificationsTests {
             #expect(((export["notificationSettings"] as? [String: Any])?["loan_repaid"] as? [String: Bool])?["push"] == false)
             let closed = try await lender.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
-            #expect(try await count(admin, "SELECT count(*) FROM devices") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM devices WHERE user_id = \(ada.id.rawValue)") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM notification_settings") == 0)
         }
     }
