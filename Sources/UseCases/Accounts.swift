@@ -152,12 +152,14 @@ public struct Accounts: Sendable {
         do {
             let result = try await check()
             // The owner's success takes back the failures from their own address only: a
-            // guesser elsewhere gets no fresh tries from it. Others' checks still in flight
-            // keep their places.
+            // guesser elsewhere gets no fresh tries from it. Only failures settled before this
+            // attempt began: guesses checked beside it, and those still in flight, stay (0038).
             try await pool.query(
                 """
                 DELETE FROM login_failures
-                WHERE handle = \(handle) AND address = \(address) AND (NOT checking OR id = \(reservation))
+                WHERE handle = \(handle) AND address = \(address)
+                  AND (id = \(reservation)
+                       OR (NOT checking AND coalesce(settled_at, at) < (SELECT at FROM login_failures WHERE id = \(reservation))))
                 """)
             // An address the owner logs in from is theirs: failures elsewhere do not lock it (0032).
             try await pool.query(
@@ -168,7 +170,7 @@ public struct Accounts: Sendable {
             return result
         } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
             // A wrong password: its place becomes a failure.
-            try await pool.query("UPDATE login_failures SET checking = false WHERE id = \(reservation)")
+            try await pool.query("UPDATE login_failures SET checking = false, settled_at = now() WHERE id = \(reservation)")
             throw error
         } catch {
             // Neither a success nor a wrong password (busy, the database failed): not a failure.

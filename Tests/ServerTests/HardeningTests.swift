@@ -29,11 +29,13 @@ struct LoginAbuseTests {
                     }
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
-                // A 401 or a 201 is a password checked. On a loaded machine (the whole suite at
-                // once) some requests wait out the pool and get 503: refused, never checked.
-                let checked = statuses.filter { $0 == 401 || $0 == 201 }
-                #expect(checked.count <= 5, "statuses: \(statuses.sorted())")
-                #expect(statuses.filter { $0 == 429 || $0 == 503 }.count >= 45, "statuses: \(statuses.sorted())")
+                // A 401 is a guess checked. The right password may be checked among the first
+                // five or refused with the rest; when it succeeds, the guesses checked beside it
+                // stay counted (0038: CI once saw 5 + 1 + 4). On a loaded machine (the whole
+                // suite at once) some requests wait out the pool and get 503: never checked.
+                #expect(statuses.filter { $0 == 401 }.count <= 5, "statuses: \(statuses.sorted())")
+                #expect(statuses.filter { $0 == 201 }.count <= 1, "statuses: \(statuses.sorted())")
+                #expect(statuses.filter { $0 == 429 || $0 == 503 }.count >= 44, "statuses: \(statuses.sorted())")
                 // Under the whole suite's load (the failover and restore drills among it) the pool's
                 // 503s come sooner and take a larger share: 17 and 20 of the 50 were 429 then.
                 #expect(statuses.filter { $0 == 429 }.count >= 10, "the limit refused them, not only a busy pool: \(statuses.sorted())")
@@ -65,6 +67,44 @@ struct LoginAbuseTests {
                 let left = try await accounts.pool.query("SELECT count(*) AS n FROM login_failures").single().decode("n", as: Int.self)
                 #expect(left == 0, "no failure left behind")
             }
+        }
+    }
+
+    /// A success takes back its pair's failures settled before it began, not those settled
+    /// while its password was being checked (0038: a burst with the right password in it got
+    /// five guesses, the success, and five more).
+    @Test func aSuccessTakesBackOnlyTheFailuresSettledBeforeIt() async throws {
+        try await withAccounts { accounts in
+            _ = try await accounts.register(
+                handle: "ada", displayName: "Ada", email: "ada@example.org", password: "correct horse battery", country: nil)
+            func failures(settledSeconds: Int) async throws {
+                for _ in 0..<4 {
+                    try await accounts.pool.query(
+                        """
+                        INSERT INTO login_failures (handle, address, checking, settled_at)
+                        VALUES ('ada', '203.0.113.9', false, now() + \(settledSeconds) * interval '1 second')
+                        """)
+                }
+            }
+            func left() async throws -> Int {
+                try await accounts.pool.query("SELECT count(*) AS n FROM login_failures").single().decode("n", as: Int.self)
+            }
+            // Four typos before: the owner's success takes them back.
+            try await failures(settledSeconds: -60)
+            _ = try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.9")
+            #expect(try await left() == 0)
+            // Four guesses settled while the success was being checked (stamped later than its
+            // reservation): they stay, so one more guess fills the pair and the next is refused.
+            try await failures(settledSeconds: 60)
+            _ = try await accounts.login(handle: "ada", password: "correct horse battery", address: "203.0.113.9")
+            #expect(try await left() == 4)
+            await #expect(throws: DomainError.self) {
+                try await accounts.login(handle: "ada", password: "guess", address: "203.0.113.9")
+            }
+            let refused = await #expect(throws: TryLater.self) {
+                try await accounts.login(handle: "ada", password: "another guess", address: "203.0.113.9")
+            }
+            #expect(refused?.code == "too_many_attempts")
         }
     }
 
