@@ -5,6 +5,7 @@ struct Lender: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lender",
         abstract: "Lender: a peer-to-peer marketplace server on an append-only event log.",
+        version: Lender.version,
         subcommands: [
             Serve.self, Migrate.self, Replay.self, Loans.self, JobsCommand.self, OutboxCommand.self, PaymentsCommand.self, PayoutsCommand.self, Audit.self, Users.self,
             Keys.self, MediaCommand.self,

@@ -40,6 +40,10 @@ struct Serve: AsyncParsableCommand {
                     + Failpoints.Point.allCases.map(\.rawValue).joined(separator: ", ") + ").")
         }
         let auditCheckpoints = try auditCheckpointSchedule(environment)
+        guard !MailTemplates.bundled.names.isEmpty else {
+            throw CommandFailure(
+                "The mail templates are missing: deploy lender_Mail.resources beside the lender executable, as the release has it.")
+        }
         let keyFile = try DataKeyOptions.file(environment)
         let masterKeys = try MasterKeys(file: keyFile)
         let migrator = try database.migrator(logger: logger)
