@@ -140,6 +140,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)
         codec.register(ReviewWindowClosed.self, wrap: ItemEvent.reviewWindowClosed)
+        codec.register(SavedSearchesMatched.self, wrap: ItemEvent.savedSearchesMatched)
         return DomainCodec(codec)
     }()
 }

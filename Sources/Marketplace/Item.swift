@@ -2,7 +2,7 @@ import Foundation
 
 // MARK: Events (stream `item-{itemID}`: the item and all its bids)
 
-public enum ItemKind: String, Hashable, Sendable, Codable {
+public enum ItemKind: String, Hashable, Sendable, Codable, CaseIterable {
     case rental, request
 }
 
@@ -210,6 +210,7 @@ public enum ItemEvent: Hashable, Sendable {
     case reviewsPublished(ReviewsPublished)
     case reviewWindowClosed(ReviewWindowClosed)
     case bookingReminded(BookingReminded)
+    case savedSearchesMatched(SavedSearchesMatched)
 }
 
 // MARK: Commands
@@ -224,6 +225,8 @@ public struct PostRental: Hashable, Sendable {
     public var availableFrom: Day?
     public var availableUntil: Day?
     public var cancellationPolicy: CancellationPolicy
+    /// The saved searches this posting meets, found by the use case before deciding.
+    public var matches: [SavedSearchMatch] = []
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, dailyPriceCents: Int,
@@ -251,6 +254,8 @@ public struct PostRequest: Hashable, Sendable {
     public var neededFrom: Day
     public var neededUntil: Day
     public var location: Location
+    /// The saved searches this posting meets, found by the use case before deciding.
+    public var matches: [SavedSearchMatch] = []
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, maxDailyPriceCents: Int? = nil,
@@ -428,6 +433,13 @@ public enum ItemDecider {
     public static let initial = ItemState.unposted
     public static let priceRange = 1...999_999
 
+    /// A posting's news to others' saved searches: never to its owner, at most
+    /// `SavedSearchLimits.matchesPerPosting` of them.
+    static func matched(_ matches: [SavedSearchMatch], actor: UserID) -> [ItemEvent] {
+        let others = Array(matches.filter { $0.userID != actor }.prefix(SavedSearchLimits.matchesPerPosting))
+        return others.isEmpty ? [] : [.savedSearchesMatched(SavedSearchesMatched(ownerID: actor, matches: others))]
+    }
+
     /// `actor` is the authenticated user giving the command.
     public static func decide(_ command: ItemCommand, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
         switch command {
@@ -448,7 +460,7 @@ public enum ItemDecider {
                         category: post.category, dailyPriceCents: post.dailyPriceCents, location: post.location,
                         availableFrom: post.availableFrom, availableUntil: post.availableUntil,
                         cancellationPolicy: post.cancellationPolicy))
-            ]
+            ] + matched(post.matches, actor: actor)
 
         case .postRequest(let post):
             guard !state.exists else { throw DomainError.itemExists }
@@ -465,7 +477,7 @@ public enum ItemDecider {
                         itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
                         category: post.category, maxDailyPriceCents: post.maxDailyPriceCents, neededFrom: post.neededFrom,
                         neededUntil: post.neededUntil, location: post.location))
-            ]
+            ] + matched(post.matches, actor: actor)
 
         case .revise(let revision):
             let item = try requireOwner(state, actor)
@@ -722,7 +734,7 @@ public enum ItemDecider {
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)
             }
-        case .messageSent:
+        case .messageSent, .savedSearchesMatched:
             break
         case .photoAdded(let added):
             item.photos.append(added.digest)

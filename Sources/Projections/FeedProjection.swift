@@ -31,6 +31,8 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
     case bookingStartsTomorrow = "booking_starts_tomorrow"
     /// My payout went to my bank account.
     case payoutSent = "payout_sent"
+    /// A new posting meets one of my saved searches.
+    case newMatch = "new_match"
 }
 
 extension BookingCancelled {
@@ -254,6 +256,10 @@ public struct FeedProjection: InlineProjection {
                         Notice(
                             .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
                             from: review.authorID.rawValue, stars: review.stars))
+                case .savedSearchesMatched(let matched):
+                    for user in matched.users {
+                        notices.append(Notice(.newMatch, to: user.rawValue, event, item: item, from: matched.ownerID.rawValue))
+                    }
                 case .reviewsPublished(let published):
                     for review in heldReviews.removeValue(forKey: published.bookingID.rawValue) ?? [] {
                         notices.append(
@@ -354,6 +360,8 @@ public struct FeedProjection: InlineProjection {
             notice(
                 .reviewReceived, to: review.subjectID, event, &plan, item: item, bid: review.bidID.rawValue, from: review.authorID,
                 stars: review.stars)
+        case .savedSearchesMatched(let matched):
+            for user in matched.users { notice(.newMatch, to: user, event, &plan, item: item, from: matched.ownerID) }
         case .reviewsPublished(let published):
             // The booking's reviews, published by this event (every review of a booking is held
             // until then), as the items projection has just written them.

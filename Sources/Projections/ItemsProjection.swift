@@ -396,6 +396,9 @@ public struct ItemsProjection: InlineProjection {
             case .reviewWindowClosed, .bookingReminded:
                 // `BookingsProjection`'s.
                 break
+            case .savedSearchesMatched:
+                // `FeedProjection`'s.
+                break
             case .reviewWritten(let review):
                 var statements: [PostgresQuery] = [Self.insertReview(review, item, event, published: true)]
                 if building {

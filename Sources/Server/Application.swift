@@ -49,7 +49,9 @@ public func buildRouter(
         unsubscribe: mail.unsubscribe ?? UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe")))
     let bidding = Bidding(gateway: gateway, payments: cardPayments, fees: payments.rentalFees)
     let items = ItemsController(
-        gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary), today: today)
+        gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary),
+        savedSearches: SavedSearches(pool: primary), today: today)
+    let savedSearches = SavedSearchesController(searches: SavedSearches(pool: primary))
     let bookings = BookingsController(
         gateway: gateway, commands: bidding.commands, bookings: BookingsView(primary), conversations: ConversationsView(primary),
         today: today)
@@ -112,6 +114,7 @@ public func buildRouter(
     signedIn.get("me/feed", use: conversations.feed)
     signedIn.get("me/notification-settings", use: notifications.show)
     signedIn.get("me/devices", use: notifications.list)
+    signedIn.get("me/saved-searches", use: savedSearches.list)
     signedIn.get("me/feed/stream", use: conversations.feedStream)
     signedIn.get("users/:userID/reviews", use: conversations.userReviews)
     signedIn.get("items/:itemID/reviews", use: conversations.itemReviews)
@@ -128,6 +131,7 @@ public func buildRouter(
     replicaReads.get("countries", use: countries.list)
     replicaReads.get("market", use: market.market)
     replicaReads.get("market/clusters", use: market.clusters)
+    replicaReads.get("market/facets", use: market.facets)
     replicaReads.get("loans", use: loans.list)
 
     // Commands: a repeated `Idempotency-Key` answers again; writes count against hourly limits.
@@ -147,6 +151,8 @@ public func buildRouter(
     changes.patch("me/notification-settings", use: notifications.change)
     changes.post("me/devices", use: notifications.register)
     changes.delete("me/devices/:token", use: notifications.remove)
+    changes.post("me/saved-searches", use: savedSearches.save)
+    changes.delete("me/saved-searches/:searchID", use: savedSearches.delete)
     changes.delete("me/blocks/:userID", use: profiles.unblock)
     user.post("me/cards", use: wallet.addCard)
     user.delete("me/cards/:cardID", use: wallet.removeCard)

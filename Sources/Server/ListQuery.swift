@@ -12,14 +12,23 @@ struct ListQuery {
 
     private let parameters: [String: String]
 
-    init(_ request: Request) {
+    init(_ request: Request) { self.init(request.uri.formParameters) }
+
+    /// The parameters as a query string carries them (the first of a name counts).
+    init(_ pairs: [(name: String, value: String)]) {
         var parameters = [String: String]()
-        for (name, value) in request.uri.formParameters where parameters[name] == nil {
+        for (name, value) in pairs where parameters[name] == nil {
             // Composed (NFC), as every text is stored: `café` typed either way finds the other.
             parameters[name] = value.utf8.contains(where: { $0 >= 0x80 }) ? value.precomposedStringWithCanonicalMapping : value
         }
         self.parameters = parameters
-        listing.words = (text("q") ?? "").split(whereSeparator: \.isWhitespace).prefix(10).map(String.init)
+        if let q = text("q") {
+            if q.count > Self.maxQueryLength {
+                bad("q", "q_too_long", "at most \(Self.maxQueryLength) characters")
+            } else {
+                listing.words = Self.words(q)
+            }
+        }
         if let value = text("near") {
             let parts = value.split(separator: ",").map { Double($0.trimmingWhiteSpace(newlines: false)) }
             if parts.count == 2, let lat = parts[0], let lng = parts[1], (-90...90).contains(lat), (-180...180).contains(lng) {
@@ -50,24 +59,55 @@ struct ListQuery {
                     "minLng,minLat,maxLng,maxLat with lng -180..180 and lat -90..90, minLat at most maxLat (minLng above maxLng crosses the antimeridian)")
             }
         }
-        switch text("sort") {
-        case nil, "newest": listing.byDistance = false
-        case "distance":
-            listing.byDistance = true
-            if text("near") == nil { bad("sort", "needs_near", "sort=distance needs near") }
-        default: bad("sort", "invalid_sort", "newest or distance")
+        switch text("sort").map({ ListSort(rawValue: $0) }) {
+        case nil:
+            // With words, the most relevant first (SPEC §12.7).
+            listing.sort = listing.words.isEmpty ? .newest : .relevance
+        case .some(.some(let sort)):
+            listing.sort = sort
+            if sort == .distance, text("near") == nil { bad("sort", "needs_near", "sort=distance needs near") }
+            if sort == .relevance, listing.words.isEmpty, text("q").map({ $0.count <= Self.maxQueryLength }) ?? true {
+                bad("sort", "relevance_needs_q", "sort=relevance needs words to search for (q)")
+            }
+        case .some(.none):
+            bad("sort", "invalid_sort", ListSort.allCases.map(\.rawValue).joined(separator: ", "))
         }
         if let value = text("updatedSince") {
             listing.updatedSince = RFC3339.date(value)
             if listing.updatedSince == nil { bad("updatedSince", "invalid_time", "an RFC 3339 time, from 1900 to 2200") }
         }
-        do { listing.limit = try request.pageLimit() } catch { bad("limit", "out_of_range", "a number from 1 to 100") }
+        if let value = text("limit") {
+            if let limit = Int(value), (1...100).contains(limit) { listing.limit = limit } else {
+                bad("limit", "out_of_range", "a number from 1 to 100")
+            }
+        }
         do { listing.cursor = try Cursor(query: text("cursor")) } catch {
             bad("cursor", "invalid_cursor", "not a cursor this server gave")
         }
-        if listing.byDistance, let cursor = listing.cursor, cursor.sortChordKm == nil {
-            bad("cursor", "invalid_cursor", "a cursor of another sort")
+        if let cursor = listing.cursor {
+            let matches =
+                switch listing.sort {
+                case .distance: cursor.sortChordKm != nil && cursor.sort == nil
+                case .newest: cursor.sort == nil
+                default: cursor.sort == listing.sort.rawValue && cursor.value != nil
+                }
+            if !matches { bad("cursor", "invalid_cursor", "a cursor of another sort") }
         }
+    }
+
+    /// `q` longer than this is refused (`q_too_long`): a renter types a few words.
+    static let maxQueryLength = 200
+
+    /// The words of `q`: its runs of letters and digits (so no punctuation, operator or NUL of
+    /// it reaches the search), at most ten.
+    static func words(_ q: String) -> [String] {
+        q.split(whereSeparator: { !($0.isLetter || $0.isNumber) }).prefix(10).map(String.init)
+    }
+
+    /// Refuses the orders `allowed` does not hold (the loans have no price or rating).
+    mutating func allowSorts(_ allowed: Set<ListSort>) {
+        guard let given = text("sort"), let sort = ListSort(rawValue: given), !allowed.contains(sort) else { return }
+        bad("sort", "invalid_sort", allowed.map(\.rawValue).sorted().joined(separator: ", "))
     }
 
     /// The first value of a parameter.

@@ -89,6 +89,7 @@ struct LoansController: Sendable {
 
     @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<LoanResource> {
         var query = ListQuery(request)
+        query.allowSorts([.newest, .distance, .relevance])
         var filter = LoanFilter(listing: query.listing)
         filter.country = query.country("country")
         filter.sector = query.text("sector")

@@ -2,7 +2,8 @@ import Hummingbird
 import Marketplace
 import Projections
 
-/// `GET /v1/market`: available items, filtered, newest first or nearest first, in keyset pages;
+/// `GET /v1/market`: available items, filtered and searched, in keyset pages of one of the
+/// orders of `ListSort`; `GET /v1/market/facets`: how many per category and kind;
 /// `GET /v1/market/clusters`: how many of them lie in each cell of a map's grid.
 struct MarketController: Sendable {
     let items: Replicated<ItemsView>
@@ -18,6 +19,15 @@ struct MarketController: Sendable {
         }
         try query.throwIfAny()
         return try await items.on(context).market(filter)
+    }
+
+    /// `GET /v1/market/facets`: what the market's filters find, counted per category and per
+    /// kind (SPEC §12.7). The route takes the filters only (the document lists no order or page).
+    @Sendable func facets(_ request: Request, context: UserContext) async throws -> MarketFacets {
+        var query = ListQuery(request)
+        let filter = Self.filter(&query)
+        try query.throwIfAny()
+        return try await items.on(context).facets(filter)
     }
 
     /// A zoomed-out map's counts: `zoom` (0 to 20) sets the grid, `bbox` the part of the world
@@ -67,6 +77,11 @@ struct MarketController: Sendable {
             guard let value = query.text(name) else { continue }
             if let price = Int(value), (0...Int(Int32.max)).contains(price) { filter[keyPath: keyPath] = price } else {
                 query.bad(name, "invalid_price", "a whole number of cents, 0 to 2147483647")
+            }
+        }
+        if let value = query.text("minRating") {
+            if let rating = Double(value), (1...5).contains(rating) { filter.minRating = rating } else {
+                query.bad("minRating", "invalid_rating", "a number from 1 to 5")
             }
         }
         filter.availableOn = availablePeriod(&query)

@@ -16,6 +16,8 @@ extension BidHistoryEntry: ResponseEncodable {}
 extension PaidCart: ResponseEncodable {}
 extension Session: ResponseEncodable {}
 extension MarketClusters: ResponseEncodable {}
+extension MarketFacets: ResponseEncodable {}
+extension SavedSearchResource: ResponseEncodable {}
 extension ReviewResource: ResponseEncodable {}
 extension MessageResource: ResponseEncodable {}
 extension Notice: ResponseEncodable {}

@@ -50,6 +50,8 @@ extension Accounts {
                     try session.query("DELETE FROM email_codes WHERE user_id = \(user.rawValue)")
                     try session.query("DELETE FROM devices WHERE user_id = \(user.rawValue)")
                     try session.query("DELETE FROM notification_settings WHERE user_id = \(user.rawValue)")
+                    // Their saved searches say what they look for (SPEC §12.7).
+                    try session.query("DELETE FROM saved_searches WHERE user_id = \(user.rawValue)")
                     try session.query("DELETE FROM email_claims WHERE user_id = \(user.rawValue)")
                     try session.query(
                         "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")

@@ -15,6 +15,8 @@ public struct JobsReport: Sendable, Hashable {
     public var bookingsReminded = 0
     public var loansExpired = 0
     public var reviewWindowsClosed = 0
+    /// Words new to the search's spelling list (`SearchWords`).
+    public var searchWordsLearned = 0
     /// Items whose step failed (logged), due again at the next run.
     public var failures = 0
 }
@@ -24,6 +26,7 @@ public struct JobsReport: Sendable, Hashable {
 /// has passed complete, fundraising loans past their deadline expire. Each item is one append
 /// with the version it was decided on, so several servers running the jobs at once never do a
 /// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
+/// They also teach the search the words posted since (SPEC §12.7: a typo forgiven).
 public struct Jobs: Sendable {
     let commands: ItemCommands
     var gateway: CommandGateway { commands.gateway }
@@ -62,6 +65,7 @@ public struct Jobs: Sendable {
             }
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
+        report.searchWordsLearned = try await SearchWords(gateway.store.pool).learn()
         return report
     }
 }

@@ -151,7 +151,7 @@ struct PlanCacheTests {
                 var listing = MapListing()
                 listing.near = (27.7172, 85.3240)
                 listing.radiusKm = 25
-                listing.byDistance = true
+                listing.sort = .distance
                 let statement = listing.statement(
                     select: ItemResource.columns, from: "items_view", id: "item_id", where: ["status = 'available'"])
                 #expect(try await pool.query(statement, prepared: true).isEmpty)

@@ -3244,7 +3244,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/position`.
             public var position: Swift.Int64
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -3263,8 +3263,9 @@ extension Components {
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
                 case payoutSent = "payout_sent"
+                case newMatch = "new_match"
             }
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             public var kind: Components.Schemas.Notice.KindPayload
@@ -3300,7 +3301,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - position: The event's log position: the feed's order, and where it resumes
-            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount)
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
             ///   - createdAt:
             ///   - itemId:
             ///   - bidId:
@@ -4286,6 +4287,8 @@ extension Components {
             public var bookingStartsTomorrow: Components.Schemas.NoticeChannels
             /// - Remark: Generated from `#/components/schemas/NotificationSettings/payout_sent`.
             public var payoutSent: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/new_match`.
+            public var newMatch: Components.Schemas.NoticeChannels
             /// Creates a new `NotificationSettings`.
             ///
             /// - Parameters:
@@ -4304,6 +4307,7 @@ extension Components {
             ///   - bookingCancelled:
             ///   - bookingStartsTomorrow:
             ///   - payoutSent:
+            ///   - newMatch:
             public init(
                 bidReceived: Components.Schemas.NoticeChannels,
                 bidApproved: Components.Schemas.NoticeChannels,
@@ -4319,7 +4323,8 @@ extension Components {
                 reviewWanted: Components.Schemas.NoticeChannels,
                 bookingCancelled: Components.Schemas.NoticeChannels,
                 bookingStartsTomorrow: Components.Schemas.NoticeChannels,
-                payoutSent: Components.Schemas.NoticeChannels
+                payoutSent: Components.Schemas.NoticeChannels,
+                newMatch: Components.Schemas.NoticeChannels
             ) {
                 self.bidReceived = bidReceived
                 self.bidApproved = bidApproved
@@ -4336,6 +4341,7 @@ extension Components {
                 self.bookingCancelled = bookingCancelled
                 self.bookingStartsTomorrow = bookingStartsTomorrow
                 self.payoutSent = payoutSent
+                self.newMatch = newMatch
             }
             public enum CodingKeys: String, CodingKey {
                 case bidReceived = "bid_received"
@@ -4353,6 +4359,7 @@ extension Components {
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
                 case payoutSent = "payout_sent"
+                case newMatch = "new_match"
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -4416,6 +4423,10 @@ extension Components {
                     Components.Schemas.NoticeChannels.self,
                     forKey: .payoutSent
                 )
+                self.newMatch = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .newMatch
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "bid_received",
                     "bid_approved",
@@ -4431,7 +4442,8 @@ extension Components {
                     "review_wanted",
                     "booking_cancelled",
                     "booking_starts_tomorrow",
-                    "payout_sent"
+                    "payout_sent",
+                    "new_match"
                 ])
             }
         }
@@ -4890,6 +4902,167 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case data
                 case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MarketFacets`.
+        public struct MarketFacets: Codable, Hashable, Sendable {
+            /// Items per category, every category named
+            ///
+            /// - Remark: Generated from `#/components/schemas/MarketFacets/categories`.
+            public struct CategoriesPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                public var additionalProperties: [String: Swift.Int]
+                /// Creates a new `CategoriesPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                public init(additionalProperties: [String: Swift.Int] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                public func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// Items per category, every category named
+            ///
+            /// - Remark: Generated from `#/components/schemas/MarketFacets/categories`.
+            public var categories: Components.Schemas.MarketFacets.CategoriesPayload
+            /// Items per kind: rental and request
+            ///
+            /// - Remark: Generated from `#/components/schemas/MarketFacets/kinds`.
+            public struct KindsPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                public var additionalProperties: [String: Swift.Int]
+                /// Creates a new `KindsPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                public init(additionalProperties: [String: Swift.Int] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                public func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// Items per kind: rental and request
+            ///
+            /// - Remark: Generated from `#/components/schemas/MarketFacets/kinds`.
+            public var kinds: Components.Schemas.MarketFacets.KindsPayload
+            /// Creates a new `MarketFacets`.
+            ///
+            /// - Parameters:
+            ///   - categories: Items per category, every category named
+            ///   - kinds: Items per kind: rental and request
+            public init(
+                categories: Components.Schemas.MarketFacets.CategoriesPayload,
+                kinds: Components.Schemas.MarketFacets.KindsPayload
+            ) {
+                self.categories = categories
+                self.kinds = kinds
+            }
+            public enum CodingKeys: String, CodingKey {
+                case categories
+                case kinds
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SavedSearch`.
+        public struct SavedSearch: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SavedSearch/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/SavedSearch/name`.
+            public var name: Swift.String
+            /// The market's query string, as it was saved
+            ///
+            /// - Remark: Generated from `#/components/schemas/SavedSearch/query`.
+            public var query: Swift.String
+            /// - Remark: Generated from `#/components/schemas/SavedSearch/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Creates a new `SavedSearch`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - name:
+            ///   - query: The market's query string, as it was saved
+            ///   - createdAt:
+            public init(
+                id: Swift.String,
+                name: Swift.String,
+                query: Swift.String,
+                createdAt: Foundation.Date
+            ) {
+                self.id = id
+                self.name = name
+                self.query = query
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case name
+                case query
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SavedSearchBody`.
+        public struct SavedSearchBody: Codable, Hashable, Sendable {
+            /// What the user calls it
+            ///
+            /// - Remark: Generated from `#/components/schemas/SavedSearchBody/name`.
+            public var name: Swift.String
+            /// A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor` and `updatedSince` are refused (`not_for_saved_searches`)
+            ///
+            /// - Remark: Generated from `#/components/schemas/SavedSearchBody/query`.
+            public var query: Swift.String
+            /// Creates a new `SavedSearchBody`.
+            ///
+            /// - Parameters:
+            ///   - name: What the user calls it
+            ///   - query: A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor` and `updatedSince` are refused (`not_for_saved_searches`)
+            public init(
+                name: Swift.String,
+                query: Swift.String
+            ) {
+                self.name = name
+                self.query = query
+            }
+            public enum CodingKeys: String, CodingKey {
+                case name
+                case query
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.query = try container.decode(
+                    Swift.String.self,
+                    forKey: .query
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name",
+                    "query"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SavedSearchList`.
+        public struct SavedSearchList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SavedSearchList/data`.
+            public var data: [Components.Schemas.SavedSearch]
+            /// Creates a new `SavedSearchList`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            public init(data: [Components.Schemas.SavedSearch]) {
+                self.data = data
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
             }
         }
     }

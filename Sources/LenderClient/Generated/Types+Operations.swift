@@ -8936,7 +8936,7 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/category`.
                 public var category: Components.Schemas.Category?
-                /// Words that must all be in the title
+                /// Words to search for, at most 200 characters (`q_too_long`): its runs of letters and digits, at most ten, each of which must begin a word of the title or the description (`dril` finds `drill`), accents and case folded (`perceuse` finds `Perçeuse`); a word of five letters or more that begins no word of any listing also finds the words one typo away (`drlil` finds `drill`: a letter added, dropped, changed, or two swapped; learned by the jobs from what was posted). Punctuation is not a word. With words, the default order is `relevance`
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/q`.
                 public var q: Swift.String?
@@ -8960,12 +8960,20 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/bbox`.
                 public var bbox: Components.Parameters.BoundingBox?
+                /// Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/GET/query/minRating`.
+                public var minRating: Swift.Double?
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/sort`.
                 @frozen public enum SortPayload: String, Codable, Hashable, Sendable, CaseIterable {
                     case newest = "newest"
                     case distance = "distance"
+                    case relevance = "relevance"
+                    case priceAsc = "price_asc"
+                    case priceDesc = "price_desc"
+                    case rating = "rating"
                 }
-                /// distance needs `near`
+                /// The order: `newest` (the default without `q`), `distance` (needs `near`), `relevance` (the default with `q`, which it needs: `relevance_needs_q`; title matches before description ones, then the newest), `price_asc`, `price_desc` (a rental's daily price, a request's highest; none last), `rating` (the item's mean rating; unrated last). Ties go to the newest. A cursor pages in the order it was made for only (`invalid_cursor`)
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/GET/query/sort`.
                 public var sort: Operations.ListMarket.Input.Query.SortPayload?
@@ -8998,13 +9006,14 @@ public enum Operations {
                 /// - Parameters:
                 ///   - kind: Rentals or requests
                 ///   - category: One category
-                ///   - q: Words that must all be in the title
+                ///   - q: Words to search for, at most 200 characters (`q_too_long`): its runs of letters and digits, at most ten, each of which must begin a word of the title or the description (`dril` finds `drill`), accents and case folded (`perceuse` finds `Perçeuse`); a word of five letters or more that begins no word of any listing also finds the words one typo away (`drlil` finds `drill`: a letter added, dropped, changed, or two swapped; learned by the jobs from what was posted). Punctuation is not a word. With words, the default order is `relevance`
                 ///   - minPriceCents: Lowest price
                 ///   - maxPriceCents: Highest price
                 ///   - near: lat,lng: adds distanceKm
                 ///   - radiusKm: Only within this distance of `near`
                 ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
-                ///   - sort: distance needs `near`
+                ///   - minRating: Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
+                ///   - sort: The order: `newest` (the default without `q`), `distance` (needs `near`), `relevance` (the default with `q`, which it needs: `relevance_needs_q`; title matches before description ones, then the newest), `price_asc`, `price_desc` (a rental's daily price, a request's highest; none last), `rating` (the item's mean rating; unrated last). Ties go to the newest. A cursor pages in the order it was made for only (`invalid_cursor`)
                 ///   - updatedSince: Only what changed after this time. With it, items that left the market since (reserved, closed, withdrawn) are answered too, with their status, so that a client can remove them
                 ///   - limit: Page size
                 ///   - cursor: The `nextCursor` of the previous page
@@ -9020,6 +9029,7 @@ public enum Operations {
                     near: Swift.String? = nil,
                     radiusKm: Swift.Double? = nil,
                     bbox: Components.Parameters.BoundingBox? = nil,
+                    minRating: Swift.Double? = nil,
                     sort: Operations.ListMarket.Input.Query.SortPayload? = nil,
                     updatedSince: Foundation.Date? = nil,
                     limit: Swift.Int? = nil,
@@ -9036,6 +9046,7 @@ public enum Operations {
                     self.near = near
                     self.radiusKm = radiusKm
                     self.bbox = bbox
+                    self.minRating = minRating
                     self.sort = sort
                     self.updatedSince = updatedSince
                     self.limit = limit
@@ -9237,7 +9248,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `outside_window`, `idempotency_key_reused`, ...); an unknown `country` (`invalid_country`); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`); `q` too long (`q_too_long`), `sort=relevance` without words (`relevance_needs_q`), `minRating` (`invalid_rating`)
             ///
             /// - Remark: Generated from `#/paths//v1/market/get(listMarket)/responses/422`.
             ///
@@ -9339,7 +9350,7 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/clusters/GET/query/bbox`.
                 public var bbox: Components.Parameters.BoundingBox?
-                /// Words that must all be in the title
+                /// Words to search for, as the market's `q`
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/clusters/GET/query/q`.
                 public var q: Swift.String?
@@ -9376,12 +9387,16 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/market/clusters/GET/query/availableUntil`.
                 public var availableUntil: Components.Schemas.Day?
+                /// Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/clusters/GET/query/minRating`.
+                public var minRating: Swift.Double?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - zoom: The map's zoom level, which sets the grid
                 ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
-                ///   - q: Words that must all be in the title
+                ///   - q: Words to search for, as the market's `q`
                 ///   - kind: Rentals or requests
                 ///   - category: One category
                 ///   - minPriceCents: Lowest price
@@ -9389,6 +9404,7 @@ public enum Operations {
                 ///   - country: Only items of owners from this country (ISO 3166-1 alpha-2)
                 ///   - availableFrom: With availableUntil: only rentals free on every day from availableFrom to availableUntil (inside their window, no booking or blackout on any of those days); at most 366 days, else 422 `invalid_period`
                 ///   - availableUntil: The last day of the period availableFrom starts (included)
+                ///   - minRating: Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
                 public init(
                     zoom: Swift.Int,
                     bbox: Components.Parameters.BoundingBox? = nil,
@@ -9399,7 +9415,8 @@ public enum Operations {
                     maxPriceCents: Swift.Int? = nil,
                     country: Swift.String? = nil,
                     availableFrom: Components.Schemas.Day? = nil,
-                    availableUntil: Components.Schemas.Day? = nil
+                    availableUntil: Components.Schemas.Day? = nil,
+                    minRating: Swift.Double? = nil
                 ) {
                     self.zoom = zoom
                     self.bbox = bbox
@@ -9411,6 +9428,7 @@ public enum Operations {
                     self.country = country
                     self.availableFrom = availableFrom
                     self.availableUntil = availableUntil
+                    self.minRating = minRating
                 }
             }
             public var query: Operations.MarketClusters.Input.Query
@@ -9631,6 +9649,388 @@ public enum Operations {
             /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/market/clusters/get(marketClusters)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// How many items the market finds, per category and per kind
+    ///
+    /// The market's filters (and `q`, `near` with `radiusKm`, `bbox`), counted: every category and every kind, 0 where none is found. For a search screen's filter chips. Takes no order or page.
+    ///
+    /// - Remark: HTTP `GET /v1/market/facets`.
+    /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)`.
+    public enum MarketFacets {
+        public static let id: Swift.String = "marketFacets"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/market/facets/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/kind`.
+                @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case rental = "rental"
+                    case request = "request"
+                }
+                /// Rentals or requests
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/kind`.
+                public var kind: Operations.MarketFacets.Input.Query.KindPayload?
+                /// One category
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/category`.
+                public var category: Components.Schemas.Category?
+                /// Words to search for, at most 200 characters (`q_too_long`): its runs of letters and digits, at most ten, each of which must begin a word of the title or the description (`dril` finds `drill`), accents and case folded (`perceuse` finds `Perçeuse`); a word of five letters or more that begins no word of any listing also finds the words one typo away (`drlil` finds `drill`: a letter added, dropped, changed, or two swapped; learned by the jobs from what was posted). Punctuation is not a word. With words, the default order is `relevance`
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/q`.
+                public var q: Swift.String?
+                /// Lowest price
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/minPriceCents`.
+                public var minPriceCents: Swift.Int?
+                /// Highest price
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/maxPriceCents`.
+                public var maxPriceCents: Swift.Int?
+                /// lat,lng: adds distanceKm
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/near`.
+                public var near: Swift.String?
+                /// Only within this distance of `near`
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/radiusKm`.
+                public var radiusKm: Swift.Double?
+                /// A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/bbox`.
+                public var bbox: Components.Parameters.BoundingBox?
+                /// Only items of owners from this country (ISO 3166-1 alpha-2)
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/country`.
+                public var country: Swift.String?
+                /// With availableUntil: only rentals free on every day from availableFrom to availableUntil (inside their window, no booking or blackout on any of those days); at most 366 days, else 422 `invalid_period`
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/availableFrom`.
+                public var availableFrom: Components.Schemas.Day?
+                /// The last day of the period availableFrom starts (included)
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/availableUntil`.
+                public var availableUntil: Components.Schemas.Day?
+                /// Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/query/minRating`.
+                public var minRating: Swift.Double?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - kind: Rentals or requests
+                ///   - category: One category
+                ///   - q: Words to search for, at most 200 characters (`q_too_long`): its runs of letters and digits, at most ten, each of which must begin a word of the title or the description (`dril` finds `drill`), accents and case folded (`perceuse` finds `Perçeuse`); a word of five letters or more that begins no word of any listing also finds the words one typo away (`drlil` finds `drill`: a letter added, dropped, changed, or two swapped; learned by the jobs from what was posted). Punctuation is not a word. With words, the default order is `relevance`
+                ///   - minPriceCents: Lowest price
+                ///   - maxPriceCents: Highest price
+                ///   - near: lat,lng: adds distanceKm
+                ///   - radiusKm: Only within this distance of `near`
+                ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
+                ///   - country: Only items of owners from this country (ISO 3166-1 alpha-2)
+                ///   - availableFrom: With availableUntil: only rentals free on every day from availableFrom to availableUntil (inside their window, no booking or blackout on any of those days); at most 366 days, else 422 `invalid_period`
+                ///   - availableUntil: The last day of the period availableFrom starts (included)
+                ///   - minRating: Only items whose renters rated them at least this well on average (1 to 5; `invalid_rating`); unrated items are left out
+                public init(
+                    kind: Operations.MarketFacets.Input.Query.KindPayload? = nil,
+                    category: Components.Schemas.Category? = nil,
+                    q: Swift.String? = nil,
+                    minPriceCents: Swift.Int? = nil,
+                    maxPriceCents: Swift.Int? = nil,
+                    near: Swift.String? = nil,
+                    radiusKm: Swift.Double? = nil,
+                    bbox: Components.Parameters.BoundingBox? = nil,
+                    country: Swift.String? = nil,
+                    availableFrom: Components.Schemas.Day? = nil,
+                    availableUntil: Components.Schemas.Day? = nil,
+                    minRating: Swift.Double? = nil
+                ) {
+                    self.kind = kind
+                    self.category = category
+                    self.q = q
+                    self.minPriceCents = minPriceCents
+                    self.maxPriceCents = maxPriceCents
+                    self.near = near
+                    self.radiusKm = radiusKm
+                    self.bbox = bbox
+                    self.country = country
+                    self.availableFrom = availableFrom
+                    self.availableUntil = availableUntil
+                    self.minRating = minRating
+                }
+            }
+            public var query: Operations.MarketFacets.Input.Query
+            /// - Remark: Generated from `#/paths/v1/market/facets/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                /// Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/header/X-Min-Position`.
+                public var xMinPosition: Components.Parameters.MinPosition?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.MarketFacets.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - xMinPosition: Read-your-writes with a replica: the `position` a command answered. The read is served from the replica only once it has replayed that position, else from the primary.
+                ///   - accept:
+                public init(
+                    xMinPosition: Components.Parameters.MinPosition? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.MarketFacets.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.xMinPosition = xMinPosition
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.MarketFacets.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.MarketFacets.Input.Query = .init(),
+                headers: Operations.MarketFacets.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadFrom`.
+                    @frozen public enum ReadFrom: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/200/headers/X-Read-From`.
+                    public var xReadFrom: Components.Headers.ReadFrom?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xReadFrom: Which database answered: `replica` (`READ_DATABASE_URL`) or `primary`
+                    public init(xReadFrom: Components.Headers.ReadFrom? = nil) {
+                        self.xReadFrom = xReadFrom
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.MarketFacets.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.MarketFacets)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.MarketFacets {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.MarketFacets.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.MarketFacets.Output.Ok.Headers = .init(),
+                    body: Operations.MarketFacets.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.MarketFacets.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.MarketFacets.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.MarketFacets.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.MarketFacets.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.MarketFacets.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.MarketFacets.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/market/facets/GET/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.MarketFacets.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.MarketFacets.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// A filter the market would refuse, with the market's codes, each listed in `errors` (`validation_failed`); a bad `X-Min-Position` (`invalid_position`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.MarketFacets.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.MarketFacets.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)
@@ -22477,7 +22877,7 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/status`.
                 public var status: Components.Schemas.LoanStatus?
-                /// Words that must all be in the title
+                /// Words to search the title and description for, as the market's `q`; with words, the default order is `relevance`
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/q`.
                 public var q: Swift.String?
@@ -22497,8 +22897,9 @@ public enum Operations {
                 @frozen public enum SortPayload: String, Codable, Hashable, Sendable, CaseIterable {
                     case newest = "newest"
                     case distance = "distance"
+                    case relevance = "relevance"
                 }
-                /// distance needs `near`
+                /// `newest` (the default without `q`), `distance` (needs `near`) or `relevance` (the default with `q`, which it needs)
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/sort`.
                 public var sort: Operations.ListLoans.Input.Query.SortPayload?
@@ -22520,11 +22921,11 @@ public enum Operations {
                 ///   - country: ISO 3166-1 alpha-2 code
                 ///   - sector: One sector
                 ///   - status: One status
-                ///   - q: Words that must all be in the title
+                ///   - q: Words to search the title and description for, as the market's `q`; with words, the default order is `relevance`
                 ///   - near: lat,lng: adds distanceKm
                 ///   - radiusKm: Only within this distance of `near`
                 ///   - bbox: A map's viewport, `minLng,minLat,maxLng,maxLat` (degrees): only what lies within it. `minLng` above `maxLng` crosses the antimeridian (`170,-10,-170,10`). With `near`, the distance is still from `near`.
-                ///   - sort: distance needs `near`
+                ///   - sort: `newest` (the default without `q`), `distance` (needs `near`) or `relevance` (the default with `q`, which it needs)
                 ///   - updatedSince: Only what changed after this time
                 ///   - limit: Page size
                 ///   - cursor: The `nextCursor` of the previous page
@@ -22746,7 +23147,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`)
+            /// Invalid fields, each listed in `errors` (`validation_failed`, `idempotency_key_reused`, ...); a bad `X-Min-Position` (`invalid_position`); a bad `bbox` (`invalid_bbox`); `q` too long (`q_too_long`), `sort=relevance` without words (`relevance_needs_q`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/get(listLoans)/responses/422`.
             ///
@@ -34770,6 +35171,1157 @@ public enum Operations {
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
             public var unprocessableContent: Operations.RemoveDevice.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// My saved searches, oldest first
+    ///
+    /// - Remark: HTTP `GET /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)`.
+    public enum ListSavedSearches {
+        public static let id: Swift.String = "listSavedSearches"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/saved-searches/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListSavedSearches.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListSavedSearches.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListSavedSearches.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.ListSavedSearches.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.SavedSearchList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.SavedSearchList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListSavedSearches.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListSavedSearches.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListSavedSearches.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListSavedSearches.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/GET/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/GET/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListSavedSearches.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListSavedSearches.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.ListSavedSearches.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.ListSavedSearches.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Save a market search: new postings that meet it are news to me
+    ///
+    /// At most 20 (409 `too_many_saved_searches`). A posting by someone else that the search would find, posted from then on, is a `new_match` notice (feed, and mail or push by my settings); it is found when the posting is made, from the searches saved then.
+    ///
+    /// - Remark: HTTP `POST /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)`.
+    public enum SaveSearch {
+        public static let id: Swift.String = "saveSearch"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                /// The same key with the same body from the same user returns the first response again and writes nothing.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SaveSearch.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: The same key with the same body from the same user returns the first response again and writes nothing.
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SaveSearch.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SaveSearch.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.SavedSearchBody)
+            }
+            public var body: Operations.SaveSearch.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.SaveSearch.Input.Headers = .init(),
+                body: Operations.SaveSearch.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.SavedSearch)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.SavedSearch {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// Saved
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.SaveSearch.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.SaveSearch.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.SaveSearch.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.SaveSearch.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/400/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Operations.SaveSearch.Output.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Operations.SaveSearch.Output.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ContentTooLarge: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/413/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/413/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.ContentTooLarge.Body
+                /// Creates a new `ContentTooLarge`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.ContentTooLarge.Body) {
+                    self.body = body
+                }
+            }
+            /// Body over 1 MiB (`body_too_large`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Operations.SaveSearch.Output.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Operations.SaveSearch.Output.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// Seconds to wait
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter: Seconds to wait
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.SaveSearch.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.SaveSearch.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.SaveSearch.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.SaveSearch.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.SaveSearch.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// `name` missing or not 1 to 80 characters (`invalid_name`), `query` missing, too long, or a parameter of it the market refuses (`query.NAME`, with the market's code; `unknown_parameter`, `not_for_saved_searches`), each listed in `errors` (`validation_failed`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.SaveSearch.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.SaveSearch.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/POST/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SaveSearch.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SaveSearch.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// Already 20 saved searches (`too_many_saved_searches`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.SaveSearch.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.SaveSearch.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Delete one of my saved searches
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/saved-searches/{searchID}`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)`.
+    public enum DeleteSavedSearch {
+        public static let id: Swift.String = "deleteSavedSearch"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The saved search's id
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/path/searchID`.
+                public var searchID: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - searchID: The saved search's id
+                public init(searchID: Swift.String) {
+                    self.searchID = searchID
+                }
+            }
+            public var path: Operations.DeleteSavedSearch.Input.Path
+            /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                /// The same key with the same body from the same user returns the first response again and writes nothing.
+                ///
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteSavedSearch.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: The same key with the same body from the same user returns the first response again and writes nothing.
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteSavedSearch.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.DeleteSavedSearch.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.DeleteSavedSearch.Input.Path,
+                headers: Operations.DeleteSavedSearch.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// Removed
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeleteSavedSearch.Output.NoContent)
+            /// Removed
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.DeleteSavedSearch.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DeleteSavedSearch.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.DeleteSavedSearch.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.DeleteSavedSearch.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/400/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DeleteSavedSearch.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Operations.DeleteSavedSearch.Output.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Operations.DeleteSavedSearch.Output.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ContentTooLarge: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/413/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/413/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.ContentTooLarge.Body
+                /// Creates a new `ContentTooLarge`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DeleteSavedSearch.Output.ContentTooLarge.Body) {
+                    self.body = body
+                }
+            }
+            /// Body over 1 MiB (`body_too_large`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Operations.DeleteSavedSearch.Output.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Operations.DeleteSavedSearch.Output.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// Seconds to wait
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter: Seconds to wait
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteSavedSearch.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.DeleteSavedSearch.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.DeleteSavedSearch.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.DeleteSavedSearch.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.DeleteSavedSearch.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/404/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/404/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DeleteSavedSearch.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No saved search of mine has this id (`saved_search_not_found`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Operations.DeleteSavedSearch.Output.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Operations.DeleteSavedSearch.Output.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/saved-searches/{searchID}/DELETE/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DeleteSavedSearch.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DeleteSavedSearch.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// A reused Idempotency-Key (`idempotency_key_reused`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.DeleteSavedSearch.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.DeleteSavedSearch.Output.UnprocessableContent {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):

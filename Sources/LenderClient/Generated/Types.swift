@@ -176,6 +176,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/market/clusters`.
     /// - Remark: Generated from `#/paths//v1/market/clusters/get(marketClusters)`.
     func marketClusters(_ input: Operations.MarketClusters.Input) async throws -> Operations.MarketClusters.Output
+    /// How many items the market finds, per category and per kind
+    ///
+    /// The market's filters (and `q`, `near` with `radiusKm`, `bbox`), counted: every category and every kind, 0 where none is found. For a search screen's filter chips. Takes no order or page.
+    ///
+    /// - Remark: HTTP `GET /v1/market/facets`.
+    /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)`.
+    func marketFacets(_ input: Operations.MarketFacets.Input) async throws -> Operations.MarketFacets.Output
     /// One item
     ///
     /// - Remark: HTTP `GET /v1/items/{itemID}`.
@@ -498,6 +505,23 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/me/devices/{token}`.
     /// - Remark: Generated from `#/paths//v1/me/devices/{token}/delete(removeDevice)`.
     func removeDevice(_ input: Operations.RemoveDevice.Input) async throws -> Operations.RemoveDevice.Output
+    /// My saved searches, oldest first
+    ///
+    /// - Remark: HTTP `GET /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)`.
+    func listSavedSearches(_ input: Operations.ListSavedSearches.Input) async throws -> Operations.ListSavedSearches.Output
+    /// Save a market search: new postings that meet it are news to me
+    ///
+    /// At most 20 (409 `too_many_saved_searches`). A posting by someone else that the search would find, posted from then on, is a `new_match` notice (feed, and mail or push by my settings); it is found when the posting is made, from the searches saved then.
+    ///
+    /// - Remark: HTTP `POST /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)`.
+    func saveSearch(_ input: Operations.SaveSearch.Input) async throws -> Operations.SaveSearch.Output
+    /// Delete one of my saved searches
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/saved-searches/{searchID}`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)`.
+    func deleteSavedSearch(_ input: Operations.DeleteSavedSearch.Input) async throws -> Operations.DeleteSavedSearch.Output
     /// A mail's unsubscribe link, opened
     ///
     /// A page with one button (a GET never unsubscribes: mail scanners open links). No login.
@@ -868,6 +892,21 @@ extension APIProtocol {
         headers: Operations.MarketClusters.Input.Headers = .init()
     ) async throws -> Operations.MarketClusters.Output {
         try await marketClusters(Operations.MarketClusters.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// How many items the market finds, per category and per kind
+    ///
+    /// The market's filters (and `q`, `near` with `radiusKm`, `bbox`), counted: every category and every kind, 0 where none is found. For a search screen's filter chips. Takes no order or page.
+    ///
+    /// - Remark: HTTP `GET /v1/market/facets`.
+    /// - Remark: Generated from `#/paths//v1/market/facets/get(marketFacets)`.
+    public func marketFacets(
+        query: Operations.MarketFacets.Input.Query = .init(),
+        headers: Operations.MarketFacets.Input.Headers = .init()
+    ) async throws -> Operations.MarketFacets.Output {
+        try await marketFacets(Operations.MarketFacets.Input(
             query: query,
             headers: headers
         ))
@@ -1628,6 +1667,41 @@ extension APIProtocol {
         headers: Operations.RemoveDevice.Input.Headers = .init()
     ) async throws -> Operations.RemoveDevice.Output {
         try await removeDevice(Operations.RemoveDevice.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// My saved searches, oldest first
+    ///
+    /// - Remark: HTTP `GET /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/get(listSavedSearches)`.
+    public func listSavedSearches(headers: Operations.ListSavedSearches.Input.Headers = .init()) async throws -> Operations.ListSavedSearches.Output {
+        try await listSavedSearches(Operations.ListSavedSearches.Input(headers: headers))
+    }
+    /// Save a market search: new postings that meet it are news to me
+    ///
+    /// At most 20 (409 `too_many_saved_searches`). A posting by someone else that the search would find, posted from then on, is a `new_match` notice (feed, and mail or push by my settings); it is found when the posting is made, from the searches saved then.
+    ///
+    /// - Remark: HTTP `POST /v1/me/saved-searches`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)`.
+    public func saveSearch(
+        headers: Operations.SaveSearch.Input.Headers = .init(),
+        body: Operations.SaveSearch.Input.Body
+    ) async throws -> Operations.SaveSearch.Output {
+        try await saveSearch(Operations.SaveSearch.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Delete one of my saved searches
+    ///
+    /// - Remark: HTTP `DELETE /v1/me/saved-searches/{searchID}`.
+    /// - Remark: Generated from `#/paths//v1/me/saved-searches/{searchID}/delete(deleteSavedSearch)`.
+    public func deleteSavedSearch(
+        path: Operations.DeleteSavedSearch.Input.Path,
+        headers: Operations.DeleteSavedSearch.Input.Headers = .init()
+    ) async throws -> Operations.DeleteSavedSearch.Output {
+        try await deleteSavedSearch(Operations.DeleteSavedSearch.Input(
             path: path,
             headers: headers
         ))

@@ -90,13 +90,38 @@ public struct ItemsView: Sendable {
     /// answers the items that left the market since, with their status (tombstones), so a
     /// client can take their pins away.
     public func market(_ filter: MarketFilter) async throws -> Page<ItemResource> {
+        var filter = filter
+        try await filter.listing.resolveSearch(on: pool)
         var filters: [PostgresQuery] = []
         if filter.listing.updatedSince == nil { filters.append("status = 'available'") }
         filters += filter.conditions
         let rows = try await pool.query(
-            filter.listing.statement(select: ItemResource.columns, from: "items_view", id: "item_id", where: filters),
+            filter.listing.statement(
+                select: ItemResource.columns, from: "items_view", id: "item_id", where: filters, sortKeys: MarketFilter.sortKeys),
             prepared: filter.listing.isPreparable)
         return try filter.listing.page(rows, at: \.createdAt, id: \.id.rawValue) { try ItemResource($0, position: nil) }
+    }
+
+    /// How many available items the filter finds in each category and of each kind (SPEC
+    /// §12.7): one statement, both counts from the same rows.
+    public func facets(_ filter: MarketFilter) async throws -> MarketFacets {
+        var filter = filter
+        try await filter.listing.resolveSearch(on: pool)
+        var listing = filter.listing
+        listing.updatedSince = nil
+        listing.cursor = nil
+        listing.sort = .newest
+        let conditions: [PostgresQuery] = ["status = 'available'"] + filter.conditions + listing.facetConditions
+        var statement: PostgresQuery = "SELECT category, kind, count(*)::int AS n FROM items_view WHERE "
+        statement.append(.joined(conditions, separator: " AND "))
+        statement.append(" GROUP BY GROUPING SETS ((category), (kind))")
+        var facets = MarketFacets()
+        for row in try await pool.query(statement) {
+            let count: Int = try row.decode("n")
+            if let category = try row.decode("category", as: String?.self) { facets.categories[category] = count }
+            if let kind = try row.decode("kind", as: String?.self) { facets.kinds[kind] = count }
+        }
+        return facets
     }
 
     /// The available items in the filter's box (the whole world without one), counted per
@@ -108,13 +133,15 @@ public struct ItemsView: Sendable {
     /// which lie partly outside it. A market filter, or a grid finer than any kept level,
     /// counts the items themselves (zoomed in, there are few in the box).
     public func clusters(_ filter: MarketFilter, zoom: Int) async throws -> MarketClusters {
+        var filter = filter
+        try await filter.listing.resolveSearch(on: pool)
         let grid = zoom + 3
         let boxes = filter.listing.box.map { box -> [MapBox] in
             box.minLng <= box.maxLng
                 ? [MapBox(box.minLng, box.minLat, box.maxLng, box.maxLat)]
                 : [MapBox(box.minLng, box.minLat, 180, box.maxLat), MapBox(-180, box.minLat, box.maxLng, box.maxLat)]
         } ?? [MapBox(-180, -90, 180, 90)]
-        let conditions = filter.conditions + filter.listing.titleConditions
+        let conditions = filter.conditions + filter.listing.searchConditions
         var cells = [MarketClusters.Cell]()
         for box in boxes {
             let statement =
@@ -240,9 +267,21 @@ public struct MarketClusters: Codable, Sendable {
 }
 
 extension MarketFilter {
+    /// The market's orders by value, larger first: a rental's daily price or a request's
+    /// highest (none: last either way), and the item's mean rating (none: last).
+    static let sortKeys: [ListSort: String] = [
+        .priceAsc: "-coalesce(price_cents, 2147483647)",
+        .priceDesc: "coalesce(price_cents, -1)",
+        .rating: "CASE WHEN review_count > 0 THEN review_stars::float8 / review_count ELSE -1 END",
+    ]
+
     /// The market's own filters, as conditions on `items_view`.
     var conditions: [PostgresQuery] {
         var filters: [PostgresQuery] = []
+        if let minRating {
+            // Exact in integers: stars / count >= minRating.
+            filters.append("review_count > 0 AND review_stars >= \(minRating) * review_count")
+        }
         if let kind { filters.append("kind = \(kind.rawValue)") }
         if let category { filters.append("category = \(category.rawValue)") }
         if let minimum = minPriceCents { filters.append("price_cents >= \(minimum)") }
@@ -271,6 +310,18 @@ extension MarketFilter {
     }
 }
 
+/// Counts of what a market query finds, per category and per kind (`GET /v1/market/facets`).
+/// Every category and kind is there, 0 when none is found.
+public struct MarketFacets: Codable, Sendable {
+    public var categories: [String: Int]
+    public var kinds: [String: Int]
+
+    public init() {
+        categories = Dictionary(uniqueKeysWithValues: Marketplace.Category.allCases.map { ($0.rawValue, 0) })
+        kinds = Dictionary(uniqueKeysWithValues: ItemKind.allCases.map { ($0.rawValue, 0) })
+    }
+}
+
 /// The market's own filters, on top of the shared ones.
 public struct MarketFilter: Sendable {
     public var listing: MapListing
@@ -282,6 +333,8 @@ public struct MarketFilter: Sendable {
     public var country: String?
     /// Only rentals free on every day of this period (`availableFrom`, `availableUntil`).
     public var availableOn: Period?
+    /// Only items whose renters rated them this well on average (1 to 5).
+    public var minRating: Double?
 
     public init(listing: MapListing) { self.listing = listing }
 }

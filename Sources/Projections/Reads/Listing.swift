@@ -53,6 +53,10 @@ public struct Cursor: Codable, Sendable {
     var km: Double?
     /// The sort key of a list ordered by text (countries by name).
     public var key: String?
+    /// The order a list by relevance, price or rating was in (`ListSort`), and the last row's
+    /// value of it, exactly as the statement ordered by it.
+    public var sort: String?
+    public var value: Double?
 
     /// The sort distance to page on after this row.
     public var sortChordKm: Double? { chordKm ?? km.map(Earth.chord(ofArcKm:)) }
@@ -63,7 +67,9 @@ public struct Cursor: Codable, Sendable {
     /// makes (JSONEncoder was 2% of the market's CPU, `perf`); by JSONEncoder when a text key
     /// needs escaping. Both read back alike, through JSONDecoder.
     var json: Data {
-        guard key == nil, km == nil, chordKm?.isFinite ?? true else { return (try? JSONEncoder.cursor.encode(self)) ?? Data() }
+        guard key == nil, km == nil, sort == nil, chordKm?.isFinite ?? true else {
+            return (try? JSONEncoder.cursor.encode(self)) ?? Data()
+        }
         var text = #"{"at":"# + String(Self.microseconds(at)) + #","id":""# + id.uuidString + #"""#
         // `description` is the shortest text that reads back as the same Double.
         if let chordKm { text += #","chordKm":"# + chordKm.description }
@@ -102,11 +108,13 @@ public struct Cursor: Codable, Sendable {
         return Data(base64Encoded: Data(base64))
     }
 
-    public init(at: Date, id: UUID, chordKm: Double? = nil, key: String? = nil) {
+    public init(at: Date, id: UUID, chordKm: Double? = nil, key: String? = nil, sort: String? = nil, value: Double? = nil) {
         self.at = at
         self.id = id
         self.chordKm = chordKm
         self.key = key
+        self.sort = sort
+        self.value = value
     }
 
     /// nil for no cursor; a 422 naming `cursor` for one that is not ours.
@@ -114,6 +122,7 @@ public struct Cursor: Codable, Sendable {
         guard let text, !text.isEmpty else { return nil }
         guard let data = Self.base64URLDecoded(text), let cursor = try? JSONDecoder.cursor.decode(Cursor.self, from: data),
             RFC3339.range.contains(cursor.at), cursor.sortChordKm.map({ $0.isFinite && $0 >= 0 }) ?? true,
+            cursor.value?.isFinite ?? true, cursor.sort.map({ ListSort(rawValue: $0)?.byValue ?? false }) ?? true,
             // A hand-made key with a NUL would reach PostgreSQL, whose text cannot hold one.
             !(cursor.key?.unicodeScalars.contains { $0.value == 0 } ?? false)
         else {
@@ -162,24 +171,36 @@ public enum RFC3339 {
     }
 }
 
-/// What every list of things on the map is asked (SPEC §5), parsed: words of the title, a
-/// point and radius, the order, a refresh time, and the page.
+/// The orders of a list on the map. Those `byValue` page on a value each row has (a
+/// relevance, a price, a rating) and then on the newest.
+public enum ListSort: String, Sendable, CaseIterable {
+    case newest, distance, relevance
+    case priceAsc = "price_asc", priceDesc = "price_desc", rating
+
+    public var byValue: Bool { self == .relevance || self == .priceAsc || self == .priceDesc || self == .rating }
+}
+
+/// What every list of things on the map is asked (SPEC §5, §12.7), parsed: words to search the
+/// title and description for, a point and radius, the order, a refresh time, and the page.
 public struct MapListing: Sendable {
+    /// The words of `q`: runs of letters and digits, at most ten.
     public var words: [String] = []
+    /// The words as a text search query (`search_query`, migration 0039), once `resolveSearch`
+    /// has asked the database for it: nil when nothing is searched; "" when the words match
+    /// nothing at all.
+    public var searchQuery: String?
     public var near: (lat: Double, lng: Double)?
     public var radiusKm: Double?
     /// A map's viewport: what lies within these latitudes and longitudes. `minLng` above
     /// `maxLng` is a viewport across the antimeridian (170 to -170: twenty degrees).
     public var box: (minLng: Double, minLat: Double, maxLng: Double, maxLat: Double)?
-    public var byDistance = false
+    public var sort = ListSort.newest
+    public var byDistance: Bool { sort == .distance }
     public var updatedSince: Date?
     public var limit = 20
     public var cursor: Cursor?
 
     public init() {}
-
-    /// `%word%` for ILIKE, with the pattern characters of the word escaped.
-    var titlePatterns: [String] { words.map(Self.containing) }
 
     /// `%text%` for ILIKE, with its pattern characters escaped.
     static func containing(_ text: String) -> String {
@@ -196,8 +217,34 @@ public struct MapListing: Sendable {
         return Earth.box(lat: near.lat, lng: near.lng, km: radiusKm)
     }
 
-    /// One condition a word, each one the title's trigram index can answer (migration 0016).
-    var titleConditions: [PostgresQuery] { titlePatterns.map { "title ILIKE \($0)" } }
+    /// Turns `words` into `searchQuery`: which words of the listings they may mean (prefixes,
+    /// a typo forgiven) is the database's to say, from the words it has seen (migration 0039).
+    public mutating func resolveSearch(on pool: PostgresPool) async throws {
+        guard !words.isEmpty else { return }
+        let row = try await pool.query("SELECT search_query(\(words))::text AS q", prepared: true).single()
+        searchQuery = try row.decode("q", as: String?.self) ?? ""
+    }
+
+    /// The search as a condition on a view with a `search` column: on its GIN index.
+    var searchConditions: [PostgresQuery] {
+        guard let searchQuery else { return [] }
+        return searchQuery.isEmpty ? ["false"] : ["search @@ \(searchQuery)::tsquery"]
+    }
+
+    /// What a count of the listing takes of it: the box, the radius around `near`, the words.
+    var facetConditions: [PostgresQuery] { boxConditions + radiusConditions + searchConditions }
+
+    /// Within `radiusKm` of `near`: in the box around it (the GiST index), then by the chord.
+    var radiusConditions: [PostgresQuery] {
+        guard let nearPoint, let radiusBox, let radiusKm else { return [] }
+        return [
+            "earth <@ \(PostgresUntyped(radiusBox))::cube",
+            "(earth <-> \(PostgresUntyped(nearPoint))::cube) <= \(Earth.chord(ofArcKm: radiusKm))",
+        ]
+    }
+
+    /// Title matches above description ones (weights A and B), more words above fewer.
+    var relevance: PostgresQuery { "ts_rank(search, \(searchQuery ?? "")::tsquery)::float8" }
 
     /// What lies within `box`, or nothing without one.
     var boxConditions: [PostgresQuery] {
@@ -215,7 +262,9 @@ public struct MapListing: Sendable {
     /// distance order, since the order alone asks for it. Words near a point are the exception:
     /// a generic plan cannot weigh the trigram filter against the box, and took 1.9 ms where a
     /// custom plan took 0.4 ms (`EXPLAIN ANALYZE`, `plan_cache_mode` forced each way).
-    var isPreparable: Bool { near == nil || words.isEmpty }
+    /// A search is planned with its query's words too: how many rows a word holds decides
+    /// between its GIN index and walking the order's.
+    var isPreparable: Bool { words.isEmpty }
 
     /// The list's statement over `view` (a view with `earth`, `title`, `created_at` and
     /// `updated_at`, keyed by the column `id`): `columns`, the distance from `near`, the view's
@@ -224,12 +273,23 @@ public struct MapListing: Sendable {
     /// orders as the great-circle distance does), or newest first by `(created_at, id)`. The
     /// keyset is the order's own, so every page stays on the index. One row more than a page.
     /// Run it prepared when `isPreparable`.
-    func statement(select columns: String, from view: String, id: String, where filters: [PostgresQuery]) -> PostgresQuery {
+    /// `sortKeys` are the view's expressions for the orders by value other than relevance
+    /// (each larger first: an ascending order is written negated).
+    func statement(
+        select columns: String, from view: String, id: String, where filters: [PostgresQuery],
+        sortKeys: [ListSort: String] = [:]
+    ) -> PostgresQuery {
         var conditions = filters
         if let updatedSince { conditions.append("updated_at > \(updatedSince)") }
         conditions += boxConditions
-        conditions += titleConditions
+        conditions += searchConditions
         var statement: PostgresQuery = "SELECT \(unsafeRaw: columns), "
+        let sortKey: PostgresQuery? =
+            if sort == .relevance { relevance } else { sortKeys[sort].map { PostgresQuery(unsafeSQL: "(\($0))::float8") } }
+        if let sortKey {
+            statement.append(sortKey)
+            statement.append(" AS sort_key, ")
+        }
         let chord: PostgresQuery? = nearPoint.map { "(earth <-> \(PostgresUntyped($0))::cube)" }
         if let chord {
             // `earth_km` written out over the chord: a SQL function would be planned, or run per row, as one.
@@ -238,18 +298,19 @@ public struct MapListing: Sendable {
             statement.append(" / (2 * \(unsafeRaw: Earth.radiusSQL)))) AS distance_km, ")
             statement.append(chord)
             statement.append(" AS chord_km")
-            if let radiusBox, let radiusKm {
-                conditions.append("earth <@ \(PostgresUntyped(radiusBox))::cube")
-                var within = chord
-                within.append(" <= \(Earth.chord(ofArcKm: radiusKm))")
-                conditions.append(within)
-            }
+            conditions += radiusConditions
         } else {
             statement.append("NULL::float8 AS distance_km, NULL::float8 AS chord_km")
         }
         let nearest = byDistance ? chord : nil
         if let cursor {
-            if let nearest {
+            if let sortKey, let value = cursor.value {
+                // Larger first, then newest: one row comparison, on every order by value.
+                var after: PostgresQuery = "("
+                after.append(sortKey)
+                after.append(", created_at, \(unsafeRaw: id)) < (\(value), \(cursor.at), \(cursor.id))")
+                conditions.append(after)
+            } else if let nearest {
                 var after: PostgresQuery = "("
                 after.append(nearest)
                 after.append(", \(unsafeRaw: id)) > (\(cursor.sortChordKm), \(cursor.id))")
@@ -260,6 +321,10 @@ public struct MapListing: Sendable {
         }
         statement.append(" FROM \(unsafeRaw: view) WHERE ")
         statement.append(conditions.isEmpty ? "true" : .joined(conditions, separator: " AND "))
+        if sortKey != nil {
+            statement.append(" ORDER BY sort_key DESC, created_at DESC, \(unsafeRaw: id) DESC LIMIT \(literal: PageSize.rowsRead(limit))")
+            return statement
+        }
         guard let nearest else {
             statement.append(" ORDER BY created_at DESC, \(unsafeRaw: id) DESC LIMIT \(literal: PageSize.rowsRead(limit))")
             return statement
@@ -286,6 +351,8 @@ public struct MapListing: Sendable {
         let data = try kept.map(make)
         guard rows.count > limit, let lastRow = kept.last, let last = data.last else { return Page(data: data, nextCursor: nil) }
         let chord = byDistance ? try lastRow.decode("chord_km", as: Double?.self) : nil
-        return Page(data: data, nextCursor: Cursor(at: at(last), id: id(last), chordKm: chord).encoded)
+        let value = sort.byValue ? try lastRow.decode("sort_key", as: Double?.self) : nil
+        let cursor = Cursor(at: at(last), id: id(last), chordKm: chord, sort: sort.byValue ? sort.rawValue : nil, value: value)
+        return Page(data: data, nextCursor: cursor.encoded)
     }
 }

@@ -32,6 +32,8 @@ public struct LoansView: Sendable {
 
     /// Loans, filtered, newest first or nearest first, in keyset pages.
     public func list(_ filter: LoanFilter) async throws -> Page<LoanResource> {
+        var filter = filter
+        try await filter.listing.resolveSearch(on: pool)
         var filters: [PostgresQuery] = []
         if let country = filter.country { filters.append("country_code = \(country)") }
         if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }

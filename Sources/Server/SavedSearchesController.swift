@@ -1,0 +1,80 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Marketplace
+import Projections
+import UseCases
+
+/// Saved searches (SPEC §12.7): `POST /v1/me/saved-searches {name, query}` keeps a market
+/// query (its query string, read as `GET /v1/market` reads it), `GET` lists them, `DELETE
+/// .../{id}` drops one. A new posting that one meets tells its owner (`new_match`).
+struct SavedSearchesController: Sendable {
+    let searches: SavedSearches
+
+    struct Body: Decodable {
+        var name: String?
+        var query: String?
+    }
+
+    struct List: ResponseEncodable {
+        var data: [SavedSearchResource]
+    }
+
+    /// A query string longer than this is not one a screen of filters makes.
+    static let maxQueryLength = 2_000
+
+    @Sendable func save(_ request: Request, context: UserContext) async throws -> EditedResponse<SavedSearchResource> {
+        let body = try await request.decodeBody(Body.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("name", body.name), ("query", body.query))
+        let name = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let name, !SavedSearchLimits.nameLength.contains(name.count) {
+            fields.problems.append(FieldError(field: "name", code: "invalid_name", message: "1 to 80 characters"))
+        }
+        var filter: MarketFilter?
+        if let query = body.query {
+            do { filter = try Self.filter(query) } catch let error as DomainError { fields.problems += error.fields }
+        }
+        try fields.throwIfAny()
+        let saved = try await searches.save(context.user, name: name!, query: body.query!, filter: filter!)
+        return EditedResponse(status: .created, response: saved)
+    }
+
+    @Sendable func list(_ request: Request, context: UserContext) async throws -> List {
+        List(data: try await searches.list(context.user))
+    }
+
+    @Sendable func delete(_ request: Request, context: UserContext) async throws -> HTTPResponse.Status {
+        guard let id = UUID(uuidString: try context.parameters.require("searchID")) else { throw SavedSearches.notFoundError }
+        try await searches.delete(context.user, id)
+        return .noContent
+    }
+
+    /// The market's filter from a query string, as `GET /v1/market` reads one; what is wrong
+    /// with it is named under `query` (`query.category`, ...). An order and a page size are
+    /// taken and left aside; a cursor or a refresh time, which no new posting can meet, are not.
+    static func filter(_ query: String) throws -> MarketFilter {
+        func refuse(_ parameter: String, _ code: String, _ message: String) -> DomainError {
+            DomainError.invalid([FieldError(field: "query.\(parameter)", code: code, message: message)])
+        }
+        guard query.count <= maxQueryLength else { throw refuse("", "too_long", "at most \(maxQueryLength) characters") }
+        let text = query.hasPrefix("?") ? String(query.dropFirst()) : query
+        let pairs = URI("/v1/market?" + text).formParameters
+        let known = RouteTable.queryParameters(for: "/v1/market", method: "GET") ?? []
+        for (name, value) in pairs {
+            if name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl) {
+                throw refuse(name, "control_character", "text may not hold control characters such as NUL (U+0000)")
+            }
+            guard known.contains(name) else { throw refuse(name, "unknown_parameter", "the market takes no parameter \(name)") }
+            if name == "cursor" || name == "updatedSince" {
+                throw refuse(name, "not_for_saved_searches", "a saved search is met by new postings, not by a page")
+            }
+        }
+        var list = ListQuery(pairs)
+        let filter = MarketController.filter(&list)
+        guard list.problems.isEmpty else {
+            throw DomainError.invalid(list.problems.map { FieldError(field: "query.\($0.field)", code: $0.code, message: $0.message) })
+        }
+        return filter
+    }
+}
