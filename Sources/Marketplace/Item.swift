@@ -225,8 +225,6 @@ public struct PostRental: Hashable, Sendable {
     public var availableFrom: Day?
     public var availableUntil: Day?
     public var cancellationPolicy: CancellationPolicy
-    /// The saved searches this posting meets, found by the use case before deciding.
-    public var matches: [SavedSearchMatch] = []
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, dailyPriceCents: Int,
@@ -254,8 +252,6 @@ public struct PostRequest: Hashable, Sendable {
     public var neededFrom: Day
     public var neededUntil: Day
     public var location: Location
-    /// The saved searches this posting meets, found by the use case before deciding.
-    public var matches: [SavedSearchMatch] = []
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, maxDailyPriceCents: Int? = nil,
@@ -361,6 +357,10 @@ public enum ItemCommand: Hashable, Sendable {
     /// The time-driven work on one item, as of `today` (the jobs' only, `UserID.system`):
     /// `staleBids`, the pending bids placed 7 days or more before, as the views know.
     case runJobs(today: Day, staleBids: Set<BidID>)
+    /// The saved searches a new posting meets (SPEC §12.7), found by `SearchAlerts`: told
+    /// once, while the item is in the market, never to its owner, at most
+    /// `SavedSearchLimits.matchesPerPosting`.
+    case tellSavedSearches([SavedSearchMatch])
     case complete
     case relist
     case review(WriteReview)
@@ -424,6 +424,8 @@ public struct PostedItem: Hashable, Sendable {
     public var blackouts: [Blackout] = []
     /// A rental's, fixed in each bid placed on it.
     public var cancellationPolicy: CancellationPolicy = .flexible
+    /// Whether the saved searches it met were told of it (once).
+    public var savedSearchesTold = false
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -433,12 +435,6 @@ public enum ItemDecider {
     public static let initial = ItemState.unposted
     public static let priceRange = 1...999_999
 
-    /// A posting's news to others' saved searches: never to its owner, at most
-    /// `SavedSearchLimits.matchesPerPosting` of them.
-    static func matched(_ matches: [SavedSearchMatch], actor: UserID) -> [ItemEvent] {
-        let others = Array(matches.filter { $0.userID != actor }.prefix(SavedSearchLimits.matchesPerPosting))
-        return others.isEmpty ? [] : [.savedSearchesMatched(SavedSearchesMatched(ownerID: actor, matches: others))]
-    }
 
     /// `actor` is the authenticated user giving the command.
     public static func decide(_ command: ItemCommand, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
@@ -460,7 +456,7 @@ public enum ItemDecider {
                         category: post.category, dailyPriceCents: post.dailyPriceCents, location: post.location,
                         availableFrom: post.availableFrom, availableUntil: post.availableUntil,
                         cancellationPolicy: post.cancellationPolicy))
-            ] + matched(post.matches, actor: actor)
+            ]
 
         case .postRequest(let post):
             guard !state.exists else { throw DomainError.itemExists }
@@ -477,7 +473,7 @@ public enum ItemDecider {
                         itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
                         category: post.category, maxDailyPriceCents: post.maxDailyPriceCents, neededFrom: post.neededFrom,
                         neededUntil: post.neededUntil, location: post.location))
-            ] + matched(post.matches, actor: actor)
+            ]
 
         case .revise(let revision):
             let item = try requireOwner(state, actor)
@@ -512,6 +508,11 @@ public enum ItemDecider {
                             priceCents: revision.priceCents, location: revision.location))
                 ] : []
             return posting + (window.map { [$0] } ?? []) + outside
+
+        case .tellSavedSearches(let matches):
+            guard let item = state.item, !item.savedSearchesTold, item.status == .available else { return [] }
+            let others = Array(matches.filter { $0.userID != item.ownerID }.prefix(SavedSearchLimits.matchesPerPosting))
+            return others.isEmpty ? [] : [.savedSearchesMatched(SavedSearchesMatched(ownerID: item.ownerID, matches: others))]
 
         case .withdraw:
             let item = try requireOwner(state, actor)
@@ -734,8 +735,10 @@ public enum ItemDecider {
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)
             }
-        case .messageSent, .savedSearchesMatched:
+        case .messageSent:
             break
+        case .savedSearchesMatched:
+            item.savedSearchesTold = true
         case .photoAdded(let added):
             item.photos.append(added.digest)
         case .photoRemoved(let removed):

@@ -2,7 +2,8 @@ import Postgres
 
 /// The words the listings have used (`search_words`, migration 0039): what a misspelt word of
 /// a search is corrected to. Not a view of the log (a rebuild leaves it be) but a cache of the
-/// views, learned from the items' and loans' rows written since the last time.
+/// views, learned from the items' and loans' rows written since the last time; words of
+/// letters (numbers are taken as typed).
 public struct SearchWords: Sendable {
     let pool: PostgresPool
 
@@ -24,6 +25,8 @@ public struct SearchWords: Sendable {
             learned AS (
                 INSERT INTO search_words (word)
                 SELECT DISTINCT word FROM rows, unnest(tsvector_to_array(search)) AS word
+                -- Numbers are not spelled: "12345" is no typo of "12346".
+                WHERE word !~ '^[0-9]+$'
                 ON CONFLICT DO NOTHING
                 RETURNING 1
             ),

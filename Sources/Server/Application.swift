@@ -49,8 +49,7 @@ public func buildRouter(
         unsubscribe: mail.unsubscribe ?? UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe")))
     let bidding = Bidding(gateway: gateway, payments: cardPayments, fees: payments.rentalFees)
     let items = ItemsController(
-        gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary),
-        savedSearches: SavedSearches(pool: primary), today: today)
+        gateway: gateway, bidding: bidding, items: ItemsView(primary), auditors: Auditors(primary), today: today)
     let savedSearches = SavedSearchesController(searches: SavedSearches(pool: primary))
     let bookings = BookingsController(
         gateway: gateway, commands: bidding.commands, bookings: BookingsView(primary), conversations: ConversationsView(primary),
@@ -227,7 +226,8 @@ public func buildApplication(
     auditCheckpoints: AuditCheckpointSchedule? = nil, connections: ConnectionLimits = ConnectionLimits(),
     writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [], sessionCache: Duration = .seconds(10),
     masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
-    jobsEvery: Duration? = nil, mail: MailSettings = MailSettings(), delivery: MailDelivery? = nil,
+    jobsEvery: Duration? = nil, searchAlertsEvery: Duration? = nil, mail: MailSettings = MailSettings(),
+    delivery: MailDelivery? = nil,
     requireVerifiedEmail: Bool = false
 ) -> some ApplicationProtocol {
     var mail = mail
@@ -271,6 +271,10 @@ public func buildApplication(
     if let jobsEvery {
         let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))
         application.addServices(JobsService(jobs: Jobs(commands: commands), interval: jobsEvery, logger: logger))
+    }
+    if let searchAlertsEvery {
+        let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))
+        application.addServices(SearchAlertsService(alerts: SearchAlerts(commands: commands), interval: searchAlertsEvery, logger: logger))
     }
     return application
 }

@@ -14,8 +14,6 @@ struct ItemsController: Sendable {
     let bidding: Bidding
     let items: ItemsView
     let auditors: Auditors
-    /// Whose saved searches a new posting meets (SPEC §12.7).
-    let savedSearches: SavedSearches
     /// The clock's day, passed to the rules that need it.
     let today: @Sendable () -> Day
 
@@ -88,10 +86,9 @@ struct ItemsController: Sendable {
                 FieldError(field: "cancellationPolicy", code: "invalid_policy", message: "flexible, moderate or strict"))
         }
         try fields.throwIfAny()
-        var post = PostRental(
+        let post = PostRental(
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
             location: location!, availableFrom: from, availableUntil: until, cancellationPolicy: policy!)
-        post.matches = try await savedSearches.matches(for: .init(rental: post, owner: context.user))
         let handled = try await gateway.handle(
             .postRental(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
@@ -111,10 +108,9 @@ struct ItemsController: Sendable {
                 priceField: "maxDailyPriceCents"))
         fields.refuse(body.cancellationPolicy, "cancellationPolicy", "a rental's, fixed when it is posted")
         try fields.throwIfAny()
-        var post = PostRequest(
+        let post = PostRequest(
             title: body.title!, description: body.description ?? "", category: category!,
             maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
-        post.matches = try await savedSearches.matches(for: .init(request: post, owner: context.user))
         let handled = try await gateway.handle(
             .postRequest(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
@@ -125,11 +121,9 @@ struct ItemsController: Sendable {
     func posted(_ handled: Handled<ItemState, ItemEvent>) async throws -> EditedResponse<ItemResource> {
         guard let itemID = handled.state.itemID else { throw DomainError.itemNotFound }
         // Just appended: the view holds what the event says (a read back cost a posting 18%).
-        // The posting is the append's first event (its saved searches' matches may follow).
-        if let append = handled.append, let recordedAt = append.recordedAt, let first = handled.events.first,
+        if let append = handled.append, let recordedAt = append.recordedAt, handled.events.count == 1,
             let item = try await ItemResource(
-                posted: first, at: recordedAt, position: append.lastPosition - Int64(handled.events.count - 1),
-                ownerHandle: items.handle(of:))
+                posted: handled.events[0], at: recordedAt, position: append.lastPosition, ownerHandle: items.handle(of:))
         {
             return EditedResponse(status: .created, response: item)
         }

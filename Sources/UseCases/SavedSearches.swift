@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import Marketplace
 import Postgres
@@ -86,87 +87,100 @@ public struct SavedSearches: Sendable {
             "DELETE FROM saved_searches WHERE search_id = \(id) AND user_id = \(user.rawValue) RETURNING 1 AS gone")
         guard !rows.isEmpty else { throw Self.notFoundError }
     }
+}
 
-    /// What a new posting is, for matching.
-    public struct Posting: Sendable {
-        public var owner: UserID
-        public var kind: ItemKind
-        public var title: String
-        public var description: String
-        public var category: Marketplace.Category
-        public var priceCents: Int?
-        public var location: Location
-        public var windowFrom: Day?
-        public var windowUntil: Day?
+/// Tells saved searches of new postings (SPEC §12.7): follows the log from
+/// `saved_search_position`, finds the searches each new posting in a batch meets in one
+/// statement (the searches keyed by the first letters of its words, and those with no words
+/// in its category, each then checked in full: never every saved search), and appends each
+/// item's `SavedSearchesMatched` through its decider, which tells them once, while the item is
+/// in the market. The position moves after the appends: a crash between repeats the batch, and
+/// the decider finds the items told already. Several servers take turns (the row's lock).
+public struct SearchAlerts: Sendable {
+    let commands: ItemCommands
+    /// Events read at most a round.
+    public var batch = 1_000
 
-        public init(rental post: PostRental, owner: UserID) {
-            self.owner = owner
-            kind = .rental
-            title = post.title
-            description = post.description
-            category = post.category
-            priceCents = post.dailyPriceCents
-            location = post.location
-            windowFrom = post.availableFrom
-            windowUntil = post.availableUntil
-        }
+    public init(commands: ItemCommands) { self.commands = commands }
 
-        public init(request post: PostRequest, owner: UserID) {
-            self.owner = owner
-            kind = .request
-            title = post.title
-            description = post.description
-            category = post.category
-            priceCents = post.maxDailyPriceCents
-            location = post.location
-            windowFrom = post.neededFrom
-            windowUntil = post.neededUntil
+    /// One round; how many events it read past (0: none new, or another server at it).
+    public func run() async throws -> Int {
+        let pool = commands.gateway.store.pool
+        return try await pool.withTransaction { connection -> Int in
+            guard
+                let after = try await connection.query("SELECT position FROM saved_search_position FOR UPDATE SKIP LOCKED")
+                    .first.map({ try $0.decode("position", as: Int64.self) }),
+                let last = try await connection.query(
+                    "SELECT max(position) AS last FROM (SELECT position FROM events WHERE position > \(after) ORDER BY position LIMIT \(batch)) p"
+                ).single().decode("last", as: Int64?.self)
+            else { return 0 }
+            let posted = try await connection.query(
+                """
+                SELECT substr(stream_id, 6)::uuid AS item_id FROM events
+                WHERE position > \(after) AND position <= \(last) AND type IN ('RentalPosted', 'RequestPosted')
+                """
+            ).map { try $0.decode("item_id", as: UUID.self) }
+            var found = [ItemID: [SavedSearchMatch]]()
+            if !posted.isEmpty {
+                for row in try await connection.query(Self.matches(posted.map(\.uuidString))) {
+                    let match = SavedSearchMatch(userID: UserID(try row.decode("user_id", as: UUID.self)), searchID: try row.decode("search_id"))
+                    found[ItemID(try row.decode("item_id", as: UUID.self)), default: []].append(match)
+                }
+            }
+            // Told while the position's row is held: no other server tells the same batch.
+            for (item, matches) in found {
+                _ = try await commands.handle(
+                    .tellSavedSearches(matches), on: item, actor: .system, metadata: EventMetadata(actorID: "operator:search alerts"))
+            }
+            try await connection.query("UPDATE saved_search_position SET position = \(last)")
+            return Int(last - after)
         }
     }
 
-    /// Other users' saved searches that `posting` meets, as the market would find it: the
-    /// searches keyed by the first letters of the posting's words, and those with no words,
-    /// each then checked in full. Never every saved search: 10,000 saved cost a posting about
-    /// what none do (`scripts/bench`, posting_with_saved_searches).
-    public func matches(for posting: Posting) async throws -> [SavedSearchMatch] {
-        let rows = try await pool.query(
-            """
-            WITH item AS (
-                SELECT stored_search_vector(\(posting.title), \(posting.description)) AS v,
-                       stored_earth_point(\(posting.location.lat)::float8, \(posting.location.lng)::float8) AS earth
-            ),
-            prefixes AS (
-                SELECT DISTINCT left(l, n) AS key
-                FROM item, unnest(tsvector_to_array(item.v)) AS l, generate_series(1, least(3, length(l))) AS n
-            ),
-            candidates AS (
-                SELECT k.search_id FROM saved_search_keys k WHERE k.key IN (SELECT key FROM prefixes)
-                UNION
-                SELECT s.search_id FROM saved_searches s WHERE s.words IS NULL
-            )
-            SELECT s.user_id, s.search_id
-            FROM candidates c JOIN saved_searches s USING (search_id), item
-            WHERE s.user_id <> \(posting.owner.rawValue)
-              AND (s.words IS NULL OR item.v @@ s.words)
-              AND (s.kind IS NULL OR s.kind = \(posting.kind.rawValue))
-              AND (s.category IS NULL OR s.category = \(posting.category.rawValue))
-              AND (s.min_price IS NULL OR \(posting.priceCents)::int >= s.min_price)
-              AND (s.max_price IS NULL OR \(posting.priceCents)::int <= s.max_price)
-              AND (s.country IS NULL OR s.country = (SELECT country FROM users_view WHERE user_id = \(posting.owner.rawValue)))
-              AND (s.radius_chord IS NULL OR (item.earth <-> s.near_earth) <= s.radius_chord)
-              AND (s.min_lat IS NULL OR (\(posting.location.lat)::float8 BETWEEN s.min_lat AND s.max_lat
-                   AND CASE WHEN s.min_lng <= s.max_lng THEN \(posting.location.lng)::float8 BETWEEN s.min_lng AND s.max_lng
-                            ELSE \(posting.location.lng)::float8 >= s.min_lng OR \(posting.location.lng)::float8 <= s.max_lng END))
-              -- A new posting has no rating yet.
-              AND s.min_rating IS NULL
-              AND (s.from_day IS NULL OR (\(posting.kind.rawValue) = 'rental'
-                   AND coalesce(\(posting.windowFrom?.sql)::date <= s.from_day, true)
-                   AND coalesce(\(posting.windowUntil?.sql)::date >= s.until_day, true)))
-            ORDER BY s.created_at, s.search_id
-            LIMIT \(literal: SavedSearchLimits.matchesPerPosting)
-            """, prepared: true)
-        return try rows.map { row in
-            SavedSearchMatch(userID: UserID(try row.decode("user_id", as: UUID.self)), searchID: try row.decode("search_id"))
-        }
+    /// The saved searches each of `items` meets, as the market would find the item: oldest
+    /// saved first. Each key and each search is looked up by its index one at a time
+    /// (`LATERAL ... OFFSET 0`): joined as sets, the planner scanned every search.
+    static func matches(_ items: [String]) -> PostgresQuery {
+        """
+        WITH posted AS MATERIALIZED (
+            SELECT i.item_id, i.owner_id, i.kind, i.category, i.price_cents, i.lat, i.lng, i.earth, i.search, i.window_from,
+                   i.window_until, i.created_at, (SELECT country FROM users_view WHERE user_id = i.owner_id) AS country
+            FROM items_view i WHERE i.item_id = ANY (\(items)::uuid[]) AND i.status = 'available'
+        ),
+        keys AS MATERIALIZED (
+            SELECT DISTINCT p.item_id, left(l, n) AS key
+            FROM posted p, unnest(tsvector_to_array(p.search)) AS l, generate_series(1, 3) AS n
+            WHERE n <= length(l)
+        ),
+        candidates AS MATERIALIZED (
+            SELECT keys.item_id, k.search_id
+            FROM keys, LATERAL (SELECT search_id FROM saved_search_keys WHERE key = keys.key OFFSET 0) k
+            UNION
+            SELECT p.item_id, w.search_id
+            FROM posted p,
+                 LATERAL (SELECT search_id FROM saved_searches
+                          WHERE words IS NULL AND (category IS NULL OR category = p.category) OFFSET 0) w
+        )
+        SELECT c.item_id, s.user_id, s.search_id
+        FROM candidates c JOIN posted p USING (item_id),
+             LATERAL (SELECT * FROM saved_searches WHERE search_id = c.search_id OFFSET 0) s
+        WHERE s.user_id <> p.owner_id
+          AND s.created_at <= p.created_at
+          AND (s.words IS NULL OR p.search @@ s.words)
+          AND (s.kind IS NULL OR s.kind = p.kind)
+          AND (s.category IS NULL OR s.category = p.category)
+          AND (s.min_price IS NULL OR p.price_cents >= s.min_price)
+          AND (s.max_price IS NULL OR p.price_cents <= s.max_price)
+          AND (s.country IS NULL OR s.country = p.country)
+          AND (s.radius_chord IS NULL OR (p.earth <-> s.near_earth) <= s.radius_chord)
+          AND (s.min_lat IS NULL OR (p.lat BETWEEN s.min_lat AND s.max_lat
+               AND CASE WHEN s.min_lng <= s.max_lng THEN p.lng BETWEEN s.min_lng AND s.max_lng
+                        ELSE p.lng >= s.min_lng OR p.lng <= s.max_lng END))
+          -- A new posting has no rating yet.
+          AND s.min_rating IS NULL
+          AND (s.from_day IS NULL OR (p.kind = 'rental'
+               AND coalesce(p.window_from <= s.from_day, true) AND coalesce(p.window_until >= s.until_day, true)))
+        ORDER BY c.item_id, s.created_at, s.search_id
+        """
     }
 }

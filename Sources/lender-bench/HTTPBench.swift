@@ -288,7 +288,9 @@ struct HTTPBench: AsyncParsableCommand {
     /// The market newest first in one category: what `queries` also runs through pgbench.
     static let newestQuery = "/v1/market?category=tools&limit=20"
     /// Titles holding "234" (about one in three hundred of the bench's), newest first.
-    static let wordsQuery = "/v1/market?q=234&limit=20"
+    /// Two words, most relevant first (the default with `q`): `load-items` puts each in about
+    /// one item in nine.
+    static let wordsQuery = "/v1/market?q=cordless+drill&limit=20"
     /// A map of the whole world; of the region that holds all the items (load-items: 5.4° by 6°
     /// around Kathmandu); of the city, zoomed in (1° square), each as a phone's viewport asks.
     static let clusterQueries = [

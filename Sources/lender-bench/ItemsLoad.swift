@@ -47,8 +47,9 @@ struct ItemsLoad: AsyncParsableCommand {
                     let location = Location(
                         lat: 27.7172 + Double.random(in: -2.7...2.7, using: &generator),
                         lng: 85.3240 + Double.random(in: -3...3, using: &generator), place: "Nepal")
+                    let words = Self.words(loaded)
                     let posted = RentalPosted(
-                        itemID: item, ownerID: owner, title: "Item \(loaded)", description: "For the market benchmark",
+                        itemID: item, ownerID: owner, title: "Item \(loaded) \(words.title)", description: words.description,
                         category: categories[loaded % categories.count], dailyPriceCents: 100 + loaded % 5000, location: location)
                     var events: [ItemEvent] = [.rentalPosted(posted)]
                     if bookedEvery > 0, loaded % bookedEvery == 0 {
@@ -106,6 +107,36 @@ struct ItemsLoad: AsyncParsableCommand {
     /// The bookings of the `index`th rental: three of three days, from 10, 45 and 80 days
     /// ahead, shifted by up to 29 days, so that a three-day period 30 days ahead meets about
     /// one booked rental in six.
+    /// A title's two words and a description's twelve, drawn by the item's number from a
+    /// vocabulary of things people rent (`market_words` searches two of them): each word in
+    /// about one title in 57 and one description in 10, so a two-word search finds about one
+    /// item in 75, most by their descriptions.
+    static func words(_ n: Int) -> (title: String, description: String) {
+        var state = UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15 &+ 1
+        func next() -> String {
+            state ^= state >> 12
+            state ^= state << 25
+            state ^= state >> 27
+            return vocabulary[Int((state &* 0x2545_F491_4F6C_DD1D) >> 33) % vocabulary.count]
+        }
+        let title = "\(next()) \(next())"
+        let description = (0..<12).map { _ in next() }.joined(separator: " ")
+        return (title, description.prefix(1).uppercased() + description.dropFirst() + ".")
+    }
+
+    static let vocabulary = [
+        "drill", "cordless", "ladder", "tent", "camera", "lens", "bike", "mountain", "road", "helmet", "projector",
+        "speaker", "guitar", "amplifier", "kayak", "paddle", "saw", "circular", "sander", "mixer", "blender", "oven",
+        "grill", "stove", "sleeping", "bag", "backpack", "trekking", "poles", "snowboard", "skis", "boots", "jacket",
+        "dress", "suit", "tripod", "drone", "console", "games", "board", "chairs", "table", "trailer", "car", "van",
+        "scooter", "lawnmower", "hedge", "trimmer", "pressure", "washer", "vacuum", "cleaner", "carpet", "steam", "iron",
+        "sewing", "machine", "heater", "fan", "generator", "solar", "panel", "battery", "charger", "cable", "router",
+        "laptop", "tablet", "printer", "scanner", "microphone", "lights", "tools", "hammer", "wrench", "jack", "pump",
+        "compressor", "welder", "grinder", "chisel", "level", "measuring", "tape", "wheelbarrow", "shovel", "rake",
+        "telescope", "binoculars", "stroller", "crib", "carrier", "party", "speakers", "costume", "wedding", "decor",
+        "canopy", "cooler", "hammock", "fishing", "rod", "surfboard", "wetsuit", "harness", "rope",
+    ]
+
     static func bookedDays(_ index: Int, today: Day) -> [Period] {
         [10, 45, 80].map { start in
             let from = today.adding(days: start + index % 30)

@@ -7,7 +7,8 @@ struct Lender: AsyncParsableCommand {
         abstract: "Lender: a peer-to-peer marketplace server on an append-only event log.",
         version: Lender.version,
         subcommands: [
-            Serve.self, Migrate.self, Replay.self, Loans.self, JobsCommand.self, OutboxCommand.self, PaymentsCommand.self, PayoutsCommand.self, Audit.self, Users.self,
+            Serve.self, Migrate.self, Replay.self, Loans.self, JobsCommand.self, OutboxCommand.self, SearchesCommand.self, PaymentsCommand.self,
+            PayoutsCommand.self, Audit.self, Users.self,
             Keys.self, MediaCommand.self,
         ]
     )

@@ -84,7 +84,7 @@ struct Serve: AsyncParsableCommand {
                 (environment["ALLOWED_ORIGINS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }),
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
-            masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), mail: Self.mailSettings(environment, port: port),
+            masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), searchAlertsEvery: try searchAlertsEvery(environment), mail: Self.mailSettings(environment, port: port),
             delivery: try Self.delivery(environment), requireVerifiedEmail: try Self.flag(environment, "REQUIRE_VERIFIED_EMAIL"))
         try await application.runService()
     }
@@ -116,13 +116,24 @@ struct Serve: AsyncParsableCommand {
         return value
     }
 
-    /// `JOBS_EVERY` (seconds, or a number with s, m or h; `15m` by default): run the jobs that
-    /// often; `off` leaves them to `lender jobs run` (from cron, say).
+    /// `JOBS_EVERY` (`15m` by default): run the jobs that often; `off` leaves them to
+    /// `lender jobs run` (from cron, say).
     private func jobsEvery(_ environment: [String: String]) throws -> Duration? {
-        let text = environment["JOBS_EVERY"].flatMap { $0.isEmpty ? nil : $0 } ?? "15m"
+        try Self.every("JOBS_EVERY", environment, default: "15m")
+    }
+
+    /// `SEARCH_ALERTS_EVERY` (`1s` by default): tell saved searches of new postings that
+    /// often; `off` leaves it to `lender searches alert`.
+    private func searchAlertsEvery(_ environment: [String: String]) throws -> Duration? {
+        try Self.every("SEARCH_ALERTS_EVERY", environment, default: "1s")
+    }
+
+    /// A period from `name` (seconds, or a number with s, m or h), `fallback` when unset; nil for `off`.
+    static func every(_ name: String, _ environment: [String: String], default fallback: String) throws -> Duration? {
+        let text = environment[name].flatMap { $0.isEmpty ? nil : $0 } ?? fallback
         if text == "off" { return nil }
         guard let seconds = Self.seconds(text) else {
-            throw ValidationError("JOBS_EVERY takes seconds, or a number with s, m or h (like 15m), or off.")
+            throw ValidationError("\(name) takes seconds, or a number with s, m or h (like \(fallback)), or off.")
         }
         return .seconds(seconds)
     }

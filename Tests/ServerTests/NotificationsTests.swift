@@ -126,6 +126,34 @@ struct NotificationsTests {
         }
     }
 
+    /// A saved search's new match (SPEC §12.7) goes out as any notice does: by mail to a
+    /// verified address, and pushed.
+    @Test func aNewMatchForASavedSearchIsMailedAndPushed() async throws {
+        try await withServerDatabase { database, admin in
+            let smtp = try await SMTPServer()
+            defer { smtp.stop() }
+            let lender = try await server(database, smtp)
+            defer { lender.kill(SIGTERM) }
+            let owner = try await lender.user("owner")
+            let bob = try await lender.user("bob")
+            try await verify(lender, smtp, bob.token, seen: 1)
+            let phone = String(repeating: "cd", count: 32)
+            #expect(try await lender.send(.post, "/v1/me/devices", json: ["platform": "ios", "token": phone], token: bob.token).status == .created)
+            let saved = try await lender.send(
+                .post, "/v1/me/saved-searches", json: ["name": "Drills", "query": "q=drill&category=tools"], token: bob.token)
+            #expect(saved.status == .created, "\(saved)")
+            let drill = try await rental(lender, owner.token, title: "Cordless drill")
+            let mail = try #require(try await smtp.waitForMessages(2).last)
+            #expect(mail.mailHeader("To") == "bob@example.org")
+            #expect(mail.mailText.contains("A new listing matches your saved search: “Cordless drill”."), "\(mail.mailText)")
+            #expect(mail.mailHTML.contains("https://lender.test/items/\(drill)"), "\(mail.mailHTML)")
+            try await waitFor("a push") { try await pushes(admin, to: phone).count == 1 }
+            let push = try #require(try await pushes(admin, to: phone).first)
+            #expect(push["kind"] as? String == "new_match")
+            #expect(push["title"] as? String == "A new listing matches your saved search")
+        }
+    }
+
     @Test func theUnsubscribeLinkNeedsNoLoginAndIsSigned() async throws {
         try await withServerDatabase { database, admin in
             let smtp = try await SMTPServer()

@@ -59,6 +59,14 @@ struct SearchTests {
             // Two edits is not a typo.
             #expect(try await titles(client, "q=drolel", ada.token) == [])
             #expect(try await SearchWords(admin).learn() == 0, "nothing new since")
+            // Numbers are taken as typed, never spelled: "18651" is no typo of "18650".
+            _ = try await rental(client, ada.token, "Battery 18650", description: "Li-ion, 3000 mAh")
+            #expect(try await SearchWords(admin).learn() > 0)
+            #expect(try await count(admin, "SELECT count(*) FROM search_words WHERE word ~ '^[0-9]+$'") == 0)
+            #expect(try await titles(client, "q=18650", ada.token) == ["Battery 18650"])
+            #expect(try await titles(client, "q=18651", ada.token) == [])
+            // A word that begins known words is spelled out as them: "batter" still finds both.
+            #expect(try await titles(client, "q=batter", ada.token) == ["Battery 18650", "Makita drill"])
         }
     }
 
@@ -260,6 +268,11 @@ struct SearchTests {
             _ = try await rental(client, ada.token, "Garden hose", description: "Twenty metres", category: "sports", price: 500)
             _ = try await client.post(ada.token, title: "Cordless drill in Delhi", at: (28.6139, 77.2090), category: "tools", price: 900)
             _ = try await rental(client, ada.token, "Bosch drill", description: "Corded, 900 W", price: 1500)
+            // Told by the follower of the log (`lender serve` runs it every second), once.
+            let owner = try await ownerURL(admin)
+            #expect(try await newMatches(client, bob.token).isEmpty)
+            _ = try runLender(["searches", "alert"], database: owner)
+            _ = try runLender(["searches", "alert"], database: owner)
 
             let bobs = try await newMatches(client, bob.token)
             #expect(bobs.map { $0["itemId"] as? String } == [makita.rawValue.uuidString.lowercased()], "\(bobs)")
@@ -276,12 +289,35 @@ struct SearchTests {
             #expect(try await client.send(.delete, "/v1/me/saved-searches/\(id)", token: bob.token).status == .noContent)
             #expect(try await client.send(.delete, "/v1/me/saved-searches/\(id)", token: bob.token).status == .notFound)
             _ = try await rental(client, ada.token, "Cordless drill, another", price: 700)
+            _ = try runLender(["searches", "alert"], database: owner)
             #expect(try await newMatches(client, bob.token).count == 1)
+            #expect(try await newMatches(client, eve.token).count == 3, "Eve's cheap search still tells her")
 
             // The notices are the log's: a rebuild makes the same feed.
-            let verified = try runLender(["replay", "--verify"], database: try await ownerURL(admin))
+            let verified = try runLender(["replay", "--verify"], database: owner)
             #expect(verified.contains("no differences"), "\(verified)")
         }
+    }
+
+    /// The rule of telling (the decider's): once, while the item is in the market, never its owner.
+    @Test func savedSearchesAreToldOnceWhileTheItemIsInTheMarketNeverItsOwner() throws {
+        let owner = UserID(), bob = UserID(), eve = UserID()
+        let post = PostRental(
+            title: "Drill", description: "", category: .tools, dailyPriceCents: 500, location: Location(lat: 27.7, lng: 85.3, place: "K"))
+        func apply(_ events: [ItemEvent], to state: ItemState) -> ItemState { events.reduce(state, ItemDecider.evolve) }
+        let posted = apply(try ItemDecider.decide(.postRental(post), ItemDecider.initial, actor: owner), to: ItemDecider.initial)
+        let matches = [owner, bob, eve].map { SavedSearchMatch(userID: $0, searchID: UUID()) }
+        let told = try ItemDecider.decide(.tellSavedSearches(matches), posted, actor: .system)
+        #expect(told == [.savedSearchesMatched(SavedSearchesMatched(ownerID: owner, matches: Array(matches[1...])))])
+        #expect(try ItemDecider.decide(.tellSavedSearches(matches), apply(told, to: posted), actor: .system).isEmpty, "once")
+        #expect(try ItemDecider.decide(.tellSavedSearches([matches[0]]), posted, actor: .system).isEmpty, "only the owner's")
+        let withdrawn = apply(try ItemDecider.decide(.withdraw, posted, actor: owner), to: posted)
+        #expect(try ItemDecider.decide(.tellSavedSearches(matches), withdrawn, actor: .system).isEmpty, "out of the market")
+        #expect(try ItemDecider.decide(.tellSavedSearches(matches), ItemDecider.initial, actor: .system).isEmpty, "no item")
+        let many = (0..<1_500).map { _ in SavedSearchMatch(userID: UserID(), searchID: UUID()) }
+        guard case .savedSearchesMatched(let capped) = try ItemDecider.decide(.tellSavedSearches(many), posted, actor: .system).first
+        else { Issue.record("not told"); return }
+        #expect(capped.matches.count == SavedSearchLimits.matchesPerPosting)
     }
 
     @Test func savedSearchesAreCheckedLimitedAndOnlyTheOwnersOwn() async throws {

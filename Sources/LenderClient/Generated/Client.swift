@@ -17810,7 +17810,7 @@ public struct Client: APIProtocol {
     }
     /// Save a market search: new postings that meet it are news to me
     ///
-    /// At most 20 (409 `too_many_saved_searches`). A posting by someone else that the search would find, posted from then on, is a `new_match` notice (feed, and mail or push by my settings); it is found when the posting is made, from the searches saved then.
+    /// At most 20 (409 `too_many_saved_searches`). A posting by someone else that the search would find, posted from then on, becomes a `new_match` notice within about a second (feed, and mail or push by my settings).
     ///
     /// - Remark: HTTP `POST /v1/me/saved-searches`.
     /// - Remark: Generated from `#/paths//v1/me/saved-searches/post(saveSearch)`.
