@@ -9,6 +9,22 @@ public struct SearchWords: Sendable {
 
     public init(_ pool: PostgresPool) { self.pool = pool }
 
+    /// The words worth learning: not numbers ("12345" is no typo of "12346"), and at most
+    /// 64 letters (a typo's search compares at most 255, migration 0043).
+    static func learnable(_ column: String) -> String { "\(column) !~ '^[0-9]+$' AND length(\(column)) <= 64" }
+
+    /// The words of the items `items` (new postings, found by `SearchAlerts`): learned at
+    /// once, rather than at the jobs' next run, so that a word just posted is spelled out.
+    public static func learn(items: [String], on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO search_words (word)
+            SELECT DISTINCT word FROM items_view, unnest(tsvector_to_array(search)) AS word
+            WHERE item_id = ANY (\(items)::uuid[]) AND \(unsafeRaw: learnable("word"))
+            ON CONFLICT DO NOTHING
+            """)
+    }
+
     /// Adds the words of every row written since the position last read; returns how many
     /// were new. One statement, one snapshot: rows commit in the log's order, so none written
     /// at or before the position it moves to can appear after.
@@ -25,8 +41,7 @@ public struct SearchWords: Sendable {
             learned AS (
                 INSERT INTO search_words (word)
                 SELECT DISTINCT word FROM rows, unnest(tsvector_to_array(search)) AS word
-                -- Numbers are not spelled: "12345" is no typo of "12346".
-                WHERE word !~ '^[0-9]+$'
+                WHERE \(unsafeRaw: Self.learnable("word"))
                 ON CONFLICT DO NOTHING
                 RETURNING 1
             ),

@@ -52,7 +52,8 @@ struct SavedSearchesController: Sendable {
 
     /// The market's filter from a query string, as `GET /v1/market` reads one; what is wrong
     /// with it is named under `query` (`query.category`, ...). An order and a page size are
-    /// taken and left aside; a cursor or a refresh time, which no new posting can meet, are not.
+    /// taken and left aside; a cursor, a refresh time or a rating, which no new posting can
+    /// meet, are not.
     static func filter(_ query: String) throws -> MarketFilter {
         func refuse(_ parameter: String, _ code: String, _ message: String) -> DomainError {
             DomainError.invalid([FieldError(field: "query.\(parameter)", code: code, message: message)])
@@ -66,8 +67,9 @@ struct SavedSearchesController: Sendable {
                 throw refuse(name, "control_character", "text may not hold control characters such as NUL (U+0000)")
             }
             guard known.contains(name) else { throw refuse(name, "unknown_parameter", "the market takes no parameter \(name)") }
-            if name == "cursor" || name == "updatedSince" {
-                throw refuse(name, "not_for_saved_searches", "a saved search is met by new postings, not by a page")
+            if name == "cursor" || name == "updatedSince" || name == "minRating" {
+                // No new posting is on a page yet, or rated.
+                throw refuse(name, "not_for_saved_searches", "a saved search is met by new postings, which have no page or rating yet")
             }
         }
         var list = ListQuery(pairs)

@@ -45,7 +45,7 @@ public struct SavedSearches: Sendable {
                     search_id, user_id, name, query, words, kind, category, min_price, max_price, country, near_earth,
                     radius_chord, min_lng, min_lat, max_lng, max_lat, min_rating, from_day, until_day)
                 VALUES (
-                    \(id), \(user.rawValue), \(name), \(query), search_query(\(listing.words)), \(filter.kind?.rawValue),
+                    \(id), \(user.rawValue), \(name), \(query), search_prefix_query(\(listing.words)), \(filter.kind?.rawValue),
                     \(filter.category?.rawValue), \(filter.minPriceCents), \(filter.maxPriceCents), \(filter.country),
                     CASE WHEN \(listing.near?.lat)::float8 IS NOT NULL
                          THEN stored_earth_point(\(listing.near?.lat)::float8, \(listing.near?.lng)::float8) END,
@@ -95,7 +95,7 @@ public struct SavedSearches: Sendable {
 /// in its category, each then checked in full: never every saved search), and appends each
 /// item's `SavedSearchesMatched` through its decider, which tells them once, while the item is
 /// in the market. The position moves after the appends: a crash between repeats the batch, and
-/// the decider finds the items told already. Several servers take turns (the row's lock).
+/// the decider finds the items told already. Several servers take turns (a session lock).
 public struct SearchAlerts: Sendable {
     let commands: ItemCommands
     /// Events read at most a round.
@@ -104,41 +104,63 @@ public struct SearchAlerts: Sendable {
     public init(commands: ItemCommands) { self.commands = commands }
 
     /// One round; how many events it read past (0: none new, or another server at it).
+    ///
+    /// Each statement commits on its own, under a session lock that makes the round one
+    /// server's: a transaction held open across the appends kept its locks on the views, and a
+    /// replay's swap, which locks them while holding the log's head, gave up (review).
     public func run() async throws -> Int {
         let pool = commands.gateway.store.pool
-        return try await pool.withTransaction { connection -> Int in
-            guard
-                let after = try await connection.query("SELECT position FROM saved_search_position FOR UPDATE SKIP LOCKED")
-                    .first.map({ try $0.decode("position", as: Int64.self) }),
-                let last = try await connection.query(
-                    "SELECT max(position) AS last FROM (SELECT position FROM events WHERE position > \(after) ORDER BY position LIMIT \(batch)) p"
-                ).single().decode("last", as: Int64?.self)
+        return try await pool.withConnection { connection in
+            guard try await connection.query("SELECT pg_try_advisory_lock(hashtextextended('search-alerts', 0)) AS got").single()
+                .decode("got", as: Bool.self)
             else { return 0 }
-            let posted = try await connection.query(
-                """
-                SELECT substr(stream_id, 6)::uuid AS item_id FROM events
-                WHERE position > \(after) AND position <= \(last) AND type IN ('RentalPosted', 'RequestPosted')
-                """
-            ).map { try $0.decode("item_id", as: UUID.self) }
-            var found = [ItemID: [SavedSearchMatch]]()
-            if !posted.isEmpty {
-                for row in try await connection.query(Self.matches(posted.map(\.uuidString))) {
-                    let match = SavedSearchMatch(userID: UserID(try row.decode("user_id", as: UUID.self)), searchID: try row.decode("search_id"))
-                    found[ItemID(try row.decode("item_id", as: UUID.self)), default: []].append(match)
-                }
+            do {
+                let read = try await round(on: connection)
+                try await connection.query("SELECT pg_advisory_unlock(hashtextextended('search-alerts', 0))")
+                return read
+            } catch {
+                // The pooled connection must not keep the lock.
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended('search-alerts', 0))")
+                throw error
             }
-            // Told while the position's row is held: no other server tells the same batch.
+        }
+    }
+
+    private func round(on connection: PostgresConnection) async throws -> Int {
+        let after = try await connection.query("SELECT position FROM saved_search_position").single().decode("position", as: Int64.self)
+        guard
+            let last = try await connection.query(
+                "SELECT max(position) AS last FROM (SELECT position FROM events WHERE position > \(after) ORDER BY position LIMIT \(batch)) p"
+            ).single().decode("last", as: Int64?.self)
+        else { return 0 }
+        let posted = try await connection.query(
+            """
+            SELECT substr(stream_id, 6)::uuid AS item_id FROM events
+            WHERE position > \(after) AND position <= \(last) AND type IN ('RentalPosted', 'RequestPosted')
+            """
+        ).map { try $0.decode("item_id", as: UUID.self).uuidString }
+        if !posted.isEmpty {
+            try await SearchWords.learn(items: posted, on: connection)
+            var found = [ItemID: [SavedSearchMatch]]()
+            for row in try await connection.query(Self.matches(posted)) {
+                let match = SavedSearchMatch(
+                    userID: UserID(try row.decode("user_id", as: UUID.self)), searchID: try row.decode("search_id"))
+                found[ItemID(try row.decode("item_id", as: UUID.self)), default: []].append(match)
+            }
             for (item, matches) in found {
                 _ = try await commands.handle(
                     .tellSavedSearches(matches), on: item, actor: .system, metadata: EventMetadata(actorID: "operator:search alerts"))
             }
-            try await connection.query("UPDATE saved_search_position SET position = \(last)")
-            return Int(last - after)
         }
+        // After the appends: a crash before this repeats the batch, and the decider finds the
+        // items told already.
+        try await connection.query("UPDATE saved_search_position SET position = \(last) WHERE position = \(after)")
+        return Int(last - after)
     }
 
-    /// The saved searches each of `items` meets, as the market would find the item: oldest
-    /// saved first. Each key and each search is looked up by its index one at a time
+    /// The saved searches each of `items` meets, as the market would find the item: one a
+    /// user (their oldest), users in no order of their making, so that whoever saves first
+    /// does not take the places of `SavedSearchLimits.matchesPerPosting`. Each key and each search is looked up by its index one at a time
     /// (`LATERAL ... OFFSET 0`): joined as sets, the planner scanned every search.
     static func matches(_ items: [String]) -> PostgresQuery {
         """
@@ -161,7 +183,7 @@ public struct SearchAlerts: Sendable {
                  LATERAL (SELECT search_id FROM saved_searches
                           WHERE words IS NULL AND (category IS NULL OR category = p.category) OFFSET 0) w
         )
-        SELECT c.item_id, s.user_id, s.search_id
+        SELECT DISTINCT ON (c.item_id, s.user_id) c.item_id, s.user_id, s.search_id
         FROM candidates c JOIN posted p USING (item_id),
              LATERAL (SELECT * FROM saved_searches WHERE search_id = c.search_id OFFSET 0) s
         WHERE s.user_id <> p.owner_id
@@ -180,7 +202,7 @@ public struct SearchAlerts: Sendable {
           AND s.min_rating IS NULL
           AND (s.from_day IS NULL OR (p.kind = 'rental'
                AND coalesce(p.window_from <= s.from_day, true) AND coalesce(p.window_until >= s.until_day, true)))
-        ORDER BY c.item_id, s.created_at, s.search_id
+        ORDER BY c.item_id, s.user_id, s.created_at, s.search_id
         """
     }
 }

@@ -67,6 +67,15 @@ struct SearchTests {
             #expect(try await titles(client, "q=18651", ada.token) == [])
             // A word that begins known words is spelled out as them: "batter" still finds both.
             #expect(try await titles(client, "q=batter", ada.token) == ["Battery 18650", "Makita drill"])
+            // A word of 300 letters is not learned, and a query word of 300 letters ("ﬃ" folds to
+            // "ffi") looks for no typo: levenshtein refuses over 255, and made this a 500.
+            _ = try await rental(client, ada.token, "Long", description: String(repeating: "x", count: 300))
+            _ = try await SearchWords(admin).learn()
+            #expect(try await count(admin, "SELECT count(*) FROM search_words WHERE length(word) > 64") == 0)
+            let ligatures = String(repeating: "\u{FB03}", count: 100).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            #expect(try await titles(client, "q=\(ligatures)", ada.token) == [])
+            // Found as typed, as a prefix of the word it begins (not learned, so not spelled out).
+            #expect(try await titles(client, "q=\(String(repeating: "x", count: 200))", ada.token) == ["Long"])
         }
     }
 
@@ -105,7 +114,7 @@ struct SearchTests {
             let middle = try await rental(client, ada.token, "Middle drill", price: 1000)
             let twin = try await rental(client, ada.token, "Twin drill", price: 1000)
             // Ratings as the reviews' projection keeps them (sum and count).
-            for (item, stars, count) in [(cheap, 9, 2), (dear, 5, 1), (middle, 12, 3)] {
+            for (item, stars, count) in [(cheap, 9, 2), (dear, 5, 1), (middle, 12, 3), (twin, 11, 10)] {
                 try await admin.query(
                     "UPDATE items_view SET review_stars = \(stars), review_count = \(count) WHERE item_id = \(item.rawValue)")
             }
@@ -125,8 +134,11 @@ struct SearchTests {
             // Ties by the newest first.
             #expect(try await paged("sort=price_asc") == ["Cheap drill", "Twin drill", "Middle drill", "Dear drill"])
             #expect(try await paged("sort=price_desc") == ["Dear drill", "Twin drill", "Middle drill", "Cheap drill"])
-            // 5.0, 4.5, 4.0, then the unrated.
+            // 5.0, 4.5, 4.0, 1.1.
             #expect(try await paged("sort=rating") == ["Dear drill", "Cheap drill", "Middle drill", "Twin drill"])
+            // 11 stars of 10 reviews is 1.1, exactly (in float8, 1.1 * 10 is 11.000000000000002).
+            #expect(try await titles(client, "minRating=1.1&sort=rating", ada.token) == ["Dear drill", "Cheap drill", "Middle drill", "Twin drill"])
+            #expect(try await titles(client, "minRating=1.2&sort=rating", ada.token) == ["Dear drill", "Cheap drill", "Middle drill"])
             #expect(try await titles(client, "minRating=4.5&sort=rating", ada.token) == ["Dear drill", "Cheap drill"])
             #expect(try await titles(client, "minRating=4.6", ada.token) == ["Dear drill"])
             // A cursor of one order is refused by another.
@@ -136,7 +148,6 @@ struct SearchTests {
                 let refused = try await client.send(.get, "/v1/market?\(other)&cursor=\(cursor)", token: ada.token)
                 #expect(refused.fieldCodes["cursor"] == "invalid_cursor", "\(other): \(refused)")
             }
-            _ = twin
         }
     }
 
@@ -328,6 +339,7 @@ struct SearchTests {
                 ("Bad", "catgory=tools", "query.catgory", "unknown_parameter"),
                 ("Bad", "q=drill&cursor=abc", "query.cursor", "not_for_saved_searches"),
                 ("Bad", "updatedSince=2026-01-01T00:00:00Z", "query.updatedSince", "not_for_saved_searches"),
+                ("Bad", "minRating=4", "query.minRating", "not_for_saved_searches"),
                 ("Bad", "q=\(String(repeating: "a", count: 201))", "query.q", "q_too_long"),
                 ("Bad", "radiusKm=5", "query.radiusKm", "needs_near"),
                 ("Bad", "q=drill%00", "query.q", "control_character"),
@@ -343,19 +355,30 @@ struct SearchTests {
             #expect(missing.fieldCodes["query"] == "required", "\(missing)")
             #expect(try await client.send(.delete, "/v1/me/saved-searches/not-an-id", token: bob.token).status == .notFound)
 
-            // Twenty-five at once: twenty kept, five refused.
+            // Twenty-five at once: never more than twenty kept. (Under the whole suite's load some
+            // wait out the test server's pool of four and are refused 503, saving nothing.)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<25 {
                     group.addTask { Int(try await save(client, bob.token, "Search \(index)", "q=drill\(index)").status.code) }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
-            #expect(statuses.filter { $0 == 201 }.count == 20, "\(statuses.sorted())")
-            #expect(statuses.filter { $0 == 409 }.count == 5, "\(statuses.sorted())")
+            #expect(statuses.filter { $0 == 201 }.count <= 20, "\(statuses.sorted())")
+            #expect(Set(statuses).isSubset(of: [201, 409, 503]), "\(statuses.sorted())")
+            #expect(statuses.filter { $0 == 201 }.count == 20 || statuses.contains(503), "\(statuses.sorted())")
+            func saved() async throws -> Int {
+                (try await client.send(.get, "/v1/me/saved-searches", token: bob.token).json["data"] as? [[String: Any]])?.count ?? -1
+            }
+            #expect(try await saved() == statuses.filter { $0 == 201 }.count)
+            // Then one at a time up to twenty, and the twenty-first is refused.
+            var next = 100
+            while try await saved() < 20 {
+                #expect(try await save(client, bob.token, "Search \(next)", "q=saw\(next)").status == .created)
+                next += 1
+            }
             let over = try await save(client, bob.token, "One more", "q=saw")
             #expect(over.status == .conflict && over.json["code"] as? String == "too_many_saved_searches", "\(over)")
-            let list = try await client.send(.get, "/v1/me/saved-searches", token: bob.token).json["data"] as? [[String: Any]]
-            #expect(list?.count == 20)
+            #expect(try await saved() == 20)
         }
     }
 }

@@ -5014,7 +5014,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/SavedSearchBody/name`.
             public var name: Swift.String
-            /// A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor` and `updatedSince` are refused (`not_for_saved_searches`)
+            /// A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor`, `updatedSince` and `minRating` are refused (`not_for_saved_searches`): no new posting is on a page or rated yet
             ///
             /// - Remark: Generated from `#/components/schemas/SavedSearchBody/query`.
             public var query: Swift.String
@@ -5022,7 +5022,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - name: What the user calls it
-            ///   - query: A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor` and `updatedSince` are refused (`not_for_saved_searches`)
+            ///   - query: A query string of `GET /v1/market` (`q=drill&category=tools&near=27.7,85.3&radiusKm=5`), read as the market reads it; each bad parameter is named `query.NAME` with the market's code. `sort` and `limit` are taken and left aside; `cursor`, `updatedSince` and `minRating` are refused (`not_for_saved_searches`): no new posting is on a page or rated yet
             public init(
                 name: Swift.String,
                 query: Swift.String

@@ -279,8 +279,8 @@ extension MarketFilter {
     var conditions: [PostgresQuery] {
         var filters: [PostgresQuery] = []
         if let minRating {
-            // Exact in integers: stars / count >= minRating.
-            filters.append("review_count > 0 AND review_stars >= \(minRating) * review_count")
+            // Exact in decimals: stars / count >= minRating (in float8, 1.1 * 10 is 11.000000000000002).
+            filters.append("review_count > 0 AND review_stars >= \(minRating)::numeric * review_count")
         }
         if let kind { filters.append("kind = \(kind.rawValue)") }
         if let category { filters.append("category = \(category.rawValue)") }
