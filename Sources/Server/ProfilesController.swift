@@ -18,6 +18,8 @@ struct ProfilesController: Sendable {
     let conversations: ConversationsView
     /// Devices and notification settings, for the export.
     let notifications: NotificationsController
+    /// Saved searches, for the export: what they look for is theirs too.
+    let savedSearches: SavedSearches
 
     struct ProfileBody: Decodable {
         var displayName: String?
@@ -69,7 +71,8 @@ struct ProfilesController: Sendable {
             loansBorrowed: try await reads.borrowedLoans(of: me), balanceHistory: try await profiles.balanceHistory(of: me),
             reviews: written.reviews, messages: written.messages,
             devices: try await notifications.devices.of(me).map(NotificationsController.DeviceResource.init),
-            notificationSettings: NotificationsController.Settings(channels: try await notifications.settings.of(me)))
+            notificationSettings: NotificationsController.Settings(channels: try await notifications.settings.of(me)),
+            savedSearches: try await savedSearches.list(me))
         let day = Day(export.exportedAt).description
         return EditedResponse(
             headers: [.contentDisposition: "attachment; filename=\"lender-\(export.profile.handle)-\(day).json\""], response: export)
@@ -124,6 +127,7 @@ struct PersonalExport: ResponseEncodable {
     /// The devices their pushes go to, and what they chose to hear of, and how.
     var devices: [NotificationsController.DeviceResource]
     var notificationSettings: NotificationsController.Settings
+    var savedSearches: [SavedSearchResource]
 }
 
 /// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad

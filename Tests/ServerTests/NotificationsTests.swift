@@ -264,13 +264,18 @@ struct NotificationsTests {
 
             // The export holds them; forgetting deletes them.
             #expect(try await patch(["loan_repaid": ["push": false]]).status == .ok)
+            let saved = try await lender.send(
+                .post, "/v1/me/saved-searches", json: ["name": "Tents", "query": "q=tent"], token: ada.token)
+            #expect(saved.status == .created, "\(saved)")
             let export = try await lender.send(.get, "/v1/me/export", token: ada.token).json
+            #expect((export["savedSearches"] as? [Any])?.count == 1)
             #expect((export["devices"] as? [Any])?.count == 9)
             #expect(((export["notificationSettings"] as? [String: Any])?["loan_repaid"] as? [String: Bool])?["push"] == false)
             let closed = try await lender.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
             #expect(try await count(admin, "SELECT count(*) FROM devices WHERE user_id = \(ada.id.rawValue)") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM notification_settings") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM saved_searches") == 0, "what she looked for goes too")
         }
     }
 

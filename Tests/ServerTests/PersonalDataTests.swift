@@ -223,9 +223,14 @@ struct PersonalDataTests {
             #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
             let own = try await client.postLoan(ada.token, title: "Oven")
 
+            let search = try await client.send(
+                .post, "/v1/me/saved-searches", json: ["name": "Bikes", "query": "q=bike&category=bikes"], token: ada.token)
+            #expect(search.status == .created, "\(search)")
+
             let reply = try await client.send(.get, "/v1/me/export", token: ada.token)
             #expect(reply.status == .ok, "\(reply)")
             let export = reply.json
+            #expect((export["savedSearches"] as? [[String: Any]])?.map { $0["query"] as? String } == ["q=bike&category=bikes"])
             #expect((export["profile"] as? [String: Any])?["email"] as? String == "ada@example.org")
             #expect(((export["profile"] as? [String: Any])?["cards"] as? [Any])?.count == 1)
             // Against the log: every item she posted, bid she placed, loan she borrowed or lent

@@ -3833,6 +3833,10 @@ extension Components {
             public var devices: [Components.Schemas.Device]
             /// - Remark: Generated from `#/components/schemas/PersonalExport/notificationSettings`.
             public var notificationSettings: Components.Schemas.NotificationSettings
+            /// Their saved searches, oldest first
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/savedSearches`.
+            public var savedSearches: [Components.Schemas.SavedSearch]
             /// Creates a new `PersonalExport`.
             ///
             /// - Parameters:
@@ -3847,6 +3851,7 @@ extension Components {
             ///   - messages: Every message I wrote or was sent on a bid, oldest first
             ///   - devices: The devices my pushes go to
             ///   - notificationSettings:
+            ///   - savedSearches: Their saved searches, oldest first
             public init(
                 exportedAt: Foundation.Date,
                 profile: Components.Schemas.PrivateProfile,
@@ -3858,7 +3863,8 @@ extension Components {
                 reviews: [Components.Schemas.Review],
                 messages: [Components.Schemas.Message],
                 devices: [Components.Schemas.Device],
-                notificationSettings: Components.Schemas.NotificationSettings
+                notificationSettings: Components.Schemas.NotificationSettings,
+                savedSearches: [Components.Schemas.SavedSearch]
             ) {
                 self.exportedAt = exportedAt
                 self.profile = profile
@@ -3871,6 +3877,7 @@ extension Components {
                 self.messages = messages
                 self.devices = devices
                 self.notificationSettings = notificationSettings
+                self.savedSearches = savedSearches
             }
             public enum CodingKeys: String, CodingKey {
                 case exportedAt
@@ -3884,6 +3891,7 @@ extension Components {
                 case messages
                 case devices
                 case notificationSettings
+                case savedSearches
             }
         }
         /// A rental bid's prices, fixed in its event (SPEC §12.2), and how its charge is held
