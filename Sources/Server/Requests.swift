@@ -422,24 +422,9 @@ struct QueryTextMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let parameters = request.uri.formParameters
         guard !parameters.isEmpty else { return try await next(request, context) }
-        let refused = parameters.compactMap { name, value -> FieldError? in
-            guard name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl)
-            else { return nil }
-            return FieldError(
-                field: name, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
-        }
-        if !refused.isEmpty { throw DomainError.invalid(refused) }
-        // A parameter the operation does not read is a mistake (`?catgory=bikes` would answer
-        // the whole market): refused, named, as an unknown field of a body is.
         let method = request.method == .head ? "GET" : request.method.rawValue
-        if let known = RouteTable.queryParameters(for: request.uri.path, method: method) {
-            var named = Set<String>()
-            let unknown = parameters.compactMap { name, _ -> FieldError? in
-                guard !known.contains(name), named.insert(name).inserted else { return nil }
-                return FieldError(field: name, code: "unknown_parameter", message: "this operation takes no parameter \(name)")
-            }
-            if !unknown.isEmpty { throw DomainError.invalid(unknown) }
-        }
+        let problems = RouteTable.problems(parameters, path: request.uri.path, method: method)
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
         return try await next(request, context)
     }
 }
@@ -488,5 +473,27 @@ extension URI {
         }
         if !malformed, let text = String(validating: decoded, as: UTF8.self) { return text }
         return String(decoding: spaced, as: UTF8.self)
+    }
+}
+
+extension RouteTable {
+    /// What is wrong with `parameters` for the operation at `path`: control characters, else
+    /// the parameters it does not read. Also what a saved search's query string is held to.
+    static func problems(_ parameters: [(name: String, value: String)], path: String, method: String) -> [FieldError] {
+        let refused = parameters.compactMap { name, value -> FieldError? in
+            guard name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl)
+            else { return nil }
+            return FieldError(
+                field: name, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
+        }
+        if !refused.isEmpty { return refused }
+        // A parameter the operation does not read is a mistake (`?catgory=bikes` would answer
+        // the whole market): refused, named, as an unknown field of a body is.
+        guard let known = RouteTable.queryParameters(for: path, method: method) else { return [] }
+        var named = Set<String>()
+        return parameters.compactMap { name, _ -> FieldError? in
+            guard !known.contains(name), named.insert(name).inserted else { return nil }
+            return FieldError(field: name, code: "unknown_parameter", message: "this operation takes no parameter \(name)")
+        }
     }
 }

@@ -55,28 +55,27 @@ struct SavedSearchesController: Sendable {
     /// taken and left aside; a cursor, a refresh time or a rating, which no new posting can
     /// meet, are not.
     static func filter(_ query: String) throws -> MarketFilter {
-        func refuse(_ parameter: String, _ code: String, _ message: String) -> DomainError {
-            DomainError.invalid([FieldError(field: "query.\(parameter)", code: code, message: message)])
+        func named(_ problems: [FieldError]) -> DomainError {
+            DomainError.invalid(problems.map { FieldError(field: "query.\($0.field)", code: $0.code, message: $0.message) })
         }
-        guard query.count <= maxQueryLength else { throw refuse("", "too_long", "at most \(maxQueryLength) characters") }
+        guard query.count <= maxQueryLength else {
+            throw DomainError.invalid([FieldError(field: "query", code: "too_long", message: "at most \(maxQueryLength) characters")])
+        }
         let text = query.hasPrefix("?") ? String(query.dropFirst()) : query
         let pairs = URI("/v1/market?" + text).formParameters
-        let known = RouteTable.queryParameters(for: "/v1/market", method: "GET") ?? []
-        for (name, value) in pairs {
-            if name.unicodeScalars.contains(where: \.isControl) || value.unicodeScalars.contains(where: \.isControl) {
-                throw refuse(name, "control_character", "text may not hold control characters such as NUL (U+0000)")
-            }
-            guard known.contains(name) else { throw refuse(name, "unknown_parameter", "the market takes no parameter \(name)") }
-            if name == "cursor" || name == "updatedSince" || name == "minRating" {
-                // No new posting is on a page yet, or rated.
-                throw refuse(name, "not_for_saved_searches", "a saved search is met by new postings, which have no page or rating yet")
-            }
+        // Held to what the market's own query is held to (`QueryTextMiddleware`).
+        let problems = RouteTable.problems(pairs, path: "/v1/market", method: "GET")
+        if !problems.isEmpty { throw named(problems) }
+        // No new posting is on a page yet, or rated.
+        if let name = pairs.first(where: { ["cursor", "updatedSince", "minRating"].contains($0.name) })?.name {
+            throw named([
+                FieldError(
+                    field: name, code: "not_for_saved_searches", message: "a saved search is met by new postings, which have no page or rating yet")
+            ])
         }
         var list = ListQuery(pairs)
         let filter = MarketController.filter(&list)
-        guard list.problems.isEmpty else {
-            throw DomainError.invalid(list.problems.map { FieldError(field: "query.\($0.field)", code: $0.code, message: $0.message) })
-        }
+        guard list.problems.isEmpty else { throw named(list.problems) }
         return filter
     }
 }

@@ -43,14 +43,14 @@ public struct SavedSearches: Sendable {
                 """
                 INSERT INTO saved_searches (
                     search_id, user_id, name, query, words, kind, category, min_price, max_price, country, near_earth,
-                    radius_chord, min_lng, min_lat, max_lng, max_lat, min_rating, from_day, until_day)
+                    radius_chord, min_lng, min_lat, max_lng, max_lat, from_day, until_day)
                 VALUES (
                     \(id), \(user.rawValue), \(name), \(query), search_prefix_query(\(listing.words)), \(filter.kind?.rawValue),
                     \(filter.category?.rawValue), \(filter.minPriceCents), \(filter.maxPriceCents), \(filter.country),
                     CASE WHEN \(listing.near?.lat)::float8 IS NOT NULL
                          THEN stored_earth_point(\(listing.near?.lat)::float8, \(listing.near?.lng)::float8) END,
                     \(listing.radiusKm.map(Earth.chord(ofArcKm:))), \(box?.minLng), \(box?.minLat), \(box?.maxLng), \(box?.maxLat),
-                    \(filter.minRating), \(filter.availableOn?.from.sql), \(filter.availableOn?.until.sql))
+                    \(filter.availableOn?.from.sql), \(filter.availableOn?.until.sql))
                 RETURNING created_at
                 """
             ).single()
@@ -198,8 +198,6 @@ public struct SearchAlerts: Sendable {
           AND (s.min_lat IS NULL OR (p.lat BETWEEN s.min_lat AND s.max_lat
                AND CASE WHEN s.min_lng <= s.max_lng THEN p.lng BETWEEN s.min_lng AND s.max_lng
                         ELSE p.lng >= s.min_lng OR p.lng <= s.max_lng END))
-          -- A new posting has no rating yet.
-          AND s.min_rating IS NULL
           AND (s.from_day IS NULL OR (p.kind = 'rental'
                AND coalesce(p.window_from <= s.from_day, true) AND coalesce(p.window_until >= s.until_day, true)))
         ORDER BY c.item_id, s.user_id, s.created_at, s.search_id

@@ -340,6 +340,7 @@ struct SearchTests {
                 ("Bad", "q=drill&cursor=abc", "query.cursor", "not_for_saved_searches"),
                 ("Bad", "updatedSince=2026-01-01T00:00:00Z", "query.updatedSince", "not_for_saved_searches"),
                 ("Bad", "minRating=4", "query.minRating", "not_for_saved_searches"),
+                ("Bad", "q=drill&" + String(repeating: "a", count: 2_000), "query", "too_long"),
                 ("Bad", "q=\(String(repeating: "a", count: 201))", "query.q", "q_too_long"),
                 ("Bad", "radiusKm=5", "query.radiusKm", "needs_near"),
                 ("Bad", "q=drill%00", "query.q", "control_character"),

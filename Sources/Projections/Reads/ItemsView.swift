@@ -107,11 +107,7 @@ public struct ItemsView: Sendable {
     public func facets(_ filter: MarketFilter) async throws -> MarketFacets {
         var filter = filter
         try await filter.listing.resolveSearch(on: pool)
-        var listing = filter.listing
-        listing.updatedSince = nil
-        listing.cursor = nil
-        listing.sort = .newest
-        let conditions: [PostgresQuery] = ["status = 'available'"] + filter.conditions + listing.facetConditions
+        let conditions: [PostgresQuery] = ["status = 'available'"] + filter.conditions + filter.listing.facetConditions
         var statement: PostgresQuery = "SELECT category, kind, count(*)::int AS n FROM items_view WHERE "
         statement.append(.joined(conditions, separator: " AND "))
         statement.append(" GROUP BY GROUPING SETS ((category), (kind))")
