@@ -66,7 +66,9 @@ let package = Package(
         // Fixed-argument C wrappers over libvips' variadic calls, which Swift cannot make.
         .target(name: "CVipsShim", dependencies: ["CVips"]),
         // Photos: checked by decoding, turned upright, stripped of metadata, thumbnailed. No I/O.
-        .target(name: "Media", dependencies: ["CVipsShim"]),
+        // A child process run with a CPU budget and a deadline (photos are decoded in one).
+        .target(name: "CChild"),
+        .target(name: "Media", dependencies: ["CVipsShim", "CChild"]),
         // A small, safe Swift face over libpq. Knows nothing of marketplaces.
         .target(
             name: "Postgres",
@@ -180,6 +182,7 @@ let package = Package(
                 "EventStore",
                 "Mail",
                 "Marketplace",
+                "Media",
                 "Migrations",
                 "Payments",
                 "Postgres",
@@ -232,6 +235,7 @@ let package = Package(
             dependencies: [
                 "EventStore",
                 "Marketplace",
+                "Media",
                 "Postgres",
                 "Projections",
                 "Server",

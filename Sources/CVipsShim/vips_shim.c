@@ -130,3 +130,21 @@ int vips_shim_test_image(int width, int height, const char *suffix, void **out, 
     VIPS_UNREF(xy);
     return failed ? -1 : 0;
 }
+
+int vips_shim_striped_noise(int width, int height, const char *suffix, void **out, size_t *length) {
+    // One row of noise, repeated: each PNG row after the first is "Up" of zeros (a few KB),
+    // while every JPEG block is noise across (issue 48's amplification).
+    VipsImage *row = NULL, *bytes = NULL, *rgb = NULL, *tall = NULL, *tagged = NULL;
+    int failed = vips_gaussnoise(&row, width, 1, "mean", 128.0, "sigma", 60.0, NULL)
+        || vips_cast(row, &bytes, VIPS_FORMAT_UCHAR, NULL)
+        || vips_bandjoin_const1(bytes, &rgb, 200, NULL)
+        || vips_replicate(rgb, &tall, 1, height, NULL)
+        || vips_copy(tall, &tagged, "interpretation", VIPS_INTERPRETATION_sRGB, NULL)
+        || vips_image_write_to_buffer(tagged, suffix, out, length, NULL);
+    VIPS_UNREF(tagged);
+    VIPS_UNREF(tall);
+    VIPS_UNREF(rgb);
+    VIPS_UNREF(bytes);
+    VIPS_UNREF(row);
+    return failed ? -1 : 0;
+}

@@ -45,6 +45,9 @@ public struct ImageError: Error, Equatable, Hashable, Sendable {
     /// is a pass over every coefficient of the image (issue 48: 4,000 scans of 72 bytes each
     /// kept a thread 9 s on 290 KB).
     public static let tooManyScans = "too_many_scans"
+    /// Decoding took more than its budget of time (`ImageWorker`), or its output more than
+    /// `Images.maxStoredBytes` at the lowest quality tried: a hostile or pathological image.
+    public static let tooComplex = "too_complex"
 }
 
 /// What a stored format is, read from the header alone: the dimensions are as stored,
@@ -91,8 +94,17 @@ public enum Images {
     public static let maxDecodedBytes = 160_000_000
     /// The long sides of the thumbnails made for every image.
     public static let thumbnailSizes = [200, 800]
-    /// The JPEG quality of every output.
+    /// The JPEG quality of every output, and the lower one a full variant over
+    /// `maxStoredBytes` is tried again at.
     public static let jpegQuality = 85
+    public static let fallbackQuality = 70
+    /// The long side of the stored full variant: a larger image is shrunk to it (no screen
+    /// shows more of a listing's photo), so that no upload is stored as more than it shows.
+    public static let maxStoredSide = 4096
+    /// The most bytes a stored full variant may take (issue 48: an 803 KB noise PNG was
+    /// stored as 25.8 MB at Q85). Over it at `jpegQuality`, the image is encoded again at
+    /// `fallbackQuality`, then at half the side; past that it is refused as `too_complex`.
+    public static let maxStoredBytes = 8 * 1024 * 1024
     /// The most scans a JPEG may have: a baseline JPEG has one, encoders' progressive scripts
     /// about ten; browsers' decoders bound them too.
     public static let maxScans = 100
@@ -178,7 +190,7 @@ public enum Images {
         var width: Int32 = 0
         var height: Int32 = 0
         vips_shim_size(image, &width, &height)
-        let full = try jpeg(image)
+        let (full, fullWidth, fullHeight) = try fullVariant(image, width: Int(width), height: Int(height))
         var thumbnails: [Int: [UInt8]] = [:]
         for size in thumbnailSizes {
             var thumbnail: OpaquePointer?
@@ -188,8 +200,35 @@ public enum Images {
             defer { vips_shim_unref(thumbnail) }
             thumbnails[size] = try jpeg(thumbnail)
         }
-        return ProcessedImage(
-            format: header.format, width: Int(width), height: Int(height), full: full, thumbnails: thumbnails)
+        return ProcessedImage(format: header.format, width: fullWidth, height: fullHeight, full: full, thumbnails: thumbnails)
+    }
+
+    /// The full variant as stored: at most `maxStoredSide` on its long side and
+    /// `maxStoredBytes` long (see there); its bytes and dimensions.
+    static func fullVariant(_ image: OpaquePointer, width: Int, height: Int) throws(ImageError) -> ([UInt8], Int, Int) {
+        let side = min(max(width, height), maxStoredSide)
+        let attempts = [(side, jpegQuality), (side, fallbackQuality), (side / 2, fallbackQuality)]
+        var last = 0
+        for (side, quality) in attempts {
+            let bytes: [UInt8]
+            var size = (Int32(width), Int32(height))
+            if side < max(width, height) {
+                var shrunk: OpaquePointer?
+                guard vips_shim_thumbnail(image, Int32(side), &shrunk) == 0, let shrunk else {
+                    throw ImageError(code: ImageError.undecodable, message: takeError())
+                }
+                defer { vips_shim_unref(shrunk) }
+                vips_shim_size(shrunk, &size.0, &size.1)
+                bytes = try jpeg(shrunk, quality: quality)
+            } else {
+                bytes = try jpeg(image, quality: quality)
+            }
+            if bytes.count <= maxStoredBytes { return (bytes, Int(size.0), Int(size.1)) }
+            last = bytes.count
+        }
+        throw ImageError(
+            code: ImageError.tooComplex,
+            message: "the image takes \(last) bytes as a JPEG at \(fallbackQuality) and half its side, more than \(maxStoredBytes)")
     }
 
     /// The names of the metadata fields libvips reads from an image's header (`exif-data`,
@@ -216,10 +255,10 @@ public enum Images {
     }
 
     /// Encodes an image as a stripped JPEG and copies it into Swift's memory.
-    private static func jpeg(_ image: OpaquePointer) throws(ImageError) -> [UInt8] {
+    private static func jpeg(_ image: OpaquePointer, quality: Int = jpegQuality) throws(ImageError) -> [UInt8] {
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard vips_shim_jpeg(image, Int32(jpegQuality), &buffer, &length) == 0, let buffer else {
+        guard vips_shim_jpeg(image, Int32(quality), &buffer, &length) == 0, let buffer else {
             throw ImageError(code: ImageError.undecodable, message: takeError())
         }
         defer { vips_shim_free(buffer) }

@@ -6,6 +6,7 @@ import UseCases
 /// `POST /v1/users`, `POST /v1/sessions`, `DELETE /v1/sessions/current`, `DELETE /v1/me`.
 struct AccountsController: Sendable {
     let accounts: Accounts
+    let limiter: WriteLimiter
 
     struct RegisterBody: Decodable {
         var handle: String?
@@ -30,6 +31,8 @@ struct AccountsController: Sendable {
     }
 
     @Sendable func register(_ request: Request, context: AppRequestContext) async throws -> EditedResponse<UserCreated> {
+        // Before the body is read: a refused registration costs the server nothing more.
+        try limiter.takeRegistration(from: context.clientAddress ?? "unknown")
         let body = try await request.decodeBody(RegisterBody.self, context: context)
         var fields = FieldCheck()
         fields.require(

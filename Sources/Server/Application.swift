@@ -4,6 +4,7 @@ import EventStore
 import Hummingbird
 import Logging
 import Marketplace
+import Media
 import Postgres
 import Projections
 import ServiceLifecycle
@@ -32,13 +33,13 @@ public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [],
     today: @escaping @Sendable () -> Day = { Day(Date()) }, mail: MailSettings = MailSettings(),
-    requireVerifiedEmail: Bool = false
+    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings(), mediaPool: PostgresPool? = nil
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
-    let accountRoutes = AccountsController(accounts: accounts)
+    let accountRoutes = AccountsController(accounts: accounts, limiter: limiter)
     let recovery = RecoveryController(accounts: accounts, mail: mail)
     let payouts = PayoutsController(
         payouts: Payouts(
@@ -68,8 +69,9 @@ public func buildRouter(
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, accounts: accounts, auditors: Auditors(primary), heartbeat: heartbeat)
     let photos = PhotosController(
-        photos: PhotoLibrary(gateway: gateway), items: ItemsView(primary), loans: LoansView(primary),
-        profiles: ProfilesView(primary))
+        photos: PhotoLibrary(gateway: gateway, worker: media.worker, quotaBytes: media.quotaBytes, reads: mediaPool),
+        items: ItemsView(primary), loans: LoansView(primary), profiles: ProfilesView(primary),
+        streams: MediaStreams(perAddress: media.streamsPerAddress))
     let conversations = ConversationsController(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat), accounts: accounts, heartbeat: heartbeat)
@@ -187,12 +189,14 @@ public func buildRouter(
 
     // Photos: bodies of up to 10 MiB, so outside the idempotency middleware's digest of the
     // body; a repeat is harmless anyway (the same image is the same digest, added once).
+    // Uploads count in a bucket of their own, removals as changes.
+    let uploads = signedIn.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .photos))
     let photoChanges = signedIn.group().add(middleware: WriteLimitMiddleware(limiter: limiter, kind: .changes))
-    photoChanges.post("items/:itemID/photos", use: photos.addToItem)
+    uploads.post("items/:itemID/photos", use: photos.addToItem)
     photoChanges.delete("items/:itemID/photos/:digest", use: photos.removeFromItem)
-    photoChanges.post("loans/:loanID/photos", use: photos.addToLoan)
+    uploads.post("loans/:loanID/photos", use: photos.addToLoan)
     photoChanges.delete("loans/:loanID/photos/:digest", use: photos.removeFromLoan)
-    photoChanges.put("me/photo", use: photos.setProfilePhoto)
+    uploads.put("me/photo", use: photos.setProfilePhoto)
     photoChanges.delete("me/photo", use: photos.removeProfilePhoto)
 
     postings.post("loans", use: loans.postLoan)
@@ -228,7 +232,7 @@ public func buildApplication(
     masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
     jobsEvery: Duration? = nil, searchAlertsEvery: Duration? = nil, mail: MailSettings = MailSettings(),
     delivery: MailDelivery? = nil,
-    requireVerifiedEmail: Bool = false
+    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings()
 ) -> some ApplicationProtocol {
     var mail = mail
     mail.unsubscribe = UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe"))
@@ -238,6 +242,8 @@ public func buildApplication(
         personalData: PersonalData(keys: dataKeys, fields: lenderPersonalFields))
     let gateway = CommandGateway(store: store, logger: logger)
     let sessions = SessionCache(lifetime: sessionCache)
+    // Images are read on connections of their own (`PhotoLibrary.reads`).
+    let mediaPool = PostgresPool(configuration: pool.configuration, options: .init(size: media.poolSize), logger: logger)
     var application = Application(
         router: buildRouter(
             readiness: Readiness(pool: pool, migrator: migrator),
@@ -247,12 +253,12 @@ public func buildApplication(
                 return accounts
             }(), payments: payments,
             replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
-            today: today, mail: mail, requireVerifiedEmail: requireVerifiedEmail),
+            today: today, mail: mail, requireVerifiedEmail: requireVerifiedEmail, media: media, mediaPool: mediaPool),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
         logger: logger)
-    application.addServices(PoolService(pool: pool))
+    application.addServices(PoolService(pool: pool), PoolService(pool: mediaPool))
     if sessionCache > .zero {
         application.addServices(SessionAnnouncements(sessions: sessions, configuration: pool.configuration, logger: logger))
     }
@@ -277,6 +283,28 @@ public func buildApplication(
         application.addServices(SearchAlertsService(alerts: SearchAlerts(commands: commands), interval: searchAlertsEvery, logger: logger))
     }
     return application
+}
+
+/// How photos are decoded, stored and served (issue 48).
+public struct MediaSettings: Sendable {
+    /// The child process uploads are decoded in (nil: in this process, unbounded in time).
+    public var worker: ImageWorker?
+    /// The bytes of stored images one user may have uploaded (`MEDIA_QUOTA_MIB`).
+    public var quotaBytes: Int
+    /// Connections for reading images, apart from the commands' (`MEDIA_POOL_SIZE`).
+    public var poolSize: Int
+    /// Images sent to one client address at once (`MEDIA_STREAMS_PER_ADDRESS`).
+    public var streamsPerAddress: Int
+
+    public init(
+        worker: ImageWorker? = nil, quotaBytes: Int = PhotoLibrary.defaultQuotaBytes, poolSize: Int = 2,
+        streamsPerAddress: Int = 8
+    ) {
+        self.worker = worker
+        self.quotaBytes = quotaBytes
+        self.poolSize = poolSize
+        self.streamsPerAddress = streamsPerAddress
+    }
 }
 
 /// Keeps the pool open while the service group runs; closes it on shutdown.

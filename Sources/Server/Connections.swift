@@ -16,15 +16,21 @@ public struct ConnectionLimits: Sendable {
     /// How long a request's body may take after its head (a body trickled byte by byte).
     public var bodyTimeout: Duration
     public var idleTimeout: Duration
+    /// How long a response may wait for a client that reads none of it (its socket full):
+    /// then the connection is closed. Together with the writers' backpressure, a client that
+    /// never reads holds at most a socket's buffers and one chunk of a response (issue 48:
+    /// 40 such sockets took 1 GB while whole images waited for them).
+    public var writeTimeout: Duration
     public var maxPerAddress: Int
 
     public init(
         headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(60),
-        maxPerAddress: Int = 128
+        writeTimeout: Duration = .seconds(30), maxPerAddress: Int = 128
     ) {
         self.headerTimeout = headerTimeout
         self.bodyTimeout = bodyTimeout
         self.idleTimeout = idleTimeout
+        self.writeTimeout = writeTimeout
         self.maxPerAddress = maxPerAddress
     }
 
@@ -76,6 +82,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var address: String?
     private var inFlight = 0
     private var headDeadline: Scheduled<Void>?
+    /// Set while the socket takes no more bytes: the connection closes if it stays so.
+    private var writeDeadline: Scheduled<Void>?
     private var context: ChannelHandlerContext?
 
     init(limits: ConnectionLimits, counts: AddressCounts) {
@@ -97,6 +105,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         headDeadline?.cancel()
+        writeDeadline?.cancel()
         if let address { counts.close(address) }
         address = nil
         self.context = nil
@@ -104,6 +113,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         headDeadline?.cancel()
+        writeDeadline?.cancel()
         if let address { counts.close(address) }
         address = nil
         context.fireChannelInactive()
@@ -140,6 +150,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             break
         }
         context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        writeDeadline?.cancel()
+        writeDeadline = context.channel.isWritable ? nil : closing(context, after: limits.writeTimeout)
+        context.fireChannelWritabilityChanged()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

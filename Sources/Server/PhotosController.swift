@@ -6,6 +6,7 @@ import Marketplace
 import Media
 import NIOCore
 import Projections
+import Synchronization
 import UseCases
 
 /// Photos: uploads to an item, a loan or the profile, and the images themselves.
@@ -19,6 +20,8 @@ struct PhotosController: Sendable {
     let items: ItemsView
     let loans: LoansView
     let profiles: ProfilesView
+    /// Images being sent to each client address.
+    let streams: MediaStreams
 
     // MARK: Commands
 
@@ -67,9 +70,15 @@ struct PhotosController: Sendable {
 
     // MARK: Images
 
-    /// `GET /v1/media/{digest}?size=200|800|full`: the same bytes forever (the digest names
-    /// them), so a strong ETag, a year's caching, and 304 for a client that has them.
-    @Sendable func media(_ request: Request, context: some RequestContext) async throws -> Response {
+    /// `GET /v1/media/{digest}?size=200|800|full`: the same bytes while they are stored (the
+    /// digest names them), so a strong ETag and 304 for a client that has them. Cached for a
+    /// day, not a year as `immutable`: a removed photo (a forgotten user's face) must leave
+    /// caches too, and a day is what a client or a CDN may go on showing it; it revalidates
+    /// with a 304 after that, which costs one indexed lookup.
+    ///
+    /// Read on the media pool, a chunk at a time, at most `MediaStreams.perAddress` at once
+    /// from one client address (429 beyond), each chunk written before the next is read.
+    @Sendable func media(_ request: Request, context: AppRequestContext) async throws -> Response {
         guard let digest = context.parameters.get("digest"), PhotoDigest.isValid(digest) else {
             throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
         }
@@ -79,19 +88,44 @@ struct PhotosController: Sendable {
         }
         let tag = "\"\(digest)-\(size)\""
         let headers: HTTPFields = [
-            .eTag: tag, .cacheControl: "public, max-age=31536000, immutable", .contentType: "image/jpeg",
+            .eTag: tag, .cacheControl: "public, max-age=86400", .contentType: "image/jpeg",
             // Bytes that are a JPEG, and only ever read as one.
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
+        let slot = try streams.admit(context.clientAddress ?? "unknown")
+        defer { withExtendedLifetime(slot) {} }
         let matches = request.headers[.ifNoneMatch].map { EntityTag.matches($0, tag) } ?? false
         // Only while it is stored: a collected image is gone, not unchanged.
         if matches, try await photos.hasImage(digest, variant: size) {
             return Response(status: .notModified, headers: headers)
         }
-        guard let bytes = try await photos.image(digest, variant: size) else {
+        guard let (total, first) = try await photos.openImage(digest, variant: size) else {
             throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
         }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        if first.count >= total {
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: first)))
+        }
+        let photos = photos
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody(contentLength: total) { writer in
+                // The slot is held until the last chunk is written (or the response dropped).
+                defer { withExtendedLifetime(slot) {} }
+                try await writer.write(ByteBuffer(bytes: first))
+                var offset = first.count
+                while offset < total {
+                    guard
+                        let chunk = try await photos.imageChunk(
+                            digest, variant: size, from: offset, count: PhotoLibrary.chunkBytes), !chunk.isEmpty
+                    else {
+                        // Collected while it was being sent: the connection closes short of its length.
+                        throw Problem(.notFound, code: "media_not_found", detail: "No such image.")
+                    }
+                    try await writer.write(ByteBuffer(bytes: chunk))
+                    offset += chunk.count
+                }
+                try await writer.finish(nil)
+            })
     }
 
     // MARK: Uploads
@@ -162,6 +196,10 @@ struct PhotosController: Sendable {
             Problem(
                 .unprocessableContent, code: "too_many_scans",
                 detail: "A JPEG has at most \(Images.maxScans) scans; this one has more. Save it again as a baseline JPEG.")
+        case ImageError.tooComplex:
+            Problem(
+                .unprocessableContent, code: "image_too_complex",
+                detail: "The image takes too long to decode, or too many bytes stored: save it again smaller or as a baseline JPEG.")
         case ImageError.unavailable:
             Problem(.serviceUnavailable, code: "images_unavailable", detail: "Images cannot be processed now; try again later.")
         default:
@@ -248,5 +286,49 @@ enum MultipartForm {
             if matched == needle.count { return index - needle.count + 1 }
         }
         return nil
+    }
+}
+
+/// The images being sent to each client address: at most `perAddress` at once, so that one
+/// client's readers share out the media pool and the server's outbound bytes with everyone
+/// else's (429 `too_many_media_requests` past it, retried a second later).
+final class MediaStreams: Sendable {
+    let perAddress: Int
+    private let counts = Mutex([String: Int]())
+
+    init(perAddress: Int) { self.perAddress = perAddress }
+
+    /// A slot for one image to `address`, given back when the slot is released (dropped).
+    final class Slot: Sendable {
+        let streams: MediaStreams
+        let address: String
+
+        init(_ streams: MediaStreams, _ address: String) {
+            self.streams = streams
+            self.address = address
+        }
+
+        deinit {
+            streams.counts.withLock { counts in
+                let left = counts[address, default: 1] - 1
+                counts[address] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    func admit(_ address: String) throws -> Slot {
+        let admitted = counts.withLock { counts in
+            let now = counts[address, default: 0]
+            guard now < perAddress else { return false }
+            counts[address] = now + 1
+            return true
+        }
+        guard admitted else {
+            throw Problem(
+                .tooManyRequests, code: "too_many_media_requests",
+                detail: "At most \(perAddress) images at once to one client; try again in a moment.",
+                headers: [.retryAfter: "1"])
+        }
+        return Slot(self, address)
     }
 }

@@ -16,18 +16,31 @@ public struct WriteLimits: Sendable {
     /// Every other change a user makes to the log: revisions, approvals, withdrawals, their
     /// profile and blocks, their cart.
     public var changesPerHour: Int
+    /// Photo uploads (each up to 10 MiB and a decode), apart from the cheap changes: issue 48
+    /// found 1,200 an hour in `changes` worth ~31 GB an hour of storage to one account.
+    public var photosPerHour: Int
+    /// Registrations from one client address (an IPv6 /64), counted before anything is looked
+    /// up or hashed: a flood of them neither fills the bcrypt queue for long nor probes which
+    /// e-mail addresses have accounts (`email_taken`) faster than this.
+    public var registrationsPerHour: Int
 
-    public init(postingsPerHour: Int = 120, bidsPerHour: Int = 600, changesPerHour: Int = 1200) {
+    public init(
+        postingsPerHour: Int = 120, bidsPerHour: Int = 600, changesPerHour: Int = 1200, photosPerHour: Int = 120,
+        registrationsPerHour: Int = 60
+    ) {
         self.postingsPerHour = postingsPerHour
         self.bidsPerHour = bidsPerHour
         self.changesPerHour = changesPerHour
+        self.photosPerHour = photosPerHour
+        self.registrationsPerHour = registrationsPerHour
     }
 
     /// No limits: for load tests.
-    public static let unlimited = WriteLimits(postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 0)
+    public static let unlimited = WriteLimits(
+        postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 0, photosPerHour: 0, registrationsPerHour: 0)
 
     enum Kind: String, Sendable {
-        case postings, bids, changes
+        case postings, bids, changes, photos
     }
 
     func perHour(_ kind: Kind) -> Int {
@@ -35,6 +48,7 @@ public struct WriteLimits: Sendable {
         case .postings: postingsPerHour
         case .bids: bidsPerHour
         case .changes: changesPerHour
+        case .photos: photosPerHour
         }
     }
 }
@@ -51,8 +65,13 @@ final class WriteLimiter: Sendable {
         try take("\(kind.rawValue):\(user)", perHour: limits.perHour(kind), what: kind.rawValue)
     }
 
+    /// Takes one registration from the client address's bucket (429 `too_many_registrations`).
+    func takeRegistration(from address: String) throws {
+        try take("registrations:\(address)", perHour: limits.registrationsPerHour, what: "registrations", code: "too_many_registrations")
+    }
+
     /// Takes one from the bucket `key` (any caller: a user, a client address) of `perHour`.
-    func take(_ key: String, perHour: Int, what: String) throws {
+    func take(_ key: String, perHour: Int, what: String, code: String = "too_many_writes") throws {
         guard perHour > 0 else { return }
         let capacity = Double(max(1, perHour / 4))
         let perSecond = Double(perHour) / 3600
@@ -71,7 +90,7 @@ final class WriteLimiter: Sendable {
         }
         if let wait {
             throw Problem(
-                .tooManyRequests, code: "too_many_writes",
+                .tooManyRequests, code: code,
                 detail: "At most \(perHour) \(what) an hour; try again in \(wait) s.",
                 headers: [.retryAfter: "\(max(1, wait))"])
         }

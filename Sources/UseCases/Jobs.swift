@@ -17,6 +17,8 @@ public struct JobsReport: Sendable, Hashable {
     public var reviewWindowsClosed = 0
     /// Words new to the search's spelling list (`SearchWords`).
     public var searchWordsLearned = 0
+    /// Images no item, loan or profile shows any more, deleted (once an hour: `PhotoLibrary`).
+    public var photosCollected = 0
     /// Items whose step failed (logged), due again at the next run.
     public var failures = 0
 }
@@ -26,7 +28,8 @@ public struct JobsReport: Sendable, Hashable {
 /// has passed complete, fundraising loans past their deadline expire. Each item is one append
 /// with the version it was decided on, so several servers running the jobs at once never do a
 /// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
-/// They also teach the search the words posted since (SPEC §12.7: a typo forgiven).
+/// They also teach the search the words posted since (SPEC §12.7: a typo forgiven), and
+/// delete the photos nothing shows any more (replaced, removed, never named by an event).
 public struct Jobs: Sendable {
     let commands: ItemCommands
     var gateway: CommandGateway { commands.gateway }
@@ -66,6 +69,7 @@ public struct Jobs: Sendable {
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
         report.searchWordsLearned = try await SearchWords(gateway.store.pool).learn()
+        report.photosCollected = try await PhotoLibrary.collectGarbageNow(gateway.store.pool)
         return report
     }
 }

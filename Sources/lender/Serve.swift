@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventStore
 import Foundation
+import Media
 import Hummingbird
 import Logging
 import Mail
@@ -85,25 +86,47 @@ struct Serve: AsyncParsableCommand {
                     .filter { !$0.isEmpty }),
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
             masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), searchAlertsEvery: try searchAlertsEvery(environment), mail: Self.mailSettings(environment, port: port),
-            delivery: try Self.delivery(environment), requireVerifiedEmail: try Self.flag(environment, "REQUIRE_VERIFIED_EMAIL"))
+            delivery: try Self.delivery(environment), requireVerifiedEmail: try Self.flag(environment, "REQUIRE_VERIFIED_EMAIL"),
+            media: try mediaSettings(environment))
         try await application.runService()
     }
 
     /// `WRITE_LIMIT_POSTINGS_PER_HOUR` (120), `WRITE_LIMIT_BIDS_PER_HOUR` (600) and
-    /// `WRITE_LIMIT_CHANGES_PER_HOUR` (1200) per user; 0: none.
+    /// `WRITE_LIMIT_CHANGES_PER_HOUR` (1200), `WRITE_LIMIT_PHOTOS_PER_HOUR` (120) per user and
+    /// `WRITE_LIMIT_REGISTRATIONS_PER_HOUR` (60) per client address; 0: none.
     private func writeLimits(_ environment: [String: String]) throws -> WriteLimits {
         let perHour = 0...1_000_000
         return WriteLimits(
             postingsPerHour: try number(environment, "WRITE_LIMIT_POSTINGS_PER_HOUR", 120, perHour),
             bidsPerHour: try number(environment, "WRITE_LIMIT_BIDS_PER_HOUR", 600, perHour),
-            changesPerHour: try number(environment, "WRITE_LIMIT_CHANGES_PER_HOUR", 1200, perHour))
+            changesPerHour: try number(environment, "WRITE_LIMIT_CHANGES_PER_HOUR", 1200, perHour),
+            photosPerHour: try number(environment, "WRITE_LIMIT_PHOTOS_PER_HOUR", 120, perHour),
+            registrationsPerHour: try number(environment, "WRITE_LIMIT_REGISTRATIONS_PER_HOUR", 60, perHour))
     }
 
-    /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s) and `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).
+    /// Uploads decoded by this executable's `media decode` under `IMAGE_DECODE_CPU_SECONDS` (5)
+    /// and `IMAGE_DECODE_TIMEOUT_SECONDS` (10); `MEDIA_QUOTA_MIB` (1024) per user;
+    /// `MEDIA_POOL_SIZE` (2) connections for reading images; `MEDIA_STREAMS_PER_ADDRESS` (8).
+    private func mediaSettings(_ environment: [String: String]) throws -> MediaSettings {
+        guard let executable = ImageWorker.ownExecutable else {
+            throw CommandFailure("Cannot find this executable (/proc/self/exe) to decode photos in a child process.")
+        }
+        return MediaSettings(
+            worker: ImageWorker(
+                executable: executable, cpuSeconds: try number(environment, "IMAGE_DECODE_CPU_SECONDS", 5, 1...600),
+                timeoutMilliseconds: 1000 * (try number(environment, "IMAGE_DECODE_TIMEOUT_SECONDS", 10, 1...600))),
+            quotaBytes: (try number(environment, "MEDIA_QUOTA_MIB", 1024, 1...10_000_000)) << 20,
+            poolSize: try number(environment, "MEDIA_POOL_SIZE", 2, 1...64),
+            streamsPerAddress: try number(environment, "MEDIA_STREAMS_PER_ADDRESS", 8, 1...10_000))
+    }
+
+    /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s), `HTTP_WRITE_TIMEOUT` (30 s) and
+    /// `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (128).
     private func connectionLimits(_ environment: [String: String]) throws -> ConnectionLimits {
         ConnectionLimits(
             headerTimeout: .seconds(try number(environment, "HTTP_HEADER_TIMEOUT", 10, 1...600)),
             idleTimeout: .seconds(try number(environment, "HTTP_IDLE_TIMEOUT", 60, 1...3600)),
+            writeTimeout: .seconds(try number(environment, "HTTP_WRITE_TIMEOUT", 30, 1...3600)),
             maxPerAddress: try number(environment, "HTTP_MAX_CONNECTIONS_PER_ADDRESS", 128, 1...1_000_000))
     }
 

@@ -8,14 +8,23 @@ public enum Fixture {
 
     /// A gradient encoded by libvips, metadata kept (the saver is not asked to strip).
     public static func image(width: Int, height: Int, as suffix: String) throws -> [UInt8] {
+        try made { vips_shim_test_image(Int32(width), Int32(height), suffix, &$0, &$1) }
+    }
+
+    /// The bytes a shim's test-image function writes (and libvips allocated).
+    private static func made(_ make: (inout UnsafeMutableRawPointer?, inout Int) -> Int32) throws -> [UInt8] {
         guard vips_shim_init() == 0 else { throw ShimFailed() }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard vips_shim_test_image(Int32(width), Int32(height), suffix, &buffer, &length) == 0, let buffer else {
-            throw ShimFailed()
-        }
+        guard make(&buffer, &length) == 0, let buffer else { throw ShimFailed() }
         defer { vips_shim_free(buffer) }
         return Array(UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+
+    /// One row of noise repeated down the image (issue 48's amplification: small as a PNG, large
+    /// as a JPEG).
+    public static func stripedNoise(width: Int, height: Int, as suffix: String = ".png") throws -> [UInt8] {
+        try made { vips_shim_striped_noise(Int32(width), Int32(height), suffix, &$0, &$1) }
     }
 
     /// The code of the `ImageError` the body throws, or nil if it throws none.

@@ -12,8 +12,8 @@ import FoundationNetworking
 import Glibc
 #endif
 
-/// The repository's root, where `.build/debug/lender` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+/// The repository's root: `.build/debug/lender`, `.local/venv`, `scripts/db`.
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
 
 /// Runs the built `lender` executable against `database` and returns what it printed.
@@ -85,6 +85,7 @@ public final class ServerProcess: @unchecked Sendable {
         process.environment = [
             "PORT": "\(port)", "LOG_LEVEL": "error", "BCRYPT_COST": "4", "DATABASE_POOL_SIZE": "4",
             "WRITE_LIMIT_POSTINGS_PER_HOUR": "0", "WRITE_LIMIT_BIDS_PER_HOUR": "0", "WRITE_LIMIT_CHANGES_PER_HOUR": "0",
+            "WRITE_LIMIT_PHOTOS_PER_HOUR": "0", "WRITE_LIMIT_REGISTRATIONS_PER_HOUR": "0",
             "CARD_FINGERPRINT_SECRET": String(decoding: testCardSecret, as: UTF8.self), "DATA_KEY_FILE": testMasterKeyFile,
             "PGCONNECT_TIMEOUT": "30",
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "",

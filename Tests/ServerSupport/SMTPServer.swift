@@ -5,9 +5,6 @@ import Testing
 import Glibc
 #endif
 
-/// The repository's root, where `.local/venv` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
 
 /// A real SMTP server process (aiosmtpd, from PyPI into `.local/venv` by `scripts/test`) that
 /// keeps every message it accepts in a maildir: what the tests read back, never a mock.

@@ -1,8 +1,5 @@
 import Foundation
 
-/// The repository's root, where `scripts/db` is.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
 
 /// `scripts/db` on the clusters under `local` (its `LENDER_LOCAL`): what it printed, and its
 /// exit status. The drills' clusters (`ClusterPair`, `BackedUpCluster`, `AutoFailoverCluster`)

@@ -2,6 +2,7 @@ import Aggregates
 import EventStore
 import Foundation
 import Hummingbird
+import Media
 import HummingbirdTesting
 import Logging
 import Marketplace
@@ -35,7 +36,7 @@ public func testPersonalData(_ pool: PostgresPool) -> PersonalData {
 public func withServer(
     logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
     writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
-    today: @escaping @Sendable () -> Day = { fixtureDay },
+    today: @escaping @Sendable () -> Day = { fixtureDay }, media: MediaSettings = testMedia,
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -46,13 +47,18 @@ public func withServer(
         let application = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
-            writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys, today: today)
+            writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys, today: today,
+            media: media)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
             try await application.test(testing) { client in try await test(client, adminPool) }
         }
     }
 }
+
+/// Photos decoded as a server decodes them: in a child, the built `lender media decode`.
+public let testMedia = MediaSettings(worker: testImageWorker)
+public let testImageWorker = ImageWorker(executable: root.appendingPathComponent(".build/debug/lender").path)
 
 /// Accounts over a test database of their own, as the server runs them (lender_app).
 public func withAccounts(

@@ -48,5 +48,7 @@ int vips_shim_jpeg(vips_shim_image *image, int quality, void **out, size_t *leng
 
 /// Tests only: a width x height sRGB gradient encoded by suffix (".jpg", ".png", ".gif", ".webp") without stripping; 0 on success.
 int vips_shim_test_image(int width, int height, const char *suffix, void **out, size_t *length);
+/// A test image of one row of noise repeated: small as a PNG, large as a JPEG.
+int vips_shim_striped_noise(int width, int height, const char *suffix, void **out, size_t *length);
 
 #endif

@@ -410,7 +410,7 @@ public enum Operations {
     }
     /// An image
     ///
-    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change: a strong `ETag`, a year's caching, and 304 to an `If-None-Match` that has it.
+    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change while stored: a strong `ETag`, a day's caching (a removed photo leaves caches within a day), and 304 to an `If-None-Match` that has it.
     ///
     /// - Remark: HTTP `GET /v1/media/{digest}`.
     /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)`.
@@ -726,6 +726,78 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// Seconds to wait
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter: Seconds to wait
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetMedia.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetMedia.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.GetMedia.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.GetMedia.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Too many images being sent to this client address at once (`too_many_media_requests`, MEDIA_STREAMS_PER_ADDRESS): `Retry-After` says when
+            ///
+            /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.GetMedia.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.GetMedia.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -1080,6 +1152,78 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct TooManyRequests: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/POST/responses/429/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// Seconds to wait
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/POST/responses/429/headers/Retry-After`.
+                    public var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter: Seconds to wait
+                    public init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RegisterUser.Output.TooManyRequests.Headers
+                /// - Remark: Generated from `#/paths/v1/users/POST/responses/429/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/POST/responses/429/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RegisterUser.Output.TooManyRequests.Body
+                /// Creates a new `TooManyRequests`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.RegisterUser.Output.TooManyRequests.Headers = .init(),
+                    body: Operations.RegisterUser.Output.TooManyRequests.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Too many registrations from this client address lately (`too_many_registrations`, WRITE_LIMIT_REGISTRATIONS_PER_HOUR), counted before anything is looked up: `Retry-After` says when
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/post(registerUser)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Operations.RegisterUser.Output.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Operations.RegisterUser.Output.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -6644,6 +6788,57 @@ public enum Operations {
                     }
                 }
             }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/me/photo/PUT/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/me/photo/PUT/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SetProfilePhoto.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SetProfilePhoto.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// The uploader's photos fill their storage quota (`storage_quota_exceeded`, MEDIA_QUOTA_MIB): remove some first
+            ///
+            /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.SetProfilePhoto.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.SetProfilePhoto.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             public struct ContentTooLarge: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/me/photo/PUT/responses/413/content`.
                 @frozen public enum Body: Sendable, Hashable {
@@ -6774,7 +6969,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), damaged or cut short (`undecodable_image`), or taking longer to decode than its budget or more bytes stored than 8 MiB at half its side (`image_too_complex`)
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/422`.
             ///
@@ -6846,7 +7041,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/429`.
             ///
@@ -15531,7 +15726,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The state does not allow it (`too_many_photos`: 8 already; remove one first)
+            /// The state does not allow it (`too_many_photos`: 8 already; remove one first), or the uploader's photos fill their storage quota (`storage_quota_exceeded`, MEDIA_QUOTA_MIB)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/409`.
             ///
@@ -15684,7 +15879,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), damaged or cut short (`undecodable_image`), or taking longer to decode than its budget or more bytes stored than 8 MiB at half its side (`image_too_complex`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/422`.
             ///
@@ -15756,7 +15951,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/429`.
             ///
@@ -25002,7 +25197,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The state does not allow it (`too_many_photos`: 8 already; remove one first)
+            /// The state does not allow it (`too_many_photos`: 8 already; remove one first), or the uploader's photos fill their storage quota (`storage_quota_exceeded`, MEDIA_QUOTA_MIB)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/409`.
             ///
@@ -25155,7 +25350,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), or damaged or cut short (`undecodable_image`)
+            /// An image without bytes (`empty_image`), of more than 40,000,000 pixels (`too_many_pixels`), a JPEG of more than 100 scans (`too_many_scans`), damaged or cut short (`undecodable_image`), or taking longer to decode than its budget or more bytes stored than 8 MiB at half its side (`image_too_complex`)
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/422`.
             ///
@@ -25227,7 +25422,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many changes by this user within the hour (`too_many_writes`), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/429`.
             ///

@@ -38,7 +38,7 @@ public protocol APIProtocol: Sendable {
     func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws -> Operations.GetOpenAPIDocument.Output
     /// An image
     ///
-    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change: a strong `ETag`, a year's caching, and 304 to an `If-None-Match` that has it.
+    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change while stored: a strong `ETag`, a day's caching (a removed photo leaves caches within a day), and 304 to an `If-None-Match` that has it.
     ///
     /// - Remark: HTTP `GET /v1/media/{digest}`.
     /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)`.
@@ -580,7 +580,7 @@ extension APIProtocol {
     }
     /// An image
     ///
-    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change: a strong `ETag`, a year's caching, and 304 to an `If-None-Match` that has it.
+    /// The bytes of a Photo's `url`, for `<img src>`: no token (the digest is the name, and it is public wherever it is shown). The bytes under a digest never change while stored: a strong `ETag`, a day's caching (a removed photo leaves caches within a day), and 304 to an `If-None-Match` that has it.
     ///
     /// - Remark: HTTP `GET /v1/media/{digest}`.
     /// - Remark: Generated from `#/paths//v1/media/{digest}/get(getMedia)`.
