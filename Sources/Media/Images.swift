@@ -7,6 +7,24 @@ public enum ImageFormat: String, Sendable, CaseIterable {
 
     /// The format read by this libvips loader, if it is one we accept. libvips 8.14 names the
     /// loader by its type (`VipsForeignLoadJpegBuffer`), not by its nickname (`jpegload_buffer`).
+    /// The bytes an upload's first `signatureLength` must begin with to be one of these:
+    /// checked before the rest of an upload is read.
+    public static let signatureLength = 12
+
+    public init?(signature bytes: some Collection<UInt8>) {
+        let head = Array(bytes.prefix(Self.signatureLength))
+        guard head.count == Self.signatureLength else { return nil }
+        if head.starts(with: [0xFF, 0xD8, 0xFF]) {
+            self = .jpeg
+        } else if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
+            self = .png
+        } else if head.starts(with: Array("RIFF".utf8)), head[8..<12].elementsEqual("WEBP".utf8) {
+            self = .webp
+        } else {
+            return nil
+        }
+    }
+
     init?(loader: String) {
         switch loader {
         case "VipsForeignLoadJpegBuffer": self = .jpeg

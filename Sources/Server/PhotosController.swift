@@ -27,7 +27,8 @@ struct PhotosController: Sendable {
 
     @Sendable func addToItem(_ request: Request, context: UserContext) async throws -> EditedResponse<ItemResource> {
         let item = ItemID(try context.parameters.requireUUID("itemID"))
-        let bytes = try await Self.upload(request, context: context)
+        let (bytes, slot) = try await Self.upload(request, context: context)
+        defer { withExtendedLifetime(slot) {} }
         let append = try await Self.translating { try await photos.addToItem(bytes, item: item, by: context.user) }
         return EditedResponse(status: .created, response: try await items.item(item, position: append?.lastPosition))
     }
@@ -40,7 +41,8 @@ struct PhotosController: Sendable {
 
     @Sendable func addToLoan(_ request: Request, context: UserContext) async throws -> EditedResponse<LoanResource> {
         let loan = LoanID(try context.parameters.requireUUID("loanID"))
-        let bytes = try await Self.upload(request, context: context)
+        let (bytes, slot) = try await Self.upload(request, context: context)
+        defer { withExtendedLifetime(slot) {} }
         let append = try await Self.translating { try await photos.addToLoan(bytes, loan: loan, by: context.user) }
         return EditedResponse(status: .created, response: try await loans.loan(loan, position: append?.lastPosition))
     }
@@ -53,7 +55,8 @@ struct PhotosController: Sendable {
 
     /// `PUT /v1/me/photo`: the profile's one photo, replacing the one there.
     @Sendable func setProfilePhoto(_ request: Request, context: UserContext) async throws -> PrivateProfile {
-        let bytes = try await Self.upload(request, context: context)
+        let (bytes, slot) = try await Self.upload(request, context: context)
+        defer { withExtendedLifetime(slot) {} }
         let handled = try await Self.translating { try await photos.setProfilePhoto(bytes, of: context.user) }
         return try await profile(context, handled)
     }
@@ -133,19 +136,35 @@ struct PhotosController: Sendable {
     /// What a form and its headers may add to an image's 10 MiB.
     static let formOverhead = 64 * 1024
 
-    /// The uploaded bytes, with a declared type that does not contradict them.
-    static func upload(_ request: Request, context: UserContext) async throws -> [UInt8] {
-        var request = request
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.collectBody(upTo: Images.maxBytes + formOverhead)
-        } catch is NIOTooManyBytesError {
+    /// The uploaded bytes, with a declared type that does not contradict them. Admitted before
+    /// the body is read (issue 48: bodies were buffered whole first): a slot among the uploads
+    /// in flight, a declared length within the limit, and first bytes that begin an image.
+    static func upload(_ request: Request, context: UserContext) async throws -> (bytes: [UInt8], slot: PhotoLibrary.Slot) {
+        let slot = try PhotoLibrary.admit()
+        let limit = Images.maxBytes + formOverhead
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
             throw Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
         }
         let contentType = request.headers[.contentType] ?? "application/octet-stream"
+        let isForm = contentType.lowercased().hasPrefix("multipart/form-data")
+        if !isForm { try Self.checkDeclared(Self.mediaType(contentType)) }
+        var buffer = ByteBuffer()
+        var looked = isForm
+        for try await part in request.body {
+            guard buffer.readableBytes + part.readableBytes <= limit else {
+                throw Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")
+            }
+            buffer.writeImmutableBuffer(part)
+            if !looked, buffer.readableBytes >= ImageFormat.signatureLength {
+                looked = true
+                guard ImageFormat(signature: buffer.readableBytesView.prefix(ImageFormat.signatureLength)) != nil else {
+                    throw problem(ImageError(code: ImageError.unsupportedFormat, message: "not an image's first bytes"))
+                }
+            }
+        }
         var declared: String
         var bytes: [UInt8]
-        if contentType.lowercased().hasPrefix("multipart/form-data") {
+        if isForm {
             guard let file = MultipartForm.firstFile(in: buffer, contentType: contentType) else {
                 throw Problem(
                     .badRequest, code: "malformed_form", detail: "The form holds no file part (Content-Disposition with a filename or name).")
@@ -156,19 +175,28 @@ struct PhotosController: Sendable {
             declared = contentType
             bytes = Array(buffer.readableBytesView)
         }
-        declared = declared.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        guard declared == "application/octet-stream" || Self.imageTypes[declared] != nil else {
-            throw Problem(
-                .unsupportedMediaType, code: "unsupported_media_type",
-                detail: "Send a JPEG, PNG or WebP image (image/jpeg, image/png, image/webp, or application/octet-stream).")
-        }
+        declared = Self.mediaType(declared)
+        try Self.checkDeclared(declared)
         let header = try await Self.translating { try await PhotoLibrary.header(bytes) }
         if let expected = Self.imageTypes[declared], expected != header.format {
             throw Problem(
                 .unsupportedMediaType, code: "content_type_mismatch",
                 detail: "The bytes are a \(header.format.rawValue.uppercased()) image, but the request says \(declared).")
         }
-        return bytes
+        return (bytes, slot)
+    }
+
+    /// A Content-Type's media type, lowercased, without its parameters.
+    static func mediaType(_ contentType: String) -> String {
+        contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+    }
+
+    static func checkDeclared(_ type: String) throws {
+        guard type == "application/octet-stream" || Self.imageTypes[type] != nil else {
+            throw Problem(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                detail: "Send a JPEG, PNG or WebP image (image/jpeg, image/png, image/webp, or application/octet-stream).")
+        }
     }
 
     static let imageTypes: [String: ImageFormat] = [

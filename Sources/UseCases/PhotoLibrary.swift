@@ -49,13 +49,20 @@ public struct PhotoLibrary: Sendable {
         return threads
     }()
 
-    /// Uploads being decoded or waiting for a thread, each holding up to 10 MiB: beyond
-    /// `maxInFlight`, an upload is refused at once (503, try again) rather than queued.
+    /// Uploads being received, decoded or waiting for a thread, each holding up to 10 MiB:
+    /// beyond `maxInFlight`, an upload is refused before its body is read (503, try again)
+    /// rather than queued.
     static let inFlight = Mutex(0)
     public static let maxInFlight = 8
 
-    /// Runs `work` on the decoding threads, if there is room for one more upload.
-    static func decoding<T: Sendable>(_ work: @escaping @Sendable () throws(ImageError) -> T) async throws -> T {
+    /// One upload's place among those in flight, given back when it is dropped.
+    public final class Slot: Sendable {
+        init() {}
+        deinit { PhotoLibrary.inFlight.withLock { $0 -= 1 } }
+    }
+
+    /// A slot for one more upload, or 503 `busy`.
+    public static func admit() throws -> Slot {
         let admitted = inFlight.withLock { count in
             guard count < maxInFlight else { return false }
             count += 1
@@ -66,8 +73,12 @@ public struct PhotoLibrary: Sendable {
                 .busy, code: "busy", detail: "Too many photos are being processed; try again in a moment.",
                 retryAfterSeconds: 1)
         }
-        defer { inFlight.withLock { $0 -= 1 } }
-        return try await decoding.runIfActive { () throws(ImageError) -> T in try work() }
+        return Slot()
+    }
+
+    /// Runs `work` on the decoding threads (two: the uploads admitted wait their turn there).
+    static func decoding<T: Sendable>(_ work: @escaping @Sendable () throws(ImageError) -> T) async throws -> T {
+        try await decoding.runIfActive { () throws(ImageError) -> T in try work() }
     }
 
     /// What an upload is, from its header alone (no pixel decoded), off Swift's threads.

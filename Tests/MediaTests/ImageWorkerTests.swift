@@ -87,4 +87,14 @@ struct ImageWorkerTests {
         #expect(Fixture.code { try ImageWorker.Wire.read(ImageWorker.Wire.write(.failure(refusal))) } == ImageError.tooManyPixels)
         #expect(Fixture.code { try ImageWorker.Wire.read(Array(ImageWorker.Wire.write(.success(processed)).dropLast(9))) } == ImageError.unavailable)
     }
+
+    @Test("an upload's first twelve bytes say whether it can be an image, before the rest is read")
+    func signatures() throws {
+        for (suffix, format) in [(".jpg", ImageFormat.jpeg), (".png", .png), (".webp", .webp)] {
+            #expect(ImageFormat(signature: try Fixture.image(width: 8, height: 8, as: suffix)) == format, "\(suffix)")
+        }
+        #expect(ImageFormat(signature: try Fixture.Unsupported.gif.bytes()) == nil)
+        #expect(ImageFormat(signature: [UInt8](repeating: 0xFF, count: 64)) == nil)
+        #expect(ImageFormat(signature: [0xFF, 0xD8, 0xFF]) == nil, "fewer than twelve bytes say nothing")
+    }
 }
