@@ -101,15 +101,10 @@ extension DomainCodec where Event == UserEvent {
 extension DomainCodec where Event == ItemEvent {
     public static let item: DomainCodec = {
         var codec = EventCodec<ItemEvent>()
-        codec.register(
-            RentalPosted.self, personal: [.init("location", of: .field("ownerID"), redacted: Redacted.location)],
-            wrap: ItemEvent.rentalPosted)
-        codec.register(
-            RequestPosted.self, personal: [.init("location", of: .field("ownerID"), redacted: Redacted.location)],
-            wrap: ItemEvent.requestPosted)
+        codec.register(RentalPosted.self, personal: Redacted.posting(of: .field("ownerID")), wrap: ItemEvent.rentalPosted)
+        codec.register(RequestPosted.self, personal: Redacted.posting(of: .field("ownerID")), wrap: ItemEvent.requestPosted)
         // Only the owner revises an item.
-        codec.register(
-            ItemRevised.self, personal: [.init("location", of: .actor, redacted: Redacted.location)], wrap: ItemEvent.revised)
+        codec.register(ItemRevised.self, personal: Redacted.posting(of: .actor), wrap: ItemEvent.revised)
         codec.register(ItemWithdrawn.self, wrap: ItemEvent.withdrawn)
         codec.register(
             BidPlaced.self, personal: [.init("message", of: .field("bidderID"), redacted: .string(Redacted.text))],
@@ -148,9 +143,7 @@ extension DomainCodec where Event == ItemEvent {
 extension DomainCodec where Event == LoanEvent {
     public static let loan: DomainCodec = {
         var codec = EventCodec<LoanEvent>()
-        codec.register(
-            LoanPosted.self, personal: [.init("location", of: .field("borrowerID"), redacted: Redacted.location)],
-            wrap: LoanEvent.posted)
+        codec.register(LoanPosted.self, personal: Redacted.posting(of: .field("borrowerID")), wrap: LoanEvent.posted)
         codec.register(LoanSharePurchased.self, wrap: LoanEvent.sharePurchased)
         codec.register(LoanFunded.self, wrap: LoanEvent.funded)
         codec.register(LoanRepaymentRecorded.self, wrap: LoanEvent.repaymentRecorded)
@@ -183,13 +176,24 @@ public enum Redacted {
     public static let text = "[removed]"
     /// No place: views of a forgotten person's items and loans show it at 0, 0.
     public static let location: JSONValue = .object(["lat": .int(0), "lng": .int(0), "place": .string(text)])
+
+    /// A posting's place and its texts (issue 48: "call me on 555-0100" in a description).
+    static func posting(of subject: PersonalField.Subject) -> [PersonalField] {
+        [
+            .init("location", of: subject, redacted: location), .init("title", of: subject, redacted: .string(text)),
+            .init("description", of: subject, redacted: .string(text)),
+        ]
+    }
 }
 
 /// The personal fields of every event the server writes (SPEC §11.3): e-mail, display name,
-/// country, where a person keeps or needs things and where a borrower works, what a bidder
-/// wrote in a bid, a review or a message, card fingerprints and processor tokens, and which
-/// photo is a person's own or their loan's (often of themselves). Titles, descriptions, amounts, ids, statuses and handles stay
-/// clear: they are the listing's or public.
+/// country, where a person keeps or needs things and where a borrower works, the titles and
+/// descriptions they post (free text: a phone number, a name), what a bidder wrote in a bid,
+/// a review or a message, card fingerprints and processor tokens, and which photo is a
+/// person's own or their loan's (often of themselves). Amounts, ids, statuses, categories and
+/// handles stay clear (a handle stays reserved; it shows as `former user`). Events written
+/// before 0.3.0 hold their titles and descriptions clear in the log; the views remove them
+/// all the same.
 public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.codec.personalFields
     .merging(DomainCodec.item.codec.personalFields) { $1 }
     .merging(DomainCodec.loan.codec.personalFields) { $1 }

@@ -68,12 +68,15 @@ public struct ItemsProjection: InlineProjection {
             body(&items[item]!)
         }
 
-        /// A forgotten owner's items keep their listing but lose the place, and show `former
-        /// user`, as the forget's update does to the rows of the appends.
+        /// A forgotten owner's items keep their listing but lose the place, the texts and the
+        /// photos, and show `former user`, as the forget's update does to the rows of the appends.
         mutating func forget(owner: UUID, _ event: ProjectedEvent) {
             for id in itemsByOwner[owner] ?? [] {
                 items[id]!.handle = Redacted.name
                 items[id]!.posting.location = Location(lat: 0, lng: 0, place: Redacted.text)
+                items[id]!.posting.title = Redacted.text
+                items[id]!.posting.description = Redacted.text
+                items[id]!.photos = []
                 items[id]!.touch(event)
             }
         }
@@ -533,7 +536,7 @@ public struct ItemsProjection: InlineProjection {
             FROM jsonb_array_elements(('[' || coalesce(current_setting('lender.cell_moves', true), '') || ']')::jsonb) AS e)
         """
 
-    /// A forgotten owner's items keep their listing but lose the place; a forgotten bidder's
+    /// A forgotten owner's items keep their listing but lose the place, texts and photos; a forgotten bidder's
     /// bids lose their message; what they wrote in reviews and messages is removed (their stars stay). Both show `former user`, in step with the sealed fields' redaction.
     private func forget(_ event: ProjectedEvent, _ plan: inout WritePlan, building: Bool, _ known: inout Memory) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
@@ -558,6 +561,7 @@ public struct ItemsProjection: InlineProjection {
             """,
             """
             UPDATE items_view SET owner_handle = \(Redacted.name), lat = 0, lng = 0, place = \(Redacted.text),
+                   title = \(Redacted.text), description = \(Redacted.text), photos = '{}',
                    updated_at = \(event.recordedAt), position = \(event.position)
             WHERE owner_id = \(user)
             """,

@@ -15,11 +15,12 @@ public struct LoansProjection: InlineProjection {
         var plan = WritePlan()
         for event in events {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                // A forgotten borrower's loans stay (lenders' money is in them) without the place
-                // or the photos.
+                // A forgotten borrower's loans stay (lenders' money is in them) without the place,
+                // the texts or the photos.
                 plan.barrier([
                     """
-                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), photos = '{}', updated_at = \(event.recordedAt),
+                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), title = \(Redacted.text),
+                           description = \(Redacted.text), photos = '{}', updated_at = \(event.recordedAt),
                            position = \(event.position)
                     WHERE borrower_id = \(forgotten.userID.rawValue)
                     """
@@ -127,6 +128,8 @@ public struct LoansProjection: InlineProjection {
                 for id in loansByBorrower[forgotten.userID.rawValue] ?? [] {
                     change(id, event) { loan in
                         loan.posted.location = Location(lat: 0, lng: 0, place: Redacted.text)
+                        loan.posted.title = Redacted.text
+                        loan.posted.description = Redacted.text
                         loan.photos = []
                     }
                 }

@@ -6,8 +6,9 @@ import Postgres
 
 extension Accounts {
     /// Closes `user`'s account and forgets them (SPEC §11.3): `UserForgotten` is appended
-    /// with, in its transaction, their data key destroyed, their login closed (the handle
-    /// stays taken), their e-mail's index entry, failed logins, profile photo and loans' photos
+    /// with, in its transaction, their data key destroyed (their postings' places and texts
+    /// with it), their login closed (the handle stays taken), their e-mail's index entry,
+    /// failed logins, profile photo and items' and loans' photos
     /// deleted and their sessions revoked (announced to every server). Then their open items and pending bids are
     /// withdrawn, as they could do themselves, so that every reader of those streams agrees:
     /// after the forgetting, so that one posted meanwhile is withdrawn too (and one sealed for
@@ -23,13 +24,16 @@ extension Accounts {
         // Several commands for one request: none of them is the request's idempotent command.
         return try await IdempotentRequest.$current.withValue(nil) {
             let forgotten: Result<Int64, any Error>
-            // Their face goes with them, and their loans' photos (often of themselves), unless
-            // the same image is also someone else's.
+            // Their face goes with them, and their items' and loans' photos (of their home,
+            // often of themselves), unless the same image is also someone else's.
             let profilePhoto = try await gateway.load(.user(user), .user).0.photo
-            let loanPhotos = try await pool.query(
-                "SELECT unnest(photos) AS digest FROM loans_view WHERE borrower_id = \(user.rawValue)"
+            let postedPhotos = try await pool.query(
+                """
+                SELECT unnest(photos) AS digest FROM loans_view WHERE borrower_id = \(user.rawValue)
+                UNION SELECT unnest(photos) FROM items_view WHERE owner_id = \(user.rawValue)
+                """
             ).map { try $0.decode("digest", as: String.self) }
-            let photos = (profilePhoto.map { [$0] } ?? []) + loanPhotos
+            let photos = (profilePhoto.map { [$0] } ?? []) + postedPhotos
             do {
                 let handled = try await gateway.handle(UserCommand.forget, on: .user, id: user, actor: user, metadata: metadata) {
                     session in
@@ -59,7 +63,7 @@ extension Accounts {
                         try session.query(
                             """
                             DELETE FROM media m WHERE m.digest = ANY (\(photos))
-                              AND NOT EXISTS (SELECT 1 FROM items_view WHERE m.digest = ANY (photos))
+                              AND NOT EXISTS (SELECT 1 FROM items_view WHERE m.digest = ANY (photos) AND owner_id <> \(user.rawValue))
                               AND NOT EXISTS (
                                   SELECT 1 FROM loans_view WHERE m.digest = ANY (photos) AND borrower_id <> \(user.rawValue))
                               AND NOT EXISTS (SELECT 1 FROM users_view WHERE photo = m.digest AND user_id <> \(user.rawValue))

@@ -1,6 +1,7 @@
 import Aggregates
 import EventStore
 import Foundation
+import ImageFixtures
 import Glibc
 import Marketplace
 import Postgres
@@ -23,6 +24,9 @@ struct PersonalDataTests {
             let email = "zq\(mark)@forget.example"
             let place = "Hidden Lane \(mark)"
             let message = "call me on 555-\(mark)"
+            // What she posts says where she is too (issue 48).
+            let (title, description) = ("Ladder \(mark)", "Ring Ladderhouse \(mark) for it")
+            let loanTitle = "Loom \(mark)"
             let registered = try await client.send(
                 .post, "/v1/users",
                 json: ["handle": "zelda", "displayName": name, "email": email, "password": "correct horse battery", "country": "NP"])
@@ -37,11 +41,14 @@ struct PersonalDataTests {
             let rental = try await client.send(
                 .post, "/v1/rentals",
                 json: [
-                    "title": "Ladder", "description": "Tall", "category": "tools", "dailyPriceCents": 500,
+                    "title": title, "description": description, "category": "tools", "dailyPriceCents": 500,
                     "location": ["lat": 12.3456789, "lng": 98.7654321, "place": place],
                 ], token: zelda)
             #expect(rental.status == .created, "\(rental)")
             let ladder = try rental.decode(ItemResource.self)
+            let photo = try await client.upload(
+                "/v1/items/\(ladder.id)/photos", try Fixture.image(width: 120, height: 90, as: ".png"), type: "image/png", token: zelda)
+            let ladderPhoto = try #require(try photo.decode(ItemResource.self).photos.first?.digest)
             let bikes = try await client.postRental(bob.token)
             let bid = try await client.send(
                 .post, "/v1/items/\(bikes.id)/bids",
@@ -51,7 +58,7 @@ struct PersonalDataTests {
             let zeldasLoan = try await client.send(
                 .post, "/v1/loans",
                 json: [
-                    "title": "Loom", "description": "For weaving", "sector": "Manufacturing", "activity": "Weaving",
+                    "title": loanTitle, "description": "For weaving", "sector": "Manufacturing", "activity": "Weaving",
                     "country": "NP", "location": ["lat": 27.1234567, "lng": 84.7654321, "place": "Loom Street \(mark)"],
                     "amountCents": 10_000, "deadline": dayFromToday(30),
                 ], token: zelda)
@@ -65,7 +72,9 @@ struct PersonalDataTests {
 
             // Sealed in the log already: the auditors' copy holds none of it in clear.
             let log = try await admin.query("SELECT string_agg(data::text, ' ') AS t FROM events").single().decode("t", as: String.self)
-            for secret in [name, email, place, message, "12.3456789"] { #expect(!log.contains(secret), "\(secret) in the log") }
+            for secret in [name, email, place, message, "12.3456789", title, description, loanTitle] {
+                #expect(!log.contains(secret), "\(secret) in the log")
+            }
             #expect(log.contains("\"$sealed\""))
 
             // The password is asked for, and a wrong one changes nothing.
@@ -103,6 +112,8 @@ struct PersonalDataTests {
             // Her items and bids show a former user; her open ones were withdrawn.
             let item = try await client.send(.get, "/v1/items/\(ladder.id)", token: bob.token).decode(ItemResource.self)
             #expect(item.ownerHandle == Redacted.name && item.status == "withdrawn" && item.location.place == Redacted.text)
+            #expect(item.title == Redacted.text && item.description == Redacted.text && item.photos.isEmpty, "\(item)")
+            #expect(try await client.media("/v1/media/\(ladderPhoto)").status == .notFound, "her item's photo is deleted")
             let bids = try await client.send(.get, "/v1/items/\(bikes.id)/bids", token: bob.token).json["data"] as? [[String: Any]]
             let hers = bids?.first { $0["bidderHandle"] as? String == Redacted.name }
             #expect(hers?["message"] as? String == Redacted.text && hers?["status"] as? String == "withdrawn", "\(bids ?? [])")
@@ -114,7 +125,10 @@ struct PersonalDataTests {
             let database = try await ownerURL(admin)
             let dump = try pgDump(database)
             #expect(dump.count > 10_000, "a dump of the whole database")
-            for secret in [name, email, place, message, "Loom Street \(mark)", "12.3456789", "98.7654321", "27.1234567", "203.0.113.77"] {
+            for secret in [
+                name, email, place, message, "Loom Street \(mark)", "12.3456789", "98.7654321", "27.1234567", "203.0.113.77", title,
+                description, loanTitle,
+            ] {
                 #expect(!dump.contains(secret), "the dump holds \(secret)")
             }
             #expect(dump.contains("User bob") && dump.contains("bob@example.org"), "another user's data is untouched")
