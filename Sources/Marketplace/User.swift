@@ -398,7 +398,7 @@ public enum UserDecider {
     }
 
     static func displayNameProblems(_ name: String) -> [FieldError] {
-        name.trimmed.isWithin(1...80) && !name.contains(where: \.isNewline)
+        name.trimmed.isWithin(1...80) && normalizedDisplayName(name).isWithin(1...80) && !name.contains(where: \.isNewline)
             && !name.unicodeScalars.contains(where: \.isControl) && !name.contains(where: \.hidesFormatCharacter)
             && !name.unicodeScalars.allSatisfy(\.showsNothing)
             ? []
@@ -409,10 +409,12 @@ public enum UserDecider {
             ]
     }
 
-    /// A display name as stored: trimmed, and in Unicode's composed form (NFC), so that two
-    /// spellings of one name are one.
+    /// A display name as stored: trimmed, and in Unicode's compatibility composed form (NFKC),
+    /// so that two spellings of one name are one and a name reads as it looks: full-width
+    /// `Ｂｏｂ` is `Bob`, `ﬁ` is `fi`, `²` is `2` (issue 48's look-alikes). Checked again after
+    /// folding, since a fold can lengthen a name (`㍿` is four letters).
     static func normalizedDisplayName(_ name: String) -> String {
-        name.trimmed.precomposedStringWithCanonicalMapping
+        name.trimmed.precomposedStringWithCompatibilityMapping
     }
 
     /// An ISO 3166-1 alpha-2 code of the list in `Countries`.

@@ -135,10 +135,23 @@ public enum Category: String, Hashable, Sendable, Codable, CaseIterable {
 }
 
 extension StringProtocol {
-    /// A length in characters within `range`, and at most eight Unicode scalars a character
-    /// on average: a letter under 6,000 combining marks is one character, and must not pass
-    /// for a short text (issue 48). Eight leave room for the longest emoji sequences.
+    /// A length in characters within `range`, at most eight Unicode scalars a character on
+    /// average, and no character under more than `maxCombiningMarks` marks: a letter under
+    /// 6,000 combining marks is one character, and must not pass for a short text, nor a
+    /// few hundred marks stack over the lines around it (issue 48). Eight leave room for the
+    /// longest emoji sequences; four marks for any script's vowels and tones.
     public func isWithin(_ range: ClosedRange<Int>) -> Bool {
         range.contains(count) && unicodeScalars.count <= range.upperBound * 8
+            && (utf8.allSatisfy { $0 < 0x80 } || !contains { $0.combiningMarks > maxCombiningMarks })
+    }
+}
+
+/// The most combining marks one character of a text may carry (`isWithin`).
+public let maxCombiningMarks = 4
+
+extension Character {
+    /// Its nonspacing and enclosing marks (the accents and tones drawn over or under a letter).
+    var combiningMarks: Int {
+        unicodeScalars.count { [.nonspacingMark, .enclosingMark].contains($0.properties.generalCategory) }
     }
 }

@@ -98,6 +98,16 @@ struct ItemPostingTests {
         var overlong = post
         overlong.title = "\u{3000}" + String(repeating: "x", count: 121)
         expectRefused(given([], when: .postRental(overlong), by: alice), .invalid, "validation_failed")
+        // A letter under a flood of combining marks (issue 48), in a title or a description.
+        var zalgo = post
+        zalgo.title = "Drill " + String(repeating: "a" + String(repeating: "\u{0336}", count: 5), count: 3)
+        expectRefused(given([], when: .postRental(zalgo), by: alice), .invalid, "validation_failed")
+        zalgo = post
+        zalgo.description = "x" + String(repeating: "\u{0489}", count: 200)
+        expectRefused(given([], when: .postRental(zalgo), by: alice), .invalid, "validation_failed")
+        var accented = post
+        accented.title = "Xe đạp Việt Nam ệ"
+        #expect((try? given([], when: .postRental(accented), by: alice).get()) != nil)
     }
 
     @Test func anItemIsPostedOnce() {

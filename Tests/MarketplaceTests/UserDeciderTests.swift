@@ -22,6 +22,24 @@ struct UserDeciderTests {
         [.registered(UserRegistered(userID: me, handle: "ada_99", displayName: "Ada", email: "ada@example.org", country: "NP"))]
     }
 
+    @Test func lookAlikeNamesAreFoldedAndMarkFloodsRefused() throws {
+        let named = { (name: String) in
+            givenUser([], when: .register(userID: me, handle: "ada_99", displayName: name, email: "a@example.org", password: "correct horse", country: nil))
+        }
+        // Full-width letters, a ligature, a superscript: stored as they read (NFKC).
+        guard case .registered(let folded) = try named("Ｂｏｂ ﬁsh²").get().first else { Issue.record("not registered"); return }
+        #expect(folded.displayName == "Bob fish2")
+        // A letter under a flood of combining marks is one character, and refused.
+        let flood = "Z" + String(repeating: "\u{0301}", count: 60)
+        #expect(flood.count == 1)
+        guard case .failure(let error) = named(flood) else { Issue.record("a mark flood passed"); return }
+        #expect(error.fields.map(\.code) == ["invalid_display_name"])
+        // Four marks on a letter (a script's vowels and tones) are a name.
+        #expect((try? named("Nguyễn Thị " + "a\u{0300}\u{0301}\u{0302}\u{0303}").get()) != nil)
+        // A fold that makes a name longer than 80 characters is refused, not stored long.
+        #expect((try? named(String(repeating: "\u{337F}", count: 30)).get()) == nil, "㍿ folds to four letters")
+    }
+
     @Test func registrationKeepsNoPassword() throws {
         let events = try givenUser([], when: register()).get()
         #expect(events == registered)
