@@ -165,6 +165,13 @@ public final class ServerProcess: @unchecked Sendable {
 
     public func kill(_ signal: Int32) { Glibc.kill(process.processIdentifier, signal) }
 
+    /// The server's resident memory now, in bytes (Linux's VmRSS).
+    public var residentBytes: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
     /// Waits for the process to end; its exit status, or nil if it is still running after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(20)) async -> Int32? {
         let clock = ContinuousClock()

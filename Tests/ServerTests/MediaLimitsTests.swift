@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import HummingbirdTesting
 import ImageFixtures
@@ -130,6 +133,88 @@ struct MediaLimitsTests {
             #expect(ran.contains("1 unused photos deleted"), "\(ran)")
             #expect(try await client.media("/v1/media/\(old)").status == .notFound)
             #expect(try await client.media("/v1/media/\(new)").status == .ok)
+        }
+    }
+
+    /// Issue 48's floods together, on a real server: 40 clients reading a 10 MB image, 40
+    /// that ask for it and never read, and 40 registering. A signed-in user's market reads all
+    /// answer (the images have a pool of their own), the memory stays bounded (a chunk and a
+    /// socket's buffers per reader, closed after the write timeout), and registrations past
+    /// the address's limit are refused. How fast the market read stays is `scripts/bench flood`.
+    @Test func floodsOfImageReadersAndRegistrationsLeaveTheMarketAnswering() async throws {
+        try await withServerDatabase { database, admin in
+            let server = try await ServerProcess(
+                database: database, environment: ["HTTP_WRITE_TIMEOUT": "2", "WRITE_LIMIT_REGISTRATIONS_PER_HOUR": "60"])
+            defer { server.kill(SIGTERM) }
+            let user = try await server.user("reader")
+            #expect(try await server.send(.get, "/v1/market", token: user.token).status == .ok)
+            let digest = String(repeating: "f", count: 64)
+            _ = try await admin.query(
+                """
+                INSERT INTO media (digest, variant, bytes, width, height)
+                VALUES (\(digest), 'full', convert_to(repeat('x', 10000000), 'UTF8'), 4000, 3000)
+                """)
+            let before = server.residentBytes
+            let request = "GET /v1/media/\(digest) HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            let silent = try (0..<40).map { _ in try RawConnection(port: server.port) }
+            for connection in silent { connection.send(request) }
+
+            let (markets, registrations, reads) = try await withThrowingTaskGroup(of: [Int].self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        var statuses = [Int]()
+                        for round in 0..<3 {
+                            let reply = try await server.send(
+                                .post, "/v1/users",
+                                json: [
+                                    "handle": "flood_\(index)_\(round)", "displayName": "F", "email": "f\(index).\(round)@example.org",
+                                    "password": "correct horse battery",
+                                ])
+                            statuses.append(reply.status.code)
+                        }
+                        return statuses.map { -$0 }
+                    }
+                    group.addTask {
+                        // The silent ones hold the address's slots until the write timeout
+                        // closes them: a reader is told 429 and comes back, as Retry-After says.
+                        var statuses = [Int]()
+                        for _ in 0..<20 {
+                            let reply = try await server.send(.get, "/v1/media/\(digest)")
+                            statuses.append(1000 + reply.status.code)
+                            if reply.status == .ok {
+                                #expect(reply.data.count == 10_000_000)
+                                break
+                            }
+                            try await Task.sleep(for: .seconds(1))
+                        }
+                        return statuses
+                    }
+                }
+                group.addTask {
+                    var statuses = [Int]()
+                    for _ in 0..<20 { statuses.append(try await server.send(.get, "/v1/market", token: user.token).status.code) }
+                    return statuses.map { 2000 + $0 }
+                }
+                var all = [Int]()
+                for try await part in group { all += part }
+                return (
+                    all.filter { $0 >= 2000 }.map { $0 - 2000 }, all.filter { $0 < 0 }.map { -$0 },
+                    all.filter { (1000..<2000).contains($0) }.map { $0 - 1000 }
+                )
+            }
+            #expect(markets.count == 20 && markets.allSatisfy { $0 == 200 }, "the market answered every read: \(markets)")
+            #expect(Set(reads).isSubset(of: [200, 429]) && reads.filter { $0 == 200 }.count == 40, "every reader got the image: \(reads)")
+            let created = registrations.filter { $0 == 201 }.count
+            #expect(created <= 15 && registrations.filter { $0 == 429 }.count >= 100, "\(created) registered of \(registrations.count)")
+            #expect(!registrations.contains(503), "the limit refuses before bcrypt's queue fills")
+            // The silent connections were closed once their sockets filled and stayed full.
+            let closed = await withTaskGroup(of: Bool.self) { group in
+                for connection in silent { group.addTask { await onThread { connection.read(within: .seconds(3)).closed } } }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(closed >= 8, "the readers that never read were closed after the write timeout: \(closed)")
+            let grown = server.residentBytes - before
+            #expect(grown < 200_000_000, "the server's memory grew by \(grown / 1_000_000) MB")
         }
     }
 
