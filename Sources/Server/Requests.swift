@@ -132,7 +132,9 @@ extension Request {
         do {
             return try await collectBody(upTo: context.maxUploadSize)
         } catch {
-            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than 1 MiB.")
+            let limit = context.maxUploadSize
+            let size = limit % (1024 * 1024) == 0 ? "\(limit / (1024 * 1024)) MiB" : "\(limit / 1024) KiB"
+            throw Problem(.contentTooLarge, code: "body_too_large", detail: "The body is larger than \(size).")
         }
     }
 }
