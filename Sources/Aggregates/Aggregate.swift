@@ -50,10 +50,18 @@ extension Aggregate where ID == UserID, State == CartState, Command == CartComma
         decide: { command, state, actor in try CartDecider.decide(command, state, actor: actor) }, codec: .cart)
 }
 
+extension Aggregate where ID == ReportID, State == ReportState, Command == ReportCommand, Event == ReportEvent {
+    /// A report's stream: filed by its reporter, resolved by an operator (each the actor).
+    public static let report = Aggregate(
+        category: "report", initial: ReportDecider.initial, evolve: ReportDecider.evolve,
+        decide: { command, state, actor in try ReportDecider.decide(command, state, actor: actor) }, codec: .report)
+}
+
 extension StreamID {
     public static func user(_ id: UserID) -> StreamID { Aggregate.user.stream(id) }
     public static func item(_ id: ItemID) -> StreamID { Aggregate.item.stream(id) }
     public static func loan(_ id: LoanID) -> StreamID { Aggregate.loan.stream(id) }
     /// A cart is its owner's: named by the user's id.
     public static func cart(of user: UserID) -> StreamID { Aggregate.cart.stream(user) }
+    public static func report(_ id: ReportID) -> StreamID { Aggregate.report.stream(id) }
 }

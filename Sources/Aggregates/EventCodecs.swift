@@ -198,6 +198,18 @@ public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.co
     .merging(DomainCodec.item.codec.personalFields) { $1 }
     .merging(DomainCodec.loan.codec.personalFields) { $1 }
     .merging(DomainCodec.cart.codec.personalFields) { $1 }
+    .merging(DomainCodec.report.codec.personalFields) { $1 }
+
+extension DomainCodec where Event == ReportEvent {
+    public static let report: DomainCodec = {
+        var codec = EventCodec<ReportEvent>()
+        codec.register(
+            ReportFiled.self, personal: [.init("text", of: .field("reporterID"), redacted: .string(Redacted.text))],
+            wrap: ReportEvent.filed)
+        codec.register(ReportResolved.self, wrap: ReportEvent.resolved)
+        return DomainCodec(codec)
+    }()
+}
 
 extension UserID {
     /// The name of this user's data key.

@@ -25,9 +25,10 @@ public struct ViewGroup: Sendable {
             tables: ["loans_view", "loan_shares_view", "country_loans_view"]),
         ViewGroup(name: "carts", projections: [CartsProjection()], tables: ["cart_lines_view"]),
         ViewGroup(name: "payouts", projections: [PayoutsProjection()], tables: ["payouts_view"]),
+        ViewGroup(name: "reports", projections: [ReportsProjection()], tables: ["reports_view"]),
     ]
 
-    /// The groups holding the named projection (`users`, `items`, `loans`, `carts`, `payouts`), or all.
+    /// The groups holding the named projection (`users`, `items`, `loans`, `carts`, `payouts`, `reports`), or all.
     public static func named(_ name: String?) throws -> [ViewGroup] {
         guard let name else { return all }
         let groups = all.filter { group in group.projections.contains { $0.name == name } }
@@ -136,6 +137,8 @@ public struct ViewRebuilder: Sendable {
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
         // A second release's closing completes its rental's booking, found by item.
         "bookings_view": ["item_id"],
+        // A forgotten reporter's words, found by reporter.
+        "reports_view": ["reporter_id"],
     ]
 
     /// The tables a build from the first event writes by COPY and finds no row of by its key

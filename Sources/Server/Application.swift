@@ -76,6 +76,8 @@ public func buildRouter(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat), accounts: accounts, heartbeat: heartbeat)
 
+    let reports = ReportsController(reports: Reports(gateway: gateway), view: ReportsView(primary))
+
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
@@ -209,6 +211,13 @@ public func buildRouter(
     changes.patch("cart/items/:loanID", use: cart.change)
     changes.delete("cart/items/:loanID", use: cart.remove)
     changes.post("cart/checkout", use: cart.checkout)
+
+    // Trust and safety (SPEC §12.5): reports by anyone signed in, acts by operators alone
+    // (403 `not_operator`), each an event whose actor is the operator.
+    changes.post("reports", use: reports.file)
+    signedIn.get("me/reports", use: reports.mine)
+    signedIn.get("admin/reports", use: reports.list)
+    user.post("admin/reports/:reportID/resolve", use: reports.resolve)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))

@@ -231,7 +231,10 @@ enum AuditKeys {
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage users: roles, identity checks, and forgetting one.",
-        subcommands: [GrantAuditor.self, RevokeAuditor.self, VerifyIdentity.self, SettleBalance.self, Forget.self])
+        subcommands: [
+            GrantAuditor.self, RevokeAuditor.self, GrantOperator.self, RevokeOperator.self, VerifyIdentity.self,
+            SettleBalance.self, Forget.self,
+        ])
 
     struct SettleBalance: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -319,30 +322,55 @@ struct Users: AsyncParsableCommand {
         }
     }
 
+    /// A role granted by an operator, as access control (like credentials): who may read the
+    /// whole log, and who may act on reports.
+    enum Role: String {
+        case auditor, `operator`
+
+        var table: String { rawValue + "s" }
+
+        func grant(_ handle: String, _ database: DatabaseOptions) async throws {
+            try await withUser(handle, database) { pool, userID in
+                try await pool.query("INSERT INTO \(unsafeRaw: table) (user_id) VALUES (\(userID)) ON CONFLICT DO NOTHING")
+                print("\(handle) is an \(rawValue).")
+            }
+        }
+
+        func revoke(_ handle: String, _ database: DatabaseOptions) async throws {
+            try await withUser(handle, database) { pool, userID in
+                try await pool.query("DELETE FROM \(unsafeRaw: table) WHERE user_id = \(userID)")
+                print("\(handle) is not an \(rawValue).")
+            }
+        }
+    }
+
     struct GrantAuditor: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Let a user read every bid history and the log.")
         @OptionGroup var database: DatabaseOptions
         @Argument(help: "The user's handle.") var handle: String
-
-        func run() async throws {
-            try await withUser(handle, database) { pool, userID in
-                try await pool.query("INSERT INTO auditors (user_id) VALUES (\(userID)) ON CONFLICT DO NOTHING")
-                print("\(handle) is an auditor.")
-            }
-        }
+        func run() async throws { try await Role.auditor.grant(handle, database) }
     }
 
     struct RevokeAuditor: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Take a user's auditor role away.")
         @OptionGroup var database: DatabaseOptions
         @Argument(help: "The user's handle.") var handle: String
+        func run() async throws { try await Role.auditor.revoke(handle, database) }
+    }
 
-        func run() async throws {
-            try await withUser(handle, database) { pool, userID in
-                try await pool.query("DELETE FROM auditors WHERE user_id = \(userID)")
-                print("\(handle) is not an auditor.")
-            }
-        }
+    struct GrantOperator: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Let a user act on reports (SPEC §12.5), each act logged as theirs.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+        func run() async throws { try await Role.operator.grant(handle, database) }
+    }
+
+    struct RevokeOperator: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Take a user's operator role away.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The user's handle.") var handle: String
+        func run() async throws { try await Role.operator.revoke(handle, database) }
     }
 
     static func withUser(

@@ -180,6 +180,10 @@ struct SetBasedViewsTests {
                 #expect(try shed.decode("description", as: String.self) == "[removed]")
                 // The photo from before the forgetting is gone; the one after, a made-up event, stays.
                 #expect(try shed.decode("photos", as: [String].self) == [String(repeating: "e", count: 64)])
+                let reports = try await pool.query(
+                    "SELECT status || ' ' || coalesce(text, '-') AS r FROM together.reports_view ORDER BY filed_position"
+                ).map { try $0.decode("r", as: String.self) }
+                #expect(reports == ["resolved Cheap", "open -", "open [removed]"], "\(reports)")
                 let deals = try await pool.query("SELECT sum(completed_deals)::int AS n FROM together.users_view").single()
                 #expect(try deals.decode("n", as: Int.self) == 15, "two for each of seven closings, one for the owner who rented their own")
                 let bids = try await pool.query(
@@ -506,6 +510,21 @@ struct InterleavedHistory {
             try await item(
                 items[0], .bidPlaced(BidPlaced(bidID: bid, bidderID: bidder, dailyPriceCents: 800, from: from, until: until, message: "Still?")))
         }
+        // Reports: filed, resolved, filed again on the same subject (one open at a time across
+        // reports, which a batch must not reorder), and one by the person forgotten next.
+        let (first, second, theirs) = (ReportID(), ReportID(), ReportID())
+        func report(_ id: ReportID, _ event: ReportEvent) async throws {
+            try await add(.report(id), [try Aggregate.report.codec.encode(event)])
+        }
+        try await report(
+            first,
+            .filed(ReportFiled(reportID: first, reporterID: users[1], subjectType: .item, subjectID: shed.rawValue, reason: .scam, text: "Cheap")))
+        try await report(first, .resolved(ReportResolved(operatorID: users[2], action: .none, reason: "Fine")))
+        try await report(
+            second, .filed(ReportFiled(reportID: second, reporterID: users[1], subjectType: .item, subjectID: shed.rawValue, reason: .scam, text: nil)))
+        try await report(
+            theirs,
+            .filed(ReportFiled(reportID: theirs, reporterID: late, subjectType: .user, subjectID: users[1].rawValue, reason: .spam, text: "Spam")))
         // A photo of the shed the forgetting takes away (issue 48).
         try await item(shed, .photoAdded(ItemPhotoAdded(digest: String(repeating: "d", count: 64))))
         try await add(.user(late), [try Aggregate.user.codec.encode(.forgotten(UserForgotten(userID: late)))])

@@ -1134,6 +1134,10 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/Review`.
         public struct Review: Codable, Hashable, Sendable {
+            /// Made from the deal and the side: what a report names
+            ///
+            /// - Remark: Generated from `#/components/schemas/Review/id`.
+            public var id: Components.Schemas.Uuid
             /// - Remark: Generated from `#/components/schemas/Review/itemId`.
             public var itemId: Components.Schemas.Uuid
             /// - Remark: Generated from `#/components/schemas/Review/bidId`.
@@ -1172,6 +1176,7 @@ extension Components {
             /// Creates a new `Review`.
             ///
             /// - Parameters:
+            ///   - id: Made from the deal and the side: what a report names
             ///   - itemId:
             ///   - bidId:
             ///   - authorId:
@@ -1183,6 +1188,7 @@ extension Components {
             ///   - createdAt:
             ///   - published: False while a booking's review is held: shown to its author only, until the other party has reviewed too or 14 days have passed since the booking's completion
             public init(
+                id: Components.Schemas.Uuid,
                 itemId: Components.Schemas.Uuid,
                 bidId: Components.Schemas.Uuid,
                 authorId: Components.Schemas.Uuid,
@@ -1194,6 +1200,7 @@ extension Components {
                 createdAt: Foundation.Date,
                 published: Swift.Bool
             ) {
+                self.id = id
                 self.itemId = itemId
                 self.bidId = bidId
                 self.authorId = authorId
@@ -1206,6 +1213,7 @@ extension Components {
                 self.published = published
             }
             public enum CodingKeys: String, CodingKey {
+                case id
                 case itemId
                 case bidId
                 case authorId
@@ -5071,6 +5079,246 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case data
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Report`.
+        public struct Report: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Report/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Report/reporterId`.
+            public var reporterId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Report/subjectType`.
+            @frozen public enum SubjectTypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case item = "item"
+                case loan = "loan"
+                case user = "user"
+                case review = "review"
+                case message = "message"
+            }
+            /// - Remark: Generated from `#/components/schemas/Report/subjectType`.
+            public var subjectType: Components.Schemas.Report.SubjectTypePayload
+            /// - Remark: Generated from `#/components/schemas/Report/subjectId`.
+            public var subjectId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Report/reason`.
+            @frozen public enum ReasonPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case scam = "scam"
+                case prohibited = "prohibited"
+                case offensive = "offensive"
+                case spam = "spam"
+                case fakeReview = "fake_review"
+                case other = "other"
+            }
+            /// - Remark: Generated from `#/components/schemas/Report/reason`.
+            public var reason: Components.Schemas.Report.ReasonPayload
+            /// The reporter's words; `[removed]` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/text`.
+            public var text: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/Report/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case open = "open"
+                case resolved = "resolved"
+            }
+            /// - Remark: Generated from `#/components/schemas/Report/status`.
+            public var status: Components.Schemas.Report.StatusPayload
+            /// What the operator did, once resolved
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/action`.
+            @frozen public enum ActionPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case none = "none"
+                case takenDown = "taken_down"
+                case hidden = "hidden"
+                case suspended = "suspended"
+                case warned = "warned"
+                case _empty_ = ""
+            }
+            /// What the operator did, once resolved
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/action`.
+            public var action: Components.Schemas.Report.ActionPayload?
+            /// The operator's reason
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/resolution`.
+            public var resolution: Swift.String?
+            /// The operator who resolved it
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/resolvedBy`.
+            public var resolvedBy: Components.Schemas.UUIDOrNull?
+            /// - Remark: Generated from `#/components/schemas/Report/createdAt`.
+            public var createdAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Report/resolvedAt`.
+            public var resolvedAt: Foundation.Date?
+            /// The log position of its filing: the lists' cursor
+            ///
+            /// - Remark: Generated from `#/components/schemas/Report/position`.
+            public var position: Swift.Int64
+            /// Creates a new `Report`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - reporterId:
+            ///   - subjectType:
+            ///   - subjectId:
+            ///   - reason:
+            ///   - text: The reporter's words; `[removed]` once they closed their account
+            ///   - status:
+            ///   - action: What the operator did, once resolved
+            ///   - resolution: The operator's reason
+            ///   - resolvedBy: The operator who resolved it
+            ///   - createdAt:
+            ///   - resolvedAt:
+            ///   - position: The log position of its filing: the lists' cursor
+            public init(
+                id: Components.Schemas.Uuid,
+                reporterId: Components.Schemas.Uuid,
+                subjectType: Components.Schemas.Report.SubjectTypePayload,
+                subjectId: Components.Schemas.Uuid,
+                reason: Components.Schemas.Report.ReasonPayload,
+                text: Swift.String? = nil,
+                status: Components.Schemas.Report.StatusPayload,
+                action: Components.Schemas.Report.ActionPayload? = nil,
+                resolution: Swift.String? = nil,
+                resolvedBy: Components.Schemas.UUIDOrNull? = nil,
+                createdAt: Foundation.Date,
+                resolvedAt: Foundation.Date? = nil,
+                position: Swift.Int64
+            ) {
+                self.id = id
+                self.reporterId = reporterId
+                self.subjectType = subjectType
+                self.subjectId = subjectId
+                self.reason = reason
+                self.text = text
+                self.status = status
+                self.action = action
+                self.resolution = resolution
+                self.resolvedBy = resolvedBy
+                self.createdAt = createdAt
+                self.resolvedAt = resolvedAt
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case reporterId
+                case subjectType
+                case subjectId
+                case reason
+                case text
+                case status
+                case action
+                case resolution
+                case resolvedBy
+                case createdAt
+                case resolvedAt
+                case position
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReportPage`.
+        public struct ReportPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReportPage/data`.
+            public var data: [Components.Schemas.Report]
+            /// - Remark: Generated from `#/components/schemas/ReportPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `ReportPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor:
+            public init(
+                data: [Components.Schemas.Report],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReportBody`.
+        public struct ReportBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReportBody/subjectType`.
+            @frozen public enum SubjectTypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case item = "item"
+                case loan = "loan"
+                case user = "user"
+                case review = "review"
+                case message = "message"
+            }
+            /// - Remark: Generated from `#/components/schemas/ReportBody/subjectType`.
+            public var subjectType: Components.Schemas.ReportBody.SubjectTypePayload
+            /// - Remark: Generated from `#/components/schemas/ReportBody/subjectId`.
+            public var subjectId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/ReportBody/reason`.
+            @frozen public enum ReasonPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case scam = "scam"
+                case prohibited = "prohibited"
+                case offensive = "offensive"
+                case spam = "spam"
+                case fakeReview = "fake_review"
+                case other = "other"
+            }
+            /// - Remark: Generated from `#/components/schemas/ReportBody/reason`.
+            public var reason: Components.Schemas.ReportBody.ReasonPayload
+            /// - Remark: Generated from `#/components/schemas/ReportBody/text`.
+            public var text: Swift.String?
+            /// Creates a new `ReportBody`.
+            ///
+            /// - Parameters:
+            ///   - subjectType:
+            ///   - subjectId:
+            ///   - reason:
+            ///   - text:
+            public init(
+                subjectType: Components.Schemas.ReportBody.SubjectTypePayload,
+                subjectId: Components.Schemas.Uuid,
+                reason: Components.Schemas.ReportBody.ReasonPayload,
+                text: Swift.String? = nil
+            ) {
+                self.subjectType = subjectType
+                self.subjectId = subjectId
+                self.reason = reason
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case subjectType
+                case subjectId
+                case reason
+                case text
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ResolveReportBody`.
+        public struct ResolveReportBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ResolveReportBody/action`.
+            @frozen public enum ActionPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case none = "none"
+                case takenDown = "taken_down"
+                case hidden = "hidden"
+                case suspended = "suspended"
+                case warned = "warned"
+            }
+            /// - Remark: Generated from `#/components/schemas/ResolveReportBody/action`.
+            public var action: Components.Schemas.ResolveReportBody.ActionPayload
+            /// Why, kept in the log with the operator's id
+            ///
+            /// - Remark: Generated from `#/components/schemas/ResolveReportBody/reason`.
+            public var reason: Swift.String
+            /// Creates a new `ResolveReportBody`.
+            ///
+            /// - Parameters:
+            ///   - action:
+            ///   - reason: Why, kept in the log with the operator's id
+            public init(
+                action: Components.Schemas.ResolveReportBody.ActionPayload,
+                reason: Swift.String
+            ) {
+                self.action = action
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case action
+                case reason
             }
         }
     }

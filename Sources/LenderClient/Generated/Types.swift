@@ -553,6 +553,30 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/me/payouts`.
     /// - Remark: Generated from `#/paths//v1/me/payouts/post(requestPayout)`.
     func requestPayout(_ input: Operations.RequestPayout.Input) async throws -> Operations.RequestPayout.Output
+    /// Report an item, a loan, a user, a review or a message
+    ///
+    /// Reports one can see: a message only by one of its conversation's two people, a held review only by its author. One open report a person a subject; 20 a day.
+    ///
+    /// - Remark: HTTP `POST /v1/reports`.
+    /// - Remark: Generated from `#/paths//v1/reports/post(fileReport)`.
+    func fileReport(_ input: Operations.FileReport.Input) async throws -> Operations.FileReport.Output
+    /// My reports, newest first, with what became of them
+    ///
+    /// - Remark: HTTP `GET /v1/me/reports`.
+    /// - Remark: Generated from `#/paths//v1/me/reports/get(listMyReports)`.
+    func listMyReports(_ input: Operations.ListMyReports.Input) async throws -> Operations.ListMyReports.Output
+    /// Reports by status, newest first (operators)
+    ///
+    /// - Remark: HTTP `GET /v1/admin/reports`.
+    /// - Remark: Generated from `#/paths//v1/admin/reports/get(listReports)`.
+    func listReports(_ input: Operations.ListReports.Input) async throws -> Operations.ListReports.Output
+    /// Resolve a report with the action taken and why (operators)
+    ///
+    /// An event on the report's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/reports/{reportID}/resolve`.
+    /// - Remark: Generated from `#/paths//v1/admin/reports/{reportID}/resolve/post(resolveReport)`.
+    func resolveReport(_ input: Operations.ResolveReport.Input) async throws -> Operations.ResolveReport.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1773,6 +1797,64 @@ extension APIProtocol {
         body: Operations.RequestPayout.Input.Body
     ) async throws -> Operations.RequestPayout.Output {
         try await requestPayout(Operations.RequestPayout.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Report an item, a loan, a user, a review or a message
+    ///
+    /// Reports one can see: a message only by one of its conversation's two people, a held review only by its author. One open report a person a subject; 20 a day.
+    ///
+    /// - Remark: HTTP `POST /v1/reports`.
+    /// - Remark: Generated from `#/paths//v1/reports/post(fileReport)`.
+    public func fileReport(
+        headers: Operations.FileReport.Input.Headers = .init(),
+        body: Operations.FileReport.Input.Body
+    ) async throws -> Operations.FileReport.Output {
+        try await fileReport(Operations.FileReport.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// My reports, newest first, with what became of them
+    ///
+    /// - Remark: HTTP `GET /v1/me/reports`.
+    /// - Remark: Generated from `#/paths//v1/me/reports/get(listMyReports)`.
+    public func listMyReports(
+        query: Operations.ListMyReports.Input.Query = .init(),
+        headers: Operations.ListMyReports.Input.Headers = .init()
+    ) async throws -> Operations.ListMyReports.Output {
+        try await listMyReports(Operations.ListMyReports.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Reports by status, newest first (operators)
+    ///
+    /// - Remark: HTTP `GET /v1/admin/reports`.
+    /// - Remark: Generated from `#/paths//v1/admin/reports/get(listReports)`.
+    public func listReports(
+        query: Operations.ListReports.Input.Query = .init(),
+        headers: Operations.ListReports.Input.Headers = .init()
+    ) async throws -> Operations.ListReports.Output {
+        try await listReports(Operations.ListReports.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Resolve a report with the action taken and why (operators)
+    ///
+    /// An event on the report's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/reports/{reportID}/resolve`.
+    /// - Remark: Generated from `#/paths//v1/admin/reports/{reportID}/resolve/post(resolveReport)`.
+    public func resolveReport(
+        path: Operations.ResolveReport.Input.Path,
+        headers: Operations.ResolveReport.Input.Headers = .init(),
+        body: Operations.ResolveReport.Input.Body
+    ) async throws -> Operations.ResolveReport.Output {
+        try await resolveReport(Operations.ResolveReport.Input(
+            path: path,
             headers: headers,
             body: body
         ))

@@ -102,6 +102,8 @@ public struct ConversationsView: Sendable {
 
 /// A review as clients read it.
 public struct ReviewResource: Codable, Sendable {
+    /// Made from the deal and the side (`reviews_view.review_id`): what a report names.
+    public var id: UUID
     public var itemId: ItemID
     /// The deal's approved bid.
     public var bidId: BidID
@@ -119,12 +121,13 @@ public struct ReviewResource: Codable, Sendable {
 
     /// What `init` reads, from `reviews_view r` with its author's handle (`former user` once forgotten).
     static let selection = """
-        r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at, r.published,
+        r.review_id, r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at, r.published,
         CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
         FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
         """
 
     init(_ row: PostgresRow) throws {
+        id = try row.decode("review_id")
         itemId = ItemID(try row.decode("item_id", as: UUID.self))
         bidId = BidID(try row.decode("bid_id", as: UUID.self))
         authorId = UserID(try row.decode("author_id", as: UUID.self))

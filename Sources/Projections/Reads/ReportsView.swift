@@ -1,0 +1,100 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// A report as the API shows it: to its reporter, and to operators.
+public struct ReportResource: Codable, Sendable, Hashable {
+    public var id: ReportID
+    public var reporterId: UserID
+    public var subjectType: String
+    public var subjectId: UUID
+    public var reason: String
+    public var text: String?
+    /// `open`, or `resolved` by an operator.
+    public var status: String
+    /// What the operator did (`none`, `taken_down`, `hidden`, `suspended`, `warned`), and why.
+    public var action: String?
+    public var resolution: String?
+    public var resolvedBy: UserID?
+    public var createdAt: Date
+    public var resolvedAt: Date?
+    /// The log position of its filing: the list's cursor.
+    public var position: Int64
+}
+
+/// `reports_view`: a reporter's own reports, and the operators' list by status, newest first,
+/// paged by the filing's position.
+public struct ReportsView: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    static let columns: PostgresQuery = """
+        SELECT report_id, reporter_id, subject_type, subject_id, reason, text, status, action, resolution, resolved_by,
+               created_at, resolved_at, filed_position FROM reports_view
+        """
+
+    public func report(_ id: ReportID) async throws -> ReportResource? {
+        var query = Self.columns
+        query.append(" WHERE report_id = \(id.rawValue)")
+        return try await pool.query(query).first.map(Self.resource)
+    }
+
+    public func reports(of reporter: UserID, before: Int64?, limit: Int) async throws -> (rows: [ReportResource], more: Bool) {
+        var query = Self.columns
+        query.append(" WHERE reporter_id = \(reporter.rawValue) AND filed_position < \(before ?? Int64.max)")
+        return try await page(query, limit: limit)
+    }
+
+    public func reports(status: String, before: Int64?, limit: Int) async throws -> (rows: [ReportResource], more: Bool) {
+        var query = Self.columns
+        query.append(" WHERE status = \(status) AND filed_position < \(before ?? Int64.max)")
+        return try await page(query, limit: limit)
+    }
+
+    /// Reports `reporter` filed since `since`: the day's limit.
+    public func count(by reporter: UserID, since: Date) async throws -> Int {
+        try await pool.query(
+            "SELECT count(*)::int AS n FROM reports_view WHERE reporter_id = \(reporter.rawValue) AND created_at > \(since)"
+        ).single().decode("n", as: Int.self)
+    }
+
+    /// Whether `reporter` has an open report on the subject.
+    public func isOpen(by reporter: UserID, _ subject: ReportSubject, _ id: UUID) async throws -> Bool {
+        try await !pool.query(
+            """
+            SELECT 1 FROM reports_view
+            WHERE reporter_id = \(reporter.rawValue) AND subject_type = \(subject.rawValue) AND subject_id = \(id) AND status = 'open'
+            """
+        ).isEmpty
+    }
+
+    private func page(_ query: PostgresQuery, limit: Int) async throws -> (rows: [ReportResource], more: Bool) {
+        var query = query
+        query.append(" ORDER BY filed_position DESC LIMIT \(limit + 1)")
+        let rows = try await pool.query(query).map(Self.resource)
+        return (Array(rows.prefix(limit)), rows.count > limit)
+    }
+
+    static func resource(_ row: PostgresRow) throws -> ReportResource {
+        ReportResource(
+            id: ReportID(try row.decode("report_id", as: UUID.self)), reporterId: UserID(try row.decode("reporter_id", as: UUID.self)),
+            subjectType: try row.decode("subject_type"), subjectId: try row.decode("subject_id"), reason: try row.decode("reason"),
+            text: try row.decode("text", as: String?.self), status: try row.decode("status"),
+            action: try row.decode("action", as: String?.self), resolution: try row.decode("resolution", as: String?.self), resolvedBy: try row.decode("resolved_by", as: UUID?.self).map(UserID.init),
+            createdAt: try row.decode("created_at"), resolvedAt: try row.decode("resolved_at", as: Date?.self),
+            position: try row.decode("filed_position"))
+    }
+}
+
+/// Who may act on reports, takedowns and suspensions: users granted it
+/// (`lender users grant-operator`).
+public struct Operators: Sendable {
+    let pool: PostgresPool
+
+    public init(_ pool: PostgresPool) { self.pool = pool }
+
+    public func contains(_ user: UserID) async throws -> Bool {
+        try await !pool.query("SELECT 1 FROM operators WHERE user_id = \(user.rawValue)").isEmpty
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Hummingbird
+import Marketplace
+import Projections
+import UUIDs
+import UseCases
+
+/// Trust and safety (SPEC §12.5): `POST /v1/reports`, `GET /v1/me/reports`, and the
+/// operators' `GET /v1/admin/reports`, `POST /v1/admin/reports/{id}/resolve`.
+struct ReportsController: Sendable {
+    let reports: Reports
+    let view: ReportsView
+
+    struct FileBody: Decodable {
+        var subjectType: String?
+        var subjectId: String?
+        var reason: String?
+        var text: String?
+    }
+
+    struct ResolveBody: Decodable {
+        var action: String?
+        var reason: String?
+    }
+
+    @Sendable func file(_ request: Request, context: UserContext) async throws -> EditedResponse<ReportResource> {
+        let body = try await request.decodeBody(FileBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("subjectType", body.subjectType), ("subjectId", body.subjectId), ("reason", body.reason))
+        let subject = Self.choice(body.subjectType, ReportSubject.self, "subjectType", &fields)
+        let reason = Self.choice(body.reason, ReportReason.self, "reason", &fields)
+        let subjectID = body.subjectId.flatMap { text -> UUID? in
+            guard let id = UUID(text: text) else {
+                fields.problems.append(FieldError(field: "subjectId", code: "invalid_id", message: "a UUID"))
+                return nil
+            }
+            return id
+        }
+        fields.longest(body.text, ReportDecider.maxTextLength, "text")
+        try fields.throwIfAny()
+        let report = try await reports.file(
+            subject!, subjectID!, reason: reason!, text: body.text, by: context.user, now: Date())
+        return EditedResponse(status: .created, response: report)
+    }
+
+    @Sendable func mine(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {
+        let limit = try request.pageLimit()
+        let (rows, more) = try await view.reports(of: context.user, before: try request.positionCursor(), limit: limit)
+        return Page(data: rows, nextCursor: more ? rows.last.map { String($0.position) } : nil)
+    }
+
+    @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {
+        try await reports.requireOperator(context.user)
+        let status = request.uri.queryParameters["status"].map(String.init) ?? "open"
+        guard ["open", "resolved"].contains(status) else {
+            throw DomainError.invalid([FieldError(field: "status", code: "invalid_status", message: "open or resolved")])
+        }
+        let limit = try request.pageLimit()
+        let (rows, more) = try await view.reports(status: status, before: try request.positionCursor(), limit: limit)
+        return Page(data: rows, nextCursor: more ? rows.last.map { String($0.position) } : nil)
+    }
+
+    @Sendable func resolve(_ request: Request, context: UserContext) async throws -> ReportResource {
+        try await reports.requireOperator(context.user)
+        let id = ReportID(try context.parameters.requireUUID("reportID"))
+        let body = try await request.decodeBody(ResolveBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("action", body.action))
+        let action = Self.choice(body.action, ReportAction.self, "action", &fields)
+        fields.alongside(OperatorReason.problems(body.reason))
+        try fields.throwIfAny()
+        return try await reports.resolve(id, action: action!, reason: body.reason!, by: context.user)
+    }
+
+    /// One of an enumeration's raw values, or a problem naming them all.
+    static func choice<Choice: RawRepresentable & CaseIterable>(
+        _ text: String?, _ type: Choice.Type, _ field: String, _ fields: inout FieldCheck
+    ) -> Choice? where Choice.RawValue == String {
+        guard let text else { return nil }
+        guard let value = Choice(rawValue: text) else {
+            fields.problems.append(
+                FieldError(
+                    field: field, code: "invalid_\(field.snakeCased)",
+                    message: "one of " + Choice.allCases.map(\.rawValue).joined(separator: ", ")))
+            return nil
+        }
+        return value
+    }
+}
+
+extension ReportResource: ResponseEncodable {}
+
+extension String {
+    /// `subjectType` as `subject_type`: a field's name in an error code.
+    fileprivate var snakeCased: String {
+        unicodeScalars.reduce(into: "") { text, scalar in
+            if CharacterSet.uppercaseLetters.contains(scalar) { text += "_" + String(scalar).lowercased() } else { text.unicodeScalars.append(scalar) }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Aggregates
+import Foundation
+import HTTPTypes
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+import UseCases
+
+/// Reports and the operators who resolve them (SPEC §12.5).
+@Suite("Reports")
+struct ReportsTests {
+    static func report(_ type: String, _ id: CustomStringConvertible, reason: String = "scam", text: String? = nil) -> [String: Any] {
+        var body: [String: Any] = ["subjectType": type, "subjectId": id.description, "reason": reason]
+        if let text { body["text"] = text }
+        return body
+    }
+
+    @Test func aRenterReportsAListingAndAnOperatorResolvesItOnTheLog() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let stranger = try await client.user("stranger")
+            let desk = try await client.user("desk")
+            let item = try await client.postRental(owner.token).id
+
+            let filed = try await client.send(
+                .post, "/v1/reports", json: Self.report("item", item, text: "Asked me to pay outside the app"), token: renter.token)
+            #expect(filed.status == .created, "\(filed)")
+            let report = try filed.decode(ReportResource.self)
+            #expect(report.status == "open" && report.subjectType == "item" && report.subjectId == item.rawValue)
+            #expect(report.reporterId == renter.id && report.text == "Asked me to pay outside the app")
+            // Theirs to see; nobody else's.
+            let mine = try await client.send(.get, "/v1/me/reports", token: renter.token).decode(Page<ReportResource>.self)
+            #expect(mine.data.map(\.id) == [report.id])
+            #expect(try await client.send(.get, "/v1/me/reports", token: stranger.token).decode(Page<ReportResource>.self).data.isEmpty)
+
+            // Once while it is open; a subject that is not there; words that are not reasons.
+            let again = try await client.send(.post, "/v1/reports", json: Self.report("item", item), token: renter.token)
+            #expect(again.status == .conflict && again.code == "already_reported", "\(again)")
+            let nothing = try await client.send(.post, "/v1/reports", json: Self.report("loan", UUID()), token: renter.token)
+            #expect(nothing.status == .notFound && nothing.code == "subject_not_found", "\(nothing)")
+            let bad = try await client.send(
+                .post, "/v1/reports", json: ["subjectType": "bid", "subjectId": "nope", "reason": "boring"], token: renter.token)
+            #expect(bad.status == .unprocessableContent, "\(bad)")
+            #expect(bad.fieldCodes["subjectType"] == "invalid_subject_type" && bad.fieldCodes["reason"] == "invalid_reason")
+            #expect(bad.fieldCodes["subjectId"] == "invalid_id")
+
+            // Only an operator reads the desk's list and resolves.
+            let refused = try await client.send(.get, "/v1/admin/reports", token: desk.token)
+            #expect(refused.status == .forbidden && refused.code == "not_operator", "\(refused)")
+            let early = try await client.send(
+                .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "taken_down", "reason": "scam"], token: desk.token)
+            #expect(early.status == .forbidden && early.code == "not_operator", "\(early)")
+            #expect(try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin)).contains("desk is an operator"))
+
+            let open = try await client.send(.get, "/v1/admin/reports?status=open", token: desk.token).decode(Page<ReportResource>.self)
+            #expect(open.data.map(\.id) == [report.id])
+            let reasonless = try await client.send(
+                .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "taken_down", "reason": "  "], token: desk.token)
+            #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let unknown = try await client.send(
+                .post, "/v1/admin/reports/\(UUID())/resolve", json: ["action": "none", "reason": "x"], token: desk.token)
+            #expect(unknown.status == .notFound && unknown.code == "report_not_found", "\(unknown)")
+
+            let resolved = try await client.send(
+                .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "warned", "reason": "Told the owner the rules"],
+                token: desk.token)
+            #expect(resolved.status == .ok, "\(resolved)")
+            let done = try resolved.decode(ReportResource.self)
+            #expect(done.status == "resolved" && done.action == "warned" && done.resolvedBy == desk.id)
+            #expect(done.resolution == "Told the owner the rules")
+            let twice = try await client.send(
+                .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "none", "reason": "again"], token: desk.token)
+            #expect(twice.status == .conflict && twice.code == "report_resolved", "\(twice)")
+            // The log says who did it.
+            let actor = try await admin.query(
+                "SELECT metadata->>'actorID' AS actor FROM events WHERE stream_id = \("report-\(report.id)") AND type = 'ReportResolved'"
+            ).single().decode("actor", as: String.self)
+            #expect(actor == desk.id.description)
+            // The reporter sees what became of it, and may report again.
+            let seen = try await client.send(.get, "/v1/me/reports", token: renter.token).decode(Page<ReportResource>.self)
+            #expect(seen.data.first?.status == "resolved" && seen.data.first?.action == "warned")
+            #expect(try await client.send(.post, "/v1/reports", json: Self.report("item", item), token: renter.token).status == .created)
+            #expect(try await client.send(.get, "/v1/admin/reports?status=closed", token: desk.token).status == .unprocessableContent)
+
+            // A forgotten reporter's words go with them; the report stays for the desk.
+            #expect(try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: renter.token).status == .noContent)
+            let texts = try await admin.query("SELECT text FROM reports_view WHERE reporter_id = \(renter.id.rawValue) AND text IS NOT NULL")
+                .map { try $0.decode("text", as: String.self) }
+            #expect(texts == [Redacted.text])
+            let log = try await admin.query("SELECT string_agg(data::text, ' ') AS t FROM events WHERE type = 'ReportFiled'").single()
+                .decode("t", as: String.self)
+            #expect(!log.contains("pay outside"), "sealed with the reporter's key")
+            #expect(try runLender(["replay", "--verify"], database: try await ownerURL(admin)).contains("no differences"))
+        }
+    }
+
+    @Test func messagesAndReviewsAreReportedOnlyByWhoCanSeeThem() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let stranger = try await client.user("stranger")
+            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token)
+            let sent = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "You idiot"], token: renter.token)
+            #expect(sent.status == .created, "\(sent)")
+            let message = try #require(sent.json["id"] as? String)
+            let outsider = try await client.send(.post, "/v1/reports", json: Self.report("message", message, reason: "offensive"), token: stranger.token)
+            #expect(outsider.status == .notFound && outsider.code == "subject_not_found", "\(outsider)")
+            let recipient = try await client.send(.post, "/v1/reports", json: Self.report("message", message, reason: "offensive"), token: owner.token)
+            #expect(recipient.status == .created, "\(recipient)")
+
+            let reviewed = try await client.send(
+                .post, "/v1/items/\(deal.item)/reviews", json: ["stars": 1, "text": "Never again"], token: renter.token)
+            #expect(reviewed.status == .created, "\(reviewed)")
+            let reviews = try await client.send(.get, "/v1/users/\(owner.id)/reviews", token: stranger.token)
+            let review = try #require((reviews.json["data"] as? [[String: Any]])?.first?["id"] as? String, "\(reviews)")
+            let fake = try await client.send(.post, "/v1/reports", json: Self.report("review", review, reason: "fake_review"), token: stranger.token)
+            #expect(fake.status == .created, "\(fake)")
+            #expect(try await client.send(.post, "/v1/reports", json: Self.report("user", renter.id), token: owner.token).status == .created)
+        }
+    }
+
+    @Test func twentyADayAndOneOfTwoAtOnce() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let reporter = try await client.user("reporter")
+            let item = try await client.postRental(owner.token).id
+            // Two at once on one subject: one is filed.
+            let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+                for _ in 0..<2 { group.addTask { try await client.send(.post, "/v1/reports", json: Self.report("item", item), token: reporter.token) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.map(\.status.code).sorted() == [201, 409], "\(replies)")
+            // Nineteen more today, as if filed: the next is refused.
+            _ = try await admin.query(
+                """
+                INSERT INTO reports_view (report_id, reporter_id, subject_type, subject_id, reason, status, created_at, filed_position, position)
+                SELECT gen_random_uuid(), \(reporter.id.rawValue), 'user', gen_random_uuid(), 'spam', 'open', now(), 0, 0
+                FROM generate_series(1, 19)
+                """)
+            let tooMany = try await client.send(.post, "/v1/reports", json: Self.report("user", owner.id), token: reporter.token)
+            #expect(tooMany.status == .tooManyRequests && tooMany.code == "too_many_reports", "\(tooMany)")
+        }
+    }
+}
