@@ -133,6 +133,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(BlackoutRemoved.self, wrap: ItemEvent.blackoutRemoved)
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
+        codec.register(ItemTakenDown.self, wrap: ItemEvent.takenDown)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)
         codec.register(ReviewWindowClosed.self, wrap: ItemEvent.reviewWindowClosed)
         codec.register(SavedSearchesMatched.self, wrap: ItemEvent.savedSearchesMatched)

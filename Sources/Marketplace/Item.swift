@@ -10,6 +10,8 @@ public enum ItemStatus: String, Hashable, Sendable, Codable {
     case available, reserved, closed, withdrawn
     /// Past its window (a rental's `availableUntil`, a request's `neededUntil`): out of the market.
     case expired
+    /// Taken out of the market by an operator (SPEC §12.5).
+    case takenDown = "taken_down"
 }
 
 public enum BidStatus: String, Hashable, Sendable, Codable {
@@ -207,6 +209,7 @@ public enum ItemEvent: Hashable, Sendable {
     case blackoutRemoved(BlackoutRemoved)
     case windowRevised(ItemWindowRevised)
     case expired(ItemExpired)
+    case takenDown(ItemTakenDown)
     case reviewsPublished(ReviewsPublished)
     case reviewWindowClosed(ReviewWindowClosed)
     case bookingReminded(BookingReminded)
@@ -361,6 +364,9 @@ public enum ItemCommand: Hashable, Sendable {
     /// once, while the item is in the market, never to its owner, at most
     /// `SavedSearchLimits.matchesPerPosting`.
     case tellSavedSearches([SavedSearchMatch])
+    /// By an operator (the use case checks the role), with why; as of `today` (which
+    /// bookings are still to come).
+    case takeDown(reason: String, today: Day)
     case complete
     case relist
     case review(WriteReview)
@@ -600,6 +606,9 @@ public enum ItemDecider {
         case .cancelBooking(let id, let reason, let today):
             return try cancelBooking(id, reason: reason, state, actor: actor, today: today)
 
+        case .takeDown(let reason, let today):
+            return try takeDown(reason: reason, state, actor: actor, today: today)
+
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
@@ -680,6 +689,8 @@ public enum ItemDecider {
             if let location = revised.location { item.location = location }
         case .withdrawn:
             item.status = .withdrawn
+        case .takenDown:
+            item.status = .takenDown
         case .bidPlaced(let placed):
             item.bids.append(
                 Bid(

@@ -243,7 +243,8 @@ public struct ItemsProjection: InlineProjection {
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
             switch decoded {
-            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted, .expired: moved = true
+            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted, .expired, .takenDown:
+                moved = true
             default: break
             }
             switch decoded {
@@ -294,6 +295,8 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [row])
             case .withdrawn:
                 setStatus(&plan, item, .withdrawn, event, building: building, &known)
+            case .takenDown:
+                setStatus(&plan, item, .takenDown, event, building: building, &known)
             case .expired:
                 setStatus(&plan, item, .expired, event, building: building, &known)
             case .reserved(let reserved):

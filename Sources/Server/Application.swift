@@ -76,7 +76,10 @@ public func buildRouter(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat), accounts: accounts, heartbeat: heartbeat)
 
-    let reports = ReportsController(reports: Reports(gateway: gateway), view: ReportsView(primary))
+    let safety = SafetyController(
+        reports: Reports(gateway: gateway), view: ReportsView(primary),
+        moderation: Moderation(commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary))),
+        items: ItemsView(primary), today: today)
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -214,10 +217,11 @@ public func buildRouter(
 
     // Trust and safety (SPEC §12.5): reports by anyone signed in, acts by operators alone
     // (403 `not_operator`), each an event whose actor is the operator.
-    changes.post("reports", use: reports.file)
-    signedIn.get("me/reports", use: reports.mine)
-    signedIn.get("admin/reports", use: reports.list)
-    user.post("admin/reports/:reportID/resolve", use: reports.resolve)
+    changes.post("reports", use: safety.file)
+    signedIn.get("me/reports", use: safety.mine)
+    signedIn.get("admin/reports", use: safety.list)
+    user.post("admin/reports/:reportID/resolve", use: safety.resolve)
+    user.post("admin/items/:itemID/takedown", use: safety.takeDown)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))

@@ -136,8 +136,9 @@ struct MediaLimitsTests {
         }
     }
 
-    /// Issue 48's floods together, on a real server: 40 clients reading a 10 MB image, 40
-    /// that ask for it and never read, and 40 registering. A signed-in user's market reads all
+    /// Issue 48's floods together, on a real server: 20 clients reading a 10 MB image, 20
+    /// that ask for it and never read, and 20 registering (the suite runs beside it: the
+    /// full-size flood is `scripts/bench flood`). A signed-in user's market reads all
     /// answer (the images have a pool of their own), the memory stays bounded (a chunk and a
     /// socket's buffers per reader, closed after the write timeout), and registrations past
     /// the address's limit are refused. How fast the market read stays is `scripts/bench flood`.
@@ -156,14 +157,14 @@ struct MediaLimitsTests {
                 """)
             let before = server.residentBytes
             let request = "GET /v1/media/\(digest) HTTP/1.1\r\nHost: localhost\r\n\r\n"
-            let silent = try (0..<40).map { _ in try RawConnection(port: server.port) }
+            let silent = try (0..<20).map { _ in try RawConnection(port: server.port) }
             for connection in silent { connection.send(request) }
 
             let (markets, registrations, reads) = try await withThrowingTaskGroup(of: [Int].self) { group in
-                for index in 0..<40 {
+                for index in 0..<20 {
                     group.addTask {
                         var statuses = [Int]()
-                        for round in 0..<3 {
+                        for round in 0..<4 {
                             let reply = try await server.send(
                                 .post, "/v1/users",
                                 json: [
@@ -178,7 +179,7 @@ struct MediaLimitsTests {
                         // The silent ones hold the address's slots until the write timeout
                         // closes them: a reader is told 429 and comes back, as Retry-After says.
                         var statuses = [Int]()
-                        for _ in 0..<20 {
+                        for _ in 0..<60 {
                             let reply = try await server.send(.get, "/v1/media/\(digest)")
                             statuses.append(1000 + reply.status.code)
                             if reply.status == .ok {
@@ -203,9 +204,9 @@ struct MediaLimitsTests {
                 )
             }
             #expect(markets.count == 20 && markets.allSatisfy { $0 == 200 }, "the market answered every read: \(markets)")
-            #expect(Set(reads).isSubset(of: [200, 429]) && reads.filter { $0 == 200 }.count == 40, "every reader got the image: \(reads)")
+            #expect(Set(reads).isSubset(of: [200, 429]) && reads.filter { $0 == 200 }.count == 20, "every reader got the image: \(reads)")
             let created = registrations.filter { $0 == 201 }.count
-            #expect(created <= 15 && registrations.filter { $0 == 429 }.count >= 100, "\(created) registered of \(registrations.count)")
+            #expect(created <= 15 && registrations.filter { $0 == 429 }.count >= 60, "\(created) registered of \(registrations.count)")
             #expect(!registrations.contains(503), "the limit refuses before bcrypt's queue fills")
             // The silent connections were closed once their sockets filled and stayed full.
             let closed = await withTaskGroup(of: Bool.self) { group in

@@ -61,6 +61,8 @@ struct ReportsTests {
             let reasonless = try await client.send(
                 .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "taken_down", "reason": "  "], token: desk.token)
             #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let absent = try await client.send(.post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "none"], token: desk.token)
+            #expect(absent.status == .unprocessableContent && absent.fieldCodes["reason"] == "reason_required", "\(absent)")
             let unknown = try await client.send(
                 .post, "/v1/admin/reports/\(UUID())/resolve", json: ["action": "none", "reason": "x"], token: desk.token)
             #expect(unknown.status == .notFound && unknown.code == "report_not_found", "\(unknown)")
@@ -143,6 +145,68 @@ struct ReportsTests {
                 """)
             let tooMany = try await client.send(.post, "/v1/reports", json: Self.report("user", owner.id), token: reporter.token)
             #expect(tooMany.status == .tooManyRequests && tooMany.code == "too_many_reports", "\(tooMany)")
+        }
+    }
+
+    /// Issue 53's story: a renter reports a listing, an operator takes it down with a reason,
+    /// and the log shows who did it; the money of its bids and bookings goes back.
+    @Test func anOperatorTakesAReportedListingDownAndTheMoneyGoesBack() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let bidder = try await client.user("bidder")
+            let desk = try await client.user("desk")
+            let item = try await client.postRental(owner.token).id
+            // A booking to come (the renter's, approved) and a bid pending (another's).
+            let booked = try await client.bid(item, renter.token)
+            let booking = try #require(booked.json["id"] as? String, "\(booked)")
+            #expect(try await client.send(.post, "/v1/bids/\(booking)/approve", token: owner.token).status == .ok)
+            let pending = try await client.send(
+                .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-10", "until": "2026-12-12"],
+                token: bidder.token)
+            let pendingID = try #require(pending.json["id"] as? String, "\(pending)")
+            let report = try await client.send(.post, "/v1/reports", json: Self.report("item", item), token: renter.token)
+                .decode(ReportResource.self)
+
+            let path = "/v1/admin/items/\(item)/takedown"
+            let refused = try await client.send(.post, path, json: ["reason": "Scam"], token: owner.token)
+            #expect(refused.status == .forbidden && refused.code == "not_operator", "\(refused)")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let reasonless = try await client.send(.post, path, json: [:], token: desk.token)
+            #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let missing = try await client.send(.post, "/v1/admin/items/\(UUID())/takedown", json: ["reason": "x"], token: desk.token)
+            #expect(missing.status == .notFound, "\(missing)")
+
+            let taken = try await client.send(.post, path, json: ["reason": "Asks for payment outside the app"], token: desk.token)
+            #expect(taken.status == .ok, "\(taken)")
+            #expect(try taken.decode(ItemResource.self).status == "taken_down")
+            let again = try await client.send(.post, path, json: ["reason": "Twice"], token: desk.token)
+            #expect(again.status == .conflict && again.code == "item_taken_down", "\(again)")
+
+            // Out of the market; the bid rejected with why; the booking cancelled as by the owner.
+            let market = try await client.send(.get, "/v1/market", token: bidder.token).json["data"] as? [[String: Any]]
+            #expect(market?.contains { $0["id"] as? String == item.description } == false, "\(market ?? [])")
+            let bids = try await client.send(.get, "/v1/items/\(item)/bids", token: owner.token).json["data"] as? [[String: Any]]
+            let rejected = bids?.first { $0["id"] as? String == pendingID }
+            #expect(rejected?["status"] as? String == "rejected" && rejected?["reason"] as? String == "item_taken_down", "\(bids ?? [])")
+            let cancelled = try await client.send(.get, "/v1/bookings/\(booking)", token: renter.token).json
+            #expect(cancelled["status"] as? String == "cancelled" && cancelled["cancelledBy"] as? String == owner.id.description, "\(cancelled)")
+            // The log says who: the operator, with the reason.
+            let act = try await admin.query(
+                """
+                SELECT metadata->>'actorID' AS actor, data->>'reason' AS reason FROM events
+                WHERE stream_id = \("item-\(item)") AND type = 'ItemTakenDown'
+                """
+            ).single()
+            #expect(try act.decode("actor", as: String.self) == desk.id.description)
+            #expect(try act.decode("reason", as: String.self) == "Asks for payment outside the app")
+            let resolved = try await client.send(
+                .post, "/v1/admin/reports/\(report.id)/resolve", json: ["action": "taken_down", "reason": "Taken down"], token: desk.token)
+            #expect(resolved.status == .ok, "\(resolved)")
+            // Every hold released, the booking refunded: the money adds up, and a replay agrees.
+            let database = try await ownerURL(admin)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
         }
     }
 }

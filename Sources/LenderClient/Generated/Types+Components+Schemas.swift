@@ -302,13 +302,19 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Item/maxDailyPriceCents`.
             public var maxDailyPriceCents: Swift.Int?
+            /// `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
+            ///
             /// - Remark: Generated from `#/components/schemas/Item/status`.
             @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
                 case available = "available"
                 case reserved = "reserved"
                 case closed = "closed"
                 case withdrawn = "withdrawn"
+                case expired = "expired"
+                case takenDown = "taken_down"
             }
+            /// `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
+            ///
             /// - Remark: Generated from `#/components/schemas/Item/status`.
             public var status: Components.Schemas.Item.StatusPayload
             /// - Remark: Generated from `#/components/schemas/Item/ownerId`.
@@ -367,7 +373,7 @@ extension Components {
             ///   - category:
             ///   - dailyPriceCents: Rentals
             ///   - maxDailyPriceCents: Requests
-            ///   - status:
+            ///   - status: `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
             ///   - ownerId:
             ///   - ownerHandle: The owner's handle; `former user` once the owner closed their account (their place then reads `[removed]`, at 0, 0)
             ///   - location:
@@ -5318,6 +5324,23 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case action
+                case reason
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReasonBody`.
+        public struct ReasonBody: Codable, Hashable, Sendable {
+            /// Why, kept in the log with the operator's id
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReasonBody/reason`.
+            public var reason: Swift.String
+            /// Creates a new `ReasonBody`.
+            ///
+            /// - Parameters:
+            ///   - reason: Why, kept in the log with the operator's id
+            public init(reason: Swift.String) {
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
                 case reason
             }
         }

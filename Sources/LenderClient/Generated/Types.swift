@@ -577,6 +577,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/reports/{reportID}/resolve`.
     /// - Remark: Generated from `#/paths//v1/admin/reports/{reportID}/resolve/post(resolveReport)`.
     func resolveReport(_ input: Operations.ResolveReport.Input) async throws -> Operations.ResolveReport.Output
+    /// Take an item down, with why (operators)
+    ///
+    /// Out of the market and every list but its owner's; its pending bids rejected (`item_taken_down`, holds released), its upcoming bookings cancelled as by its owner (refunded in full). An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/items/{itemID}/takedown`.
+    /// - Remark: Generated from `#/paths//v1/admin/items/{itemID}/takedown/post(takeDownItem)`.
+    func takeDownItem(_ input: Operations.TakeDownItem.Input) async throws -> Operations.TakeDownItem.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1854,6 +1861,23 @@ extension APIProtocol {
         body: Operations.ResolveReport.Input.Body
     ) async throws -> Operations.ResolveReport.Output {
         try await resolveReport(Operations.ResolveReport.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Take an item down, with why (operators)
+    ///
+    /// Out of the market and every list but its owner's; its pending bids rejected (`item_taken_down`, holds released), its upcoming bookings cancelled as by its owner (refunded in full). An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/items/{itemID}/takedown`.
+    /// - Remark: Generated from `#/paths//v1/admin/items/{itemID}/takedown/post(takeDownItem)`.
+    public func takeDownItem(
+        path: Operations.TakeDownItem.Input.Path,
+        headers: Operations.TakeDownItem.Input.Headers = .init(),
+        body: Operations.TakeDownItem.Input.Body
+    ) async throws -> Operations.TakeDownItem.Output {
+        try await takeDownItem(Operations.TakeDownItem.Input(
             path: path,
             headers: headers,
             body: body

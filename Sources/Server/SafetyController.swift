@@ -6,10 +6,18 @@ import UUIDs
 import UseCases
 
 /// Trust and safety (SPEC §12.5): `POST /v1/reports`, `GET /v1/me/reports`, and the
-/// operators' `GET /v1/admin/reports`, `POST /v1/admin/reports/{id}/resolve`.
-struct ReportsController: Sendable {
+/// operators' `GET /v1/admin/reports`, `POST /v1/admin/reports/{id}/resolve`,
+/// `POST /v1/admin/items/{id}/takedown`.
+struct SafetyController: Sendable {
     let reports: Reports
     let view: ReportsView
+    let moderation: Moderation
+    let items: ItemsView
+    let today: @Sendable () -> Day
+
+    struct ReasonBody: Decodable {
+        var reason: String?
+    }
 
     struct FileBody: Decodable {
         var subjectType: String?
@@ -67,9 +75,19 @@ struct ReportsController: Sendable {
         var fields = FieldCheck()
         fields.require(("action", body.action))
         let action = Self.choice(body.action, ReportAction.self, "action", &fields)
-        fields.alongside(OperatorReason.problems(body.reason))
+        fields.problems += OperatorReason.problems(body.reason)
         try fields.throwIfAny()
         return try await reports.resolve(id, action: action!, reason: body.reason!, by: context.user)
+    }
+
+    @Sendable func takeDown(_ request: Request, context: UserContext) async throws -> ItemResource {
+        let item = ItemID(try context.parameters.requireUUID("itemID"))
+        let body = try await request.decodeBody(ReasonBody.self, context: context)
+        var fields = FieldCheck()
+        fields.problems += OperatorReason.problems(body.reason)
+        try fields.throwIfAny()
+        let append = try await moderation.takeDown(item, reason: body.reason!, by: context.user, today: today())
+        return try await items.item(item, position: append?.lastPosition)
     }
 
     /// One of an enumeration's raw values, or a problem naming them all.

@@ -1,0 +1,23 @@
+import Aggregates
+import EventStore
+import Marketplace
+import Projections
+
+/// What operators do to what others posted (SPEC §12.5), each act an event whose actor is
+/// the operator, with the money it moves in the same append (`ItemCommands`).
+public struct Moderation: Sendable {
+    let commands: ItemCommands
+    let operators: Operators
+
+    public init(commands: ItemCommands) {
+        self.commands = commands
+        self.operators = Operators(commands.gateway.store.pool)
+    }
+
+    /// Takes an item down: out of the market, its pending bids rejected, its upcoming
+    /// bookings cancelled as by its owner. 403 `not_operator` for anyone but an operator.
+    public func takeDown(_ item: ItemID, reason: String, by actor: UserID, today: Day) async throws -> AppendResult? {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        return try await commands.handle(.takeDown(reason: reason, today: today), on: item, actor: actor).append
+    }
+}
