@@ -134,6 +134,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
         codec.register(ItemTakenDown.self, wrap: ItemEvent.takenDown)
+        codec.register(MessageHidden.self, wrap: ItemEvent.messageHidden)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)
         codec.register(ReviewWindowClosed.self, wrap: ItemEvent.reviewWindowClosed)
         codec.register(SavedSearchesMatched.self, wrap: ItemEvent.savedSearchesMatched)

@@ -15,8 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static pthread_once_t ignore_once = PTHREAD_ONCE_INIT;
 
 // A child that dies before reading all its input must not take the server with it: a write
@@ -76,6 +74,8 @@ child_outcome lender_child_run(
     posix_spawn_file_actions_adddup2(&actions, in[0], 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    // Nothing of the server's but the three: no socket, no database connection, no key file.
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     // The child starts with default signal handling whatever the server set.
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
@@ -86,7 +86,9 @@ child_outcome lender_child_run(
     posix_spawnattr_setsigmask(&attributes, &none);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int spawned = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+    // No environment: the server's holds its database's URL and its key file's path.
+    char *empty[] = {NULL};
+    int spawned = posix_spawn(&pid, path, &actions, &attributes, argv, empty);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
     close(in[0]);
@@ -101,6 +103,13 @@ child_outcome lender_child_run(
     // cannot have spent much before this lands (it is still starting).
     struct rlimit cpu = {.rlim_cur = (rlim_t)cpu_seconds, .rlim_max = (rlim_t)cpu_seconds + 1};
     prlimit(pid, RLIMIT_CPU, &cpu, NULL);
+    // SIGXCPU dumps core by default: a hostile image must not leave a server-sized core.
+    struct rlimit no_core = {.rlim_cur = 0, .rlim_max = 0};
+    prlimit(pid, RLIMIT_CORE, &no_core, NULL);
+    // Address space: the largest decode (160 MB of pixels) several times over, and the
+    // runtime's reservations; past it an allocation fails and the child exits.
+    struct rlimit memory = {.rlim_cur = (rlim_t)4 << 30, .rlim_max = (rlim_t)4 << 30};
+    prlimit(pid, RLIMIT_AS, &memory, NULL);
 
     fcntl(in[1], F_SETFL, O_NONBLOCK);
     fcntl(out[0], F_SETFL, O_NONBLOCK);

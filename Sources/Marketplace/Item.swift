@@ -210,6 +210,7 @@ public enum ItemEvent: Hashable, Sendable {
     case windowRevised(ItemWindowRevised)
     case expired(ItemExpired)
     case takenDown(ItemTakenDown)
+    case messageHidden(MessageHidden)
     case reviewsPublished(ReviewsPublished)
     case reviewWindowClosed(ReviewWindowClosed)
     case bookingReminded(BookingReminded)
@@ -367,6 +368,8 @@ public enum ItemCommand: Hashable, Sendable {
     /// By an operator (the use case checks the role), with why; as of `today` (which
     /// bookings are still to come).
     case takeDown(reason: String, today: Day)
+    /// By an operator, with why: the message's text is hidden from its conversation.
+    case hideMessage(MessageID, reason: String)
     case complete
     case relist
     case review(WriteReview)
@@ -432,6 +435,9 @@ public struct PostedItem: Hashable, Sendable {
     public var cancellationPolicy: CancellationPolicy = .flexible
     /// Whether the saved searches it met were told of it (once).
     public var savedSearchesTold = false
+    /// The messages written on its bids, and those an operator hid (SPEC §12.5).
+    public var messages: Set<MessageID> = []
+    public var hiddenMessages: Set<MessageID> = []
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -483,6 +489,7 @@ public enum ItemDecider {
 
         case .revise(let revision):
             let item = try requireOwner(state, actor)
+            try requireNotTakenDown(item)
             var validation = Validation()
             if let title = revision.title { validation.add(titleProblems(title)) }
             if let description = revision.description { validation.add(descriptionProblems(description)) }
@@ -609,6 +616,9 @@ public enum ItemDecider {
         case .takeDown(let reason, let today):
             return try takeDown(reason: reason, state, actor: actor, today: today)
 
+        case .hideMessage(let id, let reason):
+            return try hideMessage(id, reason: reason, state, actor: actor)
+
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
@@ -643,6 +653,7 @@ public enum ItemDecider {
 
         case .addPhoto(let digest):
             let item = try requireOwner(state, actor)
+            try requireNotTakenDown(item)
             return try Photos.adding(digest, to: item.photos) ? [.photoAdded(ItemPhotoAdded(digest: digest))] : []
 
         case .removePhoto(let digest):
@@ -746,8 +757,10 @@ public enum ItemDecider {
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)
             }
-        case .messageSent:
-            break
+        case .messageSent(let message):
+            item.messages.insert(message.messageID)
+        case .messageHidden(let hidden):
+            item.hiddenMessages.insert(hidden.messageID)
         case .savedSearchesMatched:
             item.savedSearchesTold = true
         case .photoAdded(let added):

@@ -16,7 +16,34 @@ public struct ItemTakenDown: EventBody, Hashable {
     }
 }
 
+/// An operator hid a message (SPEC §12.5): its conversation shows `hiddenText` in its place.
+public struct MessageHidden: EventBody, Hashable {
+    public static let eventType = "MessageHidden"
+    public var messageID: MessageID
+    public var operatorID: UserID
+    public var reason: String
+
+    public init(messageID: MessageID, operatorID: UserID, reason: String) {
+        self.messageID = messageID
+        self.operatorID = operatorID
+        self.reason = reason
+    }
+
+    public static let hiddenText = "[hidden by an operator]"
+}
+
 extension ItemDecider {
+    static func hideMessage(_ id: MessageID, reason: String, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+        let item = try requireItem(state)
+        guard item.messages.contains(id) else { throw DomainError.messageNotFound }
+        let problems = OperatorReason.problems(reason)
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+        guard !item.hiddenMessages.contains(id) else {
+            throw DomainError(.conflict, "message_hidden", "This message is hidden already.")
+        }
+        return [.messageHidden(MessageHidden(messageID: id, operatorID: actor, reason: reason.trimmingWhiteSpace()))]
+    }
+
     /// The operator's role is the use case's to check; the decider holds what a takedown does.
     static func takeDown(reason: String, _ state: ItemState, actor: UserID, today: Day) throws -> [ItemEvent] {
         let item = try requireItem(state)
@@ -27,11 +54,28 @@ extension ItemDecider {
         }
         var events: [ItemEvent] = []
         for booking in item.bookings where booking.status == .confirmed && today < booking.period.from {
-            // By the owner's rule: a cancellation by the owner refunds the renter in full.
-            events += try cancelBooking(booking.id, reason: nil, state, actor: item.ownerID, today: today)
+            // By the owner's rule (a cancellation by the owner refunds the renter in full), in
+            // the operator's name: it is no cancellation of the owner's to count against them.
+            guard case .bookingCancelled(var cancelled) = try cancelBooking(booking.id, reason: nil, state, actor: item.ownerID, today: today).first
+            else { continue }
+            cancelled.cancelledBy = actor
+            events.append(.bookingCancelled(cancelled))
         }
         events += item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_taken_down")) }
         events.append(.takenDown(ItemTakenDown(operatorID: actor, reason: reason.trimmingWhiteSpace())))
         return events
     }
+}
+
+extension ItemDecider {
+    /// What its owner may no longer change once an operator took it down.
+    static func requireNotTakenDown(_ item: PostedItem) throws {
+        guard item.status != .takenDown else {
+            throw DomainError(.conflict, "item_taken_down", "An operator took this item down; it can no longer be changed.")
+        }
+    }
+}
+
+extension DomainError {
+    public static let messageNotFound = DomainError(.notFound, "message_not_found", "No such message.")
 }

@@ -25,12 +25,11 @@ public struct ImageWorker: Sendable {
         self.timeoutMilliseconds = timeoutMilliseconds
     }
 
-    /// This process's own executable (Linux), when it is a `lender`: a server's default.
+    /// This process's own executable (Linux): a server's decoder. `/proc/self/exe` itself,
+    /// not the path it names: the child runs the very binary the server runs, even after a
+    /// deploy replaced or removed the file (a newer one might write another `Wire`).
     public static var ownExecutable: String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        access("/proc/self/exe", X_OK) == 0 ? "/proc/self/exe" : nil
     }
 
     /// `Images.process(bytes)`, in a child. Blocks the thread: call from a thread pool.

@@ -475,6 +475,10 @@ public struct ItemsProjection: InlineProjection {
                         ["UPDATE items_view SET updated_at = \(at), position = \(event.position) WHERE item_id = \(item)"],
                         writes: [row])
                 }
+            case .messageHidden(let hidden):
+                // After the message's insert, whatever the batch: its insert keys no row.
+                plan.barrier(
+                    ["UPDATE messages_view SET text = \(MessageHidden.hiddenText) WHERE message_id = \(hidden.messageID.rawValue)"])
             case .messageSent(let message):
                 plan.add(
                     [

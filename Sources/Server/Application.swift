@@ -79,7 +79,7 @@ public func buildRouter(
     let safety = SafetyController(
         reports: Reports(gateway: gateway), view: ReportsView(primary),
         moderation: Moderation(commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary))),
-        items: ItemsView(primary), today: today)
+        items: ItemsView(primary), conversations: ConversationsView(primary), today: today)
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -222,6 +222,7 @@ public func buildRouter(
     signedIn.get("admin/reports", use: safety.list)
     user.post("admin/reports/:reportID/resolve", use: safety.resolve)
     user.post("admin/items/:itemID/takedown", use: safety.takeDown)
+    user.post("admin/messages/:messageID/hide", use: safety.hideMessage)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))

@@ -220,6 +220,8 @@ struct ItemsController: Sendable {
 
     @Sendable func item(_ request: Request, context: UserContext) async throws -> ItemResource {
         var item = try await items.item(ItemID(try context.parameters.requireUUID("itemID")))
+        // Taken down: its owner's still, no one else's to read (SPEC §12.5).
+        guard item.status != ItemStatus.takenDown.rawValue || item.ownerId == context.user else { throw DomainError.itemNotFound }
         item.contactEmail = try await items.contactEmail(item, for: context.user)
         return item
     }

@@ -140,7 +140,7 @@ struct PhotosController: Sendable {
     /// the body is read (issue 48: bodies were buffered whole first): a slot among the uploads
     /// in flight, a declared length within the limit, and first bytes that begin an image.
     static func upload(_ request: Request, context: UserContext) async throws -> (bytes: [UInt8], slot: PhotoLibrary.Slot) {
-        let slot = try PhotoLibrary.admit()
+        let slot = try PhotoLibrary.admit(context.user)
         let limit = Images.maxBytes + formOverhead
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
             throw Problem(.contentTooLarge, code: "too_large", detail: "An image is at most 10 MiB.")

@@ -13,6 +13,7 @@ struct SafetyController: Sendable {
     let view: ReportsView
     let moderation: Moderation
     let items: ItemsView
+    let conversations: ConversationsView
     let today: @Sendable () -> Day
 
     struct ReasonBody: Decodable {
@@ -54,7 +55,14 @@ struct SafetyController: Sendable {
     @Sendable func mine(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {
         let limit = try request.pageLimit()
         let (rows, more) = try await view.reports(of: context.user, before: try request.positionCursor(), limit: limit)
-        return Page(data: rows, nextCursor: more ? rows.last.map { String($0.position) } : nil)
+        // What became of it, not which operator or their notes.
+        let theirs = rows.map { report in
+            var report = report
+            report.resolvedBy = nil
+            report.resolution = nil
+            return report
+        }
+        return Page(data: theirs, nextCursor: more ? rows.last.map { String($0.position) } : nil)
     }
 
     @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {
@@ -88,6 +96,17 @@ struct SafetyController: Sendable {
         try fields.throwIfAny()
         let append = try await moderation.takeDown(item, reason: body.reason!, by: context.user, today: today())
         return try await items.item(item, position: append?.lastPosition)
+    }
+
+    @Sendable func hideMessage(_ request: Request, context: UserContext) async throws -> MessageResource {
+        let message = MessageID(try context.parameters.requireUUID("messageID"))
+        let body = try await request.decodeBody(ReasonBody.self, context: context)
+        var fields = FieldCheck()
+        fields.problems += OperatorReason.problems(body.reason)
+        try fields.throwIfAny()
+        _ = try await moderation.hideMessage(message, reason: body.reason!, by: context.user)
+        guard let hidden = try await conversations.message(message) else { throw DomainError.messageNotFound }
+        return hidden
     }
 
     /// One of an enumeration's raw values, or a problem naming them all.

@@ -1,4 +1,5 @@
 import Aggregates
+import Foundation
 import EventStore
 import Marketplace
 import Projections
@@ -19,5 +20,14 @@ public struct Moderation: Sendable {
     public func takeDown(_ item: ItemID, reason: String, by actor: UserID, today: Day) async throws -> AppendResult? {
         guard try await operators.contains(actor) else { throw DomainError.notOperator }
         return try await commands.handle(.takeDown(reason: reason, today: today), on: item, actor: actor).append
+    }
+
+    /// Hides a message from its conversation: 404 `message_not_found` for no such message.
+    public func hideMessage(_ message: MessageID, reason: String, by actor: UserID) async throws -> AppendResult? {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        let rows = try await commands.gateway.store.pool.query(
+            "SELECT item_id FROM messages_view WHERE message_id = \(message.rawValue)")
+        guard let item = try rows.first?.decode("item_id", as: UUID.self) else { throw DomainError.messageNotFound }
+        return try await commands.handle(.hideMessage(message, reason: reason), on: ItemID(item), actor: actor).append
     }
 }

@@ -52,28 +52,49 @@ public struct PhotoLibrary: Sendable {
     /// Uploads being received, decoded or waiting for a thread, each holding up to 10 MiB:
     /// beyond `maxInFlight`, an upload is refused before its body is read (503, try again)
     /// rather than queued.
-    static let inFlight = Mutex(0)
+    /// One user holds at most `maxInFlightPerUser` of them: eight accounts trickling bodies
+    /// must not hold every slot (review of issue 48).
+    static let inFlight = Mutex((total: 0, byUser: [UserID: Int]()))
     public static let maxInFlight = 8
+    public static let maxInFlightPerUser = 2
 
     /// One upload's place among those in flight, given back when it is dropped.
     public final class Slot: Sendable {
-        init() {}
-        deinit { PhotoLibrary.inFlight.withLock { $0 -= 1 } }
+        let user: UserID
+
+        init(_ user: UserID) { self.user = user }
+
+        deinit {
+            PhotoLibrary.inFlight.withLock { state in
+                state.total -= 1
+                let left = state.byUser[user, default: 1] - 1
+                state.byUser[user] = left > 0 ? left : nil
+            }
+        }
     }
 
-    /// A slot for one more upload, or 503 `busy`.
-    public static func admit() throws -> Slot {
-        let admitted = inFlight.withLock { count in
-            guard count < maxInFlight else { return false }
-            count += 1
-            return true
+    /// A slot for one more upload by `user`, or 503 `busy` (429 `too_many_uploads` when it is
+    /// theirs that are in flight).
+    public static func admit(_ user: UserID) throws -> Slot {
+        enum Refusal { case none, full, theirs }
+        let refusal = inFlight.withLock { state -> Refusal in
+            guard state.total < maxInFlight else { return .full }
+            guard state.byUser[user, default: 0] < maxInFlightPerUser else { return .theirs }
+            state.total += 1
+            state.byUser[user, default: 0] += 1
+            return .none
         }
-        guard admitted else {
+        switch refusal {
+        case .none: return Slot(user)
+        case .theirs:
+            throw TryLater(
+                .tooManyAttempts, code: "too_many_uploads",
+                detail: "At most \(maxInFlightPerUser) of your photos at once; try again when one is done.", retryAfterSeconds: 1)
+        case .full:
             throw TryLater(
                 .busy, code: "busy", detail: "Too many photos are being processed; try again in a moment.",
                 retryAfterSeconds: 1)
         }
-        return Slot()
     }
 
     /// Runs `work` on the decoding threads (two: the uploads admitted wait their turn there).
@@ -87,7 +108,7 @@ public struct PhotoLibrary: Sendable {
     }
 
     /// Checks, cleans and stores an image `owner` uploads; its digest. Throws `ImageError` for
-    /// a bad one, 422 `storage_quota_exceeded` past the owner's quota. An image stored before
+    /// a bad one, 409 `storage_quota_exceeded` past the owner's quota. An image stored before
     /// is young again: `collectGarbage` spares it until its event is in.
     public func store(_ bytes: [UInt8], by owner: UserID) async throws -> String {
         // A full quota refuses before the decode is spent.

@@ -85,7 +85,7 @@ struct AccountsTests {
                 return try await group.reduce(into: [(HTTPResponse.Status, String?)]()) { $0.append($1) }
             }
             #expect(statuses.filter { $0.0 == .created }.count == 1)
-            #expect(statuses.filter { $0.0 == .conflict && $0.1 == "handle_taken" }.count == 9)
+            #expect(statuses.filter { $0.0 == .conflict && $0.1 == "handle_taken" }.count == 9, "\(statuses)")
             let users = try await admin.query("SELECT count(*) AS n FROM events WHERE type = 'UserRegistered'")
                 .single().decode("n", as: Int.self)
             let credentials = try await admin.query("SELECT count(*) AS n FROM credentials").single().decode("n", as: Int.self)

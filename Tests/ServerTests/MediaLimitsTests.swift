@@ -136,8 +136,8 @@ struct MediaLimitsTests {
         }
     }
 
-    /// Issue 48's floods together, on a real server: 20 clients reading a 10 MB image, 20
-    /// that ask for it and never read, and 20 registering (the suite runs beside it: the
+    /// Issue 48's floods together, on a real server: 10 clients reading a 10 MB image, 10
+    /// that ask for it and never read, and 10 registering (the suite runs beside it: the
     /// full-size flood is `scripts/bench flood`). A signed-in user's market reads all
     /// answer (the images have a pool of their own), the memory stays bounded (a chunk and a
     /// socket's buffers per reader, closed after the write timeout), and registrations past
@@ -157,14 +157,14 @@ struct MediaLimitsTests {
                 """)
             let before = server.residentBytes
             let request = "GET /v1/media/\(digest) HTTP/1.1\r\nHost: localhost\r\n\r\n"
-            let silent = try (0..<20).map { _ in try RawConnection(port: server.port) }
+            let silent = try (0..<10).map { _ in try RawConnection(port: server.port) }
             for connection in silent { connection.send(request) }
 
             let (markets, registrations, reads) = try await withThrowingTaskGroup(of: [Int].self) { group in
-                for index in 0..<20 {
+                for index in 0..<10 {
                     group.addTask {
                         var statuses = [Int]()
-                        for round in 0..<4 {
+                        for round in 0..<6 {
                             let reply = try await server.send(
                                 .post, "/v1/users",
                                 json: [
@@ -204,16 +204,16 @@ struct MediaLimitsTests {
                 )
             }
             #expect(markets.count == 20 && markets.allSatisfy { $0 == 200 }, "the market answered every read: \(markets)")
-            #expect(Set(reads).isSubset(of: [200, 429]) && reads.filter { $0 == 200 }.count == 20, "every reader got the image: \(reads)")
+            #expect(Set(reads).isSubset(of: [200, 429]) && reads.filter { $0 == 200 }.count == 10, "every reader got the image: \(reads)")
             let created = registrations.filter { $0 == 201 }.count
-            #expect(created <= 15 && registrations.filter { $0 == 429 }.count >= 60, "\(created) registered of \(registrations.count)")
+            #expect(created <= 15 && registrations.filter { $0 == 429 }.count >= 45, "\(created) registered of \(registrations.count)")
             #expect(!registrations.contains(503), "the limit refuses before bcrypt's queue fills")
             // The silent connections were closed once their sockets filled and stayed full.
             let closed = await withTaskGroup(of: Bool.self) { group in
                 for connection in silent { group.addTask { await onThread { connection.read(within: .seconds(3)).closed } } }
                 return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
-            #expect(closed >= 8, "the readers that never read were closed after the write timeout: \(closed)")
+            #expect(closed >= 4, "the readers that never read were closed after the write timeout: \(closed)")
             let grown = server.residentBytes - before
             #expect(grown < 200_000_000, "the server's memory grew by \(grown / 1_000_000) MB")
         }

@@ -85,6 +85,7 @@ struct ReportsTests {
             // The reporter sees what became of it, and may report again.
             let seen = try await client.send(.get, "/v1/me/reports", token: renter.token).decode(Page<ReportResource>.self)
             #expect(seen.data.first?.status == "resolved" && seen.data.first?.action == "warned")
+            #expect(seen.data.first?.resolvedBy == nil && seen.data.first?.resolution == nil, "not which operator, nor their notes")
             #expect(try await client.send(.post, "/v1/reports", json: Self.report("item", item), token: renter.token).status == .created)
             #expect(try await client.send(.get, "/v1/admin/reports?status=closed", token: desk.token).status == .unprocessableContent)
 
@@ -101,7 +102,7 @@ struct ReportsTests {
     }
 
     @Test func messagesAndReviewsAreReportedOnlyByWhoCanSeeThem() async throws {
-        try await withServer { client, _ in
+        try await withServer { client, admin in
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
             let stranger = try await client.user("stranger")
@@ -113,6 +114,20 @@ struct ReportsTests {
             #expect(outsider.status == .notFound && outsider.code == "subject_not_found", "\(outsider)")
             let recipient = try await client.send(.post, "/v1/reports", json: Self.report("message", message, reason: "offensive"), token: owner.token)
             #expect(recipient.status == .created, "\(recipient)")
+            // An operator hides it: both its people read that it was hidden, not what it said.
+            let hide = "/v1/admin/messages/\(message)/hide"
+            #expect(try await client.send(.post, hide, json: ["reason": "Abuse"], token: owner.token).code == "not_operator")
+            let desk = try await client.user("desk")
+            _ = try await admin.query("INSERT INTO operators (user_id) VALUES (\(desk.id.rawValue))")
+            let hidden = try await client.send(.post, hide, json: ["reason": "Abuse"], token: desk.token)
+            #expect(hidden.status == .ok && hidden.json["text"] as? String == MessageHidden.hiddenText, "\(hidden)")
+            let thread = try await client.send(.get, "/v1/bids/\(deal.bid)/messages", token: owner.token).json["data"] as? [[String: Any]]
+            #expect(thread?.first { $0["id"] as? String == message }?["text"] as? String == MessageHidden.hiddenText, "\(thread ?? [])")
+            let twice = try await client.send(.post, hide, json: ["reason": "Abuse"], token: desk.token)
+            #expect(twice.status == .conflict && twice.code == "message_hidden", "\(twice)")
+            let nothing = try await client.send(.post, "/v1/admin/messages/\(UUID())/hide", json: ["reason": "x"], token: desk.token)
+            #expect(nothing.status == .notFound && nothing.code == "message_not_found", "\(nothing)")
+            #expect(try runLender(["replay", "--verify"], database: try await ownerURL(admin)).contains("no differences"))
 
             let reviewed = try await client.send(
                 .post, "/v1/items/\(deal.item)/reviews", json: ["stars": 1, "text": "Never again"], token: renter.token)
@@ -190,7 +205,13 @@ struct ReportsTests {
             let rejected = bids?.first { $0["id"] as? String == pendingID }
             #expect(rejected?["status"] as? String == "rejected" && rejected?["reason"] as? String == "item_taken_down", "\(bids ?? [])")
             let cancelled = try await client.send(.get, "/v1/bookings/\(booking)", token: renter.token).json
-            #expect(cancelled["status"] as? String == "cancelled" && cancelled["cancelledBy"] as? String == owner.id.description, "\(cancelled)")
+            // Refunded by the owner's rule, in the operator's name (not an owner's cancellation).
+            #expect(cancelled["status"] as? String == "cancelled" && cancelled["cancelledBy"] as? String == desk.id.description, "\(cancelled)")
+            // No one but its owner reads it; its owner changes nothing of it.
+            #expect(try await client.send(.get, "/v1/items/\(item)", token: bidder.token).status == .notFound)
+            #expect(try await client.send(.get, "/v1/items/\(item)", token: owner.token).status == .ok)
+            let revised = try await client.send(.patch, "/v1/items/\(item)", json: ["title": "Still here"], token: owner.token)
+            #expect(revised.status == .conflict && revised.code == "item_taken_down", "\(revised)")
             // The log says who: the operator, with the reason.
             let act = try await admin.query(
                 """

@@ -14,8 +14,9 @@ typedef enum {
 } child_outcome;
 
 /// Runs `path` with `argv` (NULL-terminated), its stdin the `input` bytes and its stderr
-/// /dev/null, under a CPU-time limit of `cpu_seconds` (RLIMIT_CPU, set on the child by its
-/// parent) and a wall-clock deadline of `timeout_ms`, past which it is killed (SIGKILL).
+/// /dev/null, with no environment and no other descriptor, under a CPU-time limit of
+/// `cpu_seconds` (RLIMIT_CPU, set on the child by its parent; no core dumps; 4 GiB of address
+/// space) and a wall-clock deadline of `timeout_ms`, past which it is killed (SIGKILL).
 /// Its stdout, up to `max_output` bytes, is returned in `*output` (free with `free`). Blocks
 /// the calling thread: call it from a thread pool. `*detail` is the exit status or signal.
 child_outcome lender_child_run(

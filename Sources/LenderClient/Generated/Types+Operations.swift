@@ -498,7 +498,7 @@ public enum Operations {
                     ///
                     /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/200/headers/ETag`.
                     public var eTag: Swift.String?
-                    /// `public, max-age=31536000, immutable`
+                    /// `public, max-age=86400`
                     ///
                     /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/200/headers/Cache-Control`.
                     public var cacheControl: Swift.String?
@@ -506,7 +506,7 @@ public enum Operations {
                     ///
                     /// - Parameters:
                     ///   - eTag: Strong: `"{digest}-{size}"`
-                    ///   - cacheControl: `public, max-age=31536000, immutable`
+                    ///   - cacheControl: `public, max-age=86400`
                     public init(
                         eTag: Swift.String? = nil,
                         cacheControl: Swift.String? = nil
@@ -579,7 +579,7 @@ public enum Operations {
                     ///
                     /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/304/headers/ETag`.
                     public var eTag: Swift.String?
-                    /// `public, max-age=31536000, immutable`
+                    /// `public, max-age=86400`
                     ///
                     /// - Remark: Generated from `#/paths/v1/media/{digest}/GET/responses/304/headers/Cache-Control`.
                     public var cacheControl: Swift.String?
@@ -587,7 +587,7 @@ public enum Operations {
                     ///
                     /// - Parameters:
                     ///   - eTag: Strong: `"{digest}-{size}"`
-                    ///   - cacheControl: `public, max-age=31536000, immutable`
+                    ///   - cacheControl: `public, max-age=86400`
                     public init(
                         eTag: Swift.String? = nil,
                         cacheControl: Swift.String? = nil
@@ -1083,7 +1083,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Body over 1 MiB (`body_too_large`)
+            /// Body over 64 KiB, the most anyone without a token sends (`body_too_large`)
             ///
             /// - Remark: Generated from `#/paths//v1/users/post(registerUser)/responses/413`.
             ///
@@ -2244,7 +2244,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Body over 1 MiB (`body_too_large`)
+            /// Body over 64 KiB, the most anyone without a token sends (`body_too_large`)
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/post(logIn)/responses/413`.
             ///
@@ -7041,7 +7041,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), or two of theirs in flight already (`too_many_uploads`), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/429`.
             ///
@@ -7067,14 +7067,14 @@ public enum Operations {
             public struct ServiceUnavailable: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/me/photo/PUT/responses/503/headers`.
                 public struct Headers: Sendable, Hashable {
-                    /// Seconds
+                    /// Seconds to wait
                     ///
                     /// - Remark: Generated from `#/paths/v1/me/photo/PUT/responses/503/headers/Retry-After`.
                     public var retryAfter: Swift.Int?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - retryAfter: Seconds
+                    ///   - retryAfter: Seconds to wait
                     public init(retryAfter: Swift.Int? = nil) {
                         self.retryAfter = retryAfter
                     }
@@ -7113,7 +7113,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Eight uploads in flight already (`busy`), or the database is away, with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/me/photo/put(setProfilePhoto)/responses/503`.
             ///
@@ -10893,7 +10893,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The state does not allow it (`item_not_available`, `bid_not_pending`, `pending_bid_exists`, `item_not_reserved`, `item_not_relistable`, `handle_taken`, `concurrency_conflict`, `dates_booked`, with `conflicts`: a rental's new window would leave out booked days)
+            /// The state does not allow it (`item_not_available`, `bid_not_pending`, `pending_bid_exists`, `item_not_reserved`, `item_not_relistable`, `handle_taken`, `concurrency_conflict`, `dates_booked`, with `conflicts`: a rental's new window would leave out booked days); or an operator took the item down (`item_taken_down`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/patch(reviseItem)/responses/409`.
             ///
@@ -15726,7 +15726,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The state does not allow it (`too_many_photos`: 8 already; remove one first), or the uploader's photos fill their storage quota (`storage_quota_exceeded`, MEDIA_QUOTA_MIB)
+            /// The state does not allow it (`too_many_photos`: 8 already; remove one first), or the uploader's photos fill their storage quota (`storage_quota_exceeded`, MEDIA_QUOTA_MIB); or an operator took the item down (`item_taken_down`)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/409`.
             ///
@@ -15951,7 +15951,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), or two of theirs in flight already (`too_many_uploads`), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/429`.
             ///
@@ -15977,14 +15977,14 @@ public enum Operations {
             public struct ServiceUnavailable: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/items/{itemID}/photos/POST/responses/503/headers`.
                 public struct Headers: Sendable, Hashable {
-                    /// Seconds
+                    /// Seconds to wait
                     ///
                     /// - Remark: Generated from `#/paths/v1/items/{itemID}/photos/POST/responses/503/headers/Retry-After`.
                     public var retryAfter: Swift.Int?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - retryAfter: Seconds
+                    ///   - retryAfter: Seconds to wait
                     public init(retryAfter: Swift.Int? = nil) {
                         self.retryAfter = retryAfter
                     }
@@ -16023,7 +16023,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Eight uploads in flight already (`busy`), or the database is away, with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/photos/post(addItemPhoto)/responses/503`.
             ///
@@ -25422,7 +25422,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), with `Retry-After`
+            /// Too many photo uploads by this user within the hour (`too_many_writes`, WRITE_LIMIT_PHOTOS_PER_HOUR), or two of theirs in flight already (`too_many_uploads`), with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/429`.
             ///
@@ -25448,14 +25448,14 @@ public enum Operations {
             public struct ServiceUnavailable: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/loans/{loanID}/photos/POST/responses/503/headers`.
                 public struct Headers: Sendable, Hashable {
-                    /// Seconds
+                    /// Seconds to wait
                     ///
                     /// - Remark: Generated from `#/paths/v1/loans/{loanID}/photos/POST/responses/503/headers/Retry-After`.
                     public var retryAfter: Swift.Int?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - retryAfter: Seconds
+                    ///   - retryAfter: Seconds to wait
                     public init(retryAfter: Swift.Int? = nil) {
                         self.retryAfter = retryAfter
                     }
@@ -25494,7 +25494,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Images cannot be processed now (`images_unavailable`); or the database is out of reach for now (`database_unavailable`) or every connection to it busy (`busy`), `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`)
+            /// Eight uploads in flight already (`busy`), or the database is away, with `Retry-After`
             ///
             /// - Remark: Generated from `#/paths//v1/loans/{loanID}/photos/post(addLoanPhoto)/responses/503`.
             ///
@@ -31956,7 +31956,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Body over 1 MiB (`body_too_large`)
+            /// Body over 64 KiB, the most anyone without a token sends (`body_too_large`)
             ///
             /// - Remark: Generated from `#/paths//v1/password-resets/post(requestPasswordReset)/responses/413`.
             ///
@@ -32290,7 +32290,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Body over 1 MiB (`body_too_large`)
+            /// Body over 64 KiB, the most anyone without a token sends (`body_too_large`)
             ///
             /// - Remark: Generated from `#/paths//v1/password-resets/confirm/post(confirmPasswordReset)/responses/413`.
             ///
@@ -40462,6 +40462,540 @@ public enum Operations {
             /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/items/{itemID}/takedown/post(takeDownItem)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Hide a message from its conversation, with why (operators)
+    ///
+    /// Its text reads `[hidden by an operator]` to both its people from then on. An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/messages/{messageID}/hide`.
+    /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)`.
+    public enum HideMessage {
+        public static let id: Swift.String = "hideMessage"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/path/messageID`.
+                public var messageID: Components.Schemas.Uuid
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - messageID:
+                public init(messageID: Components.Schemas.Uuid) {
+                    self.messageID = messageID
+                }
+            }
+            public var path: Operations.HideMessage.Input.Path
+            /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                /// The same key with the same body from the same user returns the first response again and writes nothing.
+                ///
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.HideMessage.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: The same key with the same body from the same user returns the first response again and writes nothing.
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.HideMessage.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.HideMessage.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ReasonBody)
+            }
+            public var body: Operations.HideMessage.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.HideMessage.Input.Path,
+                headers: Operations.HideMessage.Input.Headers = .init(),
+                body: Operations.HideMessage.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Message)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Message {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Hidden
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.HideMessage.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.HideMessage.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/400/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Operations.HideMessage.Output.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Operations.HideMessage.Output.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.HideMessage.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.HideMessage.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Forbidden: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/403/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/403/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.Forbidden.Body
+                /// Creates a new `Forbidden`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.Forbidden.Body) {
+                    self.body = body
+                }
+            }
+            /// Not an operator (`not_operator`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Operations.HideMessage.Output.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Operations.HideMessage.Output.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/404/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/404/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No such message (`message_not_found`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Operations.HideMessage.Output.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Operations.HideMessage.Output.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// Hidden already (`message_hidden`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.HideMessage.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.HideMessage.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ContentTooLarge: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/413/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/413/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.ContentTooLarge.Body
+                /// Creates a new `ContentTooLarge`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.ContentTooLarge.Body) {
+                    self.body = body
+                }
+            }
+            /// Body over 1 MiB (`body_too_large`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Operations.HideMessage.Output.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Operations.HideMessage.Output.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/messages/{messageID}/hide/POST/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.HideMessage.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.HideMessage.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// No reason (`validation_failed`: `reason_required`), a bad id, or a reused Idempotency-Key (`idempotency_key_reused`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.HideMessage.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.HideMessage.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)

@@ -584,6 +584,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/items/{itemID}/takedown`.
     /// - Remark: Generated from `#/paths//v1/admin/items/{itemID}/takedown/post(takeDownItem)`.
     func takeDownItem(_ input: Operations.TakeDownItem.Input) async throws -> Operations.TakeDownItem.Output
+    /// Hide a message from its conversation, with why (operators)
+    ///
+    /// Its text reads `[hidden by an operator]` to both its people from then on. An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/messages/{messageID}/hide`.
+    /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)`.
+    func hideMessage(_ input: Operations.HideMessage.Input) async throws -> Operations.HideMessage.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1878,6 +1885,23 @@ extension APIProtocol {
         body: Operations.TakeDownItem.Input.Body
     ) async throws -> Operations.TakeDownItem.Output {
         try await takeDownItem(Operations.TakeDownItem.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Hide a message from its conversation, with why (operators)
+    ///
+    /// Its text reads `[hidden by an operator]` to both its people from then on. An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/messages/{messageID}/hide`.
+    /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)`.
+    public func hideMessage(
+        path: Operations.HideMessage.Input.Path,
+        headers: Operations.HideMessage.Input.Headers = .init(),
+        body: Operations.HideMessage.Input.Body
+    ) async throws -> Operations.HideMessage.Output {
+        try await hideMessage(Operations.HideMessage.Input(
             path: path,
             headers: headers,
             body: body
