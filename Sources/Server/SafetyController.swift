@@ -90,23 +90,24 @@ struct SafetyController: Sendable {
 
     @Sendable func takeDown(_ request: Request, context: UserContext) async throws -> ItemResource {
         let item = ItemID(try context.parameters.requireUUID("itemID"))
-        let body = try await request.decodeBody(ReasonBody.self, context: context)
-        var fields = FieldCheck()
-        fields.problems += OperatorReason.problems(body.reason)
-        try fields.throwIfAny()
-        let append = try await moderation.takeDown(item, reason: body.reason!, by: context.user, today: today())
+        let append = try await moderation.takeDown(item, reason: try await Self.reason(request, context), by: context.user, today: today())
         return try await items.item(item, position: append?.lastPosition)
     }
 
     @Sendable func hideMessage(_ request: Request, context: UserContext) async throws -> MessageResource {
         let message = MessageID(try context.parameters.requireUUID("messageID"))
+        _ = try await moderation.hideMessage(message, reason: try await Self.reason(request, context), by: context.user)
+        guard let hidden = try await conversations.message(message) else { throw DomainError.messageNotFound }
+        return hidden
+    }
+
+    /// An operator act's `{reason}` body: 422 `reason_required` without one.
+    static func reason(_ request: Request, _ context: UserContext) async throws -> String {
         let body = try await request.decodeBody(ReasonBody.self, context: context)
         var fields = FieldCheck()
         fields.problems += OperatorReason.problems(body.reason)
         try fields.throwIfAny()
-        _ = try await moderation.hideMessage(message, reason: body.reason!, by: context.user)
-        guard let hidden = try await conversations.message(message) else { throw DomainError.messageNotFound }
-        return hidden
+        return body.reason!
     }
 
     /// One of an enumeration's raw values, or a problem naming them all.
