@@ -53,4 +53,23 @@ public struct SearchWords: Sendable {
             """
         ).single().decode("n", as: Int.self)
     }
+
+    /// Forgets the words no item or loan shows any more: a forgotten poster's texts read
+    /// `[removed]`, and their words (a name, a street) must not outlive them here. One pass
+    /// over the views' words (`ts_stat`); the jobs run it once an hour. A word learned by a
+    /// posting committed during the pass may go too: it is then matched as a prefix, not
+    /// spelled out, until it is posted again.
+    @discardableResult
+    public func prune() async throws -> Int {
+        try await pool.query(
+            """
+            WITH used AS MATERIALIZED (
+                SELECT word FROM ts_stat('SELECT search FROM items_view')
+                UNION SELECT word FROM ts_stat('SELECT search FROM loans_view')
+            ),
+            gone AS (DELETE FROM search_words WHERE word NOT IN (SELECT word FROM used) RETURNING 1)
+            SELECT count(*)::int AS n FROM gone
+            """
+        ).single().decode("n", as: Int.self)
+    }
 }

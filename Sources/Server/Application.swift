@@ -59,7 +59,7 @@ public func buildRouter(
     let profiles = ProfilesController(
         profiles: Profiles(gateway: gateway), primary: ProfilesView(primary),
         reads: Replicated(ProfilesView.init, primary: primary, replica: replica), conversations: ConversationsView(primary),
-        notifications: notifications, savedSearches: SavedSearches(pool: primary))
+        notifications: notifications, savedSearches: SavedSearches(pool: primary), reports: ReportsView(primary))
     let wallet = WalletController(
         wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
     let loans = LoansController(

@@ -20,6 +20,8 @@ struct ProfilesController: Sendable {
     let notifications: NotificationsController
     /// Saved searches, for the export: what they look for is theirs too.
     let savedSearches: SavedSearches
+    /// Reports they filed, for the export, as their own list shows them.
+    let reports: ReportsView
 
     struct ProfileBody: Decodable {
         var displayName: String?
@@ -72,7 +74,8 @@ struct ProfilesController: Sendable {
             reviews: written.reviews, messages: written.messages,
             devices: try await notifications.devices.of(me).map(NotificationsController.DeviceResource.init),
             notificationSettings: NotificationsController.Settings(channels: try await notifications.settings.of(me)),
-            savedSearches: try await savedSearches.list(me))
+            savedSearches: try await savedSearches.list(me),
+            reports: try await reports.everything(of: me).map(\.asTheReporterSeesIt))
         let day = Day(export.exportedAt).description
         return EditedResponse(
             headers: [.contentDisposition: "attachment; filename=\"lender-\(export.profile.handle)-\(day).json\""], response: export)
@@ -128,6 +131,8 @@ struct PersonalExport: ResponseEncodable {
     var devices: [NotificationsController.DeviceResource]
     var notificationSettings: NotificationsController.Settings
     var savedSearches: [SavedSearchResource]
+    /// Reports they filed, with what became of them.
+    var reports: [ReportResource]
 }
 
 /// A page of one of the user's own lists: `limit`, `cursor`, and for bids `status`; every bad

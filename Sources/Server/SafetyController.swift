@@ -55,14 +55,7 @@ struct SafetyController: Sendable {
     @Sendable func mine(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {
         let limit = try request.pageLimit()
         let (rows, more) = try await view.reports(of: context.user, before: try request.positionCursor(), limit: limit)
-        // What became of it, not which operator or their notes.
-        let theirs = rows.map { report in
-            var report = report
-            report.resolvedBy = nil
-            report.resolution = nil
-            return report
-        }
-        return Page(data: theirs, nextCursor: more ? rows.last.map { String($0.position) } : nil)
+        return Page(data: rows.map(\.asTheReporterSeesIt), nextCursor: more ? rows.last.map { String($0.position) } : nil)
     }
 
     @Sendable func list(_ request: Request, context: UserContext) async throws -> Page<ReportResource> {

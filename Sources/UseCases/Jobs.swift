@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Marketplace
 import Projections
+import Synchronization
 
 /// What one run of the jobs did.
 public struct JobsReport: Sendable, Hashable {
@@ -17,8 +18,10 @@ public struct JobsReport: Sendable, Hashable {
     public var reviewWindowsClosed = 0
     /// Words new to the search's spelling list (`SearchWords`).
     public var searchWordsLearned = 0
-    /// Images no item, loan or profile shows any more, deleted (once an hour: `PhotoLibrary`).
+    /// Images no item, loan or profile shows any more, deleted (once an hour).
     public var photosCollected = 0
+    /// Words of the search no listing shows any more, forgotten (once an hour).
+    public var searchWordsForgotten = 0
     /// Items whose step failed (logged), due again at the next run.
     public var failures = 0
 }
@@ -28,8 +31,8 @@ public struct JobsReport: Sendable, Hashable {
 /// has passed complete, fundraising loans past their deadline expire. Each item is one append
 /// with the version it was decided on, so several servers running the jobs at once never do a
 /// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
-/// They also teach the search the words posted since (SPEC §12.7: a typo forgiven), and
-/// delete the photos nothing shows any more (replaced, removed, never named by an event).
+/// They also teach the search the words posted since (SPEC §12.7: a typo forgiven), and,
+/// once an hour, delete the photos and forget the words nothing shows any more.
 public struct Jobs: Sendable {
     let commands: ItemCommands
     var gateway: CommandGateway { commands.gateway }
@@ -69,7 +72,22 @@ public struct Jobs: Sendable {
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
         report.searchWordsLearned = try await SearchWords(gateway.store.pool).learn()
-        report.photosCollected = try await PhotoLibrary.collectGarbageNow(gateway.store.pool)
+        if Self.hourIsDue() {
+            report.photosCollected = try await PhotoLibrary.collectGarbage(gateway.store.pool)
+            report.searchWordsForgotten = try await SearchWords(gateway.store.pool).prune()
+        }
         return report
+    }
+
+    /// When this process last did the hourly work: each reads every view's photos or words.
+    static let lastHourly = Mutex<ContinuousClock.Instant?>(nil)
+
+    static func hourIsDue(every: Duration = .seconds(3600)) -> Bool {
+        let now = ContinuousClock.now
+        return lastHourly.withLock { last in
+            guard last.map({ now - $0 >= every }) ?? true else { return false }
+            last = now
+            return true
+        }
     }
 }

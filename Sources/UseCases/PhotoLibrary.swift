@@ -236,21 +236,6 @@ public struct PhotoLibrary: Sendable {
 
     // MARK: Garbage
 
-    /// When the jobs last collected garbage in this process: they do it once an hour, as the
-    /// collection reads every view's photos.
-    static let lastCollection = Mutex<ContinuousClock.Instant?>(nil)
-
-    /// `collectGarbage`, if this process has not run it in the last `every`; the number deleted.
-    public static func collectGarbageNow(_ pool: PostgresPool, every: Duration = .seconds(3600)) async throws -> Int {
-        let now = ContinuousClock.now
-        let due = lastCollection.withLock { last in
-            guard last.map({ now - $0 >= every }) ?? true else { return false }
-            last = now
-            return true
-        }
-        return due ? try await collectGarbage(pool) : 0
-    }
-
     /// Deletes the images that no item, loan or profile shows any more, except those stored
     /// in the last `grace` (an upload whose event is still on its way). The number deleted.
     public static func collectGarbage(_ pool: PostgresPool, grace: Duration = .seconds(3600)) async throws -> Int {

@@ -43,7 +43,7 @@ struct JobsCommand: AsyncParsableCommand {
                     + "\(report.bookingsCompleted) bookings completed, \(report.bookingsReminded) bookings reminded, "
                     + "\(report.reviewWindowsClosed) review windows closed, "
                     + "\(report.loansExpired) loans expired, \(report.searchWordsLearned) search words learned, "
-                    + "\(report.photosCollected) unused photos deleted "
+                    + "\(report.photosCollected) unused photos deleted, \(report.searchWordsForgotten) search words forgotten "
                     + "(\(report.items) items written\(report.failures > 0 ? ", \(report.failures) failed: see the log" : ""))")
         }
     }

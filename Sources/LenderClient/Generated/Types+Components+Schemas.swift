@@ -3851,6 +3851,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PersonalExport/savedSearches`.
             public var savedSearches: [Components.Schemas.SavedSearch]
+            /// Reports they filed, with what became of them (not which operator, nor their notes)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PersonalExport/reports`.
+            public var reports: [Components.Schemas.Report]
             /// Creates a new `PersonalExport`.
             ///
             /// - Parameters:
@@ -3866,6 +3870,7 @@ extension Components {
             ///   - devices: The devices my pushes go to
             ///   - notificationSettings:
             ///   - savedSearches: Their saved searches, oldest first
+            ///   - reports: Reports they filed, with what became of them (not which operator, nor their notes)
             public init(
                 exportedAt: Foundation.Date,
                 profile: Components.Schemas.PrivateProfile,
@@ -3878,7 +3883,8 @@ extension Components {
                 messages: [Components.Schemas.Message],
                 devices: [Components.Schemas.Device],
                 notificationSettings: Components.Schemas.NotificationSettings,
-                savedSearches: [Components.Schemas.SavedSearch]
+                savedSearches: [Components.Schemas.SavedSearch],
+                reports: [Components.Schemas.Report]
             ) {
                 self.exportedAt = exportedAt
                 self.profile = profile
@@ -3892,6 +3898,7 @@ extension Components {
                 self.devices = devices
                 self.notificationSettings = notificationSettings
                 self.savedSearches = savedSearches
+                self.reports = reports
             }
             public enum CodingKeys: String, CodingKey {
                 case exportedAt
@@ -3906,6 +3913,7 @@ extension Components {
                 case devices
                 case notificationSettings
                 case savedSearches
+                case reports
             }
         }
         /// A rental bid's prices, fixed in its event (SPEC §12.2), and how its charge is held

@@ -22,6 +22,16 @@ public struct ReportResource: Codable, Sendable, Hashable {
     public var position: Int64
 }
 
+extension ReportResource {
+    /// What became of it, not which operator or their notes: a reporter's own view.
+    public var asTheReporterSeesIt: ReportResource {
+        var report = self
+        report.resolvedBy = nil
+        report.resolution = nil
+        return report
+    }
+}
+
 /// `reports_view`: a reporter's own reports, and the operators' list by status, newest first,
 /// paged by the filing's position.
 public struct ReportsView: Sendable {
@@ -50,6 +60,13 @@ public struct ReportsView: Sendable {
         var query = Self.columns
         query.append(" WHERE status = \(status) AND filed_position < \(before ?? Int64.max)")
         return try await page(query, limit: limit)
+    }
+
+    /// Every report `reporter` filed, newest first: their export.
+    public func everything(of reporter: UserID) async throws -> [ReportResource] {
+        var query = Self.columns
+        query.append(" WHERE reporter_id = \(reporter.rawValue) ORDER BY filed_position DESC")
+        return try await pool.query(query).map(Self.resource)
     }
 
     /// Reports `reporter` filed since `since`: the day's limit.
