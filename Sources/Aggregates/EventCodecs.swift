@@ -135,6 +135,7 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
         codec.register(ItemTakenDown.self, wrap: ItemEvent.takenDown)
         codec.register(MessageHidden.self, wrap: ItemEvent.messageHidden)
+        codec.register(ReviewHidden.self, wrap: ItemEvent.reviewHidden)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)
         codec.register(ReviewWindowClosed.self, wrap: ItemEvent.reviewWindowClosed)
         codec.register(SavedSearchesMatched.self, wrap: ItemEvent.savedSearchesMatched)

@@ -558,6 +558,9 @@ extension ItemDecider {
             if let index = item.bookings.firstIndex(where: { $0.id == published.bookingID }) {
                 item.bookings[index].reviewsPublished = true
             }
+            for role in [ReviewerRole.owner, .bidder] {
+                item.reviews[ReviewKey(BidID(published.bookingID.rawValue), role)]?.published = true
+            }
         case .reviewWindowClosed(let closed):
             if let index = item.bookings.firstIndex(where: { $0.id == closed.bookingID }) {
                 item.bookings[index].reviewWindowClosed = true

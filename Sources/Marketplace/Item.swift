@@ -211,6 +211,7 @@ public enum ItemEvent: Hashable, Sendable {
     case expired(ItemExpired)
     case takenDown(ItemTakenDown)
     case messageHidden(MessageHidden)
+    case reviewHidden(ReviewHidden)
     case reviewsPublished(ReviewsPublished)
     case reviewWindowClosed(ReviewWindowClosed)
     case bookingReminded(BookingReminded)
@@ -370,6 +371,8 @@ public enum ItemCommand: Hashable, Sendable {
     case takeDown(reason: String, today: Day)
     /// By an operator, with why: the message's text is hidden from its conversation.
     case hideMessage(MessageID, reason: String)
+    /// By an operator, with why: out of every list and rating.
+    case hideReview(ReviewKey, reason: String)
     case complete
     case relist
     case review(WriteReview)
@@ -438,6 +441,8 @@ public struct PostedItem: Hashable, Sendable {
     /// The messages written on its bids, and those an operator hid (SPEC §12.5).
     public var messages: Set<MessageID> = []
     public var hiddenMessages: Set<MessageID> = []
+    /// Its reviews, by deal and side: what an operator's hiding takes back.
+    public var reviews: [ReviewKey: WrittenReview] = [:]
 
     public var pendingBids: [Bid] { bids.filter { $0.status == .pending } }
     public func bid(_ id: BidID) -> Bid? { bids.first { $0.id == id } }
@@ -619,6 +624,9 @@ public enum ItemDecider {
         case .hideMessage(let id, let reason):
             return try hideMessage(id, reason: reason, state, actor: actor)
 
+        case .hideReview(let key, let reason):
+            return try hideReview(key, reason: reason, state, actor: actor)
+
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
@@ -757,6 +765,10 @@ public enum ItemDecider {
             if let index = item.completedDeals.lastIndex(where: { $0.bidID == review.bidID }) {
                 item.completedDeals[index].reviewedBy.insert(review.role)
             }
+            item.reviews[ReviewKey(review.bidID, review.role)] = WrittenReview(
+                subjectID: review.subjectID, stars: review.stars, published: review.held != true)
+        case .reviewHidden(let hidden):
+            item.reviews[ReviewKey(hidden.bidID, hidden.role)]?.hidden = true
         case .messageSent(let message):
             item.messages.insert(message.messageID)
         case .messageHidden(let hidden):

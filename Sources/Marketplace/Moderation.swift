@@ -32,7 +32,66 @@ public struct MessageHidden: EventBody, Hashable {
     public static let hiddenText = "[hidden by an operator]"
 }
 
+/// An operator hid a review (SPEC §12.5): out of every list and rating. It names what the
+/// views must take back: whom it rated, with how many stars, and whether it was counted yet
+/// (a booking's review held unpublished is not, and is then never counted).
+public struct ReviewHidden: EventBody, Hashable {
+    public static let eventType = "ReviewHidden"
+    public var bidID: BidID
+    public var role: ReviewerRole
+    public var subjectID: UserID
+    public var stars: Int
+    public var counted: Bool
+    public var operatorID: UserID
+    public var reason: String
+
+    public init(
+        bidID: BidID, role: ReviewerRole, subjectID: UserID, stars: Int, counted: Bool, operatorID: UserID, reason: String
+    ) {
+        self.bidID = bidID
+        self.role = role
+        self.subjectID = subjectID
+        self.stars = stars
+        self.counted = counted
+        self.operatorID = operatorID
+        self.reason = reason
+    }
+}
+
+/// A review as an item's state holds it, for an operator to hide.
+public struct WrittenReview: Hashable, Sendable {
+    public var subjectID: UserID
+    public var stars: Int
+    public var published: Bool
+    public var hidden = false
+}
+
+/// A review's name on its item: its deal and its side.
+public struct ReviewKey: Hashable, Sendable {
+    public var bidID: BidID
+    public var role: ReviewerRole
+
+    public init(_ bidID: BidID, _ role: ReviewerRole) {
+        self.bidID = bidID
+        self.role = role
+    }
+}
+
 extension ItemDecider {
+    static func hideReview(_ key: ReviewKey, reason: String, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+        let item = try requireItem(state)
+        guard let review = item.reviews[key] else { throw DomainError.reviewNotFound }
+        let problems = OperatorReason.problems(reason)
+        if !problems.isEmpty { throw DomainError.invalid(problems) }
+        guard !review.hidden else { throw DomainError(.conflict, "review_hidden", "This review is hidden already.") }
+        return [
+            .reviewHidden(
+                ReviewHidden(
+                    bidID: key.bidID, role: key.role, subjectID: review.subjectID, stars: review.stars, counted: review.published,
+                    operatorID: actor, reason: reason.trimmingWhiteSpace()))
+        ]
+    }
+
     static func hideMessage(_ id: MessageID, reason: String, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
         let item = try requireItem(state)
         guard item.messages.contains(id) else { throw DomainError.messageNotFound }
@@ -78,4 +137,5 @@ extension ItemDecider {
 
 extension DomainError {
     public static let messageNotFound = DomainError(.notFound, "message_not_found", "No such message.")
+    public static let reviewNotFound = DomainError(.notFound, "review_not_found", "No such review.")
 }

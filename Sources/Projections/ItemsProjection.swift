@@ -385,17 +385,17 @@ public struct ItemsProjection: InlineProjection {
                         """
                         WITH published AS (
                             UPDATE reviews_view SET published = true WHERE bid_id = \(published.bookingID.rawValue) AND NOT published
-                            RETURNING subject_id, role, stars
+                            RETURNING subject_id, role, stars, hidden
                         ),
                         users AS (
                             UPDATE users_view u SET review_count = u.review_count + p.n, review_stars = u.review_stars + p.s
-                            FROM (SELECT subject_id, count(*)::int AS n, sum(stars)::int AS s FROM published GROUP BY subject_id) p
+                            FROM (SELECT subject_id, count(*)::int AS n, sum(stars)::int AS s FROM published WHERE NOT hidden GROUP BY subject_id) p
                             WHERE u.user_id = p.subject_id
                         )
                         UPDATE items_view i
                         SET review_count = i.review_count + p.n, review_stars = i.review_stars + p.s, updated_at = \(at),
                             position = \(event.position)
-                        FROM (SELECT count(*)::int AS n, sum(stars)::int AS s FROM published WHERE role = 'bidder' HAVING count(*) > 0) p
+                        FROM (SELECT count(*)::int AS n, sum(stars)::int AS s FROM published WHERE role = 'bidder' AND NOT hidden HAVING count(*) > 0) p
                         WHERE i.item_id = \(item)
                         """
                     ], writes: [row])
@@ -475,6 +475,43 @@ public struct ItemsProjection: InlineProjection {
                         ["UPDATE items_view SET updated_at = \(at), position = \(event.position) WHERE item_id = \(item)"],
                         writes: [row])
                 }
+            case .reviewHidden(let hidden):
+                // Out of the lists, and out of the ratings it was counted in; a held one is
+                // never counted at its publication.
+                let bid = hidden.bidID.rawValue
+                if building {
+                    known.heldReviews[bid]?.removeAll { $0.role == hidden.role && $0.subject == hidden.subjectID.rawValue }
+                    if hidden.counted {
+                        known.count(hidden.subjectID.rawValue) { counts in
+                            counts.reviewCount -= 1
+                            counts.reviewStars -= hidden.stars
+                        }
+                        if hidden.role == .bidder {
+                            known.change(item) { held in
+                                held.reviewCount -= 1
+                                held.reviewStars -= hidden.stars
+                            }
+                        }
+                    }
+                }
+                var statements: [PostgresQuery] = [
+                    "UPDATE reviews_view SET hidden = true WHERE bid_id = \(bid) AND role = \(hidden.role.rawValue)"
+                ]
+                if hidden.counted && !building {
+                    statements.append(
+                        """
+                        UPDATE users_view SET review_count = review_count - 1, review_stars = review_stars - \(hidden.stars)
+                        WHERE user_id = \(hidden.subjectID.rawValue)
+                        """)
+                    if hidden.role == .bidder {
+                        statements.append(
+                            """
+                            UPDATE items_view SET review_count = review_count - 1, review_stars = review_stars - \(hidden.stars)
+                            WHERE item_id = \(item)
+                            """)
+                    }
+                }
+                plan.barrier(statements)
             case .messageHidden(let hidden):
                 // After the message's insert, whatever the batch: its insert keys no row.
                 plan.barrier(

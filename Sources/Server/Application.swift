@@ -223,6 +223,7 @@ public func buildRouter(
     user.post("admin/reports/:reportID/resolve", use: safety.resolve)
     user.post("admin/items/:itemID/takedown", use: safety.takeDown)
     user.post("admin/messages/:messageID/hide", use: safety.hideMessage)
+    user.post("admin/reviews/:reviewID/hide", use: safety.hideReview)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Marketplace
 import Projections
@@ -92,6 +93,13 @@ struct SafetyController: Sendable {
         _ = try await moderation.hideMessage(message, reason: try await Self.reason(request, context), by: context.user)
         guard let hidden = try await conversations.message(message) else { throw DomainError.messageNotFound }
         return hidden
+    }
+
+    /// `POST /v1/admin/reviews/{id}/hide`: 204, the review gone from every list.
+    @Sendable func hideReview(_ request: Request, context: UserContext) async throws -> HTTPResponse.Status {
+        let review = try context.parameters.requireUUID("reviewID")
+        _ = try await moderation.hideReview(review, reason: try await Self.reason(request, context), by: context.user)
+        return .noContent
     }
 
     /// An operator act's `{reason}` body: 422 `reason_required` without one.

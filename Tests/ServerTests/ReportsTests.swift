@@ -136,6 +136,19 @@ struct ReportsTests {
             let review = try #require((reviews.json["data"] as? [[String: Any]])?.first?["id"] as? String, "\(reviews)")
             let fake = try await client.send(.post, "/v1/reports", json: Self.report("review", review, reason: "fake_review"), token: stranger.token)
             #expect(fake.status == .created, "\(fake)")
+            // The operator hides it: out of the owner's reviews and rating.
+            let rated = try await client.send(.get, "/v1/users/\(owner.id)", token: stranger.token).json
+            let hideReview = "/v1/admin/reviews/\(review)/hide"
+            #expect(try await client.send(.post, hideReview, json: ["reason": "Fake"], token: stranger.token).code == "not_operator")
+            #expect(try await client.send(.post, hideReview, json: ["reason": "Fake"], token: desk.token).status == .noContent)
+            let after = try await client.send(.get, "/v1/users/\(owner.id)/reviews", token: stranger.token)
+            #expect((after.json["data"] as? [[String: Any]])?.isEmpty == true, "\(after)")
+            let unrated = try await client.send(.get, "/v1/users/\(owner.id)", token: stranger.token).json
+            #expect((unrated["reviewCount"] as? Int) == ((rated["reviewCount"] as? Int) ?? 0) - 1, "\(rated) then \(unrated)")
+            let hiddenTwice = try await client.send(.post, hideReview, json: ["reason": "Fake"], token: desk.token)
+            #expect(hiddenTwice.status == .conflict && hiddenTwice.code == "review_hidden", "\(hiddenTwice)")
+            #expect(try await client.send(.post, "/v1/admin/reviews/\(UUID())/hide", json: ["reason": "x"], token: desk.token).code == "review_not_found")
+            #expect(try runLender(["replay", "--verify"], database: try await ownerURL(admin)).contains("no differences"))
             #expect(try await client.send(.post, "/v1/reports", json: Self.report("user", renter.id), token: owner.token).status == .created)
         }
     }

@@ -343,6 +343,16 @@ struct InterleavedHistory {
                     id,
                     .reviewWritten(ReviewWritten(bidID: bid, authorID: owners[index], subjectID: bidder, role: .owner, stars: 5, text: "Kind")))
             }
+            // An operator hides the first item's renter review of the first round: out of its
+            // owner's and its item's ratings (SPEC §12.5).
+            if round == 0 {
+                try await item(
+                    items[0],
+                    .reviewHidden(
+                        ReviewHidden(
+                            bidID: bids[0][0].0, role: .bidder, subjectID: owners[0], stars: 4, counted: true, operatorID: owners[1],
+                            reason: "Fake")))
+            }
             for (index, id) in items.enumerated() where !(round == 1 && index == 3) { try await item(id, .relisted(ItemRelisted())) }
             for (index, id) in items.enumerated() {
                 try await item(id, .photoAdded(ItemPhotoAdded(digest: String(repeating: "\(index)", count: 64))))

@@ -591,6 +591,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/messages/{messageID}/hide`.
     /// - Remark: Generated from `#/paths//v1/admin/messages/{messageID}/hide/post(hideMessage)`.
     func hideMessage(_ input: Operations.HideMessage.Input) async throws -> Operations.HideMessage.Output
+    /// Hide a review, with why (operators)
+    ///
+    /// Out of every list and rating (a booking's review still held is never counted). An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/reviews/{reviewID}/hide`.
+    /// - Remark: Generated from `#/paths//v1/admin/reviews/{reviewID}/hide/post(hideReview)`.
+    func hideReview(_ input: Operations.HideReview.Input) async throws -> Operations.HideReview.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1902,6 +1909,23 @@ extension APIProtocol {
         body: Operations.HideMessage.Input.Body
     ) async throws -> Operations.HideMessage.Output {
         try await hideMessage(Operations.HideMessage.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Hide a review, with why (operators)
+    ///
+    /// Out of every list and rating (a booking's review still held is never counted). An event on the item's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/reviews/{reviewID}/hide`.
+    /// - Remark: Generated from `#/paths//v1/admin/reviews/{reviewID}/hide/post(hideReview)`.
+    public func hideReview(
+        path: Operations.HideReview.Input.Path,
+        headers: Operations.HideReview.Input.Headers = .init(),
+        body: Operations.HideReview.Input.Body
+    ) async throws -> Operations.HideReview.Output {
+        try await hideReview(Operations.HideReview.Input(
             path: path,
             headers: headers,
             body: body

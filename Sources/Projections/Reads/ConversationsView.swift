@@ -28,7 +28,7 @@ public struct ConversationsView: Sendable {
 
     private func reviews(where condition: PostgresQuery, limit: Int, after: Cursor?) async throws -> Page<ReviewResource> {
         // A booking's review is shown once published (SPEC §12.1).
-        var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE r.published AND"
+        var statement: PostgresQuery = "SELECT \(unsafeRaw: ReviewResource.selection) WHERE r.published AND NOT r.hidden AND"
         statement.append(" ")
         statement.append(condition)
         if let after { statement.append(" AND (r.created_at, r.bid_id) < (\(after.at), \(after.id))") }
