@@ -12,6 +12,8 @@ public final class SMTPServer: @unchecked Sendable {
     let process = Process()
     public let port: Int
     let maildir: URL
+    /// Made here, not handed in: removed when this server goes.
+    let ownsMaildir: Bool
 
     /// The executable `scripts/test` installs.
     public static let executable = root.appendingPathComponent(".local/venv/bin/aiosmtpd")
@@ -21,6 +23,7 @@ public final class SMTPServer: @unchecked Sendable {
     public init(port: Int? = nil, maildir: URL? = nil) async throws {
         self.port = try port ?? ServerProcess.freePort()
         self.maildir = maildir ?? FileManager.default.temporaryDirectory.appendingPathComponent("lender-smtp-\(UUID().uuidString)")
+        self.ownsMaildir = maildir == nil
         process.executableURL = Self.executable
         process.arguments = ["-n", "-l", "127.0.0.1:\(self.port)", "-c", "aiosmtpd.handlers.Mailbox", self.maildir.path]
         process.standardOutput = FileHandle.nullDevice
@@ -46,7 +49,12 @@ public final class SMTPServer: @unchecked Sendable {
         for _ in 0..<200 where Self.accepts(port) { usleep(10_000) }
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        // Its own mailbox goes with it (a suite's runs left hundreds in /tmp); one handed in
+        // is the test's, which may read it after this server is gone.
+        if ownsMaildir { try? FileManager.default.removeItem(at: maildir) }
+    }
 
     /// Every message received so far, oldest first, as raw RFC 5322 text.
     public func messages() -> [String] {
