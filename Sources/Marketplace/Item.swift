@@ -373,7 +373,8 @@ public enum ItemCommand: Hashable, Sendable {
     case hideMessage(MessageID, reason: String)
     /// By an operator, with why: out of every list and rating.
     case hideReview(ReviewKey, reason: String)
-    case complete
+    /// A request's deal ends: only after the approved bid's last day (`today` is after it).
+    case complete(today: Day)
     case relist
     case review(WriteReview)
     case sendMessage(SendMessage)
@@ -639,11 +640,16 @@ public enum ItemDecider {
         case .runJobs(let today, let staleBids):
             return try runJobs(state, actor: actor, today: today, staleBids: staleBids)
 
-        case .complete:
+        case .complete(let today):
             let item = try requireOwner(state, actor)
             try requireRequest(item)
             guard item.status == .reserved else {
                 throw DomainError(.conflict, "item_not_reserved", "Only a reserved item can be completed.")
+            }
+            // As a booking (§12.1): a deal is done, and so reviewable, only after its days.
+            if let deal = item.bids.first(where: { $0.status == .approved }), today <= deal.until {
+                throw DomainError(
+                    .conflict, "deal_not_ended", "The deal runs until \(deal.until); complete it after that day.")
             }
             return [.closed(ItemClosed())]
 

@@ -180,7 +180,7 @@ struct ItemsController: Sendable {
     }
 
     @Sendable func complete(_ request: Request, context: UserContext) async throws -> ItemResource {
-        try await itemCommand(.complete, request, context)
+        try await itemCommand(.complete(today: today()), request, context)
     }
 
     @Sendable func relist(_ request: Request, context: UserContext) async throws -> ItemResource {

@@ -252,16 +252,20 @@ struct ItemBidTests {
         // At most one approved bid per reservation.
         expectRefused(given(history + events, when: .approveBid(b, today: rulesDay), by: owner), .conflict, "item_not_available")
         expectRefused(given(history, when: .approveBid(c, today: rulesDay), by: owner), .conflict, "bid_not_pending")
-        // A request completes the second release's way; it is not relisted.
-        expectRefused(given(history, when: .complete, by: owner), .conflict, "item_not_reserved")
-        expectRefused(given(history + events, when: .complete, by: alice), .forbidden, "not_owner")
-        let closed = history + events + (try given(history + events, when: .complete, by: owner).get())
+        // A request completes the second release's way, after the deal's last day (7 December);
+        // it is not relisted.
+        let after7th = day("2026-12-08")
+        expectRefused(given(history, when: .complete(today: after7th), by: owner), .conflict, "item_not_reserved")
+        expectRefused(given(history + events, when: .complete(today: after7th), by: alice), .forbidden, "not_owner")
+        expectRefused(given(history + events, when: .complete(today: rulesDay), by: owner), .conflict, "deal_not_ended")
+        expectRefused(given(history + events, when: .complete(today: day("2026-12-07")), by: owner), .conflict, "deal_not_ended")
+        let closed = history + events + (try given(history + events, when: .complete(today: after7th), by: owner).get())
         #expect(ItemDecider.fold(closed).item?.status == .closed)
         #expect(ItemDecider.fold(closed).item?.completedDeals.map(\.bidID) == [a])
     }
 
     @Test func aRentalIsNeitherCompletedNorRelisted() {
-        expectRefused(given(posted, when: .complete, by: owner), .conflict, "not_a_request")
+        expectRefused(given(posted, when: .complete(today: rulesDay), by: owner), .conflict, "not_a_request")
         expectRefused(given(posted, when: .relist, by: owner), .conflict, "not_a_request")
     }
 

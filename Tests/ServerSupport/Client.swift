@@ -94,6 +94,12 @@ extension TestClientProtocol {
         return try reply.decode()
     }
 
+    /// `POST /v1/items/{item}/complete` as `token` on 2 January 2027, after every test deal's
+    /// days (a request's deal completes only then), with `clock` moved for the call and back.
+    public func complete(_ item: ItemID, _ token: String, clock: TestClock) async throws -> Reply {
+        try await clock.on("2027-01-02") { try await send(.post, "/v1/items/\(item)/complete", token: token) }
+    }
+
     /// A bid of 1400 a day for 5 to 7 December; the answer, which may be a refusal.
     public func bid(_ item: ItemID, _ token: String) async throws -> Reply {
         try await send(

@@ -9,6 +9,7 @@ import Marketplace
 import Postgres
 import Projections
 import Server
+import Synchronization
 import TestSupport
 import UseCases
 
@@ -106,6 +107,23 @@ public func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> I
 /// The day an in-process test server decides on, unless a test gives its own clock: the
 /// fixtures' dates (rentals for December 2026) stay ahead of it whenever the suite runs.
 public let fixtureDay = Day("2026-11-28")!
+
+/// A clock the test moves: a server given `today` decides on `day`, `fixtureDay` at first.
+public final class TestClock: Sendable {
+    let day = Mutex(fixtureDay)
+    public init() {}
+    public var today: @Sendable () -> Day { { self.day.withLock { $0 } } }
+    public func set(_ text: String) { day.withLock { $0 = Day(text)! } }
+
+    /// `body` on `text`, then the clock back where it was: days passing for one step of a test
+    /// that goes on with the fixture's days.
+    public func on<T>(_ text: String, _ body: () async throws -> T) async rethrows -> T {
+        let before = today()
+        set(text)
+        defer { day.withLock { $0 = before } }
+        return try await body()
+    }
+}
 
 /// A day `days` from today (UTC), as `YYYY-MM-DD`.
 public func dayFromToday(_ days: Int) -> String {

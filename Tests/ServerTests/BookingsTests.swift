@@ -14,13 +14,6 @@ import TestSupport
 /// window, and completion on a clock the test sets.
 @Suite("Bookings by date over HTTP")
 struct BookingsTests {
-    /// A clock the test moves: the server decides on `day`.
-    final class TestClock: Sendable {
-        let day = Mutex(Day("2026-11-28")!)
-        var today: @Sendable () -> Day { { self.day.withLock { $0 } } }
-        func set(_ text: String) { day.withLock { $0 = Day(text)! } }
-    }
-
     func bid(_ client: any TestClientProtocol, _ item: ItemID, _ token: String, _ from: String, _ until: String) async throws
         -> Reply
     {
@@ -291,7 +284,8 @@ struct BookingsTests {
 
     /// A request keeps the second release's whole reservation, completion and contact e-mails.
     @Test func aRequestIsStillReservedAndCompletedWhole() async throws {
-        try await withServer { client, _ in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, _ in
             let ada = try await client.user("ada")
             let rita = try await client.user("rita")
             let bob = try await client.user("bob")
@@ -304,7 +298,7 @@ struct BookingsTests {
             #expect(item.json["contactEmail"] as? String == "rita@example.org")
             let bobs = try await client.send(.get, "/v1/items/\(ladder)/bids", token: bob.token).decode(Page<BidResource>.self)
             #expect(bobs.data.first { $0.id == other }?.reason == "another_bid_approved")
-            #expect(try await client.send(.post, "/v1/items/\(ladder)/complete", token: ada.token).status == .ok)
+            #expect(try await client.complete(ladder, ada.token, clock: clock).status == .ok)
             #expect(try await client.send(.get, "/v1/items/\(ladder)", token: ada.token).json["status"] as? String == "closed")
             #expect(try await client.send(.get, "/v1/bookings/\(offer)", token: ada.token).status == .notFound, "no booking")
         }

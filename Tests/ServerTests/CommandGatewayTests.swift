@@ -281,7 +281,7 @@ struct CommandGatewayTests {
             let item = try await postRental(gateway)
             let head = try await gateway.store.headPosition()
             let error = try await #require(throws: DomainError.self) {
-                _ = try await gateway.handle(.complete, on: .item, id: item, actor: owner)
+                _ = try await gateway.handle(.complete(today: Day("2026-11-28")!), on: .item, id: item, actor: owner)
             }
             #expect(error.code == "not_a_request")
             let notOwner = try await #require(throws: DomainError.self) {

@@ -28,11 +28,13 @@ extension TestClientProtocol {
         return (item, try placed.decode(BidResource.self).id)
     }
 
-    /// A request by `owner`, met by `bidder`: bid, approved, completed.
-    func completedDeal(owner: String, bidder: String, title: String = "Tent") async throws -> (item: ItemID, bid: BidID) {
+    /// A request by `owner`, met by `bidder`: bid, approved, completed after its days.
+    func completedDeal(owner: String, bidder: String, title: String = "Tent", clock: TestClock) async throws
+        -> (item: ItemID, bid: BidID)
+    {
         let deal = try await bidOnRequest(owner: owner, bidder: bidder, title: title)
         #expect(try await send(.post, "/v1/bids/\(deal.bid)/approve", token: owner).status == .ok)
-        #expect(try await send(.post, "/v1/items/\(deal.item)/complete", token: owner).status == .ok)
+        #expect(try await complete(deal.item, owner, clock: clock).status == .ok)
         return deal
     }
 }
@@ -40,7 +42,8 @@ extension TestClientProtocol {
 @Suite("Reviews, conversations and the feed")
 struct ConversationsTests {
     @Test func eachSideOfACompletedDealReviewsTheOtherOnce() async throws {
-        try await withServer { client, admin in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
             let stranger = try await client.user("stranger")
@@ -55,7 +58,7 @@ struct ConversationsTests {
             #expect(reserved.status == .conflict && reserved.code == "deal_not_completed", "\(reserved)")
             let early = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: owner.token)
             #expect(early.status == .conflict && early.code == "deal_not_completed", "\(early)")
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            #expect(try await client.complete(deal.item, owner.token, clock: clock).status == .ok)
             let afterCompletion = try await eventCount(admin)
             #expect(afterCompletion == before + 3, "approved, reserved, closed: the refusals wrote nothing")
 
@@ -99,7 +102,7 @@ struct ConversationsTests {
 
             // A second deal with the same owner (a request cannot be relisted): a second request,
             // met by the stranger; a new deal, so a new review each, and the first one stands.
-            let second = try await client.completedDeal(owner: owner.token, bidder: stranger.token, title: "Stove")
+            let second = try await client.completedDeal(owner: owner.token, bidder: stranger.token, title: "Stove", clock: clock)
             let oldRenter = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: renter.token)
             #expect(oldRenter.code == "already_reviewed", "the first deal is still reviewed: \(oldRenter)")
             let notTheirs = try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 3], token: renter.token)
@@ -125,10 +128,11 @@ struct ConversationsTests {
     /// The same review sent twelve times at once (each its own request, no key): one lands,
     /// the others are told it is done; the rating counts it once.
     @Test func aReviewSentManyTimesAtOnceLandsOnce() async throws {
-        try await withServer { client, admin in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
-            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token)
+            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token, clock: clock)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<12 {
                     group.addTask {
@@ -192,7 +196,8 @@ struct ConversationsTests {
     /// then the live stream: the backlog, a notice as it happens, and a reconnection with
     /// `Last-Event-ID` that neither loses nor repeats one.
     @Test func theFeedTellsEachUserWhatConcernsThemLiveAndResumable() async throws {
-        try await withServer(testing: .live, heartbeat: .milliseconds(300)) { client, admin in
+        let clock = TestClock()
+        try await withServer(testing: .live, heartbeat: .milliseconds(300), today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
             let loser = try await client.user("loser")
@@ -201,7 +206,7 @@ struct ConversationsTests {
             #expect(try await client.bid(deal.item, loser.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "When?"], token: owner.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/complete", token: owner.token).status == .ok)
+            #expect(try await client.complete(deal.item, owner.token, clock: clock).status == .ok)
             #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
 
             let borrower = try await client.user("borrower")

@@ -197,7 +197,8 @@ struct ItemsTests {
     }
 
     @Test func theWholeLifecycle() async throws {
-        try await withServer { client, _ in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
             let bob = try await client.user("bob")
@@ -252,7 +253,9 @@ struct ItemsTests {
             let offer = try await client.bid(need, alice.token).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(offer)/approve", token: owner.token).status == .ok)
             #expect(try await client.send(.get, "/v1/items/\(need)", token: owner.token).decode(ItemResource.self).status == "reserved")
-            let completed = try await client.send(.post, "/v1/items/\(need)/complete", token: owner.token)
+            let duringTheDeal = try await client.send(.post, "/v1/items/\(need)/complete", token: owner.token)
+            #expect(duringTheDeal.status == .conflict && duringTheDeal.code == "deal_not_ended", "\(duringTheDeal)")
+            let completed = try await client.complete(need, owner.token, clock: clock)
             #expect(try completed.decode(ItemResource.self).status == "closed")
             let relistClosed = try await client.send(.post, "/v1/items/\(need)/relist", token: owner.token)
             #expect(relistClosed.status == .conflict)

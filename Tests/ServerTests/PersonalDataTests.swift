@@ -222,7 +222,8 @@ struct PersonalDataTests {
     }
 
     @Test func theExportHoldsEverythingTheUserMadeAsTheLogSaysIt() async throws {
-        try await withServer { client, admin in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
             try await client.fund(ada.token, 7500)
@@ -237,7 +238,7 @@ struct PersonalDataTests {
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Is it fast?"], token: ada.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Very"], token: bob.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: bob.token).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/complete", token: bob.token).status == .ok)
+            #expect(try await client.complete(bikes.id, bob.token, clock: clock).status == .ok)
             #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 5, "text": "Fast indeed"], token: ada.token).status == .created)
             #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 4], token: bob.token).status == .created)
             let loan = try await client.postLoan(bob.token)

@@ -33,7 +33,8 @@ struct ProfilesTests {
     }
 
     @Test func thePublicProfileCountsPostsAndCompletedDealsAndHidesTheEmail() async throws {
-        try await withServer { client, _ in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
             // A request: approving a bid on a rental books days, only a request's deal completes.
@@ -41,7 +42,7 @@ struct ProfilesTests {
             _ = try await client.postRental(owner.token, title: "Second bike")
             let bid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token).status == .ok)
+            #expect(try await client.complete(itemID, owner.token, clock: clock).status == .ok)
 
             let ownerReply = try await client.send(.get, "/v1/users/\(owner.id)", token: alice.token)
             #expect(ownerReply.status == .ok)
@@ -67,7 +68,8 @@ struct ProfilesTests {
     /// relisted and rented again; a rental no longer completes and a request cannot be
     /// relisted, so the second deal is a second request by the same owner.)
     @Test func aSecondDealCountsOnlyForItsOwnParties() async throws {
-        try await withServer { client, _ in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, _ in
             let owner = try await client.user("owner")
             let alice = try await client.user("alice")
             let bob = try await client.user("bob")
@@ -78,7 +80,7 @@ struct ProfilesTests {
             let bobBid = try await client.bid(second, bob.token).decode(BidResource.self).id
             for (itemID, bid) in [(first, aliceBid), (second, bobBid)] {
                 #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
-                #expect(try await client.send(.post, "/v1/items/\(itemID)/complete", token: owner.token).status == .ok)
+                #expect(try await client.complete(itemID, owner.token, clock: clock).status == .ok)
             }
             let bobsBids = try await client.me(bob.token).bids
             #expect(bobsBids.first { $0.id == bobsLosingBid }?.status == "rejected", "\(bobsBids)")

@@ -18,12 +18,6 @@ import Glibc
 /// the balance or a card, capture into escrow, settlement, cancellation by policy.
 @Suite("Rental payments over HTTP")
 struct RentalPaymentsTests {
-    final class TestClock: Sendable {
-        let day = Mutex(Day("2026-11-28")!)
-        var today: @Sendable () -> Day { { self.day.withLock { $0 } } }
-        func set(_ text: String) { day.withLock { $0 = Day(text)! } }
-    }
-
     /// A bid of 1400 a day paid as `payWith` says (a card's id, or `balance`).
     func bid(
         _ client: any TestClientProtocol, _ item: ItemID, _ token: String, _ from: String = "2026-12-05",

@@ -13,7 +13,7 @@ import TestSupport
 
 extension TestClientProtocol {
     /// Every command of the API at least once, so that every projection sees every event type.
-    func everyCommand(_ admin: PostgresPool) async throws {
+    func everyCommand(_ admin: PostgresPool, clock: TestClock) async throws {
         let rita = try await user("rita")
         let ada = try await user("ada")
         let bob = try await user("bob")
@@ -53,7 +53,7 @@ extension TestClientProtocol {
             token: rita.token
         ).decode(BidResource.self).id
         #expect(try await send(.post, "/v1/bids/\(offer)/approve", token: ada.token).status == .ok)
-        #expect(try await send(.post, "/v1/items/\(ladder)/complete", token: ada.token).status == .ok)
+        #expect(try await complete(ladder, ada.token, clock: clock).status == .ok)
         _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 5, "text": "Lovely ladder"], token: ada.token)
         _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 4], token: rita.token)
         // A revision that moves an available item on the map, and a photo added and removed.
@@ -161,8 +161,9 @@ struct ReplayTests {
     }
 
     @Test func verifyFindsNoDifferenceAfterEveryCommandAndExactlyOneAfterAManualChange() async throws {
-        try await withServer { client, admin in
-            try await client.everyCommand(admin)
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            try await client.everyCommand(admin, clock: clock)
             let database = try await ownerURL(admin)
             let clean = try runLender(["replay", "--verify"], database: database)
             #expect(clean.contains("no differences"), "\(clean)")
@@ -197,8 +198,9 @@ struct ReplayTests {
     }
 
     @Test func replayWhileEightClientsWriteAndReadFailsNoRequestAndLosesNothing() async throws {
-        try await withServer { client, admin in
-            try await client.everyCommand(admin)
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            try await client.everyCommand(admin, clock: clock)
             var tokens = [String]()
             for index in 0..<8 { tokens.append(try await client.user("writer\(index)").token) }
             let database = try await ownerURL(admin)

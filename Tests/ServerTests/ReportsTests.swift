@@ -102,11 +102,12 @@ struct ReportsTests {
     }
 
     @Test func messagesAndReviewsAreReportedOnlyByWhoCanSeeThem() async throws {
-        try await withServer { client, admin in
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
             let owner = try await client.user("owner")
             let renter = try await client.user("renter")
             let stranger = try await client.user("stranger")
-            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token)
+            let deal = try await client.completedDeal(owner: owner.token, bidder: renter.token, clock: clock)
             let sent = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "You idiot"], token: renter.token)
             #expect(sent.status == .created, "\(sent)")
             let message = try #require(sent.json["id"] as? String)

@@ -6035,6 +6035,8 @@ public struct Client: APIProtocol {
     }
     /// CompleteItem
     ///
+    /// The owner completes a request's deal once the approved bid's last day has passed (before: 409 `deal_not_ended`); it then counts as a completed deal of both parties, who may review each other.
+    ///
     /// - Remark: HTTP `POST /v1/items/{itemID}/complete`.
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)`.
     public func completeItem(_ input: Operations.CompleteItem.Input) async throws -> Operations.CompleteItem.Output {

@@ -11749,6 +11749,8 @@ public enum Operations {
     }
     /// CompleteItem
     ///
+    /// The owner completes a request's deal once the approved bid's last day has passed (before: 409 `deal_not_ended`); it then counts as a completed deal of both parties, who may review each other.
+    ///
     /// - Remark: HTTP `POST /v1/items/{itemID}/complete`.
     /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)`.
     public enum CompleteItem {
@@ -12087,7 +12089,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// The state does not allow it (`item_not_available`, `bid_not_pending`, `pending_bid_exists`, `item_not_reserved`, `item_not_relistable`, `handle_taken`, `concurrency_conflict`, `not_a_request`: a rental is booked by date; complete its bookings instead)
+            /// The state does not allow it (`item_not_available`, `bid_not_pending`, `pending_bid_exists`, `item_not_reserved`, `item_not_relistable`, `handle_taken`, `concurrency_conflict`, `deal_not_ended`: before the approved bid's last day has passed, `not_a_request`: a rental is booked by date; complete its bookings instead)
             ///
             /// - Remark: Generated from `#/paths//v1/items/{itemID}/complete/post(completeItem)/responses/409`.
             ///
