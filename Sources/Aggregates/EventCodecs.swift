@@ -94,6 +94,8 @@ extension DomainCodec where Event == UserEvent {
         codec.register(PayoutFailed.self, wrap: UserEvent.payoutFailed)
         codec.register(IdentityVerified.self, wrap: UserEvent.identityVerified)
         codec.register(BalanceSettled.self, wrap: UserEvent.balanceSettled)
+        codec.register(UserSuspended.self, wrap: UserEvent.suspended)
+        codec.register(UserReinstated.self, wrap: UserEvent.reinstated)
         return DomainCodec(codec)
     }()
 }
@@ -134,6 +136,8 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemWindowRevised.self, wrap: ItemEvent.windowRevised)
         codec.register(ItemExpired.self, wrap: ItemEvent.expired)
         codec.register(ItemTakenDown.self, wrap: ItemEvent.takenDown)
+        codec.register(ItemSuspended.self, wrap: ItemEvent.suspended)
+        codec.register(ItemReinstated.self, wrap: ItemEvent.reinstated)
         codec.register(MessageHidden.self, wrap: ItemEvent.messageHidden)
         codec.register(ReviewHidden.self, wrap: ItemEvent.reviewHidden)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)

@@ -12,6 +12,8 @@ public enum ItemStatus: String, Hashable, Sendable, Codable {
     case expired
     /// Taken out of the market by an operator (SPEC §12.5).
     case takenDown = "taken_down"
+    /// Its owner suspended by an operator: out of the market until they are reinstated.
+    case suspended
 }
 
 public enum BidStatus: String, Hashable, Sendable, Codable {
@@ -210,6 +212,8 @@ public enum ItemEvent: Hashable, Sendable {
     case windowRevised(ItemWindowRevised)
     case expired(ItemExpired)
     case takenDown(ItemTakenDown)
+    case suspended(ItemSuspended)
+    case reinstated(ItemReinstated)
     case messageHidden(MessageHidden)
     case reviewHidden(ReviewHidden)
     case reviewsPublished(ReviewsPublished)
@@ -373,6 +377,10 @@ public enum ItemCommand: Hashable, Sendable {
     case hideMessage(MessageID, reason: String)
     /// By an operator, with why: out of every list and rating.
     case hideReview(ReviewKey, reason: String)
+    /// A user's suspension (SPEC §12.5) on this item: the owner's posting out of the market, or
+    /// the user's pending bid withdrawn; and the owner's posting back when they are reinstated.
+    case suspendUser(UserID)
+    case reinstateOwner
     /// A request's deal ends: only after the approved bid's last day (`today` is after it).
     case complete(today: Day)
     case relist
@@ -628,6 +636,12 @@ public enum ItemDecider {
         case .hideReview(let key, let reason):
             return try hideReview(key, reason: reason, state, actor: actor)
 
+        case .suspendUser(let user):
+            return try suspend(user, state, actor: actor)
+
+        case .reinstateOwner:
+            return try reinstate(state)
+
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
@@ -716,6 +730,10 @@ public enum ItemDecider {
             item.status = .withdrawn
         case .takenDown:
             item.status = .takenDown
+        case .suspended:
+            item.status = .suspended
+        case .reinstated:
+            item.status = .available
         case .bidPlaced(let placed):
             item.bids.append(
                 Bid(

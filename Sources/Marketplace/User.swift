@@ -106,6 +106,8 @@ public enum UserEvent: Hashable, Sendable {
     case payoutFailed(PayoutFailed)
     case identityVerified(IdentityVerified)
     case balanceSettled(BalanceSettled)
+    case suspended(UserSuspended)
+    case reinstated(UserReinstated)
 }
 
 // MARK: Commands
@@ -138,6 +140,10 @@ public enum UserCommand: Hashable, Sendable {
     case verifyIdentity(by: String)
     /// An operator's settlement of the whole available balance outside Lender.
     case settleBalance(by: String, reason: String)
+    /// An operator's sanction (SPEC §12.5), and its end: by an operator, or (`by` nil) by the
+    /// jobs once `until` passed.
+    case suspend(by: UserID, reason: String, until: Date?, now: Date)
+    case reinstate(by: UserID?, reason: String, now: Date)
 }
 
 // MARK: Decider
@@ -170,6 +176,8 @@ public struct UserState: Hashable, Sendable {
     public var payoutToken: String?
     public var payouts: [Payout] = []
     public var identityVerified = false
+    /// An operator's suspension, until it ends (SPEC §12.5).
+    public var suspension: Suspension?
 
     public var exists: Bool { userID != nil && !forgotten }
     public init() {}
@@ -263,6 +271,12 @@ public enum UserDecider {
         case .settleBalance(let by, let reason):
             return try decideSettlement(by, reason: reason, state)
 
+        case .suspend(let operatorID, let reason, let until, let now):
+            return try suspend(by: operatorID, reason: reason, until: until, now: now, state)
+
+        case .reinstate(let operatorID, let reason, let now):
+            return try reinstate(by: operatorID, reason: reason, now: now, state)
+
         case .verifyEmail:
             guard state.exists else { throw DomainError.userNotFound }
             return state.emailVerified ? [] : [.emailVerified(EmailVerified())]
@@ -332,6 +346,10 @@ public enum UserDecider {
             state.photo = changed.digest
         case .payoutMethodSet, .payoutRequested, .payoutSent, .payoutFailed, .identityVerified, .balanceSettled:
             evolvePayouts(&state, event)
+        case .suspended(let suspended):
+            state.suspension = Suspension(until: suspended.until)
+        case .reinstated:
+            state.suspension = nil
         }
         if case .fundsDeposited(let deposit) = event { state.chargeIDs.insert(deposit.chargeID) }
         let change = balanceChange(of: event)

@@ -243,7 +243,8 @@ public struct ItemsProjection: InlineProjection {
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
             switch decoded {
-            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted, .expired, .takenDown:
+            case .rentalPosted, .requestPosted, .revised, .withdrawn, .reserved, .closed, .relisted, .expired, .takenDown, .suspended,
+                .reinstated:
                 moved = true
             default: break
             }
@@ -297,6 +298,10 @@ public struct ItemsProjection: InlineProjection {
                 setStatus(&plan, item, .withdrawn, event, building: building, &known)
             case .takenDown:
                 setStatus(&plan, item, .takenDown, event, building: building, &known)
+            case .suspended:
+                setStatus(&plan, item, .suspended, event, building: building, &known)
+            case .reinstated:
+                setStatus(&plan, item, .available, event, building: building, &known)
             case .expired:
                 setStatus(&plan, item, .expired, event, building: building, &known)
             case .reserved(let reserved):

@@ -25,10 +25,12 @@ public struct ViewGroup: Sendable {
             tables: ["loans_view", "loan_shares_view", "country_loans_view"]),
         ViewGroup(name: "carts", projections: [CartsProjection()], tables: ["cart_lines_view"]),
         ViewGroup(name: "payouts", projections: [PayoutsProjection()], tables: ["payouts_view"]),
-        ViewGroup(name: "reports", projections: [ReportsProjection()], tables: ["reports_view"]),
+        ViewGroup(
+            name: "reports", projections: [ReportsProjection(), SuspensionsProjection()],
+            tables: ["reports_view", "suspensions_view"]),
     ]
 
-    /// The groups holding the named projection (`users`, `items`, `loans`, `carts`, `payouts`, `reports`), or all.
+    /// The groups holding the named projection (`users`, `items`, `loans`, `carts`, `payouts`, `reports`, `suspensions`), or all.
     public static func named(_ name: String?) throws -> [ViewGroup] {
         guard let name else { return all }
         let groups = all.filter { group in group.projections.contains { $0.name == name } }

@@ -78,7 +78,8 @@ public func buildRouter(
 
     let safety = SafetyController(
         reports: Reports(gateway: gateway), view: ReportsView(primary),
-        moderation: Moderation(commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary))),
+        moderation: Moderation(
+            commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary)), sessions: accounts.sessions),
         items: ItemsView(primary), conversations: ConversationsView(primary), today: today)
 
     _ = LenderMetrics.registry
@@ -110,6 +111,7 @@ public func buildRouter(
     // A signed-in user (401 without a live token). Only here is a token looked up: health,
     // metrics and the public routes answer without the database's sessions.
     let signedIn = router.group("/v1").add(middleware: BearerAuthenticator(accounts: accounts))
+        .add(middleware: SuspendedUsersRead())
         .group(context: UserContext.self)
     signedIn.delete("sessions/current", use: accountRoutes.logout)
     signedIn.get("me/export", use: profiles.export)
@@ -224,6 +226,8 @@ public func buildRouter(
     user.post("admin/items/:itemID/takedown", use: safety.takeDown)
     user.post("admin/messages/:messageID/hide", use: safety.hideMessage)
     user.post("admin/reviews/:reviewID/hide", use: safety.hideReview)
+    user.post("admin/users/:userID/suspend", use: safety.suspend)
+    user.post("admin/users/:userID/reinstate", use: safety.reinstate)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))

@@ -9,6 +9,8 @@ public struct SignedIn: Sendable {
     public var user: UserID
     /// The token itself, for logging out of this session.
     public var token: String
+    /// An operator's suspension of the user, when the session was read (SPEC §12.5).
+    public var suspension: Suspension? = nil
 }
 
 /// The request context of every route: Hummingbird's core, with a 1 MiB body limit, and who
@@ -68,9 +70,9 @@ struct BearerAuthenticator: AuthenticatorMiddleware {
     let accounts: Accounts
 
     func authenticate(request: Request, context: AppRequestContext) async throws -> SignedIn? {
-        guard let token = Self.token(request.headers[.authorization]), let user = try await accounts.authenticate(token: token)
+        guard let token = Self.token(request.headers[.authorization]), let session = try await accounts.session(token: token)
         else { return nil }
-        return SignedIn(user: user, token: token)
+        return SignedIn(user: session.user, token: token, suspension: session.suspension)
     }
 
     /// The token of `Bearer <token>`, the scheme in any case (RFC 9110 §11.1), which
@@ -81,5 +83,20 @@ struct BearerAuthenticator: AuthenticatorMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         let token = parts[1].trimmingWhiteSpace(newlines: false)
         return token.isEmpty ? nil : token
+    }
+}
+
+/// A suspended user reads but does not write (SPEC §12.5): every request but a read, and but
+/// logging out, is 403 `account_suspended` while the suspension holds.
+struct SuspendedUsersRead: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let suspension = context.identity?.suspension, suspension.holds(at: Date()), request.method != .get,
+            request.method != .head, !(request.method == .delete && request.uri.path == "/v1/sessions/current")
+        {
+            throw DomainError.accountSuspended(until: suspension.until)
+        }
+        return try await next(request, context)
     }
 }

@@ -21,13 +21,16 @@ struct JobsService: Service {
             do {
                 let now = Date()
                 let report = try await jobs.run(today: Day(now), now: now)
-                if report.items > 0 || report.loansExpired > 0 || report.photosCollected > 0 || report.failures > 0 {
+                if report.items > 0 || report.loansExpired > 0 || report.suspensionsEnded > 0 || report.photosCollected > 0
+                    || report.failures > 0
+                {
                     logger.info(
                         "ran the jobs",
                         metadata: [
                             "items": "\(report.items)", "bids_expired": "\(report.bidsExpired)",
                             "postings_expired": "\(report.postingsExpired)", "bookings_completed": "\(report.bookingsCompleted)",
-                            "loans_expired": "\(report.loansExpired)", "photos_collected": "\(report.photosCollected)",
+                            "loans_expired": "\(report.loansExpired)", "suspensions_ended": "\(report.suspensionsEnded)",
+                            "photos_collected": "\(report.photosCollected)",
                             "failures": "\(report.failures)",
                         ])
                 }

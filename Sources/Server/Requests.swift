@@ -5,6 +5,7 @@ import JSONStream
 import Synchronization
 import NIOCore
 import Marketplace
+import Projections
 import UUIDs
 
 extension Request {
@@ -335,6 +336,16 @@ struct FieldCheck {
             }
         }
         return day
+    }
+
+    /// An instant as RFC 3339, from 1900 to 2200; nil when not given.
+    mutating func timestamp(_ text: String?, _ field: String) -> Date? {
+        guard let text else { return nil }
+        guard let date = RFC3339.date(text) else {
+            problems.append(FieldError(field: field, code: "invalid_time", message: "an RFC 3339 time, from 1900 to 2200"))
+            return nil
+        }
+        return date
     }
 
     mutating func category(_ text: String?) -> Marketplace.Category? {

@@ -33,6 +33,21 @@ struct SafetyController: Sendable {
         var reason: String?
     }
 
+    struct SuspendBody: Decodable {
+        var reason: String?
+        var until: String?
+    }
+
+    /// A user's standing after an operator's act: suspended (until when, why) or not.
+    struct SuspensionResource: ResponseEncodable {
+        var userId: UserID
+        var suspended: Bool
+        var until: Date?
+        var reason: String?
+        /// The log position of the act's event.
+        var position: Int64
+    }
+
     @Sendable func file(_ request: Request, context: UserContext) async throws -> EditedResponse<ReportResource> {
         let body = try await request.decodeBody(FileBody.self, context: context)
         var fields = FieldCheck()
@@ -100,6 +115,28 @@ struct SafetyController: Sendable {
         let review = try context.parameters.requireUUID("reviewID")
         _ = try await moderation.hideReview(review, reason: try await Self.reason(request, context), by: context.user)
         return .noContent
+    }
+
+    /// `POST /v1/admin/users/{id}/suspend {reason, until?}`: `until` a time to come (422
+    /// `invalid_until` otherwise); none suspends until reinstated.
+    @Sendable func suspend(_ request: Request, context: UserContext) async throws -> SuspensionResource {
+        let user = UserID(try context.parameters.requireUUID("userID"))
+        let body = try await request.decodeBody(SuspendBody.self, context: context)
+        var fields = FieldCheck()
+        fields.problems += OperatorReason.problems(body.reason)
+        let until = fields.timestamp(body.until, "until")
+        try fields.throwIfAny()
+        let position = try await moderation.suspend(user, reason: body.reason!, until: until, by: context.user, now: Date())
+        return SuspensionResource(
+            userId: user, suspended: true, until: until, reason: body.reason!.trimmingWhiteSpace(), position: position)
+    }
+
+    /// `POST /v1/admin/users/{id}/reinstate {reason}`: 409 `not_suspended` for anyone else.
+    @Sendable func reinstate(_ request: Request, context: UserContext) async throws -> SuspensionResource {
+        let user = UserID(try context.parameters.requireUUID("userID"))
+        let reason = try await Self.reason(request, context)
+        let position = try await moderation.reinstate(user, reason: reason, by: context.user, now: Date())
+        return SuspensionResource(userId: user, suspended: false, until: nil, reason: nil, position: position)
     }
 
     /// An operator act's `{reason}` body: 422 `reason_required` without one.

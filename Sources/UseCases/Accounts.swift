@@ -251,18 +251,27 @@ public struct Accounts: Sendable {
     /// The user a token belongs to, while it is neither expired nor revoked: from the cache
     /// of sessions checked lately, else from the database.
     public func authenticate(token: String) async throws -> UserID? {
+        try await session(token: token)?.user
+    }
+
+    /// The live session a token names, with its user's suspension if any (a suspension, its
+    /// change and its end each forget the user's cached sessions on every server).
+    public func session(token: String) async throws -> LiveSession? {
         let digest = Self.digest(token)
-        if let user = sessions.user(for: digest) { return user }
+        if let session = sessions.session(for: digest) { return session }
         let ticket = sessions.ticket()
         let rows = try await pool.query(
             """
-            SELECT user_id, expires_at FROM sessions
-            WHERE token_hash = \(digest) AND revoked_at IS NULL AND expires_at > now()
+            SELECT s.user_id, s.expires_at, v.user_id IS NOT NULL AS suspended, v.until
+            FROM sessions s LEFT JOIN suspensions_view v ON v.user_id = s.user_id
+            WHERE s.token_hash = \(digest) AND s.revoked_at IS NULL AND s.expires_at > now()
             """, prepared: true)
         guard let row = rows.first else { return nil }
-        let user = UserID(try row.decode("user_id", as: UUID.self))
-        sessions.store(user, expiresAt: try row.decode("expires_at"), for: digest, ticket: ticket)
-        return user
+        let session = LiveSession(
+            user: UserID(try row.decode("user_id", as: UUID.self)),
+            suspension: try row.decode("suspended", as: Bool.self) ? Suspension(until: try row.decode("until", as: Date?.self)) : nil)
+        sessions.store(session, expiresAt: try row.decode("expires_at"), for: digest, ticket: ticket)
+        return session
     }
 
     /// Revokes the session; returns whether there was a live one. This server forgets it at

@@ -16,6 +16,8 @@ public struct JobsReport: Sendable, Hashable {
     public var bookingsReminded = 0
     public var loansExpired = 0
     public var reviewWindowsClosed = 0
+    /// Suspensions whose `until` passed, ended (SPEC §12.5).
+    public var suspensionsEnded = 0
     /// Words new to the search's spelling list (`SearchWords`).
     public var searchWordsLearned = 0
     /// Images no item, loan or profile shows any more, deleted (once an hour).
@@ -28,7 +30,8 @@ public struct JobsReport: Sendable, Hashable {
 
 /// The time-driven work (SPEC §12.1): pending bids expire once their first day has begun or a
 /// week after they were placed, postings past their window expire, bookings whose last day
-/// has passed complete, fundraising loans past their deadline expire. Each item is one append
+/// has passed complete, fundraising loans past their deadline expire, suspensions past their
+/// `until` end. Each item is one append
 /// with the version it was decided on, so several servers running the jobs at once never do a
 /// step twice: the loser decides again on what the winner wrote and finds nothing left to do.
 /// They also teach the search the words posted since (SPEC §12.7: a typo forgiven), and,
@@ -71,6 +74,7 @@ public struct Jobs: Sendable {
             }
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
+        report.suspensionsEnded = try await Moderation(commands: commands).endSuspensions(now: now)
         report.searchWordsLearned = try await SearchWords(gateway.store.pool).learn()
         if Self.hourIsDue() {
             report.photosCollected = try await PhotoLibrary.collectGarbage(gateway.store.pool)

@@ -9,10 +9,14 @@ import Projections
 public struct Moderation: Sendable {
     let commands: ItemCommands
     let operators: Operators
+    /// This server's cached sessions, forgotten at once when a suspension begins or ends
+    /// (the others' when the database announces it).
+    let sessions: SessionCache?
 
-    public init(commands: ItemCommands) {
+    public init(commands: ItemCommands, sessions: SessionCache? = nil) {
         self.commands = commands
         self.operators = Operators(commands.gateway.store.pool)
+        self.sessions = sessions
     }
 
     /// Takes an item down: out of the market, its pending bids rejected, its upcoming
@@ -44,5 +48,88 @@ public struct Moderation: Sendable {
             "SELECT item_id FROM messages_view WHERE message_id = \(message.rawValue)")
         guard let item = try rows.first?.decode("item_id", as: UUID.self) else { throw DomainError.messageNotFound }
         return try await commands.handle(.hideMessage(message, reason: reason), on: ItemID(item), actor: actor).append
+    }
+}
+
+extension Moderation {
+    /// Suspends a user (SPEC §12.5) until `until` or until reinstated: `UserSuspended` with,
+    /// in its transaction, every session of theirs revoked (announced to every server). Then
+    /// their available postings leave the market (their pending bids rejected) and their own
+    /// pending bids are withdrawn, holds released, each in the operator's name. 404 for no such
+    /// user; 403 `not_operator`.
+    public func suspend(_ user: UserID, reason: String, until: Date?, by actor: UserID, now: Date) async throws -> Int64 {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        // Several commands for one request: none of them is the request's idempotent command.
+        return try await IdempotentRequest.$current.withValue(nil) {
+            let handled = try await commands.gateway.handle(
+                UserCommand.suspend(by: actor, reason: reason, until: until, now: now), on: .user, id: user, actor: actor,
+                alongside: { session in
+                    try session.query(
+                        "UPDATE sessions SET revoked_at = now() WHERE user_id = \(user.rawValue) AND revoked_at IS NULL")
+                })
+            sessions?.forget(user: user)
+            let pool = commands.gateway.store.pool
+            let touched = try await pool.query(
+                """
+                SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'
+                UNION SELECT item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'
+                """)
+            for row in touched {
+                try await Self.regardless {
+                    _ = try await commands.handle(
+                        .suspendUser(user), on: ItemID(try row.decode("item_id", as: UUID.self)), actor: actor)
+                }
+            }
+            return handled.append?.lastPosition ?? 0
+        }
+    }
+
+    /// Ends a suspension: `UserReinstated` (the user's cached sessions forgotten on every
+    /// server), then their suspended postings back in the market. `by` nil: the jobs end a
+    /// suspension whose `until` passed. 409 `not_suspended`.
+    public func reinstate(_ user: UserID, reason: String, by actor: UserID?, now: Date) async throws -> Int64 {
+        if let actor { guard try await operators.contains(actor) else { throw DomainError.notOperator } }
+        return try await IdempotentRequest.$current.withValue(nil) {
+            let handled = try await commands.gateway.handle(
+                UserCommand.reinstate(by: actor, reason: reason, now: now), on: .user, id: user, actor: actor ?? .system,
+                alongside: { session in
+                    try session.query(
+                        """
+                        SELECT pg_notify(\(SessionCache.channel), encode(token_hash, 'hex')) FROM sessions
+                        WHERE user_id = \(user.rawValue) AND revoked_at IS NULL AND expires_at > now()
+                        """)
+                })
+            sessions?.forget(user: user)
+            let suspended = try await commands.gateway.store.pool.query(
+                "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'suspended'")
+            for row in suspended {
+                try await Self.regardless {
+                    _ = try await commands.handle(
+                        .reinstateOwner, on: ItemID(try row.decode("item_id", as: UUID.self)), actor: actor ?? .system)
+                }
+            }
+            return handled.append?.lastPosition ?? 0
+        }
+    }
+
+    /// The jobs' part: every suspension whose `until` has passed, ended. Returns how many.
+    public func endSuspensions(now: Date) async throws -> Int {
+        let due = try await commands.gateway.store.pool.query(
+            "SELECT user_id FROM suspensions_view WHERE until <= \(now)")
+        var ended = 0
+        for row in due {
+            do {
+                _ = try await reinstate(
+                    UserID(try row.decode("user_id", as: UUID.self)), reason: "The suspension's time ended.", by: nil, now: now)
+                ended += 1
+            } catch let error as DomainError where error.kind == .conflict {}
+        }
+        return ended
+    }
+
+    /// A posting or bid that another request closed meanwhile needs nothing more.
+    static func regardless(_ command: () async throws -> Void) async throws {
+        do { try await command() } catch let error as DomainError
+            where (error.kind == .conflict && error.code != DomainError.concurrencyConflict.code) || error.kind == .notFound {}
     }
 }

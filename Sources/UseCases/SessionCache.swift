@@ -8,7 +8,7 @@ import Synchronization
 /// logout on any server: `SessionAnnouncements`, migration 0014). At capacity it starts again empty.
 public final class SessionCache: Sendable {
     struct Entry {
-        var user: UserID
+        var session: LiveSession
         var expiresAt: Date
         var checkedAt: ContinuousClock.Instant
     }
@@ -25,7 +25,7 @@ public final class SessionCache: Sendable {
         self.lifetime = lifetime
     }
 
-    func user(for digest: Data, at now: Date = Date()) -> UserID? {
+    func session(for digest: Data, at now: Date = Date()) -> LiveSession? {
         guard lifetime > .zero else { return nil }
         let clock = ContinuousClock.now
         return entries.withLock { entries in
@@ -34,7 +34,7 @@ public final class SessionCache: Sendable {
                 entries.byDigest[digest] = nil
                 return nil
             }
-            return entry.user
+            return entry.session
         }
     }
 
@@ -42,12 +42,12 @@ public final class SessionCache: Sendable {
     /// that a forget overtook (a logout committed meanwhile) is not kept.
     func ticket() -> Int { entries.withLock { $0.forgets } }
 
-    func store(_ user: UserID, expiresAt: Date, for digest: Data, ticket: Int) {
+    func store(_ session: LiveSession, expiresAt: Date, for digest: Data, ticket: Int) {
         guard lifetime > .zero else { return }
         entries.withLock { entries in
             guard entries.forgets == ticket else { return }
             if entries.byDigest.count >= capacity { entries.byDigest.removeAll(keepingCapacity: true) }
-            entries.byDigest[digest] = Entry(user: user, expiresAt: expiresAt, checkedAt: .now)
+            entries.byDigest[digest] = Entry(session: session, expiresAt: expiresAt, checkedAt: .now)
         }
     }
 
@@ -64,10 +64,10 @@ public final class SessionCache: Sendable {
         forget(digest)
     }
 
-    /// Forgets every session of `user` (their account was closed).
+    /// Forgets every session of `user` (their account was closed, suspended or reinstated).
     func forget(user: UserID) {
         entries.withLock { entries in
-            entries.byDigest = entries.byDigest.filter { $0.value.user != user }
+            entries.byDigest = entries.byDigest.filter { $0.value.session.user != user }
             entries.forgets &+= 1
         }
     }
@@ -78,6 +78,17 @@ public final class SessionCache: Sendable {
             entries.byDigest.removeAll()
             entries.forgets &+= 1
         }
+    }
+}
+
+/// A live session: whose it is, and the suspension that held when it was read (SPEC §12.5).
+public struct LiveSession: Sendable, Hashable {
+    public var user: UserID
+    public var suspension: Suspension?
+
+    public init(user: UserID, suspension: Suspension? = nil) {
+        self.user = user
+        self.suspension = suspension
     }
 }
 

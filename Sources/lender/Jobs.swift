@@ -42,7 +42,8 @@ struct JobsCommand: AsyncParsableCommand {
                 "jobs as of \(day): \(report.bidsExpired) bids expired, \(report.postingsExpired) postings expired, "
                     + "\(report.bookingsCompleted) bookings completed, \(report.bookingsReminded) bookings reminded, "
                     + "\(report.reviewWindowsClosed) review windows closed, "
-                    + "\(report.loansExpired) loans expired, \(report.searchWordsLearned) search words learned, "
+                    + "\(report.loansExpired) loans expired, \(report.suspensionsEnded) suspensions ended, "
+                    + "\(report.searchWordsLearned) search words learned, "
                     + "\(report.photosCollected) unused photos deleted, \(report.searchWordsForgotten) search words forgotten "
                     + "(\(report.items) items written\(report.failures > 0 ? ", \(report.failures) failed: see the log" : ""))")
         }

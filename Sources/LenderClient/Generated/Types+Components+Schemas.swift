@@ -302,7 +302,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Item/maxDailyPriceCents`.
             public var maxDailyPriceCents: Swift.Int?
-            /// `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
+            /// `expired`: past its window; `taken_down`: by an operator; `suspended`: its owner suspended by an operator, back when they are reinstated (SPEC §12.5); none of these is in the market
             ///
             /// - Remark: Generated from `#/components/schemas/Item/status`.
             @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -312,8 +312,9 @@ extension Components {
                 case withdrawn = "withdrawn"
                 case expired = "expired"
                 case takenDown = "taken_down"
+                case suspended = "suspended"
             }
-            /// `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
+            /// `expired`: past its window; `taken_down`: by an operator; `suspended`: its owner suspended by an operator, back when they are reinstated (SPEC §12.5); none of these is in the market
             ///
             /// - Remark: Generated from `#/components/schemas/Item/status`.
             public var status: Components.Schemas.Item.StatusPayload
@@ -373,7 +374,7 @@ extension Components {
             ///   - category:
             ///   - dailyPriceCents: Rentals
             ///   - maxDailyPriceCents: Requests
-            ///   - status: `expired`: past its window; `taken_down`: by an operator (SPEC §12.5); neither is in the market
+            ///   - status: `expired`: past its window; `taken_down`: by an operator; `suspended`: its owner suspended by an operator, back when they are reinstated (SPEC §12.5); none of these is in the market
             ///   - ownerId:
             ///   - ownerHandle: The owner's handle; `former user` once the owner closed their account (their place then reads `[removed]`, at 0, 0)
             ///   - location:
@@ -5350,6 +5351,108 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case reason
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SuspendBody`.
+        public struct SuspendBody: Codable, Hashable, Sendable {
+            /// The operator's words: why
+            ///
+            /// - Remark: Generated from `#/components/schemas/SuspendBody/reason`.
+            public var reason: Swift.String
+            /// When the suspension ends by itself; none: until reinstated
+            ///
+            /// - Remark: Generated from `#/components/schemas/SuspendBody/until`.
+            public var until: Foundation.Date?
+            /// Creates a new `SuspendBody`.
+            ///
+            /// - Parameters:
+            ///   - reason: The operator's words: why
+            ///   - until: When the suspension ends by itself; none: until reinstated
+            public init(
+                reason: Swift.String,
+                until: Foundation.Date? = nil
+            ) {
+                self.reason = reason
+                self.until = until
+            }
+            public enum CodingKeys: String, CodingKey {
+                case reason
+                case until
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Suspension`.
+        public struct Suspension: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Suspension/userId`.
+            public var userId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Suspension/suspended`.
+            public var suspended: Swift.Bool
+            /// When it ends by itself; absent: until reinstated
+            ///
+            /// - Remark: Generated from `#/components/schemas/Suspension/until`.
+            public var until: Foundation.Date?
+            /// - Remark: Generated from `#/components/schemas/Suspension/reason`.
+            public var reason: Swift.String?
+            /// The log position of the act's event
+            ///
+            /// - Remark: Generated from `#/components/schemas/Suspension/position`.
+            public var position: Swift.Int64
+            /// Creates a new `Suspension`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - suspended:
+            ///   - until: When it ends by itself; absent: until reinstated
+            ///   - reason:
+            ///   - position: The log position of the act's event
+            public init(
+                userId: Components.Schemas.Uuid,
+                suspended: Swift.Bool,
+                until: Foundation.Date? = nil,
+                reason: Swift.String? = nil,
+                position: Swift.Int64
+            ) {
+                self.userId = userId
+                self.suspended = suspended
+                self.until = until
+                self.reason = reason
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case suspended
+                case until
+                case reason
+                case position
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.userId = try container.decode(
+                    Components.Schemas.Uuid.self,
+                    forKey: .userId
+                )
+                self.suspended = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .suspended
+                )
+                self.until = try container.decodeIfPresent(
+                    Foundation.Date.self,
+                    forKey: .until
+                )
+                self.reason = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .reason
+                )
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "userId",
+                    "suspended",
+                    "until",
+                    "reason",
+                    "position"
+                ])
             }
         }
     }

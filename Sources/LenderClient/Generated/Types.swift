@@ -600,6 +600,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/reviews/{reviewID}/hide`.
     /// - Remark: Generated from `#/paths//v1/admin/reviews/{reviewID}/hide/post(hideReview)`.
     func hideReview(_ input: Operations.HideReview.Input) async throws -> Operations.HideReview.Output
+    /// Suspend a user, with why (operators)
+    ///
+    /// Until `until`, or until reinstated when none is given: every session of theirs revoked on every server, every write of theirs then 403 `account_suspended` (they may still sign in and read), their available postings out of the market (status `suspended`, their pending bids rejected `owner_suspended`), their own pending bids withdrawn, holds released. Suspending someone suspended sets the new `until`. An event on the user's stream whose actor is the operator; the jobs end a suspension once its `until` has passed.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/suspend`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/suspend/post(suspendUser)`.
+    func suspendUser(_ input: Operations.SuspendUser.Input) async throws -> Operations.SuspendUser.Output
+    /// End a suspension, with why (operators)
+    ///
+    /// The user writes again and their suspended postings are back in the market. An event on the user's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/reinstate`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/reinstate/post(reinstateUser)`.
+    func reinstateUser(_ input: Operations.ReinstateUser.Input) async throws -> Operations.ReinstateUser.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1930,6 +1944,40 @@ extension APIProtocol {
         body: Operations.HideReview.Input.Body
     ) async throws -> Operations.HideReview.Output {
         try await hideReview(Operations.HideReview.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Suspend a user, with why (operators)
+    ///
+    /// Until `until`, or until reinstated when none is given: every session of theirs revoked on every server, every write of theirs then 403 `account_suspended` (they may still sign in and read), their available postings out of the market (status `suspended`, their pending bids rejected `owner_suspended`), their own pending bids withdrawn, holds released. Suspending someone suspended sets the new `until`. An event on the user's stream whose actor is the operator; the jobs end a suspension once its `until` has passed.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/suspend`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/suspend/post(suspendUser)`.
+    public func suspendUser(
+        path: Operations.SuspendUser.Input.Path,
+        headers: Operations.SuspendUser.Input.Headers = .init(),
+        body: Operations.SuspendUser.Input.Body
+    ) async throws -> Operations.SuspendUser.Output {
+        try await suspendUser(Operations.SuspendUser.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// End a suspension, with why (operators)
+    ///
+    /// The user writes again and their suspended postings are back in the market. An event on the user's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/reinstate`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/reinstate/post(reinstateUser)`.
+    public func reinstateUser(
+        path: Operations.ReinstateUser.Input.Path,
+        headers: Operations.ReinstateUser.Input.Headers = .init(),
+        body: Operations.ReinstateUser.Input.Body
+    ) async throws -> Operations.ReinstateUser.Output {
+        try await reinstateUser(Operations.ReinstateUser.Input(
             path: path,
             headers: headers,
             body: body

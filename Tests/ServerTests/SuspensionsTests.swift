@@ -1,0 +1,189 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTPTypes
+import Marketplace
+import Postgres
+import ServerTestSupport
+import Testing
+import TestSupport
+
+/// Suspensions (SPEC §12.5): an operator's sanction short of erasure, and its end.
+@Suite("Suspensions")
+struct SuspensionsTests {
+    /// Every write route of the API (its method, and its path with made-up ids), but logging out.
+    static var writeRoutes: [(HTTPRequest.Method, String)] {
+        let paths = OpenAPITests.repositoryDocument["paths"] as? [String: [String: Any]] ?? [:]
+        var routes = [(HTTPRequest.Method, String)]()
+        for (path, operations) in paths {
+            for (method, operation) in operations {
+                guard let method = ["post": HTTPRequest.Method.post, "put": .put, "patch": .patch, "delete": .delete][method],
+                    let security = (operation as? [String: Any])?["security"] as? [Any], !security.isEmpty,
+                    !(method == .delete && path == "/v1/sessions/current")
+                else { continue }
+                let filled = path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString.lowercased() : String($0) }
+                routes.append((method, filled.joined(separator: "/")))
+            }
+        }
+        return routes
+    }
+
+    @Test func aSuspendedUserReadsButNeitherWritesNorKeepsTheirSessions() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            let carol = try await client.user("carol")
+            let desk = try await client.user("desk")
+            try await client.fund(ada.token, 10_000)
+            // Ada's drill with Bob's bid on it; Ada's own bid on Carol's tent, held on her balance.
+            let drill = try await client.postRental(ada.token, title: "Drill").id
+            let bobsBid = try #require(try await client.bid(drill, bob.token).json["id"] as? String)
+            let tent = try await client.postRental(carol.token, title: "Tent").id
+            let adasBid = try await client.send(
+                .post, "/v1/items/\(tent)/bids",
+                json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "payWith": "balance"], token: ada.token)
+            let adasBidID = try #require(adasBid.json["id"] as? String, "\(adasBid)")
+            let available = { try await client.send(.get, "/v1/me", token: $0).json["availableCents"] as? Int }
+            #expect(try await available(ada.token) ?? 10_000 < 10_000, "the bid holds part of her balance")
+
+            let path = "/v1/admin/users/\(ada.id)/suspend"
+            let stranger = try await client.send(.post, path, json: ["reason": "Scam"], token: bob.token)
+            #expect(stranger.status == .forbidden && stranger.code == "not_operator", "\(stranger)")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let reasonless = try await client.send(.post, path, json: [:], token: desk.token)
+            #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let past = try await client.send(.post, path, json: ["reason": "Scam", "until": "2020-01-01T00:00:00Z"], token: desk.token)
+            #expect(past.status == .unprocessableContent && past.fieldCodes["until"] == "invalid_until", "\(past)")
+            let garbled = try await client.send(.post, path, json: ["reason": "Scam", "until": "soon"], token: desk.token)
+            #expect(garbled.status == .unprocessableContent && garbled.fieldCodes["until"] == "invalid_time", "\(garbled)")
+            let nobody = try await client.send(.post, "/v1/admin/users/\(UUID())/suspend", json: ["reason": "x"], token: desk.token)
+            #expect(nobody.status == .notFound, "\(nobody)")
+            let notYet = try await client.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "x"], token: desk.token)
+            #expect(notYet.status == .conflict && notYet.code == "not_suspended", "\(notYet)")
+
+            let suspended = try await client.send(.post, path, json: ["reason": "Drills that are not hers"], token: desk.token)
+            #expect(suspended.status == .ok && suspended.json["suspended"] as? Bool == true, "\(suspended)")
+
+            // Her session is gone; she may sign in again and read, but writes nothing.
+            #expect(try await client.send(.get, "/v1/me", token: ada.token).status == .unauthorized)
+            let again = try await client.login("ada")
+            #expect(try await client.send(.get, "/v1/me", token: again).status == .ok)
+            #expect(try await client.send(.get, "/v1/market", token: again).status == .ok)
+            let before = try await eventCount(admin)
+            for (method, route) in Self.writeRoutes {
+                let refused = try await client.send(method, route, json: [:], token: again)
+                #expect(refused.status == .forbidden && refused.code == "account_suspended", "\(method) \(route): \(refused)")
+            }
+            #expect(try await eventCount(admin) == before, "the refusals wrote nothing")
+
+            // Her drill is out of the market and Bob's bid on it rejected; her bid withdrawn, its hold released.
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "suspended")
+            let market = try await client.send(.get, "/v1/market", token: bob.token).json["data"] as? [[String: Any]] ?? []
+            #expect(!market.contains { $0["id"] as? String == drill.description })
+            let bobs = try await client.send(.get, "/v1/me/bids", token: bob.token).json["data"] as? [[String: Any]] ?? []
+            let rejected = bobs.first { $0["id"] as? String == bobsBid }
+            #expect(rejected?["status"] as? String == "rejected" && rejected?["reason"] as? String == "owner_suspended", "\(bobs)")
+            let carols = try await client.send(.get, "/v1/items/\(tent)/bids", token: carol.token).json["data"] as? [[String: Any]]
+            #expect(carols?.first { $0["id"] as? String == adasBidID }?["status"] as? String == "withdrawn", "\(carols ?? [])")
+            #expect(try await available(again) == 10_000)
+            // The log says who did it, and why.
+            let act = try await admin.query(
+                """
+                SELECT metadata->>'actorID' AS actor, data->>'reason' AS reason FROM events
+                WHERE stream_id = \("user-\(ada.id)") AND type = 'UserSuspended'
+                """
+            ).single()
+            #expect(try act.decode("actor", as: String.self) == desk.id.description)
+            #expect(try act.decode("reason", as: String.self) == "Drills that are not hers")
+            #expect(try await client.send(.delete, "/v1/sessions/current", token: again).status == .noContent, "she may log out")
+
+            // Reinstated: she writes again, and her drill is back in the market.
+            let reinstated = try await client.send(
+                .post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "The drills were hers"], token: desk.token)
+            #expect(reinstated.status == .ok && reinstated.json["suspended"] as? Bool == false, "\(reinstated)")
+            let back = try await client.login("ada")
+            let changed = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada again"], token: back)
+            #expect(changed.status == .ok, "\(changed)")
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "available")
+            let twice = try await client.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "x"], token: desk.token)
+            #expect(twice.status == .conflict && twice.code == "not_suspended", "\(twice)")
+
+            let database = try await ownerURL(admin)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
+
+    @Test func aSuspensionUntilATimeEndsByItselfAndTheJobsPutThePostingsBack() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let desk = try await client.user("desk")
+            let database = try await ownerURL(admin)
+            _ = try runLender(["users", "grant-operator", "desk"], database: database)
+            let drill = try await client.postRental(ada.token, title: "Drill").id
+            let until = Date().addingTimeInterval(2)
+            let suspended = try await client.send(
+                .post, "/v1/admin/users/\(ada.id)/suspend",
+                json: ["reason": "A cooling-off", "until": ISO8601DateFormatter().string(from: until.addingTimeInterval(1))],
+                token: desk.token)
+            #expect(suspended.status == .ok && suspended.json["until"] is String, "\(suspended)")
+            let token = try await client.login("ada")
+            let refused = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
+            #expect(refused.status == .forbidden && refused.code == "account_suspended", "\(refused)")
+            // The jobs leave a suspension that still holds.
+            #expect(try runLender(["jobs", "run"], database: database).contains("0 suspensions ended"))
+
+            try await Task.sleep(for: .seconds(3.5))
+            // Past `until` her writes are taken at once, even from the session read while it held.
+            let taken = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
+            #expect(taken.status == .ok, "\(taken)")
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: token).json["status"] as? String == "suspended")
+            #expect(try runLender(["jobs", "run"], database: database).contains("1 suspensions ended"))
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: token).json["status"] as? String == "available")
+            let ended = try await admin.query(
+                "SELECT metadata->>'actorID' AS actor FROM events WHERE stream_id = \("user-\(ada.id)") AND type = 'UserReinstated'"
+            ).single()
+            #expect(try ended.decode("actor", as: String?.self) != desk.id.description, "the jobs ended it, not an operator")
+            #expect(try await count(admin, "SELECT count(*) FROM suspensions_view") == 0)
+        }
+    }
+
+    /// Two servers trusting a checked session for five minutes: a suspension on A ends the
+    /// session on B at once, and a reinstatement on A lets the session B read while it held
+    /// write on B at once (both announced, not waited out).
+    @Test func aSuspensionAndItsEndReachEveryServerAtOnce() async throws {
+        try await withServerDatabase { database, admin in
+            let environment = ["SESSION_CACHE_SECONDS": "300"]
+            let a = try await ServerProcess(database: database, environment: environment)
+            defer { a.kill(SIGTERM) }
+            let b = try await ServerProcess(database: database, environment: environment)
+            defer { b.kill(SIGTERM) }
+            let ada = try await a.user("ada")
+            let desk = try await a.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            #expect(try await b.send(.get, "/v1/me", token: ada.token).status == .ok, "B trusts her session now")
+
+            let suspended = try await a.send(.post, "/v1/admin/users/\(ada.id)/suspend", json: ["reason": "Spam"], token: desk.token)
+            #expect(suspended.status == .ok, "\(suspended)")
+            func soon(_ check: () async throws -> Bool) async throws -> Bool {
+                let clock = ContinuousClock()
+                let start = clock.now
+                while clock.now - start < .seconds(2) {
+                    if try await check() { return true }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                return false
+            }
+            #expect(try await soon { try await b.send(.get, "/v1/me", token: ada.token).status == .unauthorized })
+            let session = try await b.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+            let token = try #require(session.json["token"] as? String)
+            let refused = try await b.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
+            #expect(refused.status == .forbidden && refused.code == "account_suspended", "B read her suspension: \(refused)")
+
+            let reinstated = try await a.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "Fine"], token: desk.token)
+            #expect(reinstated.status == .ok, "\(reinstated)")
+            #expect(try await soon { try await b.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token).status == .ok })
+        }
+    }
+}
