@@ -161,6 +161,7 @@ extension DomainCodec where Event == LoanEvent {
             LoanPhotoAdded.self, personal: [.init("digest", of: .actor, redacted: .null)], wrap: LoanEvent.photoAdded)
         codec.register(
             LoanPhotoRemoved.self, personal: [.init("digest", of: .actor, redacted: .null)], wrap: LoanEvent.photoRemoved)
+        codec.register(LoanTakenDown.self, wrap: LoanEvent.takenDown)
         return DomainCodec(codec)
     }()
 }

@@ -99,16 +99,21 @@ extension LoanDecider {
     /// What each lender's stream receives for a loan's events: their credit of a repayment,
     /// their refund of an expiry. Zero amounts are left out.
     public static func credits(for events: [LoanEvent], loanID: LoanID) -> [(lender: UserID, credit: BalanceCredited)] {
-        events.flatMap { event -> [(lender: UserID, credit: BalanceCredited)] in
+        func refunded(_ refunds: [LenderAmount]) -> [(lender: UserID, credit: BalanceCredited)] {
+            refunds.filter { $0.amountCents > 0 }.map {
+                ($0.lenderID, BalanceCredited(amountCents: $0.amountCents, loanID: loanID, reason: .refund))
+            }
+        }
+        return events.flatMap { event -> [(lender: UserID, credit: BalanceCredited)] in
             switch event {
             case .repaymentRecorded(let recorded):
                 recorded.credits.filter { $0.amountCents > 0 }.map {
                     ($0.lenderID, BalanceCredited(amountCents: $0.amountCents, loanID: loanID, reason: .repayment))
                 }
             case .expired(let expired):
-                expired.refunds.filter { $0.amountCents > 0 }.map {
-                    ($0.lenderID, BalanceCredited(amountCents: $0.amountCents, loanID: loanID, reason: .refund))
-                }
+                refunded(expired.refunds)
+            case .takenDown(let takenDown):
+                refunded(takenDown.refunds)
             default: []
             }
         }

@@ -543,7 +543,8 @@ public enum ItemDecider {
 
         case .withdraw:
             let item = try requireOwner(state, actor)
-            try requireAvailable(item)
+            // A suspended owner writes nothing (403 at the edge); forgetting them still withdraws.
+            if item.status != .suspended { try requireAvailable(item) }
             try requireNoConfirmedBookings(item)
             return [.withdrawn(ItemWithdrawn())]
                 + item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }

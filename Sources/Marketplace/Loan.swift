@@ -5,6 +5,8 @@ public typealias LoanID = Identifier<LoanTag>
 
 public enum LoanStatus: String, Hashable, Sendable, Codable {
     case fundraising, funded, repaying, repaid, expired
+    /// By an operator while fundraising (SPEC §12.5): out of every list, its lenders refunded.
+    case takenDown = "taken_down"
 }
 
 // MARK: Events (stream `loan-{loanID}`)
@@ -102,6 +104,7 @@ public enum LoanEvent: Hashable, Sendable {
     case expired(LoanExpired)
     case photoAdded(LoanPhotoAdded)
     case photoRemoved(LoanPhotoRemoved)
+    case takenDown(LoanTakenDown)
 }
 
 public enum LoanCommand: Hashable, Sendable {
@@ -113,6 +116,8 @@ public enum LoanCommand: Hashable, Sendable {
     /// The borrower's pictures of the business (Lendivine shows one on every loan).
     case addPhoto(digest: String)
     case removePhoto(digest: String)
+    /// An operator's act (the operator's role is the use case's to check).
+    case takeDown(reason: String)
 }
 
 // MARK: Decider
@@ -229,6 +234,9 @@ public enum LoanDecider {
             }
             return [.expired(LoanExpired(refunds: state.shares))]
 
+        case .takeDown(let reason):
+            return try takeDown(reason: reason, state, actor: actor)
+
         case .addPhoto(let digest):
             try requireBorrower(state, actor)
             return try Photos.adding(digest, to: state.photos) ? [.photoAdded(LoanPhotoAdded(digest: digest))] : []
@@ -273,6 +281,8 @@ public enum LoanDecider {
             state.status = .repaid
         case .expired:
             state.status = .expired
+        case .takenDown:
+            state.status = .takenDown
         case .photoAdded(let added):
             if let digest = added.digest { state.photos.append(digest) }
         case .photoRemoved(let removed):

@@ -16,6 +16,21 @@ public struct ItemTakenDown: EventBody, Hashable {
     }
 }
 
+/// An operator took a fundraising loan down (SPEC §12.5): out of every list, and what each
+/// lender paid refunded to their balance in the same append, as an expiry does.
+public struct LoanTakenDown: EventBody, Hashable {
+    public static let eventType = "LoanTakenDown"
+    public var operatorID: UserID
+    public var reason: String
+    public var refunds: [LenderAmount]
+
+    public init(operatorID: UserID, reason: String, refunds: [LenderAmount]) {
+        self.operatorID = operatorID
+        self.reason = reason
+        self.refunds = refunds
+    }
+}
+
 /// An operator hid a message (SPEC §12.5): its conversation shows `hiddenText` in its place.
 public struct MessageHidden: EventBody, Hashable {
     public static let eventType = "MessageHidden"
@@ -123,6 +138,17 @@ extension ItemDecider {
         events += item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_taken_down")) }
         events.append(.takenDown(ItemTakenDown(operatorID: actor, reason: reason.trimmingWhiteSpace())))
         return events
+    }
+}
+
+extension LoanDecider {
+    /// Only while it raises money: a funded loan's money is the borrower's, and its lenders'
+    /// repayments go on (409 `loan_not_fundraising`).
+    static func takeDown(reason: String, _ state: LoanState, actor: UserID) throws -> [LoanEvent] {
+        guard state.exists else { throw DomainError.loanNotFound }
+        try DomainError.throwIfAny(OperatorReason.problems(reason))
+        guard state.status == .fundraising else { throw DomainError.loanNotFundraising(state.status) }
+        return [.takenDown(LoanTakenDown(operatorID: actor, reason: reason.trimmingWhiteSpace(), refunds: state.shares))]
     }
 }
 

@@ -49,6 +49,8 @@ public struct LoansProjection: InlineProjection {
                 plan.add(Self.leaveFundraising, [loan, LoanStatus.funded.rawValue, at, event.position], writes: row)
             case .expired:
                 plan.add(Self.leaveFundraising, [loan, LoanStatus.expired.rawValue, at, event.position], writes: row)
+            case .takenDown:
+                plan.add(Self.leaveFundraising, [loan, LoanStatus.takenDown.rawValue, at, event.position], writes: row)
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 if let digest = added.digest { plan.add([Gallery.loans.add(digest, to: loan, event)], writes: row) }
@@ -163,6 +165,8 @@ public struct LoansProjection: InlineProjection {
                 leaveFundraising(id, .funded, event)
             case .expired:
                 leaveFundraising(id, .expired, event)
+            case .takenDown:
+                leaveFundraising(id, .takenDown, event)
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 guard let digest = added.digest else { return }

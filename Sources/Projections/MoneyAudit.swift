@@ -441,6 +441,8 @@ struct Books {
             loan.creditsInEvents += recorded.credits.reduce(0) { $0 + $1.amountCents }
         case .expired(let expired):
             loan.refundsDue += expired.refunds.reduce(0) { $0 + $1.amountCents }
+        case .takenDown(let takenDown):
+            loan.refundsDue += takenDown.refunds.reduce(0) { $0 + $1.amountCents }
         case .funded, .repaid, .photoAdded, .photoRemoved:
             break
         }

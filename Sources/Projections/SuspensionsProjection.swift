@@ -14,7 +14,8 @@ public struct SuspensionsProjection: InlineProjection {
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         var plan = WritePlan()
         for event in events where Aggregate.user.owns(event.streamID) {
-            guard event.type == UserSuspended.eventType || event.type == UserReinstated.eventType,
+            guard event.type == UserSuspended.eventType || event.type == UserReinstated.eventType
+                || event.type == UserForgotten.eventType,
                 let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count))
             else { continue }
             switch try Aggregate.user.codec.decode(event) {
@@ -29,7 +30,8 @@ public struct SuspensionsProjection: InlineProjection {
                         suspended_at = excluded.suspended_at, position = excluded.position
                     """
                 ])
-            case .reinstated:
+            case .reinstated, .forgotten:
+                // A forgotten user's suspension goes with them (its reason may name them).
                 plan.barrier(["DELETE FROM suspensions_view WHERE user_id = \(user)"])
             default:
                 break

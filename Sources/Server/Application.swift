@@ -80,7 +80,7 @@ public func buildRouter(
         reports: Reports(gateway: gateway), view: ReportsView(primary),
         moderation: Moderation(
             commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary)), sessions: accounts.sessions),
-        items: ItemsView(primary), conversations: ConversationsView(primary), today: today)
+        items: ItemsView(primary), loans: LoansView(primary), conversations: ConversationsView(primary), today: today)
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -224,6 +224,7 @@ public func buildRouter(
     signedIn.get("admin/reports", use: safety.list)
     user.post("admin/reports/:reportID/resolve", use: safety.resolve)
     user.post("admin/items/:itemID/takedown", use: safety.takeDown)
+    user.post("admin/loans/:loanID/takedown", use: safety.takeDownLoan)
     user.post("admin/messages/:messageID/hide", use: safety.hideMessage)
     user.post("admin/reviews/:reviewID/hide", use: safety.hideReview)
     user.post("admin/users/:userID/suspend", use: safety.suspend)

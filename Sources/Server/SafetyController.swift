@@ -14,6 +14,7 @@ struct SafetyController: Sendable {
     let view: ReportsView
     let moderation: Moderation
     let items: ItemsView
+    let loans: LoansView
     let conversations: ConversationsView
     let today: @Sendable () -> Day
 
@@ -101,6 +102,12 @@ struct SafetyController: Sendable {
         let item = ItemID(try context.parameters.requireUUID("itemID"))
         let append = try await moderation.takeDown(item, reason: try await Self.reason(request, context), by: context.user, today: today())
         return try await items.item(item, position: append?.lastPosition)
+    }
+
+    @Sendable func takeDownLoan(_ request: Request, context: UserContext) async throws -> LoanResource {
+        let loan = LoanID(try context.parameters.requireUUID("loanID"))
+        let append = try await moderation.takeDown(loan, reason: try await Self.reason(request, context), by: context.user)
+        return try await loans.loan(loan, position: append?.lastPosition)
     }
 
     @Sendable func hideMessage(_ request: Request, context: UserContext) async throws -> MessageResource {

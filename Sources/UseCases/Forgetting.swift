@@ -102,7 +102,7 @@ extension Accounts {
             }
         }
         let items = try await pool.query(
-            "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status = 'available'")
+            "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status IN ('available', 'suspended')")
         for row in items {
             try await closing {
                 _ = try await commands.handle(

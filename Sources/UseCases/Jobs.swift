@@ -48,6 +48,9 @@ public struct Jobs: Sendable {
         var report = JobsReport()
         let staleBefore = now.addingTimeInterval(-Double(ItemDecider.bidLifetimeDays) * 86_400)
         let metadata = EventMetadata(actorID: "operator:lender jobs")
+        // First, so that a posting back from a suspension is seen by this run's expiry. A
+        // rehearsal's later `now` (`--as-of`) never ends a suspension for real.
+        report.suspensionsEnded = try await Moderation(commands: commands).endSuspensions(now: min(now, Date()))
         for (itemID, dueBids) in try await DueWork(gateway.store.pool).items(today: today, staleBefore: staleBefore) {
             do {
                 let handled = try await commands.handle(
@@ -74,7 +77,6 @@ public struct Jobs: Sendable {
             }
         }
         report.loansExpired = try await ExpireLoans(gateway: gateway).run(today: today).count
-        report.suspensionsEnded = try await Moderation(commands: commands).endSuspensions(now: now)
         report.searchWordsLearned = try await SearchWords(gateway.store.pool).learn()
         if Self.hourIsDue() {
             report.photosCollected = try await PhotoLibrary.collectGarbage(gateway.store.pool)

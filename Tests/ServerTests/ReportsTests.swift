@@ -244,4 +244,47 @@ struct ReportsTests {
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
         }
     }
+
+    @Test func anOperatorTakesAFundraisingLoanDownAndItsLendersAreRefunded() async throws {
+        try await withServer { client, admin in
+            let borrower = try await client.user("borrower")
+            let lender = try await client.user("lender")
+            let desk = try await client.user("desk")
+            let loan = try await client.postLoan(borrower.token)
+            try await client.fund(lender.token, 5_000)
+            #expect(try await client.addToCart(lender.token, loan, 5_000).status == .created)
+            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: lender.token).status == .ok)
+            let funded = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2_500).loan
+
+            let path = "/v1/admin/loans/\(loan)/takedown"
+            let refused = try await client.send(.post, path, json: ["reason": "Fake"], token: borrower.token)
+            #expect(refused.status == .forbidden && refused.code == "not_operator", "\(refused)")
+            let database = try await ownerURL(admin)
+            _ = try runLender(["users", "grant-operator", "desk"], database: database)
+            let reasonless = try await client.send(.post, path, json: ["reason": "  "], token: desk.token)
+            #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let missing = try await client.send(.post, "/v1/admin/loans/\(UUID())/takedown", json: ["reason": "x"], token: desk.token)
+            #expect(missing.status == .notFound, "\(missing)")
+            let late = try await client.send(.post, "/v1/admin/loans/\(funded)/takedown", json: ["reason": "x"], token: desk.token)
+            #expect(late.status == .conflict && late.code == "loan_not_fundraising", "a funded loan's money is its borrower's: \(late)")
+
+            let taken = try await client.send(.post, path, json: ["reason": "A business that does not exist"], token: desk.token)
+            #expect(taken.status == .ok && taken.json["status"] as? String == "taken_down", "\(taken)")
+            let again = try await client.send(.post, path, json: ["reason": "Twice"], token: desk.token)
+            #expect(again.status == .conflict && again.code == "loan_not_fundraising", "\(again)")
+            // Its lender has their money back; it is in no list; nobody can lend to it.
+            #expect(try await client.send(.get, "/v1/me", token: lender.token).json["availableCents"] as? Int == 5_000)
+            let listed = try await client.send(.get, "/v1/loans", token: lender.token).json["data"] as? [[String: Any]] ?? []
+            #expect(!listed.contains { $0["id"] as? String == loan.description }, "\(listed)")
+            let filtered = try await client.send(.get, "/v1/loans?status=taken_down", token: lender.token)
+            #expect(filtered.status == .unprocessableContent, "\(filtered)")
+            #expect(try await client.addToCart(lender.token, loan, 2_500).status == .conflict)
+            let act = try await admin.query(
+                "SELECT metadata->>'actorID' AS actor FROM events WHERE stream_id = \("loan-\(loan)") AND type = 'LoanTakenDown'"
+            ).single()
+            #expect(try act.decode("actor", as: String.self) == desk.id.description)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+            #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
 }

@@ -1,13 +1,18 @@
+import Aggregates
+import EventStore
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 import HTTPTypes
+import HummingbirdTesting
 import Marketplace
 import Postgres
+import Projections
 import ServerTestSupport
 import Testing
 import TestSupport
+import UseCases
 
 /// Suspensions (SPEC §12.5): an operator's sanction short of erasure, and its end.
 @Suite("Suspensions")
@@ -27,6 +32,17 @@ struct SuspensionsTests {
             }
         }
         return routes
+    }
+
+    /// Ada with a rental posted, and Desk, an operator; the database as its owner.
+    static func adaWithADrillAndAnOperator(_ client: any TestClientProtocol, _ admin: PostgresPool) async throws
+        -> (ada: (id: UserID, token: String), desk: (id: UserID, token: String), database: PostgresConfiguration, drill: ItemID)
+    {
+        let ada = try await client.user("ada")
+        let desk = try await client.user("desk")
+        let database = try await ownerURL(admin)
+        _ = try runLender(["users", "grant-operator", "desk"], database: database)
+        return (ada, desk, database, try await client.postRental(ada.token, title: "Drill").id)
     }
 
     @Test func aSuspendedUserReadsButNeitherWritesNorKeepsTheirSessions() async throws {
@@ -117,11 +133,7 @@ struct SuspensionsTests {
 
     @Test func aSuspensionUntilATimeEndsByItselfAndTheJobsPutThePostingsBack() async throws {
         try await withServer { client, admin in
-            let ada = try await client.user("ada")
-            let desk = try await client.user("desk")
-            let database = try await ownerURL(admin)
-            _ = try runLender(["users", "grant-operator", "desk"], database: database)
-            let drill = try await client.postRental(ada.token, title: "Drill").id
+            let (ada, desk, database, drill) = try await Self.adaWithADrillAndAnOperator(client, admin)
             let until = Date().addingTimeInterval(2)
             let suspended = try await client.send(
                 .post, "/v1/admin/users/\(ada.id)/suspend",
@@ -132,14 +144,14 @@ struct SuspensionsTests {
             let refused = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
             #expect(refused.status == .forbidden && refused.code == "account_suspended", "\(refused)")
             // The jobs leave a suspension that still holds.
-            #expect(try runLender(["jobs", "run"], database: database).contains("0 suspensions ended"))
+            #expect(try runLender(["jobs", "run"], database: database).contains(", 0 suspensions ended"))
 
             try await Task.sleep(for: .seconds(3.5))
             // Past `until` her writes are taken at once, even from the session read while it held.
             let taken = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
             #expect(taken.status == .ok, "\(taken)")
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: token).json["status"] as? String == "suspended")
-            #expect(try runLender(["jobs", "run"], database: database).contains("1 suspensions ended"))
+            #expect(try runLender(["jobs", "run"], database: database).contains(", 1 suspensions ended"))
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: token).json["status"] as? String == "available")
             let ended = try await admin.query(
                 "SELECT metadata->>'actorID' AS actor FROM events WHERE stream_id = \("user-\(ada.id)") AND type = 'UserReinstated'"
@@ -184,6 +196,63 @@ struct SuspensionsTests {
             let reinstated = try await a.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "Fine"], token: desk.token)
             #expect(reinstated.status == .ok, "\(reinstated)")
             #expect(try await soon { try await b.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token).status == .ok })
+        }
+    }
+
+    /// A suspension or its end committed without its sweep (the server died between them, or
+    /// a posting slipped in while it was decided): the jobs bring every posting and bid in
+    /// line with its user's standing.
+    @Test func theJobsFinishASweepThatNeverRan() async throws {
+        try await withServer { client, admin in
+            let ada = try await client.user("ada")
+            let bob = try await client.user("bob")
+            let desk = try await client.user("desk")
+            let database = try await ownerURL(admin)
+            let drill = try await client.postRental(ada.token, title: "Drill").id
+            let tent = try await client.postRental(bob.token, title: "Tent").id
+            let bid = try #require(try await client.bid(tent, ada.token).json["id"] as? String)
+            // The acts alone, as the server commits them before it sweeps.
+            let store = EventStore(
+                pool: admin, logger: TestDatabase.logger, projections: lenderProjections, personalData: testPersonalData(admin))
+            let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
+            _ = try await gateway.handle(
+                UserCommand.suspend(by: desk.id, reason: "Spam", until: nil, now: Date()), on: .user, id: ada.id, actor: desk.id)
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "available")
+
+            #expect(try runLender(["jobs", "run"], database: database).contains(", 0 suspensions ended"))
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "suspended")
+            let bids = try await client.send(.get, "/v1/items/\(tent)/bids", token: bob.token).json["data"] as? [[String: Any]]
+            #expect(bids?.first { $0["id"] as? String == bid }?["status"] as? String == "withdrawn", "\(bids ?? [])")
+
+            _ = try await gateway.handle(
+                UserCommand.reinstate(by: desk.id, reason: "Fine", now: Date()), on: .user, id: ada.id, actor: desk.id)
+            _ = try runLender(["jobs", "run"], database: database)
+            #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "available")
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
+        }
+    }
+
+    /// A suspended user forgotten before their `until`: the jobs neither fail on them nor keep
+    /// the operator's words about them; their suspended posting is withdrawn with them.
+    @Test func aForgottenSuspendedUserLeavesNothingForTheJobs() async throws {
+        try await withServer { client, admin in
+            let (ada, desk, database, drill) = try await Self.adaWithADrillAndAnOperator(client, admin)
+            let until = ISO8601DateFormatter().string(from: Date().addingTimeInterval(2))
+            let key = "suspend-ada-once"
+            for _ in 0..<2 {
+                let suspended = try await client.send(
+                    .post, "/v1/admin/users/\(ada.id)/suspend", json: ["reason": "Spam", "until": until], token: desk.token,
+                    idempotencyKey: key)
+                #expect(suspended.status == .ok, "\(suspended)")
+            }
+            #expect(
+                try await count(admin, "SELECT count(*) FROM events WHERE type = 'UserSuspended'") == 1,
+                "a repeated Idempotency-Key is the same act")
+            _ = try runLender(["users", "forget", "ada"], database: database)
+            try await Task.sleep(for: .seconds(2.5))
+            #expect(try runLender(["jobs", "run"], database: database).contains(", 0 suspensions ended"))
+            #expect(try await count(admin, "SELECT count(*) FROM suspensions_view") == 0)
+            #expect(try await count(admin, "SELECT count(*) FROM items_view WHERE item_id = \(drill.rawValue) AND status = 'withdrawn'") == 1)
         }
     }
 }

@@ -2411,6 +2411,8 @@ extension Components {
                 case availableCents
             }
         }
+        /// `taken_down`: by an operator while fundraising, its lenders refunded (SPEC §12.5); in no list, and not a filter.
+        ///
         /// - Remark: Generated from `#/components/schemas/LoanStatus`.
         @frozen public enum LoanStatus: String, Codable, Hashable, Sendable, CaseIterable {
             case fundraising = "fundraising"
@@ -2418,6 +2420,7 @@ extension Components {
             case repaying = "repaying"
             case repaid = "repaid"
             case expired = "expired"
+            case takenDown = "taken_down"
         }
         /// - Remark: Generated from `#/components/schemas/LoanBody`.
         public struct LoanBody: Codable, Hashable, Sendable {

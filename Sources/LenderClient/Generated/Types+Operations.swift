@@ -23478,10 +23478,18 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/sector`.
                 public var sector: Swift.String?
-                /// One status
+                /// - Remark: Generated from `#/paths/v1/loans/GET/query/status`.
+                @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case fundraising = "fundraising"
+                    case funded = "funded"
+                    case repaying = "repaying"
+                    case repaid = "repaid"
+                    case expired = "expired"
+                }
+                /// One status (a loan taken down is in no list)
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/status`.
-                public var status: Components.Schemas.LoanStatus?
+                public var status: Operations.ListLoans.Input.Query.StatusPayload?
                 /// Words to search the title and description for, as the market's `q`; with words, the default order is `relevance`
                 ///
                 /// - Remark: Generated from `#/paths/v1/loans/GET/query/q`.
@@ -23525,7 +23533,7 @@ public enum Operations {
                 /// - Parameters:
                 ///   - country: ISO 3166-1 alpha-2 code
                 ///   - sector: One sector
-                ///   - status: One status
+                ///   - status: One status (a loan taken down is in no list)
                 ///   - q: Words to search the title and description for, as the market's `q`; with words, the default order is `relevance`
                 ///   - near: lat,lng: adds distanceKm
                 ///   - radiusKm: Only within this distance of `near`
@@ -23537,7 +23545,7 @@ public enum Operations {
                 public init(
                     country: Swift.String? = nil,
                     sector: Swift.String? = nil,
-                    status: Components.Schemas.LoanStatus? = nil,
+                    status: Operations.ListLoans.Input.Query.StatusPayload? = nil,
                     q: Swift.String? = nil,
                     near: Swift.String? = nil,
                     radiusKm: Swift.Double? = nil,
@@ -43706,6 +43714,540 @@ public enum Operations {
             /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/reinstate/post(reinstateUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Take a fundraising loan down, with why (operators)
+    ///
+    /// Out of every list; what each lender paid refunded to their balance in the same append, as an expiry does. Only while it raises money: a funded loan's money is its borrower's and its repayments go on. An event on the loan's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/loans/{loanID}/takedown`.
+    /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)`.
+    public enum TakeDownLoan {
+        public static let id: Swift.String = "takeDownLoan"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/path/loanID`.
+                public var loanID: Components.Schemas.Uuid
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - loanID:
+                public init(loanID: Components.Schemas.Uuid) {
+                    self.loanID = loanID
+                }
+            }
+            public var path: Operations.TakeDownLoan.Input.Path
+            /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                /// The same key with the same body from the same user returns the first response again and writes nothing.
+                ///
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String?
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.TakeDownLoan.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: The same key with the same body from the same user returns the first response again and writes nothing.
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.TakeDownLoan.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.TakeDownLoan.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ReasonBody)
+            }
+            public var body: Operations.TakeDownLoan.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.TakeDownLoan.Input.Path,
+                headers: Operations.TakeDownLoan.Input.Headers = .init(),
+                body: Operations.TakeDownLoan.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Loan)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Loan {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Taken down
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.TakeDownLoan.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.TakeDownLoan.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/400/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// Malformed body (`malformed_body`, `too_deeply_nested`, `too_many_values`, `string_too_long`, `duplicate_key`) or Idempotency-Key (`invalid_idempotency_key`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Operations.TakeDownLoan.Output.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Operations.TakeDownLoan.Output.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Unauthorized: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/401/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/401/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.Unauthorized.Body
+                /// Creates a new `Unauthorized`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.Unauthorized.Body) {
+                    self.body = body
+                }
+            }
+            /// Missing, unknown, expired or revoked bearer token (`unauthenticated`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Operations.TakeDownLoan.Output.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Operations.TakeDownLoan.Output.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Forbidden: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/403/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/403/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.Forbidden.Body
+                /// Creates a new `Forbidden`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.Forbidden.Body) {
+                    self.body = body
+                }
+            }
+            /// Not an operator (`not_operator`); or the account is suspended (`account_suspended`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Operations.TakeDownLoan.Output.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Operations.TakeDownLoan.Output.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/404/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/404/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No such loan (`loan_not_found`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Operations.TakeDownLoan.Output.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Operations.TakeDownLoan.Output.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/409/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/409/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// Not fundraising: funded, repaid, expired or taken down already (`loan_not_fundraising`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.TakeDownLoan.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Operations.TakeDownLoan.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ContentTooLarge: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/413/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/413/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.ContentTooLarge.Body
+                /// Creates a new `ContentTooLarge`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.ContentTooLarge.Body) {
+                    self.body = body
+                }
+            }
+            /// Body over 1 MiB (`body_too_large`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Operations.TakeDownLoan.Output.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Operations.TakeDownLoan.Output.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/422/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/admin/loans/{loanID}/takedown/POST/responses/422/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    public var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.TakeDownLoan.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.TakeDownLoan.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// No reason (`validation_failed`: `reason_required`), a bad id, or a reused Idempotency-Key (`idempotency_key_reused`)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.TakeDownLoan.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            public var unprocessableContent: Operations.TakeDownLoan.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is out of reach for now (`database_unavailable`), or every connection to it is busy (`busy`); `Retry-After` says when to try again; or the log is behind positions this server acknowledged (`log_behind`, after a failover that lost commits: no Retry-After, an operator must look)
+            ///
+            /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)

@@ -614,6 +614,13 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/users/{userID}/reinstate`.
     /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/reinstate/post(reinstateUser)`.
     func reinstateUser(_ input: Operations.ReinstateUser.Input) async throws -> Operations.ReinstateUser.Output
+    /// Take a fundraising loan down, with why (operators)
+    ///
+    /// Out of every list; what each lender paid refunded to their balance in the same append, as an expiry does. Only while it raises money: a funded loan's money is its borrower's and its repayments go on. An event on the loan's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/loans/{loanID}/takedown`.
+    /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)`.
+    func takeDownLoan(_ input: Operations.TakeDownLoan.Input) async throws -> Operations.TakeDownLoan.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -1978,6 +1985,23 @@ extension APIProtocol {
         body: Operations.ReinstateUser.Input.Body
     ) async throws -> Operations.ReinstateUser.Output {
         try await reinstateUser(Operations.ReinstateUser.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Take a fundraising loan down, with why (operators)
+    ///
+    /// Out of every list; what each lender paid refunded to their balance in the same append, as an expiry does. Only while it raises money: a funded loan's money is its borrower's and its repayments go on. An event on the loan's stream whose actor is the operator.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/loans/{loanID}/takedown`.
+    /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)`.
+    public func takeDownLoan(
+        path: Operations.TakeDownLoan.Input.Path,
+        headers: Operations.TakeDownLoan.Input.Headers = .init(),
+        body: Operations.TakeDownLoan.Input.Body
+    ) async throws -> Operations.TakeDownLoan.Output {
+        try await takeDownLoan(Operations.TakeDownLoan.Input(
             path: path,
             headers: headers,
             body: body

@@ -37,7 +37,8 @@ public struct LoansView: Sendable {
         var filters: [PostgresQuery] = []
         if let country = filter.country { filters.append("country_code = \(country)") }
         if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }
-        if let status = filter.status { filters.append("status = \(status.rawValue)") }
+        // A loan an operator took down is in no list (SPEC §12.5).
+        filters.append(filter.status.map { "status = \($0.rawValue)" } ?? "status <> 'taken_down'")
         let rows = try await pool.query(
             filter.listing.statement(select: LoanResource.columns, from: LoanResource.source, id: "loan_id", where: filters),
             prepared: filter.listing.isPreparable)
