@@ -138,6 +138,15 @@ extension DomainCodec where Event == ItemEvent {
         codec.register(ItemTakenDown.self, wrap: ItemEvent.takenDown)
         codec.register(ItemSuspended.self, wrap: ItemEvent.suspended)
         codec.register(ItemReinstated.self, wrap: ItemEvent.reinstated)
+        codec.register(DepositReleased.self, wrap: ItemEvent.depositReleased)
+        // The parties' own words are theirs: sealed with the writer's key.
+        codec.register(
+            DepositClaimed.self, personal: [.init("text", of: .actor, redacted: .string(Redacted.text))],
+            wrap: ItemEvent.depositClaimed)
+        codec.register(
+            DisputeOpened.self, personal: [.init("text", of: .actor, redacted: .string(Redacted.text))],
+            wrap: ItemEvent.disputeOpened)
+        codec.register(DisputeResolved.self, wrap: ItemEvent.disputeResolved)
         codec.register(MessageHidden.self, wrap: ItemEvent.messageHidden)
         codec.register(ReviewHidden.self, wrap: ItemEvent.reviewHidden)
         codec.register(ReviewsPublished.self, wrap: ItemEvent.reviewsPublished)

@@ -62,11 +62,14 @@ public struct BookingConfirmed: EventBody, Hashable {
     public var dailyPriceCents: Int
     /// The processor's capture of the bid's card authorisation, when it was held on a card.
     public var chargeID: String?
+    /// The security deposit captured with the charge (SPEC §12.5); absent: none.
+    public var depositCents: Int?
 
     public init(
         bookingID: BookingID, ownerID: UserID, renterID: UserID, from: Day, until: Day, dailyPriceCents: Int,
-        chargeID: String? = nil
+        chargeID: String? = nil, depositCents: Int? = nil
     ) {
+        self.depositCents = depositCents
         self.bookingID = bookingID
         self.ownerID = ownerID
         self.renterID = renterID
@@ -210,6 +213,12 @@ public struct Booking: Hashable, Sendable {
     public var cancelledBy: UserID? = nil
     /// Its parties were told, the day before, that it starts tomorrow.
     public var reminded = false
+    /// Its security deposit (SPEC §12.5), whether it left escrow (released, or divided by an
+    /// operator), the owner's claim on it, and a dispute.
+    public var depositCents = 0
+    public var depositSettled = false
+    public var claimCents: Int? = nil
+    public var dispute: BookingDispute? = nil
 
     /// Whether its days are taken: a cancelled booking frees them.
     public var holdsDays: Bool { status != .cancelled }
@@ -276,7 +285,8 @@ extension ItemDecider {
             .bookingConfirmed(
                 BookingConfirmed(
                     bookingID: bid.id, ownerID: item.ownerID, renterID: bid.bidderID, from: bid.from, until: bid.until,
-                    dailyPriceCents: bid.dailyPriceCents, chargeID: bid.hold?.method == .card ? chargeID : nil)),
+                    dailyPriceCents: bid.dailyPriceCents, chargeID: bid.hold?.method == .card ? chargeID : nil,
+                    depositCents: bid.hold == nil ? nil : bid.price?.depositCents)),
         ]
             + item.pendingBids.filter { $0.id != bid.id && Period(from: $0.from, until: $0.until).overlaps(period) }
             .map { .bidRejected(BidRejected(bidID: $0.id, reason: "dates_taken")) }
@@ -293,6 +303,9 @@ extension ItemDecider {
         }
         guard booking.status == .confirmed else {
             throw DomainError(.conflict, "booking_not_confirmed", "The booking is \(booking.status.rawValue).")
+        }
+        guard !booking.awaitsOperator else {
+            throw DomainError(.conflict, "booking_disputed", "The booking is disputed: an operator settles it.")
         }
         guard booking.period.until < today else {
             throw DomainError(
@@ -329,9 +342,11 @@ extension ItemDecider {
         }
         let byOwner = actor == item.ownerID
         let daysBefore = booking.period.from.ordinal - today.ordinal
-        let settlement =
+        var settlement =
             item.bid(id).flatMap { $0.hold == nil ? nil : $0.price?.settlement(cancelledByOwner: byOwner, daysBefore: daysBefore) }
             ?? Settlement(refundCents: 0, payoutCents: 0, feesCents: 0)
+        // The deposit goes back whole, whoever cancels.
+        settlement.refundCents += booking.depositCents
         return [
             .bookingCancelled(
                 BookingCancelled(
@@ -350,14 +365,14 @@ extension ItemDecider {
         guard
             let price = RentalPrice(
                 dailyPriceCents: bid.dailyPriceCents, period: Period(from: bid.from, until: bid.until), fees: bid.fees,
-                policy: item.cancellationPolicy)
+                policy: item.cancellationPolicy, depositCents: item.depositCents)
         else {
             throw DomainError(
                 .invalid, "amount_too_large", "The bid's charge would pass \(RentalPrice.maxChargeCents) cents, the most one payment may be.",
                 fields: [FieldError(field: "until", code: "amount_too_large", message: "fewer days or a lower price")])
         }
         let hold = RentalHold(
-            method: payWith.method, amountCents: price.chargeCents, cardID: payWith.cardID, authorizationID: bid.authorizationID)
+            method: payWith.method, amountCents: price.heldCents, cardID: payWith.cardID, authorizationID: bid.authorizationID)
         return (price, hold)
     }
 
@@ -469,9 +484,11 @@ extension ItemDecider {
             events += item.pendingBids.filter { $0.from <= today || staleBids.contains($0.id) }
                 .map { .bidRejected(BidRejected(bidID: $0.id, reason: "expired")) }
         }
-        events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today }.map {
+        // A disputed booking waits for an operator: neither completed nor its deposit released.
+        events += item.bookings.filter { $0.status == .confirmed && $0.period.until < today && !$0.awaitsOperator }.map {
             .bookingCompleted(completion(of: $0, item, today: today))
         }
+        events += releasedDeposits(item, today: today)
         events += item.bookings.filter { $0.status == .confirmed && !$0.reminded && $0.period.from == today.adding(days: 1) }.map {
             .bookingReminded(BookingReminded(bookingID: $0.id, ownerID: item.ownerID, renterID: $0.renterID))
         }
@@ -532,7 +549,7 @@ extension ItemDecider {
                 Booking(
                     id: confirmed.bookingID, renterID: confirmed.renterID,
                     period: Period(from: confirmed.from, until: confirmed.until), dailyPriceCents: confirmed.dailyPriceCents,
-                    status: .confirmed, chargeID: confirmed.chargeID))
+                    status: .confirmed, chargeID: confirmed.chargeID, depositCents: confirmed.depositCents ?? 0))
         case .bookingCancelled(let cancelled):
             if let index = item.bookings.firstIndex(where: { $0.id == cancelled.bookingID }) {
                 item.bookings[index].status = .cancelled

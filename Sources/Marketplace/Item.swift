@@ -33,12 +33,15 @@ public struct RentalPosted: EventBody, Hashable {
     public var availableUntil: Day?
     /// Absent in rentals posted before rentals were paid: `flexible`.
     public var cancellationPolicy: CancellationPolicy?
+    /// Held with each bid's charge (SPEC §12.5); absent: none.
+    public var securityDepositCents: Int?
 
     public init(
         itemID: ItemID, ownerID: UserID, title: String, description: String, category: Category,
         dailyPriceCents: Int, location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil,
-        cancellationPolicy: CancellationPolicy? = nil
+        cancellationPolicy: CancellationPolicy? = nil, securityDepositCents: Int? = nil
     ) {
+        self.securityDepositCents = securityDepositCents
         self.itemID = itemID
         self.ownerID = ownerID
         self.title = title
@@ -214,6 +217,10 @@ public enum ItemEvent: Hashable, Sendable {
     case takenDown(ItemTakenDown)
     case suspended(ItemSuspended)
     case reinstated(ItemReinstated)
+    case depositReleased(DepositReleased)
+    case depositClaimed(DepositClaimed)
+    case disputeOpened(DisputeOpened)
+    case disputeResolved(DisputeResolved)
     case messageHidden(MessageHidden)
     case reviewHidden(ReviewHidden)
     case reviewsPublished(ReviewsPublished)
@@ -234,12 +241,14 @@ public struct PostRental: Hashable, Sendable {
     public var availableFrom: Day?
     public var availableUntil: Day?
     public var cancellationPolicy: CancellationPolicy
+    public var securityDepositCents: Int
 
     public init(
         itemID: ItemID = ItemID(), title: String, description: String, category: Category, dailyPriceCents: Int,
         location: Location, availableFrom: Day? = nil, availableUntil: Day? = nil,
-        cancellationPolicy: CancellationPolicy = .flexible
+        cancellationPolicy: CancellationPolicy = .flexible, securityDepositCents: Int = 0
     ) {
+        self.securityDepositCents = securityDepositCents
         self.itemID = itemID
         self.title = title
         self.description = description
@@ -381,6 +390,12 @@ public enum ItemCommand: Hashable, Sendable {
     /// the user's pending bid withdrawn; and the owner's posting back when they are reinstated.
     case suspendUser(UserID)
     case reinstateOwner
+    /// A booking's deposit and disputes (SPEC §12.5): the owner's claim, either party's
+    /// dispute, an operator's resolution or cancellation (the role is the use case's to check).
+    case claimDeposit(BookingID, amountCents: Int, text: String?, today: Day)
+    case openDispute(BookingID, reason: DisputeReason, text: String?, today: Day)
+    case resolveDispute(BookingID, renterCents: Int, ownerCents: Int, reason: String, today: Day)
+    case cancelBookingAsOperator(BookingID, reason: String, today: Day)
     /// A request's deal ends: only after the approved bid's last day (`today` is after it).
     case complete(today: Day)
     case relist
@@ -445,6 +460,8 @@ public struct PostedItem: Hashable, Sendable {
     public var blackouts: [Blackout] = []
     /// A rental's, fixed in each bid placed on it.
     public var cancellationPolicy: CancellationPolicy = .flexible
+    /// A rental's security deposit, fixed in each bid placed on it (SPEC §12.5).
+    public var depositCents = 0
     /// Whether the saved searches it met were told of it (once).
     public var savedSearchesTold = false
     /// The messages written on its bids, and those an operator hid (SPEC §12.5).
@@ -474,6 +491,8 @@ public enum ItemDecider {
             if let from = post.availableFrom, let until = post.availableUntil {
                 validation.check(from <= until, "availableUntil", "invalid_period", "availableUntil is before availableFrom")
             }
+            validation.check(
+                depositRange.contains(post.securityDepositCents), "securityDepositCents", "invalid_deposit", "0 to 100000 cents")
             try validation.throwIfInvalid()
             return [
                 .rentalPosted(
@@ -481,7 +500,8 @@ public enum ItemDecider {
                         itemID: post.itemID, ownerID: actor, title: post.title.trimmed, description: post.description,
                         category: post.category, dailyPriceCents: post.dailyPriceCents, location: post.location,
                         availableFrom: post.availableFrom, availableUntil: post.availableUntil,
-                        cancellationPolicy: post.cancellationPolicy))
+                        cancellationPolicy: post.cancellationPolicy,
+                        securityDepositCents: post.securityDepositCents > 0 ? post.securityDepositCents : nil))
             ]
 
         case .postRequest(let post):
@@ -643,6 +663,19 @@ public enum ItemDecider {
         case .reinstateOwner:
             return try reinstate(state)
 
+        case .claimDeposit(let id, let amount, let text, let today):
+            return try claimDeposit(id, amountCents: amount, text: text, state, actor: actor, today: today)
+
+        case .openDispute(let id, let reason, let text, let today):
+            return try openDispute(id, reason: reason, text: text, state, actor: actor, today: today)
+
+        case .resolveDispute(let id, let renterCents, let ownerCents, let reason, let today):
+            return try resolveDispute(
+                id, renterCents: renterCents, ownerCents: ownerCents, reason: reason, state, actor: actor, today: today)
+
+        case .cancelBookingAsOperator(let id, let reason, let today):
+            return try cancelAsOperator(id, reason: reason, state, actor: actor, today: today)
+
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
@@ -699,7 +732,7 @@ public enum ItemDecider {
                     id: posted.itemID, kind: .rental, ownerID: posted.ownerID, title: posted.title,
                     description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
                     location: posted.location, windowFrom: posted.availableFrom, windowUntil: posted.availableUntil,
-                    cancellationPolicy: posted.cancellationPolicy ?? .flexible))
+                    cancellationPolicy: posted.cancellationPolicy ?? .flexible, depositCents: posted.securityDepositCents ?? 0))
         case .requestPosted(let posted):
             return .posted(
                 PostedItem(
@@ -784,6 +817,8 @@ public enum ItemDecider {
         case .bookingConfirmed, .bookingCompleted, .bookingCancelled, .blackoutAdded, .blackoutRemoved, .windowRevised, .reviewsPublished,
             .reviewWindowClosed, .bookingReminded:
             evolveBookings(&item, event)
+        case .depositReleased, .depositClaimed, .disputeOpened, .disputeResolved:
+            evolveDisputes(&item, event)
         case .expired:
             item.status = .expired
         case .reviewWritten(let review):

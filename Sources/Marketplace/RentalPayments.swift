@@ -55,19 +55,26 @@ public struct RentalPrice: Hashable, Sendable, Codable {
     /// The owner's fee rate, for the fee on the part a cancellation keeps.
     public var ownerFeeBps: Int
     public var cancellationPolicy: CancellationPolicy
+    /// The rental's security deposit (SPEC §12.5), held and captured with the charge, and
+    /// released to the renter after the booking unless claimed; absent: none.
+    public var depositCents: Int?
+
+    /// What is held for the bid and captured into escrow at approval: the charge and the deposit.
+    public var heldCents: Int { chargeCents + (depositCents ?? 0) }
 
     /// The most one charge may be: a processor's limit (Stripe's is 999,999.99).
     public static let maxChargeCents = 99_999_999
 
-    /// Nil when the charge would pass `maxChargeCents` (or 64 bits on the way there).
-    public init?(dailyPriceCents: Int, period: Period, fees: RentalFees, policy: CancellationPolicy) {
+    /// Nil when what is held would pass `maxChargeCents` (or 64 bits on the way there).
+    public init?(dailyPriceCents: Int, period: Period, fees: RentalFees, policy: CancellationPolicy, depositCents: Int = 0) {
         let days = period.days
         let (total, overflow) = dailyPriceCents.multipliedReportingOverflow(by: days)
         // Checked before the fees' arithmetic, which stays far inside 64 bits under it.
         guard !overflow, days > 0, total <= Self.maxChargeCents else { return nil }
         let renterFee = basisPoints(total, fees.renterBps)
         let ownerFee = basisPoints(total, fees.ownerBps)
-        guard total + renterFee <= Self.maxChargeCents else { return nil }
+        guard total + renterFee + depositCents <= Self.maxChargeCents else { return nil }
+        self.depositCents = depositCents > 0 ? depositCents : nil
         self.days = days
         self.totalCents = total
         self.renterFeeCents = renterFee
@@ -306,6 +313,31 @@ public enum RentalMoney {
                             RentalEarned(
                                 bookingID: booking.id, itemID: item.id, payoutCents: cancelled.payoutCents,
                                 feesCents: cancelled.feesCents))))
+                }
+            case .depositReleased(let released):
+                if let booking = item.booking(released.bookingID), let hold = item.bid(released.bookingID)?.hold {
+                    moves.append(
+                        (booking.renterID,
+                         .rentalRefunded(
+                            RentalRefunded(
+                                bookingID: booking.id, itemID: item.id, method: hold.method, amountCents: released.amountCents,
+                                chargeID: booking.chargeID))))
+                }
+            case .disputeResolved(let resolved):
+                guard let booking = item.booking(resolved.bookingID), let hold = item.bid(resolved.bookingID)?.hold else { break }
+                if resolved.renterCents > 0 {
+                    moves.append(
+                        (booking.renterID,
+                         .rentalRefunded(
+                            RentalRefunded(
+                                bookingID: booking.id, itemID: item.id, method: hold.method, amountCents: resolved.renterCents,
+                                chargeID: booking.chargeID))))
+                }
+                if resolved.ownerCents > 0 {
+                    moves.append(
+                        (item.ownerID,
+                         .rentalEarned(
+                            RentalEarned(bookingID: booking.id, itemID: item.id, payoutCents: resolved.ownerCents, feesCents: 0))))
                 }
             default:
                 break

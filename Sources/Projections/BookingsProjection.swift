@@ -17,11 +17,27 @@ public struct BookingsProjection: InlineProjection {
 
     public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
         var plan = WritePlan()
-        for event in events where Aggregate.item.owns(event.streamID) {
+        for event in events {
+            if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
+                // Their words on a claim or a dispute, as a replay reads them.
+                let user = forgotten.userID.rawValue
+                plan.barrier([
+                    """
+                    UPDATE bookings_view
+                    SET claim_text = CASE WHEN owner_id = \(user) AND claim_text IS NOT NULL THEN \(Redacted.text) ELSE claim_text END,
+                        dispute_text = CASE WHEN dispute_opened_by = \(user) AND dispute_text IS NOT NULL THEN \(Redacted.text)
+                                            ELSE dispute_text END
+                    WHERE (owner_id = \(user) AND claim_text IS NOT NULL) OR (dispute_opened_by = \(user) AND dispute_text IS NOT NULL)
+                    """
+                ])
+                continue
+            }
+            guard Aggregate.item.owns(event.streamID) else { continue }
             switch event.type {
             case BookingConfirmed.eventType, BookingCompleted.eventType, BlackoutAdded.eventType, BlackoutRemoved.eventType,
                 ItemReserved.eventType, ItemClosed.eventType, ReviewWindowClosed.eventType, BookingCancelled.eventType,
-                BidPlaced.eventType, BookingReminded.eventType:
+                BidPlaced.eventType, BookingReminded.eventType, DepositReleased.eventType, DepositClaimed.eventType,
+                DisputeOpened.eventType, DisputeResolved.eventType:
                 break
             default:
                 continue
@@ -61,10 +77,11 @@ public struct BookingsProjection: InlineProjection {
                     [
                         """
                         INSERT INTO bookings_view (booking_id, item_id, owner_id, renter_id, from_day, until_day,
-                                                   daily_price_cents, status, created_at, position)
+                                                   daily_price_cents, status, created_at, position, deposit_cents, deposit_status)
                         VALUES (\(confirmed.bookingID.rawValue), \(item), \(confirmed.ownerID.rawValue), \(confirmed.renterID.rawValue),
                                 \(confirmed.from.description)::date, \(confirmed.until.description)::date,
-                                \(confirmed.dailyPriceCents), 'confirmed', \(at), \(event.position))
+                                \(confirmed.dailyPriceCents), 'confirmed', \(at), \(event.position), \(confirmed.depositCents),
+                                \(confirmed.depositCents == nil ? nil : "held"))
                         ON CONFLICT (booking_id) DO NOTHING
                         """
                     ], writes: [row])
@@ -130,6 +147,45 @@ public struct BookingsProjection: InlineProjection {
             case .bookingReminded(let reminded):
                 plan.add(
                     ["UPDATE bookings_view SET reminded = true WHERE booking_id = \(reminded.bookingID.rawValue)"], writes: [row])
+            case .depositReleased(let released):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET deposit_status = 'released', position = \(event.position)
+                        WHERE booking_id = \(released.bookingID.rawValue)
+                        """
+                    ], writes: [row])
+            case .depositClaimed(let claimed):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET claim_cents = \(claimed.amountCents), claim_text = \(claimed.text),
+                               position = \(event.position)
+                        WHERE booking_id = \(claimed.bookingID.rawValue)
+                        """
+                    ], writes: [row])
+            case .disputeOpened(let opened):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view SET dispute_reason = \(opened.reason.rawValue), dispute_text = \(opened.text),
+                               dispute_opened_by = \(opened.openedBy.rawValue), dispute_status = 'open', position = \(event.position)
+                        WHERE booking_id = \(opened.bookingID.rawValue)
+                        """
+                    ], writes: [row])
+            case .disputeResolved(let resolved):
+                plan.add(
+                    [
+                        """
+                        UPDATE bookings_view
+                        SET deposit_status = CASE WHEN deposit_status IS NULL THEN NULL ELSE 'divided' END,
+                            dispute_status = CASE WHEN dispute_status IS NULL THEN NULL ELSE 'resolved' END,
+                            resolution_renter_cents = \(resolved.renterCents), resolution_owner_cents = \(resolved.ownerCents),
+                            resolved_by = \(resolved.operatorID.rawValue), resolution = \(resolved.reason),
+                            position = \(event.position)
+                        WHERE booking_id = \(resolved.bookingID.rawValue)
+                        """
+                    ], writes: [row])
             default:
                 break
             }

@@ -33,6 +33,15 @@ public enum NoticeKind: String, Codable, Sendable, CaseIterable {
     case payoutSent = "payout_sent"
     /// A new posting meets one of my saved searches.
     case newMatch = "new_match"
+    /// A booking of mine was disputed, or its deposit claimed, by the other party (SPEC §12.5).
+    case bookingDisputed = "booking_disputed"
+    /// An operator divided what a booking of mine held (to both, with each one's share).
+    case disputeResolved = "dispute_resolved"
+}
+
+extension DisputeOpened {
+    /// The party who did not open it.
+    var told: UserID { openedBy == renterID ? ownerID : renterID }
 }
 
 extension BookingCancelled {
@@ -235,6 +244,23 @@ public struct FeedProjection: InlineProjection {
                                 .bookingCancelled, to: user.rawValue, event, item: item, bid: cancelled.bookingID.rawValue,
                                 from: cancelled.teller?.rawValue, amount: user == cancelled.renterID ? cancelled.refundCents : nil))
                     }
+                case .disputeOpened(let opened):
+                    notices.append(
+                        Notice(
+                            .bookingDisputed, to: opened.told.rawValue, event, item: item, bid: opened.bookingID.rawValue,
+                            from: opened.openedBy.rawValue))
+                case .depositClaimed(let claimed):
+                    notices.append(
+                        Notice(
+                            .bookingDisputed, to: claimed.renterID.rawValue, event, item: item, bid: claimed.bookingID.rawValue,
+                            from: claimed.ownerID.rawValue, amount: claimed.amountCents))
+                case .disputeResolved(let resolved):
+                    for (user, amount) in [(resolved.renterID, resolved.renterCents), (resolved.ownerID, resolved.ownerCents)] {
+                        notices.append(
+                            Notice(
+                                .disputeResolved, to: user.rawValue, event, item: item, bid: resolved.bookingID.rawValue,
+                                amount: amount))
+                    }
                 case .bookingReminded(let reminded):
                     notices.append(
                         Notice(
@@ -343,6 +369,16 @@ public struct FeedProjection: InlineProjection {
                 notice(
                     .bookingCancelled, to: user, event, &plan, item: item, bid: cancelled.bookingID.rawValue, from: cancelled.teller,
                     amount: user == cancelled.renterID ? cancelled.refundCents : nil)
+            }
+        case .disputeOpened(let opened):
+            notice(.bookingDisputed, to: opened.told, event, &plan, item: item, bid: opened.bookingID.rawValue, from: opened.openedBy)
+        case .depositClaimed(let claimed):
+            notice(
+                .bookingDisputed, to: claimed.renterID, event, &plan, item: item, bid: claimed.bookingID.rawValue,
+                from: claimed.ownerID, amount: claimed.amountCents)
+        case .disputeResolved(let resolved):
+            for (user, amount) in [(resolved.renterID, resolved.renterCents), (resolved.ownerID, resolved.ownerCents)] {
+                notice(.disputeResolved, to: user, event, &plan, item: item, bid: resolved.bookingID.rawValue, amount: amount)
             }
         case .bookingReminded(let reminded):
             notice(

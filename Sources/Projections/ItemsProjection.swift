@@ -404,7 +404,7 @@ public struct ItemsProjection: InlineProjection {
                         WHERE i.item_id = \(item)
                         """
                     ], writes: [row])
-            case .reviewWindowClosed, .bookingReminded:
+            case .reviewWindowClosed, .bookingReminded, .depositReleased, .depositClaimed, .disputeOpened, .disputeResolved:
                 // `BookingsProjection`'s.
                 break
             case .savedSearchesMatched:

@@ -43,6 +43,13 @@ public struct MoneyAudit: Sendable {
         public var refundedOutCents = 0
         public var heldCents = 0
         public var escrowCents = 0
+        /// Of the escrow (SPEC §12.5): deposits of completed bookings still held (claimed ones
+        /// among them), and whatever disputed bookings hold, frozen until an operator resolves.
+        public var depositsHeldCents = 0
+        public var depositsClaimedCents = 0
+        public var frozenCents = 0
+        /// Deposits given back when their window closed.
+        public var depositsReleasedCents = 0
         public var feesEarnedCents = 0
         /// Payouts (SPEC §12.3): asked for and not failed (sent, or on their way).
         public var paidOutCents = 0
@@ -260,19 +267,30 @@ struct Books {
         var refunded = 0
         var paidOut = 0
         var fees = 0
+        /// Completed, or cancelled (then nothing is left).
         var ended = false
+        var cancelled = false
+        /// Its deposit, left in escrow by completion until released or divided by an operator.
+        var deposit = 0
+        var depositSettled = false
+        var claimed = 0
+        var disputed = false
         var escrow: Int { paid - refunded - paidOut - fees }
+        /// What it must still hold once ended.
+        var owed: Int { cancelled || depositSettled ? 0 : deposit }
     }
 
     /// The item events that end holds and bookings.
     static let itemTypes = [
         BidWithdrawn.eventType, BidRejected.eventType, BidApproved.eventType, BookingCompleted.eventType,
-        BookingCancelled.eventType,
+        BookingCancelled.eventType, BookingConfirmed.eventType, DepositReleased.eventType, DepositClaimed.eventType,
+        DisputeOpened.eventType, DisputeResolved.eventType,
     ]
 
     var accounts = [UserID: Account]()
     var loans = [LoanID: Loan]()
     var holds = [BidID: Hold]()
+    var depositsReleased = 0
     /// Bids no longer pending: their holds must have ended.
     var endedBids = Set<BidID>()
     var bookings = [BookingID: Booking]()
@@ -309,8 +327,21 @@ struct Books {
             case .bidWithdrawn(let withdrawn): endedBids.insert(withdrawn.bidID)
             case .bidRejected(let rejected): endedBids.insert(rejected.bidID)
             case .bidApproved(let approved): endedBids.insert(approved.bidID)
+            case .bookingConfirmed(let confirmed):
+                if let deposit = confirmed.depositCents { bookings[confirmed.bookingID, default: Booking()].deposit = deposit }
             case .bookingCompleted(let completed): bookings[completed.bookingID]?.ended = true
-            case .bookingCancelled(let cancelled): bookings[cancelled.bookingID]?.ended = true
+            case .bookingCancelled(let cancelled):
+                bookings[cancelled.bookingID]?.ended = true
+                bookings[cancelled.bookingID]?.cancelled = true
+            case .depositReleased(let released):
+                bookings[released.bookingID]?.depositSettled = true
+                depositsReleased += released.amountCents
+            case .depositClaimed(let claimed): bookings[claimed.bookingID]?.claimed = claimed.amountCents
+            case .disputeOpened(let opened): bookings[opened.bookingID]?.disputed = true
+            case .disputeResolved(let resolved):
+                bookings[resolved.bookingID]?.depositSettled = true
+                bookings[resolved.bookingID]?.disputed = false
+                bookings[resolved.bookingID]?.claimed = 0
             default: break
             }
         }
@@ -515,12 +546,21 @@ struct Books {
         for (bookingID, booking) in bookings.sorted(by: { $0.key.description < $1.key.description }) {
             let name = "booking \(bookingID)"
             if booking.escrow < 0 { problem(name, "paid out \(-booking.escrow) cents more than was paid in") }
-            if booking.ended && booking.escrow != 0 { problem(name, "it ended with \(booking.escrow) cents still in escrow") }
+            if booking.ended && !booking.disputed && booking.escrow != booking.owed {
+                problem(name, "it ended with \(booking.escrow) cents in escrow, not the \(booking.owed) its deposit leaves")
+            }
             report.escrowCents += booking.escrow
+            if booking.disputed {
+                report.frozenCents += booking.escrow
+            } else if booking.ended {
+                report.depositsHeldCents += booking.escrow
+                report.depositsClaimedCents += booking.claimed
+            }
         }
         report.chargedInCents = chargedIn
         report.refundedOutCents = refundedOut
         report.feesEarnedCents = feesEarned
+        report.depositsReleasedCents = depositsReleased
         report.paidOutCents = paidOut
         report.settledOutCents = settledOut
         report.payouts = payouts.count

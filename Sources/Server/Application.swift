@@ -80,7 +80,8 @@ public func buildRouter(
         reports: Reports(gateway: gateway), view: ReportsView(primary),
         moderation: Moderation(
             commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary)), sessions: accounts.sessions),
-        items: ItemsView(primary), loans: LoansView(primary), conversations: ConversationsView(primary), today: today)
+        items: ItemsView(primary), loans: LoansView(primary), bookings: BookingsView(primary),
+        conversations: ConversationsView(primary), today: today)
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -185,6 +186,8 @@ public func buildRouter(
     changes.post("bookings/:bookingID/complete", use: bookings.complete)
     changes.post("bookings/:bookingID/cancel", use: bookings.cancel)
     changes.post("bookings/:bookingID/reviews", use: bookings.review)
+    changes.post("bookings/:bookingID/claims", use: bookings.claim)
+    changes.post("bookings/:bookingID/disputes", use: bookings.dispute)
     bids.post("items/:itemID/bids", use: items.placeBid)
     user.get("items/:itemID/bids", use: items.bids)
     user.get("items/:itemID/bids/history", use: items.bidHistory)
@@ -227,6 +230,8 @@ public func buildRouter(
     user.post("admin/loans/:loanID/takedown", use: safety.takeDownLoan)
     user.post("admin/messages/:messageID/hide", use: safety.hideMessage)
     user.post("admin/reviews/:reviewID/hide", use: safety.hideReview)
+    user.post("admin/bookings/:bookingID/resolve", use: safety.resolveBooking)
+    user.post("admin/bookings/:bookingID/cancel", use: safety.cancelBooking)
     user.post("admin/users/:userID/suspend", use: safety.suspend)
     user.post("admin/users/:userID/reinstate", use: safety.reinstate)
 

@@ -26,6 +26,16 @@ struct BookingsController: Sendable {
         var reason: String?
     }
 
+    struct ClaimBody: Decodable {
+        var amountCents: Int?
+        var text: String?
+    }
+
+    struct DisputeBody: Decodable {
+        var reason: String?
+        var text: String?
+    }
+
     struct BlackoutResource: ResponseEncodable {
         var id: BlackoutID
         var from: String
@@ -130,6 +140,38 @@ struct BookingsController: Sendable {
         let booking = try await bookings.booking(bookingID, for: context.user)
         let handled = try await commands.handle(.completeBooking(bookingID, today: today()), on: booking.itemId, actor: context.user)
         return try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition)
+    }
+
+    /// The owner claims up to the deposit within 72 hours after the last day (SPEC §12.5): the
+    /// deposit then waits for an operator.
+    @Sendable func claim(_ request: Request, context: UserContext) async throws -> EditedResponse<BookingResource> {
+        let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
+        let body = try await request.decodeBody(ClaimBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("amountCents", body.amountCents), ("text", body.text))
+        try fields.throwIfAny()
+        let booking = try await bookings.booking(bookingID, for: context.user)
+        let handled = try await commands.handle(
+            .claimDeposit(bookingID, amountCents: body.amountCents!, text: body.text, today: today()), on: booking.itemId,
+            actor: context.user)
+        return EditedResponse(
+            status: .created, response: try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition))
+    }
+
+    /// Either party, from the first day to 72 hours after the last: the booking's escrow and
+    /// deposit frozen until an operator resolves it.
+    @Sendable func dispute(_ request: Request, context: UserContext) async throws -> EditedResponse<BookingResource> {
+        let bookingID = BookingID(try context.parameters.requireUUID("bookingID"))
+        let body = try await request.decodeBody(DisputeBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("reason", body.reason))
+        let reason = SafetyController.choice(body.reason, DisputeReason.self, "reason", &fields)
+        try fields.throwIfAny()
+        let booking = try await bookings.booking(bookingID, for: context.user)
+        let handled = try await commands.handle(
+            .openDispute(bookingID, reason: reason!, text: body.text, today: today()), on: booking.itemId, actor: context.user)
+        return EditedResponse(
+            status: .created, response: try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition))
     }
 
     /// Either party, before the first day: the days are free again and the charge divided by

@@ -31,10 +31,11 @@ struct ItemsController: Sendable {
         var neededFrom: String?
         var neededUntil: String?
         var cancellationPolicy: String?
+        var securityDepositCents: Int?
 
         enum CodingKeys: String, CodingKey {
             case title, description, category, dailyPriceCents, maxDailyPriceCents, location, availableFrom, availableUntil,
-                neededFrom, neededUntil, cancellationPolicy
+                neededFrom, neededUntil, cancellationPolicy, securityDepositCents
         }
 
         init(from decoder: any Decoder) throws {
@@ -50,6 +51,7 @@ struct ItemsController: Sendable {
             neededFrom = try container.decodeIfPresent(String.self, forKey: .neededFrom)
             neededUntil = try container.decodeIfPresent(String.self, forKey: .neededUntil)
             cancellationPolicy = try container.decodeIfPresent(String.self, forKey: .cancellationPolicy)
+            securityDepositCents = try container.decodeIfPresent(Int.self, forKey: .securityDepositCents)
         }
     }
 
@@ -88,7 +90,8 @@ struct ItemsController: Sendable {
         try fields.throwIfAny()
         let post = PostRental(
             title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
-            location: location!, availableFrom: from, availableUntil: until, cancellationPolicy: policy!)
+            location: location!, availableFrom: from, availableUntil: until, cancellationPolicy: policy!,
+            securityDepositCents: body.securityDepositCents ?? 0)
         let handled = try await gateway.handle(
             .postRental(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)

@@ -15,6 +15,7 @@ struct SafetyController: Sendable {
     let moderation: Moderation
     let items: ItemsView
     let loans: LoansView
+    let bookings: BookingsView
     let conversations: ConversationsView
     let today: @Sendable () -> Day
 
@@ -31,6 +32,12 @@ struct SafetyController: Sendable {
 
     struct ResolveBody: Decodable {
         var action: String?
+        var reason: String?
+    }
+
+    struct ResolutionBody: Decodable {
+        var renterCents: Int?
+        var ownerCents: Int?
         var reason: String?
     }
 
@@ -144,6 +151,30 @@ struct SafetyController: Sendable {
         let reason = try await Self.reason(request, context)
         let position = try await moderation.reinstate(user, reason: reason, by: context.user, now: Date())
         return SuspensionResource(userId: user, suspended: false, until: nil, reason: nil, position: position)
+    }
+
+    /// `POST /v1/admin/bookings/{id}/resolve {renterCents, ownerCents, reason}`: a dispute's
+    /// or a claim's end, dividing exactly what the booking holds.
+    @Sendable func resolveBooking(_ request: Request, context: UserContext) async throws -> BookingResource {
+        let booking = BookingID(try context.parameters.requireUUID("bookingID"))
+        try await reports.requireOperator(context.user)
+        let body = try await request.decodeBody(ResolutionBody.self, context: context)
+        var fields = FieldCheck()
+        fields.require(("renterCents", body.renterCents), ("ownerCents", body.ownerCents))
+        fields.problems += OperatorReason.problems(body.reason)
+        try fields.throwIfAny()
+        let append = try await moderation.resolve(
+            booking, renterCents: body.renterCents!, ownerCents: body.ownerCents!, reason: body.reason!, by: context.user,
+            today: today())
+        return try await bookings.booking(booking, position: append?.lastPosition)
+    }
+
+    /// `POST /v1/admin/bookings/{id}/cancel {reason}`: as if by its owner, in the operator's name.
+    @Sendable func cancelBooking(_ request: Request, context: UserContext) async throws -> BookingResource {
+        let booking = BookingID(try context.parameters.requireUUID("bookingID"))
+        let reason = try await Self.reason(request, context)
+        let append = try await moderation.cancel(booking, reason: reason, by: context.user, today: today())
+        return try await bookings.booking(booking, position: append?.lastPosition)
     }
 
     /// An operator act's `{reason}` body: 422 `reason_required` without one.

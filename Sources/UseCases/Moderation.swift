@@ -38,6 +38,33 @@ public struct Moderation: Sendable {
         }.append
     }
 
+    /// Divides what a disputed or claimed booking holds (SPEC §12.5): `renterCents` back to the
+    /// renter, `ownerCents` to the owner, in one append; 422 unless they add up to it.
+    public func resolve(
+        _ booking: BookingID, renterCents: Int, ownerCents: Int, reason: String, by actor: UserID, today: Day
+    ) async throws -> AppendResult? {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        return try await commands.handle(
+            .resolveDispute(booking, renterCents: renterCents, ownerCents: ownerCents, reason: reason, today: today),
+            on: try await item(of: booking), actor: actor
+        ).append
+    }
+
+    /// Cancels a booking still to come as its owner would: everything back to the renter.
+    public func cancel(_ booking: BookingID, reason: String, by actor: UserID, today: Day) async throws -> AppendResult? {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        return try await commands.handle(
+            .cancelBookingAsOperator(booking, reason: reason, today: today), on: try await item(of: booking), actor: actor
+        ).append
+    }
+
+    func item(of booking: BookingID) async throws -> ItemID {
+        let rows = try await commands.gateway.store.pool.query(
+            "SELECT item_id FROM bookings_view WHERE booking_id = \(booking.rawValue)")
+        guard let item = try rows.first?.decode("item_id", as: UUID.self) else { throw DomainError.bookingNotFound }
+        return ItemID(item)
+    }
+
     /// Hides a review (by the id `reviews_view` makes from its deal and side): out of every list
     /// and rating. 404 `review_not_found` for no such review.
     public func hideReview(_ review: UUID, reason: String, by actor: UserID) async throws -> AppendResult? {

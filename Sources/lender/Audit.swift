@@ -150,7 +150,9 @@ struct Audit: AsyncParsableCommand {
             print(
                 "Up to position \(report.head): \(report.users) users, \(report.loans) loans, \(report.bookings) paid bookings; "
                     + "charged in \(report.chargedInCents) cents, refunded out \(report.refundedOutCents), "
-                    + "balances \(report.balancesCents) (\(report.heldCents) held for bids), escrow \(report.escrowCents), "
+                    + "balances \(report.balancesCents) (\(report.heldCents) held for bids), escrow \(report.escrowCents) "
+                    + "(deposits held \(report.depositsHeldCents), \(report.depositsClaimedCents) of them claimed; frozen by "
+                    + "disputes \(report.frozenCents)), deposits released \(report.depositsReleasedCents), "
                     + "lent out \(report.lentOutCents), repaid \(report.repaidCents), fees earned \(report.feesEarnedCents), "
                     + "paid out \(report.paidOutCents) in \(report.payouts) payouts, settled by operators \(report.settledOutCents).")
             if report.unpaidBeforeEpochCents > 0 {

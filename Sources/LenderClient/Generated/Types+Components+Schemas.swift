@@ -901,6 +901,27 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Booking/settledFeesCents`.
             public var settledFeesCents: Swift.Int?
+            /// The security deposit captured with the charge; absent: none
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/depositCents`.
+            public var depositCents: Swift.Int?
+            /// `held` in escrow, `released` to the renter 72 hours after the last day, or `divided` by an operator's resolution
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/depositStatus`.
+            @frozen public enum DepositStatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case held = "held"
+                case released = "released"
+                case divided = "divided"
+                case _empty_ = ""
+            }
+            /// `held` in escrow, `released` to the renter 72 hours after the last day, or `divided` by an operator's resolution
+            ///
+            /// - Remark: Generated from `#/components/schemas/Booking/depositStatus`.
+            public var depositStatus: Components.Schemas.Booking.DepositStatusPayload?
+            /// - Remark: Generated from `#/components/schemas/Booking/claim`.
+            public var claim: Components.Schemas.BookingClaim?
+            /// - Remark: Generated from `#/components/schemas/Booking/dispute`.
+            public var dispute: Components.Schemas.BookingDispute?
             /// Creates a new `Booking`.
             ///
             /// - Parameters:
@@ -927,6 +948,10 @@ extension Components {
             ///   - refundCents: Given back to the renter when cancelled
             ///   - settledPayoutCents: Paid to the owner once it ended
             ///   - settledFeesCents: Earned by the marketplace once it ended
+            ///   - depositCents: The security deposit captured with the charge; absent: none
+            ///   - depositStatus: `held` in escrow, `released` to the renter 72 hours after the last day, or `divided` by an operator's resolution
+            ///   - claim:
+            ///   - dispute:
             public init(
                 id: Components.Schemas.Uuid,
                 itemId: Components.Schemas.Uuid,
@@ -950,7 +975,11 @@ extension Components {
                 payment: Components.Schemas.RentalPaymentOrNull? = nil,
                 refundCents: Swift.Int? = nil,
                 settledPayoutCents: Swift.Int? = nil,
-                settledFeesCents: Swift.Int? = nil
+                settledFeesCents: Swift.Int? = nil,
+                depositCents: Swift.Int? = nil,
+                depositStatus: Components.Schemas.Booking.DepositStatusPayload? = nil,
+                claim: Components.Schemas.BookingClaim? = nil,
+                dispute: Components.Schemas.BookingDispute? = nil
             ) {
                 self.id = id
                 self.itemId = itemId
@@ -975,6 +1004,10 @@ extension Components {
                 self.refundCents = refundCents
                 self.settledPayoutCents = settledPayoutCents
                 self.settledFeesCents = settledFeesCents
+                self.depositCents = depositCents
+                self.depositStatus = depositStatus
+                self.claim = claim
+                self.dispute = dispute
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -1000,6 +1033,10 @@ extension Components {
                 case refundCents
                 case settledPayoutCents
                 case settledFeesCents
+                case depositCents
+                case depositStatus
+                case claim
+                case dispute
             }
         }
         /// - Remark: Generated from `#/components/schemas/BookingPage`.
@@ -1827,6 +1864,10 @@ extension Components {
             public var availableUntil: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/RentalBody/cancellationPolicy`.
             public var cancellationPolicy: Components.Schemas.CancellationPolicy?
+            /// Held with each bid's charge and captured at approval; given back 72 hours after the booking's last day unless claimed or disputed (SPEC §12.5). 0 (the default): none
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalBody/securityDepositCents`.
+            public var securityDepositCents: Swift.Int?
             /// Creates a new `RentalBody`.
             ///
             /// - Parameters:
@@ -1838,6 +1879,7 @@ extension Components {
             ///   - availableFrom:
             ///   - availableUntil:
             ///   - cancellationPolicy:
+            ///   - securityDepositCents: Held with each bid's charge and captured at approval; given back 72 hours after the booking's last day unless claimed or disputed (SPEC §12.5). 0 (the default): none
             public init(
                 title: Swift.String,
                 description: Swift.String? = nil,
@@ -1846,7 +1888,8 @@ extension Components {
                 location: Components.Schemas.LocationInput,
                 availableFrom: Components.Schemas.DayOrNull? = nil,
                 availableUntil: Components.Schemas.DayOrNull? = nil,
-                cancellationPolicy: Components.Schemas.CancellationPolicy? = nil
+                cancellationPolicy: Components.Schemas.CancellationPolicy? = nil,
+                securityDepositCents: Swift.Int? = nil
             ) {
                 self.title = title
                 self.description = description
@@ -1856,6 +1899,7 @@ extension Components {
                 self.availableFrom = availableFrom
                 self.availableUntil = availableUntil
                 self.cancellationPolicy = cancellationPolicy
+                self.securityDepositCents = securityDepositCents
             }
             public enum CodingKeys: String, CodingKey {
                 case title
@@ -1866,6 +1910,7 @@ extension Components {
                 case availableFrom
                 case availableUntil
                 case cancellationPolicy
+                case securityDepositCents
             }
         }
         /// - Remark: Generated from `#/components/schemas/RequestBody`.
@@ -3262,7 +3307,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/position`.
             public var position: Swift.Int64
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner); a booking of mine disputed or its deposit claimed by the other party (`booking_disputed`), and an operator's division of what it held (`dispute_resolved`, `amountCents` my share)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
@@ -3282,8 +3327,10 @@ extension Components {
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
                 case payoutSent = "payout_sent"
                 case newMatch = "new_match"
+                case bookingDisputed = "booking_disputed"
+                case disputeResolved = "dispute_resolved"
             }
-            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
+            /// A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner); a booking of mine disputed or its deposit claimed by the other party (`booking_disputed`), and an operator's division of what it held (`dispute_resolved`, `amountCents` my share)
             ///
             /// - Remark: Generated from `#/components/schemas/Notice/kind`.
             public var kind: Components.Schemas.Notice.KindPayload
@@ -3319,7 +3366,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - position: The event's log position: the feed's order, and where it resumes
-            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner)
+            ///   - kind: A bid on my item (`bid_received`), my bid's fate (`bid_approved`, `bid_rejected`), a message or review to me, a loan I lent to funded, repaid or expired unfunded (and refunded), money into my balance (`balance_credited`); a rental's days booked for me (`booking_confirmed`), my bid expired unanswered (`bid_expired`), a booking of mine over and ready to review (`review_wanted`, to both parties; `bidId` is the booking's id), called off by the other party (`booking_cancelled`, with the renter's refund in `amountCents`), or starting tomorrow (`booking_starts_tomorrow`, to both), my payout sent to my bank account (`payout_sent`, with its amount), a new posting that meets one of my saved searches (`new_match`, from its owner); a booking of mine disputed or its deposit claimed by the other party (`booking_disputed`), and an operator's division of what it held (`dispute_resolved`, `amountCents` my share)
             ///   - createdAt:
             ///   - itemId:
             ///   - bidId:
@@ -4323,6 +4370,10 @@ extension Components {
             public var payoutSent: Components.Schemas.NoticeChannels
             /// - Remark: Generated from `#/components/schemas/NotificationSettings/new_match`.
             public var newMatch: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/booking_disputed`.
+            public var bookingDisputed: Components.Schemas.NoticeChannels
+            /// - Remark: Generated from `#/components/schemas/NotificationSettings/dispute_resolved`.
+            public var disputeResolved: Components.Schemas.NoticeChannels
             /// Creates a new `NotificationSettings`.
             ///
             /// - Parameters:
@@ -4342,6 +4393,8 @@ extension Components {
             ///   - bookingStartsTomorrow:
             ///   - payoutSent:
             ///   - newMatch:
+            ///   - bookingDisputed:
+            ///   - disputeResolved:
             public init(
                 bidReceived: Components.Schemas.NoticeChannels,
                 bidApproved: Components.Schemas.NoticeChannels,
@@ -4358,7 +4411,9 @@ extension Components {
                 bookingCancelled: Components.Schemas.NoticeChannels,
                 bookingStartsTomorrow: Components.Schemas.NoticeChannels,
                 payoutSent: Components.Schemas.NoticeChannels,
-                newMatch: Components.Schemas.NoticeChannels
+                newMatch: Components.Schemas.NoticeChannels,
+                bookingDisputed: Components.Schemas.NoticeChannels,
+                disputeResolved: Components.Schemas.NoticeChannels
             ) {
                 self.bidReceived = bidReceived
                 self.bidApproved = bidApproved
@@ -4376,6 +4431,8 @@ extension Components {
                 self.bookingStartsTomorrow = bookingStartsTomorrow
                 self.payoutSent = payoutSent
                 self.newMatch = newMatch
+                self.bookingDisputed = bookingDisputed
+                self.disputeResolved = disputeResolved
             }
             public enum CodingKeys: String, CodingKey {
                 case bidReceived = "bid_received"
@@ -4394,6 +4451,8 @@ extension Components {
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
                 case payoutSent = "payout_sent"
                 case newMatch = "new_match"
+                case bookingDisputed = "booking_disputed"
+                case disputeResolved = "dispute_resolved"
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -4461,6 +4520,14 @@ extension Components {
                     Components.Schemas.NoticeChannels.self,
                     forKey: .newMatch
                 )
+                self.bookingDisputed = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .bookingDisputed
+                )
+                self.disputeResolved = try container.decode(
+                    Components.Schemas.NoticeChannels.self,
+                    forKey: .disputeResolved
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "bid_received",
                     "bid_approved",
@@ -4477,7 +4544,9 @@ extension Components {
                     "booking_cancelled",
                     "booking_starts_tomorrow",
                     "payout_sent",
-                    "new_match"
+                    "new_match",
+                    "booking_disputed",
+                    "dispute_resolved"
                 ])
             }
         }
@@ -4515,6 +4584,10 @@ extension Components {
             public var bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange?
             /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/payout_sent`.
             public var payoutSent: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/booking_disputed`.
+            public var bookingDisputed: Components.Schemas.NoticeChannelsChange?
+            /// - Remark: Generated from `#/components/schemas/NotificationSettingsChange/dispute_resolved`.
+            public var disputeResolved: Components.Schemas.NoticeChannelsChange?
             /// Creates a new `NotificationSettingsChange`.
             ///
             /// - Parameters:
@@ -4533,6 +4606,8 @@ extension Components {
             ///   - bookingCancelled:
             ///   - bookingStartsTomorrow:
             ///   - payoutSent:
+            ///   - bookingDisputed:
+            ///   - disputeResolved:
             public init(
                 bidReceived: Components.Schemas.NoticeChannelsChange? = nil,
                 bidApproved: Components.Schemas.NoticeChannelsChange? = nil,
@@ -4548,7 +4623,9 @@ extension Components {
                 reviewWanted: Components.Schemas.NoticeChannelsChange? = nil,
                 bookingCancelled: Components.Schemas.NoticeChannelsChange? = nil,
                 bookingStartsTomorrow: Components.Schemas.NoticeChannelsChange? = nil,
-                payoutSent: Components.Schemas.NoticeChannelsChange? = nil
+                payoutSent: Components.Schemas.NoticeChannelsChange? = nil,
+                bookingDisputed: Components.Schemas.NoticeChannelsChange? = nil,
+                disputeResolved: Components.Schemas.NoticeChannelsChange? = nil
             ) {
                 self.bidReceived = bidReceived
                 self.bidApproved = bidApproved
@@ -4565,6 +4642,8 @@ extension Components {
                 self.bookingCancelled = bookingCancelled
                 self.bookingStartsTomorrow = bookingStartsTomorrow
                 self.payoutSent = payoutSent
+                self.bookingDisputed = bookingDisputed
+                self.disputeResolved = disputeResolved
             }
             public enum CodingKeys: String, CodingKey {
                 case bidReceived = "bid_received"
@@ -4582,6 +4661,8 @@ extension Components {
                 case bookingCancelled = "booking_cancelled"
                 case bookingStartsTomorrow = "booking_starts_tomorrow"
                 case payoutSent = "payout_sent"
+                case bookingDisputed = "booking_disputed"
+                case disputeResolved = "dispute_resolved"
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -4645,6 +4726,14 @@ extension Components {
                     Components.Schemas.NoticeChannelsChange.self,
                     forKey: .payoutSent
                 )
+                self.bookingDisputed = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .bookingDisputed
+                )
+                self.disputeResolved = try container.decodeIfPresent(
+                    Components.Schemas.NoticeChannelsChange.self,
+                    forKey: .disputeResolved
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "bid_received",
                     "bid_approved",
@@ -4660,7 +4749,9 @@ extension Components {
                     "review_wanted",
                     "booking_cancelled",
                     "booking_starts_tomorrow",
-                    "payout_sent"
+                    "payout_sent",
+                    "booking_disputed",
+                    "dispute_resolved"
                 ])
             }
         }
@@ -5456,6 +5547,213 @@ extension Components {
                     "reason",
                     "position"
                 ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BookingClaim`.
+        public struct BookingClaim: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/amountCents`.
+            public var amountCents: Swift.Int
+            /// The owner's words; `[removed]` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/text`.
+            public var text: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case open = "open"
+                case resolved = "resolved"
+            }
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/status`.
+            public var status: Components.Schemas.BookingClaim.StatusPayload
+            /// The operator's division, once resolved: back to the renter
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/renterCents`.
+            public var renterCents: Swift.Int?
+            /// ... and to the owner
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingClaim/ownerCents`.
+            public var ownerCents: Swift.Int?
+            /// Creates a new `BookingClaim`.
+            ///
+            /// - Parameters:
+            ///   - amountCents:
+            ///   - text: The owner's words; `[removed]` once they closed their account
+            ///   - status:
+            ///   - renterCents: The operator's division, once resolved: back to the renter
+            ///   - ownerCents: ... and to the owner
+            public init(
+                amountCents: Swift.Int,
+                text: Swift.String? = nil,
+                status: Components.Schemas.BookingClaim.StatusPayload,
+                renterCents: Swift.Int? = nil,
+                ownerCents: Swift.Int? = nil
+            ) {
+                self.amountCents = amountCents
+                self.text = text
+                self.status = status
+                self.renterCents = renterCents
+                self.ownerCents = ownerCents
+            }
+            public enum CodingKeys: String, CodingKey {
+                case amountCents
+                case text
+                case status
+                case renterCents
+                case ownerCents
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BookingDispute`.
+        public struct BookingDispute: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/reason`.
+            @frozen public enum ReasonPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case notReturned = "not_returned"
+                case damaged = "damaged"
+                case notAsDescribed = "not_as_described"
+                case noShow = "no_show"
+                case other = "other"
+            }
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/reason`.
+            public var reason: Components.Schemas.BookingDispute.ReasonPayload
+            /// The words of whoever opened it; `[removed]` once they closed their account
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/text`.
+            public var text: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/openedBy`.
+            public var openedBy: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case open = "open"
+                case resolved = "resolved"
+            }
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/status`.
+            public var status: Components.Schemas.BookingDispute.StatusPayload
+            /// The operator's division, once resolved: back to the renter
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/renterCents`.
+            public var renterCents: Swift.Int?
+            /// ... and to the owner
+            ///
+            /// - Remark: Generated from `#/components/schemas/BookingDispute/ownerCents`.
+            public var ownerCents: Swift.Int?
+            /// Creates a new `BookingDispute`.
+            ///
+            /// - Parameters:
+            ///   - reason:
+            ///   - text: The words of whoever opened it; `[removed]` once they closed their account
+            ///   - openedBy:
+            ///   - status:
+            ///   - renterCents: The operator's division, once resolved: back to the renter
+            ///   - ownerCents: ... and to the owner
+            public init(
+                reason: Components.Schemas.BookingDispute.ReasonPayload,
+                text: Swift.String? = nil,
+                openedBy: Components.Schemas.Uuid,
+                status: Components.Schemas.BookingDispute.StatusPayload,
+                renterCents: Swift.Int? = nil,
+                ownerCents: Swift.Int? = nil
+            ) {
+                self.reason = reason
+                self.text = text
+                self.openedBy = openedBy
+                self.status = status
+                self.renterCents = renterCents
+                self.ownerCents = ownerCents
+            }
+            public enum CodingKeys: String, CodingKey {
+                case reason
+                case text
+                case openedBy
+                case status
+                case renterCents
+                case ownerCents
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ClaimBody`.
+        public struct ClaimBody: Codable, Hashable, Sendable {
+            /// At most the deposit
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClaimBody/amountCents`.
+            public var amountCents: Swift.Int
+            /// What happened
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClaimBody/text`.
+            public var text: Swift.String
+            /// Creates a new `ClaimBody`.
+            ///
+            /// - Parameters:
+            ///   - amountCents: At most the deposit
+            ///   - text: What happened
+            public init(
+                amountCents: Swift.Int,
+                text: Swift.String
+            ) {
+                self.amountCents = amountCents
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case amountCents
+                case text
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DisputeBody`.
+        public struct DisputeBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DisputeBody/reason`.
+            @frozen public enum ReasonPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case notReturned = "not_returned"
+                case damaged = "damaged"
+                case notAsDescribed = "not_as_described"
+                case noShow = "no_show"
+                case other = "other"
+            }
+            /// - Remark: Generated from `#/components/schemas/DisputeBody/reason`.
+            public var reason: Components.Schemas.DisputeBody.ReasonPayload
+            /// - Remark: Generated from `#/components/schemas/DisputeBody/text`.
+            public var text: Swift.String?
+            /// Creates a new `DisputeBody`.
+            ///
+            /// - Parameters:
+            ///   - reason:
+            ///   - text:
+            public init(
+                reason: Components.Schemas.DisputeBody.ReasonPayload,
+                text: Swift.String? = nil
+            ) {
+                self.reason = reason
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case reason
+                case text
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ResolutionBody`.
+        public struct ResolutionBody: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ResolutionBody/renterCents`.
+            public var renterCents: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ResolutionBody/ownerCents`.
+            public var ownerCents: Swift.Int
+            /// Why, kept in the log with the operator's id
+            ///
+            /// - Remark: Generated from `#/components/schemas/ResolutionBody/reason`.
+            public var reason: Swift.String
+            /// Creates a new `ResolutionBody`.
+            ///
+            /// - Parameters:
+            ///   - renterCents:
+            ///   - ownerCents:
+            ///   - reason: Why, kept in the log with the operator's id
+            public init(
+                renterCents: Swift.Int,
+                ownerCents: Swift.Int,
+                reason: Swift.String
+            ) {
+                self.renterCents = renterCents
+                self.ownerCents = ownerCents
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case renterCents
+                case ownerCents
+                case reason
             }
         }
     }

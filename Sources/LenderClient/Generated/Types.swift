@@ -621,6 +621,34 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/loans/{loanID}/takedown`.
     /// - Remark: Generated from `#/paths//v1/admin/loans/{loanID}/takedown/post(takeDownLoan)`.
     func takeDownLoan(_ input: Operations.TakeDownLoan.Input) async throws -> Operations.TakeDownLoan.Output
+    /// Claim part of the deposit (the owner)
+    ///
+    /// Within 72 hours after the booking's last day: the deposit then waits for an operator's resolution instead of going back to the renter, who is told (`booking_disputed`).
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/claims`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/claims/post(claimDeposit)`.
+    func claimDeposit(_ input: Operations.ClaimDeposit.Input) async throws -> Operations.ClaimDeposit.Output
+    /// Dispute a booking (either party)
+    ///
+    /// From the booking's first day to 72 hours after its last: its escrow and deposit are frozen (the jobs neither complete it nor give the deposit back) until an operator resolves it; the other party is told (`booking_disputed`).
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/disputes`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/disputes/post(openDispute)`.
+    func openDispute(_ input: Operations.OpenDispute.Input) async throws -> Operations.OpenDispute.Output
+    /// Divide a disputed or claimed booking's money (operators)
+    ///
+    /// `renterCents` back to the renter and `ownerCents` to the owner, in one append; they add up to exactly what the booking holds (all it was paid while under way, the deposit after completion). A booking under way is completed with it. Both parties are told (`dispute_resolved`).
+    ///
+    /// - Remark: HTTP `POST /v1/admin/bookings/{bookingID}/resolve`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/{bookingID}/resolve/post(resolveBooking)`.
+    func resolveBooking(_ input: Operations.ResolveBooking.Input) async throws -> Operations.ResolveBooking.Output
+    /// Cancel a booking still to come (operators)
+    ///
+    /// As if by its owner (everything back to the renter), in the operator's name, with the reason.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/bookings/{bookingID}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/{bookingID}/cancel/post(cancelBookingAsOperator)`.
+    func cancelBookingAsOperator(_ input: Operations.CancelBookingAsOperator.Input) async throws -> Operations.CancelBookingAsOperator.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -2002,6 +2030,74 @@ extension APIProtocol {
         body: Operations.TakeDownLoan.Input.Body
     ) async throws -> Operations.TakeDownLoan.Output {
         try await takeDownLoan(Operations.TakeDownLoan.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Claim part of the deposit (the owner)
+    ///
+    /// Within 72 hours after the booking's last day: the deposit then waits for an operator's resolution instead of going back to the renter, who is told (`booking_disputed`).
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/claims`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/claims/post(claimDeposit)`.
+    public func claimDeposit(
+        path: Operations.ClaimDeposit.Input.Path,
+        headers: Operations.ClaimDeposit.Input.Headers = .init(),
+        body: Operations.ClaimDeposit.Input.Body
+    ) async throws -> Operations.ClaimDeposit.Output {
+        try await claimDeposit(Operations.ClaimDeposit.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Dispute a booking (either party)
+    ///
+    /// From the booking's first day to 72 hours after its last: its escrow and deposit are frozen (the jobs neither complete it nor give the deposit back) until an operator resolves it; the other party is told (`booking_disputed`).
+    ///
+    /// - Remark: HTTP `POST /v1/bookings/{bookingID}/disputes`.
+    /// - Remark: Generated from `#/paths//v1/bookings/{bookingID}/disputes/post(openDispute)`.
+    public func openDispute(
+        path: Operations.OpenDispute.Input.Path,
+        headers: Operations.OpenDispute.Input.Headers = .init(),
+        body: Operations.OpenDispute.Input.Body
+    ) async throws -> Operations.OpenDispute.Output {
+        try await openDispute(Operations.OpenDispute.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Divide a disputed or claimed booking's money (operators)
+    ///
+    /// `renterCents` back to the renter and `ownerCents` to the owner, in one append; they add up to exactly what the booking holds (all it was paid while under way, the deposit after completion). A booking under way is completed with it. Both parties are told (`dispute_resolved`).
+    ///
+    /// - Remark: HTTP `POST /v1/admin/bookings/{bookingID}/resolve`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/{bookingID}/resolve/post(resolveBooking)`.
+    public func resolveBooking(
+        path: Operations.ResolveBooking.Input.Path,
+        headers: Operations.ResolveBooking.Input.Headers = .init(),
+        body: Operations.ResolveBooking.Input.Body
+    ) async throws -> Operations.ResolveBooking.Output {
+        try await resolveBooking(Operations.ResolveBooking.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Cancel a booking still to come (operators)
+    ///
+    /// As if by its owner (everything back to the renter), in the operator's name, with the reason.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/bookings/{bookingID}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/{bookingID}/cancel/post(cancelBookingAsOperator)`.
+    public func cancelBookingAsOperator(
+        path: Operations.CancelBookingAsOperator.Input.Path,
+        headers: Operations.CancelBookingAsOperator.Input.Headers = .init(),
+        body: Operations.CancelBookingAsOperator.Input.Body
+    ) async throws -> Operations.CancelBookingAsOperator.Output {
+        try await cancelBookingAsOperator(Operations.CancelBookingAsOperator.Input(
             path: path,
             headers: headers,
             body: body

@@ -27,6 +27,19 @@ public struct BookingsView: Sendable {
         return try BookingResource(row, position: position)
     }
 
+    /// Any booking, as an operator reads it (the role is the caller's to check).
+    public func booking(_ id: BookingID, position: Int64? = nil) async throws -> BookingResource {
+        let rows = try await pool.query(
+            """
+            SELECT \(unsafeRaw: BookingResource.columns), NULL::text AS contact_email
+            FROM bookings_view b
+            \(unsafeRaw: BookingResource.joins)
+            WHERE b.booking_id = \(id.rawValue)
+            """)
+        guard let row = rows.first else { throw DomainError.bookingNotFound }
+        return try BookingResource(row, position: position)
+    }
+
     /// Which side of a booking a list is of.
     public enum Role: String, Sendable, CaseIterable {
         case owner, renter
@@ -189,6 +202,13 @@ public struct BookingResource: Codable, Sendable {
     public var refundCents: Int?
     public var settledPayoutCents: Int?
     public var settledFeesCents: Int?
+    /// Its security deposit (SPEC §12.5): how much, and `held`, `released` or `divided` by an
+    /// operator; the owner's claim on it and a dispute, each with the operator's division once
+    /// resolved.
+    public var depositCents: Int?
+    public var depositStatus: String?
+    public var claim: BookingClaim?
+    public var dispute: BookingDisputeResource?
     /// The other party's e-mail: only in the answer for one booking, read by one of its parties.
     public var contactEmail: String?
     public var position: Int64?
@@ -198,7 +218,8 @@ public struct BookingResource: Codable, Sendable {
         b.renter_id, coalesce(renter.handle, '') AS renter_handle, b.from_day::text AS from_day,
         b.until_day::text AS until_day, b.until_day - b.from_day + 1 AS days, b.daily_price_cents, b.status, b.created_at,
         b.completed_at, b.cancelled_at, b.cancelled_by, b.refund_cents, b.settled_payout_cents, b.settled_fees_cents,
-        \(RentalPayment.columns)
+        b.deposit_cents, b.deposit_status, b.claim_cents, b.claim_text, b.dispute_reason, b.dispute_text, b.dispute_opened_by,
+        b.dispute_status, b.resolution_renter_cents, b.resolution_owner_cents, \(RentalPayment.columns)
         """
 
     static let joins = """
@@ -230,7 +251,43 @@ public struct BookingResource: Codable, Sendable {
         refundCents = try row.decode("refund_cents", as: Int?.self)
         settledPayoutCents = try row.decode("settled_payout_cents", as: Int?.self)
         settledFeesCents = try row.decode("settled_fees_cents", as: Int?.self)
+        depositCents = try row.decode("deposit_cents", as: Int?.self)
+        depositStatus = try row.decode("deposit_status", as: String?.self)
+        let renterCents = try row.decode("resolution_renter_cents", as: Int?.self)
+        let ownerCents = try row.decode("resolution_owner_cents", as: Int?.self)
+        claim = try row.decode("claim_cents", as: Int?.self).map {
+            BookingClaim(
+                amountCents: $0, text: try row.decode("claim_text", as: String?.self),
+                status: renterCents == nil ? "open" : "resolved", renterCents: renterCents, ownerCents: ownerCents)
+        }
+        dispute = try row.decode("dispute_status", as: String?.self).map {
+            BookingDisputeResource(
+                reason: try row.decode("dispute_reason"), text: try row.decode("dispute_text", as: String?.self),
+                openedBy: UserID(try row.decode("dispute_opened_by", as: UUID.self)), status: $0, renterCents: renterCents,
+                ownerCents: ownerCents)
+        }
         contactEmail = try row.decode("contact_email", as: String?.self)
         self.position = position
     }
+}
+
+/// The owner's claim on a booking's deposit; an operator's division once resolved.
+public struct BookingClaim: Codable, Sendable, Hashable {
+    public var amountCents: Int
+    public var text: String?
+    /// `open`, or `resolved` by an operator.
+    public var status: String
+    public var renterCents: Int?
+    public var ownerCents: Int?
+}
+
+/// A booking's dispute (SPEC §12.5); an operator's division once resolved.
+public struct BookingDisputeResource: Codable, Sendable, Hashable {
+    public var reason: String
+    public var text: String?
+    public var openedBy: UserID
+    /// `open`, or `resolved` by an operator.
+    public var status: String
+    public var renterCents: Int?
+    public var ownerCents: Int?
 }

@@ -14,7 +14,7 @@ public struct DueWork: Sendable {
     /// those with a pending bid whose first day has begun or that is stale, available ones past
     /// their window, those with a confirmed booking whose last day is before `today`, and those
     /// with a confirmed booking that starts tomorrow and was not reminded of, and those with a
-    /// completed booking whose review window is over.
+    /// completed booking whose review window is over, and those with a deposit to give back.
     public func items(today: Day, staleBefore: Date) async throws -> [(item: ItemID, staleBids: Set<BidID>)] {
         let day = today.sql
         let rows = try await pool.query(
@@ -31,6 +31,10 @@ public struct DueWork: Sendable {
             UNION ALL
             SELECT item_id, NULL FROM bookings_view
             WHERE status = 'completed' AND NOT reviews_closed AND completed_on <= \(today.adding(days: -ItemDecider.reviewWindowDays).sql)::date
+            UNION ALL
+            SELECT item_id, NULL FROM bookings_view
+            WHERE status = 'completed' AND deposit_status = 'held' AND claim_cents IS NULL AND dispute_status IS NULL
+              AND until_day < \(today.adding(days: -claimWindowDays).sql)::date
             """)
         var order = [ItemID]()
         var stale = [ItemID: Set<BidID>]()

@@ -1,0 +1,256 @@
+import EventStore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Marketplace
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+import UseCases
+
+/// Security deposits, claims, disputes and an operator's resolution (SPEC §12.5), over HTTP
+/// on a clock the test moves.
+@Suite("Deposits and disputes")
+struct DisputesTests {
+    /// The jobs as the server runs them, on `day` (in process: a rehearsal's `--as-of` must
+    /// not be before the machine's own day).
+    static func runJobs(_ admin: PostgresPool, on day: String) async throws -> JobsReport {
+        let store = EventStore(
+            pool: admin, logger: TestDatabase.logger, projections: lenderProjections, personalData: testPersonalData(admin))
+        let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
+        let processor = try PaymentsSetup.sandbox(secret: testCardSecret).makeProcessor(admin)
+        return try await Jobs(commands: ItemCommands(gateway: gateway, processor: processor)).run(today: Day(day)!, now: Date())
+    }
+
+    /// A drill with a deposit of 5,000, booked by Rita for 5 to 7 December (1,400 a day: a
+    /// charge of 4,410 and the deposit held, then captured), paid from her balance or a card.
+    static func bookedDrill(_ client: any TestClientProtocol, card: Bool = false) async throws
+        -> (owner: (id: UserID, token: String), renter: (id: UserID, token: String), item: ItemID, booking: String)
+    {
+        let owner = try await client.user("owner")
+        let renter = try await client.user("rita")
+        let posted = try await client.send(
+            .post, "/v1/rentals",
+            json: [
+                "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "securityDepositCents": 5000,
+                "location": ["lat": 27.7, "lng": 85.3],
+            ], token: owner.token)
+        #expect(posted.status == .created, "\(posted)")
+        let item = try posted.decode(ItemResource.self).id
+        var bid: [String: Any] = ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07"]
+        if !card {
+            try await client.fund(renter.token, 20_000)
+            bid["payWith"] = "balance"
+        }
+        let placed = try await client.send(.post, "/v1/items/\(item)/bids", json: bid, token: renter.token)
+        let booking = try #require(placed.json["id"] as? String, "\(placed)")
+        if !card { #expect(try await client.send(.get, "/v1/me", token: renter.token).json["availableCents"] as? Int == 20_000 - 9_410) }
+        let approved = try await client.send(.post, "/v1/bids/\(booking)/approve", token: owner.token)
+        #expect(approved.status == .ok, "\(approved)")
+        return (owner, renter, item, booking)
+    }
+
+    static func balance(_ client: any TestClientProtocol, _ token: String) async throws -> Int? {
+        try await client.send(.get, "/v1/me", token: token).json["balanceCents"] as? Int
+    }
+
+    static func moneyAddsUp(_ admin: PostgresPool) async throws {
+        let database = try await ownerURL(admin)
+        let audit = try runLender(["audit", "money"], database: database)
+        #expect(audit.contains("Money adds up"), "\(audit)")
+        #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+    }
+
+    @Test func anOwnerClaimsPartOfTheDepositAndAnOperatorDividesIt() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (owner, renter, _, booking) = try await Self.bookedDrill(client)
+            let desk = try await client.user("desk")
+            let claims = "/v1/bookings/\(booking)/claims"
+            let claim: [String: Any] = ["amountCents": 2000, "text": "The chuck came back cracked"]
+
+            clock.set("2026-12-07")
+            let early = try await client.send(.post, claims, json: claim, token: owner.token)
+            #expect(early.status == .conflict && early.code == "booking_not_ended", "\(early)")
+            clock.set("2026-12-08")
+            let completed = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
+            #expect(completed.status == .ok && completed.json["depositStatus"] as? String == "held", "\(completed)")
+            #expect(try await Self.balance(client, owner.token) == 3_780, "paid at completion; the deposit stays in escrow")
+
+            let byRenter = try await client.send(.post, claims, json: claim, token: renter.token)
+            #expect(byRenter.status == .forbidden && byRenter.code == "not_owner", "\(byRenter)")
+            let tooMuch = try await client.send(.post, claims, json: ["amountCents": 5001, "text": "All"], token: owner.token)
+            #expect(tooMuch.status == .unprocessableContent && tooMuch.fieldCodes["amountCents"] == "invalid_amount", "\(tooMuch)")
+            let wordless = try await client.send(.post, claims, json: ["amountCents": 100], token: owner.token)
+            #expect(wordless.status == .unprocessableContent && wordless.fieldCodes["text"] == "required", "\(wordless)")
+            let claimed = try await client.send(.post, claims, json: claim, token: owner.token)
+            #expect(claimed.status == .created, "\(claimed)")
+            #expect((claimed.json["claim"] as? [String: Any])?["status"] as? String == "open", "\(claimed)")
+            let twice = try await client.send(.post, claims, json: claim, token: owner.token)
+            #expect(twice.status == .conflict && twice.code == "claim_exists", "\(twice)")
+
+            // The renter disputes it within the window; the jobs past the window leave the deposit.
+            clock.set("2026-12-09")
+            let disputes = "/v1/bookings/\(booking)/disputes"
+            let bad = try await client.send(.post, disputes, json: ["reason": "bored"], token: renter.token)
+            #expect(bad.status == .unprocessableContent && bad.fieldCodes["reason"] == "invalid_reason", "\(bad)")
+            let disputed = try await client.send(
+                .post, disputes, json: ["reason": "damaged", "text": "It was cracked when I got it"], token: renter.token)
+            #expect(disputed.status == .created, "\(disputed)")
+            let again = try await client.send(.post, disputes, json: ["reason": "other"], token: owner.token)
+            #expect(again.status == .conflict && again.code == "dispute_exists", "\(again)")
+            #expect(try await Self.runJobs(admin, on: "2026-12-12").items == 0, "a claimed, disputed deposit waits")
+
+            let resolve = "/v1/admin/bookings/\(booking)/resolve"
+            let division: [String: Any] = ["renterCents": 3000, "ownerCents": 2000, "reason": "Half the chuck's price"]
+            let stranger = try await client.send(.post, resolve, json: division, token: renter.token)
+            #expect(stranger.status == .forbidden && stranger.code == "not_operator", "\(stranger)")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let uneven = try await client.send(
+                .post, resolve, json: ["renterCents": 3000, "ownerCents": 2001, "reason": "x"], token: desk.token)
+            #expect(uneven.status == .unprocessableContent && uneven.fieldCodes["renterCents"] == "amounts_do_not_add_up", "\(uneven)")
+            let negative = try await client.send(
+                .post, resolve, json: ["renterCents": 6000, "ownerCents": -1000, "reason": "x"], token: desk.token)
+            #expect(negative.status == .unprocessableContent, "\(negative)")
+            let resolved = try await client.send(.post, resolve, json: division, token: desk.token)
+            #expect(resolved.status == .ok, "\(resolved)")
+            #expect(resolved.json["depositStatus"] as? String == "divided")
+            let dispute = resolved.json["dispute"] as? [String: Any]
+            #expect(dispute?["status"] as? String == "resolved" && dispute?["renterCents"] as? Int == 3000, "\(resolved)")
+            let done = try await client.send(.post, resolve, json: division, token: desk.token)
+            #expect(done.status == .conflict && done.code == "nothing_to_resolve", "\(done)")
+
+            #expect(try await Self.balance(client, renter.token) == 20_000 - 9_410 + 3_000)
+            #expect(try await Self.balance(client, owner.token) == 3_780 + 2_000)
+            for token in [renter.token, owner.token] {
+                let feed = try await client.send(.get, "/v1/me/feed", token: token).json["data"] as? [[String: Any]] ?? []
+                #expect(feed.contains { $0["kind"] as? String == "dispute_resolved" }, "\(feed)")
+            }
+            let act = try await admin.query(
+                "SELECT metadata->>'actorID' AS actor FROM events WHERE type = 'DisputeResolved'"
+            ).single().decode("actor", as: String.self)
+            #expect(act == desk.id.description)
+            try await Self.moneyAddsUp(admin)
+        }
+    }
+
+    @Test func anUnclaimedDepositGoesBackToTheCardSeventyTwoHoursAfterTheLastDay() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (owner, _, _, booking) = try await Self.bookedDrill(client, card: true)
+            clock.set("2026-12-08")
+            #expect(try await Self.runJobs(admin, on: "2026-12-08").bookingsCompleted == 1)
+            #expect(try await Self.runJobs(admin, on: "2026-12-10").items == 0, "the window is still open")
+            #expect(try await Self.runJobs(admin, on: "2026-12-11").items == 1)
+            let read = try await client.send(.get, "/v1/bookings/\(booking)", token: owner.token)
+            #expect(read.json["depositStatus"] as? String == "released" && read.json["depositCents"] as? Int == 5000, "\(read)")
+            clock.set("2026-12-11")
+            let late = try await client.send(
+                .post, "/v1/bookings/\(booking)/claims", json: ["amountCents": 100, "text": "Late"], token: owner.token)
+            #expect(late.status == .conflict && late.code == "claim_window_closed", "\(late)")
+            let lateDispute = try await client.send(
+                .post, "/v1/bookings/\(booking)/disputes", json: ["reason": "other"], token: owner.token)
+            #expect(lateDispute.status == .conflict && lateDispute.code == "dispute_window_closed", "\(lateDispute)")
+            // The card's capture was refunded the deposit at the processor: the audit asks it.
+            try await Self.moneyAddsUp(admin)
+            let refunded = try await admin.query("SELECT coalesce(sum(amount_cents), 0)::int8 AS cents FROM sandbox_refunds")
+                .single().decode("cents", as: Int.self)
+            #expect(refunded == 5000)
+        }
+    }
+
+    @Test func aDisputeUnderWayFreezesTheBookingUntilAnOperatorSettlesIt() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (owner, renter, _, booking) = try await Self.bookedDrill(client)
+            let desk = try await client.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let disputes = "/v1/bookings/\(booking)/disputes"
+            clock.set("2026-12-04")
+            let early = try await client.send(.post, disputes, json: ["reason": "no_show"], token: renter.token)
+            #expect(early.status == .conflict && early.code == "dispute_window_closed", "\(early)")
+            let nobody = try await client.send(.post, disputes, json: ["reason": "no_show"], token: desk.token)
+            #expect(nobody.status == .notFound, "a stranger learns nothing of it: \(nobody)")
+            clock.set("2026-12-05")
+            let opened = try await client.send(.post, disputes, json: ["reason": "no_show", "text": "Nobody home"], token: renter.token)
+            #expect(opened.status == .created, "\(opened)")
+            let ownersFeed = try await client.send(.get, "/v1/me/feed", token: owner.token).json["data"] as? [[String: Any]] ?? []
+            #expect(ownersFeed.contains { $0["kind"] as? String == "booking_disputed" }, "\(ownersFeed)")
+
+            // Frozen: the jobs leave it, its owner cannot complete it.
+            clock.set("2026-12-08")
+            #expect(try await Self.runJobs(admin, on: "2026-12-08").bookingsCompleted == 0)
+            let complete = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
+            #expect(complete.status == .conflict && complete.code == "booking_disputed", "\(complete)")
+
+            // The operator divides all it holds (4,410 and the deposit): the booking ends with it.
+            let resolve = "/v1/admin/bookings/\(booking)/resolve"
+            let short = try await client.send(
+                .post, resolve, json: ["renterCents": 5000, "ownerCents": 4409, "reason": "x"], token: desk.token)
+            #expect(short.status == .unprocessableContent && short.fieldCodes["renterCents"] == "amounts_do_not_add_up", "\(short)")
+            let resolved = try await client.send(
+                .post, resolve, json: ["renterCents": 9410, "ownerCents": 0, "reason": "The owner never came"], token: desk.token)
+            #expect(resolved.status == .ok && resolved.json["status"] as? String == "completed", "\(resolved)")
+            #expect(try await Self.balance(client, renter.token) == 20_000)
+            #expect(try await Self.balance(client, owner.token) == 0)
+            #expect(try await Self.runJobs(admin, on: "2026-12-20").items >= 0)
+            #expect(try await Self.balance(client, owner.token) == 0, "nothing paid again by the jobs")
+            try await Self.moneyAddsUp(admin)
+        }
+    }
+
+    @Test func aDisputeAndTheJobsCompletionAtOnceNeverBothHoldTheMoney() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (_, renter, _, booking) = try await Self.bookedDrill(client)
+            clock.set("2026-12-08")
+            async let disputed = client.send(.post, "/v1/bookings/\(booking)/disputes", json: ["reason": "damaged"], token: renter.token)
+            async let jobs = Self.runJobs(admin, on: "2026-12-08")
+            let (reply, _) = try await (disputed, jobs)
+            #expect(reply.status == .created, "the dispute is taken either way, before the completion or on the deposit after it")
+            let order = try await admin.query(
+                "SELECT type FROM events WHERE type IN ('DisputeOpened', 'BookingCompleted') ORDER BY position"
+            ).map { try $0.decode("type", as: String.self) }
+            // Either the completion came first (the dispute then holds the deposit), or the
+            // dispute did and the booking waits: never a completion after the dispute.
+            #expect(order == ["BookingCompleted", "DisputeOpened"] || order == ["DisputeOpened"], "\(order)")
+            try await Self.moneyAddsUp(admin)
+        }
+    }
+
+    @Test func anOperatorCancelsABookingToComeAndTheDepositGoesBackWithTheCharge() async throws {
+        try await withServer { client, admin in
+            let (owner, renter, _, booking) = try await Self.bookedDrill(client)
+            let desk = try await client.user("desk")
+            let cancel = "/v1/admin/bookings/\(booking)/cancel"
+            let refused = try await client.send(.post, cancel, json: ["reason": "Stolen drill"], token: owner.token)
+            #expect(refused.status == .forbidden && refused.code == "not_operator", "\(refused)")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let reasonless = try await client.send(.post, cancel, json: [:], token: desk.token)
+            #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
+            let cancelled = try await client.send(.post, cancel, json: ["reason": "Stolen drill"], token: desk.token)
+            #expect(cancelled.status == .ok, "\(cancelled)")
+            #expect(cancelled.json["status"] as? String == "cancelled" && cancelled.json["cancelledBy"] as? String == desk.id.description)
+            #expect(cancelled.json["refundCents"] as? Int == 9_410, "the charge and the deposit, all of it: \(cancelled)")
+            #expect(try await Self.balance(client, renter.token) == 20_000)
+            try await Self.moneyAddsUp(admin)
+        }
+    }
+
+    @Test func aDepositIsFromNothingToOneThousandUnits() async throws {
+        try await withServer { client, _ in
+            let owner = try await client.user("owner")
+            for deposit in [-1, 100_001] {
+                let posted = try await client.send(
+                    .post, "/v1/rentals",
+                    json: [
+                        "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "securityDepositCents": deposit,
+                        "location": ["lat": 27.7, "lng": 85.3],
+                    ], token: owner.token)
+                #expect(posted.status == .unprocessableContent && posted.fieldCodes["securityDepositCents"] == "invalid_deposit", "\(posted)")
+            }
+        }
+    }
+}
