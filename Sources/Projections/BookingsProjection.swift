@@ -19,16 +19,21 @@ public struct BookingsProjection: InlineProjection {
         var plan = WritePlan()
         for event in events {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                // Their words on a claim or a dispute, as a replay reads them.
+                // Their words on a claim or a dispute, as a replay reads them; found by party,
+                // whose indexes a rebuild keeps (`Rebuild.lookups`).
                 let user = forgotten.userID.rawValue
                 plan.barrier([
                     """
                     UPDATE bookings_view
-                    SET claim_text = CASE WHEN owner_id = \(user) AND claim_text IS NOT NULL THEN \(Redacted.text) ELSE claim_text END,
+                    SET claim_text = CASE WHEN claim_text IS NOT NULL THEN \(Redacted.text) END,
                         dispute_text = CASE WHEN dispute_opened_by = \(user) AND dispute_text IS NOT NULL THEN \(Redacted.text)
                                             ELSE dispute_text END
-                    WHERE (owner_id = \(user) AND claim_text IS NOT NULL) OR (dispute_opened_by = \(user) AND dispute_text IS NOT NULL)
+                    WHERE owner_id = \(user) AND (claim_text IS NOT NULL OR dispute_opened_by = \(user))
+                    """,
                     """
+                    UPDATE bookings_view SET dispute_text = \(Redacted.text)
+                    WHERE renter_id = \(user) AND dispute_opened_by = \(user) AND dispute_text IS NOT NULL
+                    """,
                 ])
                 continue
             }

@@ -137,8 +137,9 @@ public struct ViewRebuilder: Sendable {
     static let lookups: [String: Set<String>] = [
         "items_view": ["owner_id"], "bids_view": ["bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
-        // A second release's closing completes its rental's booking, found by item.
-        "bookings_view": ["item_id"],
+        // A second release's closing completes its rental's booking, found by item; a forgotten party's words on
+        // a claim or a dispute are found by party.
+        "bookings_view": ["item_id", "owner_id", "renter_id"],
         // A forgotten reporter's words, found by reporter.
         "reports_view": ["reporter_id"],
     ]
