@@ -148,12 +148,21 @@ extension ItemDecider {
         validation.check(
             (1...max(1, booking.depositCents)).contains(amountCents), "amountCents", "invalid_amount",
             "1 to the deposit, \(booking.depositCents) cents")
-        validation.check((text ?? "").isWithin(1...maxClaimText), "text", "required", "what happened, in 1 to 2000 characters")
+        if let text, !text.isWithin(0...maxClaimText) {
+            validation.check(false, "text", "too_long", "at most 2000 characters")
+        } else {
+            validation.check(!(text ?? "").trimmingWhiteSpace().isEmpty, "text", "required", "what happened, in 1 to 2000 characters")
+        }
         try validation.throwIfInvalid()
         guard booking.status != .cancelled else { throw DomainError(.conflict, "booking_cancelled", "The booking was cancelled.") }
         guard booking.depositCents > 0 else { throw DomainError(.conflict, "no_deposit", "This booking holds no deposit.") }
         guard booking.period.until < today else {
             throw DomainError(.conflict, "booking_not_ended", "The booking runs until \(booking.period.until); claim after it.")
+        }
+        // A claim is on the deposit alone: what completion leaves in escrow. Complete it first
+        // (the jobs do the day after its last), so a claim never freezes the renter's charge.
+        guard booking.status == .completed else {
+            throw DomainError(.conflict, "booking_not_completed", "Complete the booking first; then claim on its deposit.")
         }
         guard booking.claimCents == nil else { throw DomainError(.conflict, "claim_exists", "This deposit is claimed already.") }
         guard today <= booking.claimUntil, !booking.depositSettled else {
@@ -198,7 +207,8 @@ extension ItemDecider {
         guard let booking = item.booking(id) else { throw DomainError.bookingNotFound }
         var problems = OperatorReason.problems(reason)
         let held = booking.heldCents(in: item)
-        if renterCents < 0 || ownerCents < 0 || renterCents + ownerCents != held {
+        // Compared without adding: two huge amounts must not overflow.
+        if !(0...held).contains(renterCents) || ownerCents != held - renterCents {
             problems.append(
                 FieldError(
                     field: "renterCents", code: "amounts_do_not_add_up",

@@ -103,7 +103,8 @@ public struct RentalPrice: Hashable, Sendable, Codable {
     }
 }
 
-/// A booking's charge, divided: refund + payout + fees is always the charge.
+/// A booking's charge, divided: refund + payout + fees is always the charge (a cancellation's
+/// refund then adds the deposit, given back whole).
 public struct Settlement: Hashable, Sendable, Codable {
     public var refundCents: Int
     public var payoutCents: Int

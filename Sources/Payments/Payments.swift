@@ -347,10 +347,19 @@ public struct SandboxPaymentProcessor: PaymentProcessor {
                     """
                 ).first
             else { throw DomainError(.conflict, "refund_failed", "The processor has no charge \(chargeID).") }
-            let exists = try await connection.query(
-                "SELECT 1 FROM sandbox_refunds WHERE idempotency_key = \(idempotencyKey)"
-            ).first != nil
-            guard !exists else { return }
+            // The same key is the same refund, as a provider's test mode answers: of the same
+            // charge and amount, or refused (a key reused for another refund must not vanish).
+            if let known = try await connection.query(
+                "SELECT charge_id, amount_cents FROM sandbox_refunds WHERE idempotency_key = \(idempotencyKey)"
+            ).first {
+                guard try known.decode("charge_id", as: String.self) == chargeID,
+                    try known.decode("amount_cents", as: Int.self) == amountCents
+                else {
+                    throw DomainError(
+                        .conflict, "refund_key_reused", "The refund key \(idempotencyKey) was used for another refund.")
+                }
+                return
+            }
             guard try charge.decode("refunded", as: Int.self) + amountCents <= (try charge.decode("amount_cents", as: Int.self)) else {
                 throw DomainError(.conflict, "refund_failed", "The refund would pass what \(chargeID) charged.")
             }

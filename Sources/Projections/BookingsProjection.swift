@@ -58,10 +58,10 @@ public struct BookingsProjection: InlineProjection {
                     [
                         """
                         INSERT INTO rental_prices_view (bid_id, days, total_cents, renter_fee_cents, owner_fee_cents, charge_cents,
-                                                        payout_cents, cancellation_policy, pay_with)
+                                                        payout_cents, cancellation_policy, pay_with, deposit_cents)
                         VALUES (\(placed.bidID.rawValue), \(price.days), \(price.totalCents), \(price.renterFeeCents),
                                 \(price.ownerFeeCents), \(price.chargeCents), \(price.payoutCents),
-                                \(price.cancellationPolicy.rawValue), \(hold.method.rawValue))
+                                \(price.cancellationPolicy.rawValue), \(hold.method.rawValue), \(price.depositCents))
                         ON CONFLICT (bid_id) DO NOTHING
                         """
                     ], writes: [row])

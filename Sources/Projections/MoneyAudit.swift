@@ -546,7 +546,7 @@ struct Books {
         for (bookingID, booking) in bookings.sorted(by: { $0.key.description < $1.key.description }) {
             let name = "booking \(bookingID)"
             if booking.escrow < 0 { problem(name, "paid out \(-booking.escrow) cents more than was paid in") }
-            if booking.ended && !booking.disputed && booking.escrow != booking.owed {
+            if booking.ended && booking.escrow != booking.owed {
                 problem(name, "it ended with \(booking.escrow) cents in escrow, not the \(booking.owed) its deposit leaves")
             }
             report.escrowCents += booking.escrow

@@ -110,6 +110,7 @@ struct ItemsController: Sendable {
                 title: body.title, description: body.description, priceCents: body.maxDailyPriceCents,
                 priceField: "maxDailyPriceCents"))
         fields.refuse(body.cancellationPolicy, "cancellationPolicy", "a rental's, fixed when it is posted")
+        fields.refuse(body.securityDepositCents, "securityDepositCents", "a rental's, fixed when it is posted")
         try fields.throwIfAny()
         let post = PostRequest(
             title: body.title!, description: body.description ?? "", category: category!,

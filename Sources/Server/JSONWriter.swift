@@ -312,6 +312,7 @@ extension RentalPayment: JSONWritable {
         json.field("chargeCents", chargeCents)
         json.field("payoutCents", payoutCents)
         json.field("cancellationPolicy", cancellationPolicy)
+        if let depositCents { json.field("depositCents", depositCents) }
         json.field("payWith", payWith)
         json.endObject()
     }

@@ -156,8 +156,8 @@ struct SafetyController: Sendable {
     /// `POST /v1/admin/bookings/{id}/resolve {renterCents, ownerCents, reason}`: a dispute's
     /// or a claim's end, dividing exactly what the booking holds.
     @Sendable func resolveBooking(_ request: Request, context: UserContext) async throws -> BookingResource {
-        let booking = BookingID(try context.parameters.requireUUID("bookingID"))
         try await reports.requireOperator(context.user)
+        let booking = BookingID(try context.parameters.requireUUID("bookingID"))
         let body = try await request.decodeBody(ResolutionBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("renterCents", body.renterCents), ("ownerCents", body.ownerCents))
@@ -171,6 +171,7 @@ struct SafetyController: Sendable {
 
     /// `POST /v1/admin/bookings/{id}/cancel {reason}`: as if by its owner, in the operator's name.
     @Sendable func cancelBooking(_ request: Request, context: UserContext) async throws -> BookingResource {
+        try await reports.requireOperator(context.user)
         let booking = BookingID(try context.parameters.requireUUID("bookingID"))
         let reason = try await Self.reason(request, context)
         let append = try await moderation.cancel(booking, reason: reason, by: context.user, today: today())

@@ -46,6 +46,7 @@ struct DisputesTests {
         }
         let placed = try await client.send(.post, "/v1/items/\(item)/bids", json: bid, token: renter.token)
         let booking = try #require(placed.json["id"] as? String, "\(placed)")
+        #expect((placed.json["payment"] as? [String: Any])?["depositCents"] as? Int == 5000, "the bid shows what it holds: \(placed)")
         if !card { #expect(try await client.send(.get, "/v1/me", token: renter.token).json["availableCents"] as? Int == 20_000 - 9_410) }
         let approved = try await client.send(.post, "/v1/bids/\(booking)/approve", token: owner.token)
         #expect(approved.status == .ok, "\(approved)")
@@ -75,6 +76,8 @@ struct DisputesTests {
             let early = try await client.send(.post, claims, json: claim, token: owner.token)
             #expect(early.status == .conflict && early.code == "booking_not_ended", "\(early)")
             clock.set("2026-12-08")
+            let uncompleted = try await client.send(.post, claims, json: claim, token: owner.token)
+            #expect(uncompleted.status == .conflict && uncompleted.code == "booking_not_completed", "a claim is on the deposit alone: \(uncompleted)")
             let completed = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
             #expect(completed.status == .ok && completed.json["depositStatus"] as? String == "held", "\(completed)")
             #expect(try await Self.balance(client, owner.token) == 3_780, "paid at completion; the deposit stays in escrow")
@@ -114,6 +117,9 @@ struct DisputesTests {
             let negative = try await client.send(
                 .post, resolve, json: ["renterCents": 6000, "ownerCents": -1000, "reason": "x"], token: desk.token)
             #expect(negative.status == .unprocessableContent, "\(negative)")
+            let huge = try await client.send(
+                .post, resolve, raw: #"{"renterCents": 9223372036854775807, "ownerCents": 1, "reason": "x"}"#, token: desk.token)
+            #expect(huge.status == .unprocessableContent, "amounts that would overflow are refused, not a crash: \(huge)")
             let resolved = try await client.send(.post, resolve, json: division, token: desk.token)
             #expect(resolved.status == .ok, "\(resolved)")
             #expect(resolved.json["depositStatus"] as? String == "divided")
@@ -251,6 +257,52 @@ struct DisputesTests {
                     ], token: owner.token)
                 #expect(posted.status == .unprocessableContent && posted.fieldCodes["securityDepositCents"] == "invalid_deposit", "\(posted)")
             }
+        }
+    }
+
+    /// A card's booking: the renter's strict-policy cancellation keeps the whole charge but
+    /// gives the deposit back whole; another's dispute divided by an operator refunds the card
+    /// its share; reconciliation then finds nothing to make again.
+    @Test func aCardsDepositComesBackWholeOnCancellationAndByShareOnResolution() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let owner = try await client.user("owner")
+            let rita = try await client.user("rita")
+            let desk = try await client.user("desk")
+            let database = try await ownerURL(admin)
+            _ = try runLender(["users", "grant-operator", "desk"], database: database)
+            let posted = try await client.send(
+                .post, "/v1/rentals",
+                json: [
+                    "title": "Kayak", "category": "sports", "dailyPriceCents": 1000, "securityDepositCents": 3000,
+                    "cancellationPolicy": "strict", "location": ["lat": 27.7, "lng": 85.3],
+                ], token: owner.token)
+            let item = try posted.decode(ItemResource.self).id
+            var bookings = [String]()
+            for (from, until) in [("2026-12-02", "2026-12-03"), ("2026-12-10", "2026-12-11")] {
+                let placed = try await client.send(
+                    .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1000, "from": from, "until": until], token: rita.token)
+                let id = try #require(placed.json["id"] as? String, "\(placed)")
+                #expect(try await client.send(.post, "/v1/bids/\(id)/approve", token: owner.token).status == .ok)
+                bookings.append(id)
+            }
+            // Strict, four days before: nothing of the charge back, but all of the deposit.
+            let cancelled = try await client.send(.post, "/v1/bookings/\(bookings[0])/cancel", token: rita.token)
+            #expect(cancelled.json["refundCents"] as? Int == 3_000, "\(cancelled)")
+
+            clock.set("2026-12-11")
+            let disputed = try await client.send(
+                .post, "/v1/bookings/\(bookings[1])/disputes", json: ["reason": "not_as_described", "text": "Leaks"], token: rita.token)
+            #expect(disputed.status == .created, "\(disputed)")
+            let resolved = try await client.send(
+                .post, "/v1/admin/bookings/\(bookings[1])/resolve",
+                json: ["renterCents": 2_100 + 3_000 - 500, "ownerCents": 500, "reason": "It leaked on day two"], token: desk.token)
+            #expect(resolved.status == .ok, "\(resolved)")
+            let refunded = try await admin.query("SELECT coalesce(sum(amount_cents), 0)::int8 AS cents FROM sandbox_refunds")
+                .single().decode("cents", as: Int.self)
+            #expect(refunded == 3_000 + 4_600, "both refunds made at the card's processor")
+            #expect(try runLender(["payments", "reconcile"], database: database).contains("0 not yet made at the processor"))
+            try await Self.moneyAddsUp(admin)
         }
     }
 }

@@ -3985,7 +3985,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPayment/ownerFeeCents`.
             public var ownerFeeCents: Swift.Int
-            /// Total + renter fee: held at bid time, captured at approval
+            /// Total plus the renter's fee: held at bid time with the deposit (`depositCents`), captured with it at approval
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPayment/chargeCents`.
             public var chargeCents: Swift.Int
@@ -4002,6 +4002,10 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/RentalPayment/payWith`.
             public var payWith: Components.Schemas.RentalPayment.PayWithPayload
+            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPayment/depositCents`.
+            public var depositCents: Swift.Int?
             /// Creates a new `RentalPayment`.
             ///
             /// - Parameters:
@@ -4009,10 +4013,11 @@ extension Components {
             ///   - totalCents: Daily price × days
             ///   - renterFeeCents: RENTER_FEE_BPS of the total, rounded half up
             ///   - ownerFeeCents: OWNER_FEE_BPS of the total, rounded half up
-            ///   - chargeCents: Total + renter fee: held at bid time, captured at approval
+            ///   - chargeCents: Total plus the renter's fee: held at bid time with the deposit (`depositCents`), captured with it at approval
             ///   - payoutCents: Total − owner fee: the owner's at completion
             ///   - cancellationPolicy:
             ///   - payWith:
+            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
             public init(
                 days: Swift.Int,
                 totalCents: Swift.Int,
@@ -4021,7 +4026,8 @@ extension Components {
                 chargeCents: Swift.Int,
                 payoutCents: Swift.Int,
                 cancellationPolicy: Components.Schemas.CancellationPolicy,
-                payWith: Components.Schemas.RentalPayment.PayWithPayload
+                payWith: Components.Schemas.RentalPayment.PayWithPayload,
+                depositCents: Swift.Int? = nil
             ) {
                 self.days = days
                 self.totalCents = totalCents
@@ -4031,6 +4037,7 @@ extension Components {
                 self.payoutCents = payoutCents
                 self.cancellationPolicy = cancellationPolicy
                 self.payWith = payWith
+                self.depositCents = depositCents
             }
             public enum CodingKeys: String, CodingKey {
                 case days
@@ -4041,6 +4048,7 @@ extension Components {
                 case payoutCents
                 case cancellationPolicy
                 case payWith
+                case depositCents
             }
         }
         /// A rental bid's prices and hold, or null (a request's bid, or one placed before rentals were paid)
@@ -4061,7 +4069,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/ownerFeeCents`.
             public var ownerFeeCents: Swift.Int
-            /// Total + renter fee: held at bid time, captured at approval
+            /// Total plus the renter's fee: held at bid time with the deposit (`depositCents`), captured with it at approval
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/chargeCents`.
             public var chargeCents: Swift.Int
@@ -4078,6 +4086,10 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/payWith`.
             public var payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload
+            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            ///
+            /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/depositCents`.
+            public var depositCents: Swift.Int?
             /// Creates a new `RentalPaymentOrNull`.
             ///
             /// - Parameters:
@@ -4085,10 +4097,11 @@ extension Components {
             ///   - totalCents: Daily price × days
             ///   - renterFeeCents: RENTER_FEE_BPS of the total, rounded half up
             ///   - ownerFeeCents: OWNER_FEE_BPS of the total, rounded half up
-            ///   - chargeCents: Total + renter fee: held at bid time, captured at approval
+            ///   - chargeCents: Total plus the renter's fee: held at bid time with the deposit (`depositCents`), captured with it at approval
             ///   - payoutCents: Total − owner fee: the owner's at completion
             ///   - cancellationPolicy:
             ///   - payWith:
+            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
             public init(
                 days: Swift.Int,
                 totalCents: Swift.Int,
@@ -4097,7 +4110,8 @@ extension Components {
                 chargeCents: Swift.Int,
                 payoutCents: Swift.Int,
                 cancellationPolicy: Components.Schemas.CancellationPolicy,
-                payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload
+                payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload,
+                depositCents: Swift.Int? = nil
             ) {
                 self.days = days
                 self.totalCents = totalCents
@@ -4107,6 +4121,7 @@ extension Components {
                 self.payoutCents = payoutCents
                 self.cancellationPolicy = cancellationPolicy
                 self.payWith = payWith
+                self.depositCents = depositCents
             }
             public enum CodingKeys: String, CodingKey {
                 case days
@@ -4117,6 +4132,7 @@ extension Components {
                 case payoutCents
                 case cancellationPolicy
                 case payWith
+                case depositCents
             }
         }
         /// Refund when the renter cancels: flexible 100 %; moderate 100 % from 7 days before, else 50 %; strict 50 % from 7 days before, else 0 %

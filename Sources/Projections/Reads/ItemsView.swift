@@ -514,10 +514,13 @@ public struct RentalPayment: Codable, Sendable, Hashable {
     public var chargeCents: Int
     public var payoutCents: Int
     public var cancellationPolicy: String
+    /// The rental's security deposit, held and captured beside the charge; absent: none.
+    public var depositCents: Int?
     /// `balance` or `card`.
     public var payWith: String
 
     public init(_ price: RentalPrice, payWith method: RentalPayMethod) {
+        depositCents = price.depositCents
         days = price.days
         totalCents = price.totalCents
         renterFeeCents = price.renterFeeCents
@@ -532,12 +535,13 @@ public struct RentalPayment: Codable, Sendable, Hashable {
     static func lateral(_ bidColumn: String) -> String {
         """
         SELECT days AS pay_days, total_cents AS pay_total, renter_fee_cents AS pay_renter_fee, owner_fee_cents AS pay_owner_fee,
-               charge_cents AS pay_charge, payout_cents AS pay_payout, cancellation_policy AS pay_policy, pay_with AS pay_with
+               charge_cents AS pay_charge, payout_cents AS pay_payout, cancellation_policy AS pay_policy, pay_with AS pay_with,
+               deposit_cents AS pay_deposit
         FROM rental_prices_view p WHERE p.bid_id = \(bidColumn)
         """
     }
 
-    static let columns = "pay_days, pay_total, pay_renter_fee, pay_owner_fee, pay_charge, pay_payout, pay_policy, pay_with"
+    static let columns = "pay_days, pay_total, pay_renter_fee, pay_owner_fee, pay_charge, pay_payout, pay_policy, pay_with, pay_deposit"
 
     /// Nil when the row has no prices (a request's bid, or one placed before rentals were paid).
     init?(_ row: PostgresRow) throws {
@@ -550,6 +554,7 @@ public struct RentalPayment: Codable, Sendable, Hashable {
         payoutCents = try row.decode("pay_payout")
         cancellationPolicy = try row.decode("pay_policy")
         payWith = try row.decode("pay_with")
+        depositCents = try row.decode("pay_deposit", as: Int?.self)
     }
 }
 
