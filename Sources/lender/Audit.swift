@@ -171,7 +171,8 @@ struct Audit: AsyncParsableCommand {
     }
 
     struct Bids: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print every bid event of an item, from the log.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print every bid event of an item, from the log, and what operators did to it (the table only).")
 
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The item's id.") var item: String
@@ -180,8 +181,8 @@ struct Audit: AsyncParsableCommand {
         func run() async throws {
             guard let itemID = ItemID(item) else { throw ValidationError("--item takes an item id (a UUID).") }
             let logger = Logs.bootstrap()
-            let entries = try await database.withPool(logger: logger) { pool in
-                try await BidHistory.entries(of: itemID, in: EventStore(pool: pool, logger: logger))
+            let (entries, acts) = try await database.withPool(logger: logger) { pool in
+                try await BidHistory.history(of: itemID, in: EventStore(pool: pool, logger: logger))
             }
             if json {
                 let encoder = JSONEncoder()
@@ -204,6 +205,18 @@ struct Audit: AsyncParsableCommand {
                 print(columns.joined(separator: " "))
             }
             if entries.isEmpty { print("(no bid events)") }
+            guard !acts.isEmpty else { return }
+            print("\noperator acts:\nposition  type              operator                              booking                               hash")
+            for act in acts {
+                let columns = [
+                    String(act.position).padding(toLength: 9, withPad: " ", startingAt: 0),
+                    act.type.padding(toLength: 17, withPad: " ", startingAt: 0),
+                    (act.operatorId ?? "").padding(toLength: 37, withPad: " ", startingAt: 0),
+                    (act.bookingId?.description ?? "").padding(toLength: 37, withPad: " ", startingAt: 0),
+                    String(act.hash.prefix(16)),
+                ]
+                print(columns.joined(separator: " "))
+            }
         }
     }
 }

@@ -240,6 +240,10 @@ struct ReportsTests {
             #expect(resolved.status == .ok, "\(resolved)")
             // Every hold released, the booking refunded: the money adds up, and a replay agrees.
             let database = try await ownerURL(admin)
+            let table = try runLender(["audit", "bids", "--item", item.description], database: database)
+            let acts = table.components(separatedBy: "operator acts:").last ?? ""
+            #expect(acts.contains("ItemTakenDown") && acts.contains(desk.id.description), "\(table)")
+            #expect(acts.contains("BookingCancelled") && acts.contains(booking), "the cancellation in the operator's name: \(table)")
             #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
         }
@@ -285,6 +289,61 @@ struct ReportsTests {
             #expect(try act.decode("actor", as: String.self) == desk.id.description)
             #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
             #expect(try runLender(["replay", "--verify"], database: database).contains("no differences"))
+        }
+    }
+
+    /// Anyone but an operator, on every operator route of the document: 403, nothing written.
+    @Test func everyAdminRouteIsForOperatorsOnly() async throws {
+        try await withServer { client, admin in
+            let user = try await client.user("user")
+            let paths = OpenAPITests.repositoryDocument["paths"] as? [String: [String: Any]] ?? [:]
+            let before = try await eventCount(admin)
+            var checked = 0
+            for (path, operations) in paths where path.hasPrefix("/v1/admin/") {
+                let filled = path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString.lowercased() : String($0) }
+                    .joined(separator: "/")
+                for method in operations.keys {
+                    let verb: HTTPRequest.Method = method == "get" ? .get : .post
+                    let body: [String: Any]? =
+                        verb == .get ? nil : ["reason": "x", "action": "none", "renterCents": 0, "ownerCents": 0]
+                    let reply = try await client.send(verb, "/" + filled, json: body, token: user.token)
+                    #expect(reply.status == .forbidden && reply.code == "not_operator", "\(method) \(path): \(reply)")
+                    checked += 1
+                }
+            }
+            #expect(checked >= 10, "\(checked) routes")
+            #expect(try await eventCount(admin) == before)
+        }
+    }
+
+    /// An approval and a takedown of the same rental at once: one stream, one winner. Either
+    /// way no booking is left on the taken-down item and no hold is left held.
+    @Test func aTakedownRacingAnApprovalLeavesNoBookingAndNoHold() async throws {
+        try await withServer { client, admin in
+            let owner = try await client.user("owner")
+            let renter = try await client.user("renter")
+            let desk = try await client.user("desk")
+            let database = try await ownerURL(admin)
+            _ = try runLender(["users", "grant-operator", "desk"], database: database)
+            try await client.fund(renter.token, 10_000)
+            for round in 0..<3 {
+                let item = try await client.postRental(owner.token, title: "Drill \(round)").id
+                let bid = try await client.send(
+                    .post, "/v1/items/\(item)/bids",
+                    json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "payWith": "balance"],
+                    token: renter.token)
+                let bidID = try #require(bid.json["id"] as? String, "\(bid)")
+                async let approval = client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token)
+                async let takedown = client.send(.post, "/v1/admin/items/\(item)/takedown", json: ["reason": "Scam"], token: desk.token)
+                let (approved, taken) = try await (approval, takedown)
+                #expect(taken.status == .ok, "\(taken)")
+                #expect([.ok, .conflict].contains(approved.status), "\(approved)")
+                let live = try await count(
+                    admin, "SELECT count(*) FROM bookings_view WHERE item_id = \(item.rawValue) AND status <> 'cancelled'")
+                #expect(live == 0, "no booking on a taken-down item")
+            }
+            #expect(try await client.send(.get, "/v1/me", token: renter.token).json["availableCents"] as? Int == 10_000)
+            #expect(try runLender(["audit", "money"], database: database).contains("Money adds up"))
         }
     }
 }
