@@ -304,6 +304,88 @@ struct LenderClientTests {
     }
 }
 
+extension LenderClientTests {
+    /// Trust and safety through the typed client (SPEC §12.5): a renter reports a listing and
+    /// an operator takes it down; a booking with a deposit, disputed from its first day, is
+    /// divided by the operator; a suspended user's writes are refused as a typed problem.
+    @Test func anOperatorActsThroughTheTypedClient() async throws {
+        try await withServerDatabase { database, admin in
+            let server = try await ServerProcess(database: database)
+            defer { server.kill(SIGTERM) }
+            let url = URL(string: "http://127.0.0.1:\(server.port)")!
+            let anonymous = Client.lender(at: url)
+            func signUp(_ handle: String) async throws -> (id: UUID, client: Client) {
+                let created = try await anonymous.registerUser(
+                    body: .json(.init(handle: handle, displayName: handle, email: "\(handle)@example.org", password: "correct horse battery"))
+                ).created.body.json
+                let session = try await anonymous.logIn(body: .json(.init(handle: handle, password: "correct horse battery")))
+                    .created.body.json
+                return (created.id, Client.lender(at: url, token: session.token))
+            }
+            let (_, owner) = try await signUp("owner")
+            let (renterID, renter) = try await signUp("renter")
+            let (_, desk) = try await signUp("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let kathmandu = Components.Schemas.LocationInput(lat: 27.7, lng: 85.3)
+
+            // A scam listing, reported and taken down.
+            let scam = try await owner.postRental(
+                body: .json(.init(title: "Cheap phones", category: .electronics, dailyPriceCents: 100, location: kathmandu))
+            ).created.body.json
+            let report = try await renter.fileReport(
+                body: .json(.init(subjectType: .item, subjectId: scam.id, reason: .scam, text: "Asks for cash first"))
+            ).created.body.json
+            let notYours = try await renter.takeDownItem(path: .init(itemID: scam.id), body: .json(.init(reason: "Scam")))
+            #expect(try notYours.forbidden.body.applicationProblemJson.code == "not_operator")
+            let taken = try await desk.takeDownItem(path: .init(itemID: scam.id), body: .json(.init(reason: "Scam"))).ok.body.json
+            #expect(taken.status == .takenDown)
+            let resolved = try await desk.resolveReport(
+                path: .init(reportID: report.id), body: .json(.init(action: .takenDown, reason: "Taken down"))
+            ).ok.body.json
+            #expect(resolved.status == .resolved)
+
+            // A drill with a deposit, booked from today and disputed at once; the operator divides it.
+            let drill = try await owner.postRental(
+                body: .json(
+                    .init(title: "Drill", category: .tools, dailyPriceCents: 1000, location: kathmandu, securityDepositCents: 2000))
+            ).created.body.json
+            let card = try await renter.addPaymentCard(
+                body: .json(.init(number: "4242 4242 4242 4242", expMonth: 12, expYear: 2030, cvv: "123", holderName: "Renter"))
+            ).card
+            let today = CalendarDay.fromToday(0)
+            let bid = try await renter.placeBid(
+                path: .init(itemID: drill.id),
+                body: .json(.init(dailyPriceCents: 1000, from: today, until: today, payWith: .card, cardId: card.id))
+            ).created.body.json
+            #expect(bid.payment?.depositCents == 2000)
+            _ = try await owner.approveBid(path: .init(bidID: bid.id)).ok
+            let disputed = try await renter.openDispute(
+                path: .init(bookingID: bid.id), body: .json(.init(reason: .notAsDescribed, text: "No drill bits"))
+            ).created.body.json
+            #expect(disputed.dispute?.status == .open && disputed.depositStatus == .held)
+            let uneven = try await desk.resolveBooking(
+                path: .init(bookingID: bid.id), body: .json(.init(renterCents: 1, ownerCents: 1, reason: "x")))
+            #expect(try uneven.unprocessableContent.body.applicationProblemJson.code == "validation_failed")
+            let held = 1000 + 50 + 2000
+            let divided = try await desk.resolveBooking(
+                path: .init(bookingID: bid.id), body: .json(.init(renterCents: held - 500, ownerCents: 500, reason: "Half a day")))
+                .ok.body.json
+            #expect(divided.dispute?.status == .resolved && divided.dispute?.ownerCents == 500 && divided.status == .completed)
+
+            // Suspended: the renter reads, writes nothing.
+            _ = try await desk.suspendUser(path: .init(userID: renterID), body: .json(.init(reason: "Chargebacks"))).ok
+            let again = Client.lender(
+                at: url,
+                token: try await anonymous.logIn(body: .json(.init(handle: "renter", password: "correct horse battery")))
+                    .created.body.json.token)
+            _ = try await again.getMyProfile().ok
+            let refused = try await again.updateProfile(body: .json(.init(displayName: "R")))
+            #expect(try refused.forbidden.body.applicationProblemJson.code == "account_suspended")
+            #expect(try runLender(["audit", "money"], database: try await ownerURL(admin)).contains("Money adds up"))
+        }
+    }
+}
+
 /// `IdempotentRetries` against a stand-in for the transport: what goes out on each send.
 @Suite("LenderClient's idempotent retries")
 struct IdempotentRetriesTests {
