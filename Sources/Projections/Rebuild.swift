@@ -324,8 +324,10 @@ public struct ViewRebuilder: Sendable {
 
     /// The live tables' indexes that `schema`'s lack (those `createSchema` left for the end),
     /// to be made at once over the rows written: cheaper than keeping each up to date row by
-    /// row. Indexes are matched by definition, since a copy's name may differ. The index of a
-    /// primary key (`keysAfterRows`) is made under the live key's name like the others, and
+    /// row. Indexes are matched by definition, since a copy's name may differ. Each is named
+    /// (`{table}_rebuilt_{n}`): built on two connections at once, two unnamed indexes on the
+    /// same leading column took the same default name, and one build failed. The index of a
+    /// primary key (`keysAfterRows`) is made under the live key's name, and
     /// `keys` then make it that key (`USING INDEX`, a change of the catalog alone): as one
     /// `ADD CONSTRAINT` it would lock its table against the other connection's index builds.
     static func missingIndexes(
@@ -340,8 +342,8 @@ public struct ViewRebuilder: Sendable {
                 FROM pg_indexes WHERE schemaname IN ('public', \(schema)) AND tablename = ANY (\(tables))
             )
             SELECT regexp_replace(p.indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ',
-                                  '\\1' || coalesce(quote_ident(k.conname) || ' ', '') || 'ON ' || quote_ident(\(schema)) || '.'
-                                  || quote_ident(p.tablename) || ' ') AS statement,
+                                  '\\1' || quote_ident(coalesce(k.conname, p.tablename || '_rebuilt_' || row_number() OVER ()))
+                                  || ' ON ' || quote_ident(\(schema)) || '.' || quote_ident(p.tablename) || ' ') AS statement,
                    CASE WHEN k.oid IS NOT NULL
                         THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY USING INDEX %I', \(schema), p.tablename,
                                     k.conname, k.conname)
