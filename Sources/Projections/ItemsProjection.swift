@@ -162,7 +162,7 @@ public struct ItemsProjection: InlineProjection {
                 posting.id, posting.kind.rawValue, posting.owner, handle, posting.title, posting.description,
                 posting.category.rawValue, posting.priceCents, posting.location.lat, posting.location.lng,
                 posting.location.place, posting.from?.description, posting.until?.description, status.rawValue, bidCount,
-                reviewCount, reviewStars, photos, deal, created, updated, position,
+                reviewCount, reviewStars, photos, deal, created, updated, position, posting.deposit,
             ]
         }
     }
@@ -196,7 +196,7 @@ public struct ItemsProjection: InlineProjection {
         try memory.with(name, initial: Memory()) { known in
             // In the order they were posted, as the appends insert them: a table laid out the
             // same at each build, its pages in the order the market's newest read them.
-            var items = PostgresCopyRows(unsafeRawTarget: Self.itemColumns, width: 22)
+            var items = PostgresCopyRows(unsafeRawTarget: Self.itemColumns, width: 23)
             for item in known.items.values.sorted(by: { $0.posted < $1.posted }) {
                 items.append(item.row)
             }
@@ -262,6 +262,7 @@ public struct ItemsProjection: InlineProjection {
                             posting.id, posting.kind.rawValue, posting.owner, posting.title, posting.description,
                             posting.category.rawValue, posting.priceCents, posting.location.lat, posting.location.lng,
                             posting.location.place, posting.from?.description, posting.until?.description, at, event.position,
+                            posting.deposit,
                         ], writes: [WritePlan.Row(.item, posting.id)])
                 }
             case .revised(let revised) where building:
@@ -687,18 +688,20 @@ public struct ItemsProjection: InlineProjection {
 
     /// New items, each with its owner's handle (empty when not yet in `users_view`), into the
     /// market's cells.
-    static let insertItems = SetWrite("insert items", width: 14) { c in
+    static let insertItems = SetWrite("insert items", width: 15) { c in
         """
         WITH inserted AS (
             INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
-                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position)
+                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position,
+                                    security_deposit_cents)
             SELECT r.item, r.kind, r.owner, coalesce((SELECT handle FROM users_view WHERE user_id = r.owner), ''),
                    r.title, r.description, r.category, r.price, r.lat, r.lng, r.place, r.from_day, r.until_day, 'available',
-                   r.at, r.at, r.position
+                   r.at, r.at, r.position, r.deposit
             FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::uuid[], \(c[3])::text[], \(c[4])::text[], \(c[5])::text[],
                         \(c[6])::int4[], \(c[7])::float8[], \(c[8])::float8[], \(c[9])::text[], \(c[10])::date[],
-                        \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[])
-                 AS r(item, kind, owner, title, description, category, price, lat, lng, place, from_day, until_day, at, position)
+                        \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[], \(c[14])::int4[])
+                 AS r(item, kind, owner, title, description, category, price, lat, lng, place, from_day, until_day, at, position,
+                      deposit)
             ON CONFLICT (item_id) DO NOTHING
             RETURNING item_id, lat, lng
         ),
@@ -719,13 +722,14 @@ public struct ItemsProjection: InlineProjection {
         var location: Location
         var from: Day?
         var until: Day?
+        var deposit: Int?
     }
 
     /// The columns a build's items are copied into, at its end (`HeldItem.row`).
     static let itemColumns = """
         items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
                     window_from, window_until, status, bid_count, review_count, review_stars, photos, deal_bidder_id,
-                    created_at, updated_at, position)
+                    created_at, updated_at, position, security_deposit_cents)
         """
 
     /// The columns a build's bids are copied into: `insertBids`', and their fate's.
@@ -901,12 +905,13 @@ extension ItemsProjection.Posting {
             self.init(
                 id: posted.itemID.rawValue, kind: .rental, owner: posted.ownerID.rawValue, title: posted.title,
                 description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
-                location: posted.location, from: posted.availableFrom, until: posted.availableUntil)
+                location: posted.location, from: posted.availableFrom, until: posted.availableUntil,
+                deposit: posted.securityDepositCents)
         case .requestPosted(let posted):
             self.init(
                 id: posted.itemID.rawValue, kind: .request, owner: posted.ownerID.rawValue, title: posted.title,
                 description: posted.description, category: posted.category, priceCents: posted.maxDailyPriceCents,
-                location: posted.location, from: posted.neededFrom, until: posted.neededUntil)
+                location: posted.location, from: posted.neededFrom, until: posted.neededUntil, deposit: nil)
         default:
             return nil
         }

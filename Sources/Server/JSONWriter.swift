@@ -234,6 +234,7 @@ extension ItemResource: JSONWritable {
         try json.field("location", location)
         json.field("availableFrom", availableFrom)
         json.field("availableUntil", availableUntil)
+        if let securityDepositCents { json.field("securityDepositCents", securityDepositCents) }
         json.field("neededFrom", neededFrom)
         json.field("neededUntil", neededUntil)
         json.field("bidCount", bidCount)

@@ -38,7 +38,10 @@ struct DisputesTests {
                 "location": ["lat": 27.7, "lng": 85.3],
             ], token: owner.token)
         #expect(posted.status == .created, "\(posted)")
+        #expect(posted.json["securityDepositCents"] as? Int == 5000, "a renter sees it before bidding: \(posted)")
         let item = try posted.decode(ItemResource.self).id
+        let read = try await client.send(.get, "/v1/items/\(item)", token: renter.token)
+        #expect(read.json["securityDepositCents"] as? Int == 5000, "\(read)")
         var bid: [String: Any] = ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07"]
         if !card {
             try await client.fund(renter.token, 20_000)

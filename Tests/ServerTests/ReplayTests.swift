@@ -118,6 +118,56 @@ extension TestClientProtocol {
         _ = try await send(.post, "/v1/loans/\(loom)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: rita.token)
         _ = try await addToCart(bob.token, seeds, 2500)  // left in the cart
         _ = try runLender(["loans", "expire", "--as-of", dayFromToday(6)], database: try await ownerURL(admin))
+
+        // Trust and safety (SPEC §12.5): a report resolved, a deposit booked and disputed and
+        // divided, another claimed, a booking cancelled by an operator, a loan and an item taken
+        // down, a user suspended and reinstated.
+        let desk = try await user("desk")
+        _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+        let drill = try await send(
+            .post, "/v1/rentals",
+            json: [
+                "title": "Drill", "category": "tools", "dailyPriceCents": 1000, "securityDepositCents": 2000,
+                "location": ["lat": 27.7, "lng": 85.3],
+            ], token: rita.token
+        ).decode(ItemResource.self).id
+        var drillBookings = [String]()
+        for (from, until) in [("2026-12-01", "2026-12-02"), ("2026-12-03", "2026-12-04"), ("2026-12-20", "2026-12-21")] {
+            let placed = try await send(
+                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1000, "from": from, "until": until, "payWith": "balance"],
+                token: ada.token)
+            let id = try #require(placed.json["id"] as? String, "\(placed)")
+            #expect(try await send(.post, "/v1/bids/\(id)/approve", token: rita.token).status == .ok)
+            drillBookings.append(id)
+        }
+        let disputed = try await clock.on("2026-12-01") {
+            try await send(.post, "/v1/bookings/\(drillBookings[0])/disputes", json: ["reason": "damaged", "text": "Bent"], token: ada.token)
+        }
+        #expect(disputed.status == .created, "\(disputed)")
+        #expect(
+            try await send(
+                .post, "/v1/admin/bookings/\(drillBookings[0])/resolve", json: ["renterCents": 2100, "ownerCents": 2000, "reason": "Split"],
+                token: desk.token
+            ).status == .ok)
+        let claimed = try await clock.on("2026-12-05") {
+            _ = try await send(.post, "/v1/bookings/\(drillBookings[1])/complete", token: rita.token)
+            return try await send(
+                .post, "/v1/bookings/\(drillBookings[1])/claims", json: ["amountCents": 500, "text": "Dull bit"], token: rita.token)
+        }
+        #expect(claimed.status == .created, "\(claimed)")
+        #expect(try await send(.post, "/v1/admin/bookings/\(drillBookings[2])/cancel", json: ["reason": "Recall"], token: desk.token).status == .ok)
+        let report = try #require(
+            try await send(.post, "/v1/reports", json: ["subjectType": "item", "subjectId": "\(lamp)", "reason": "spam"], token: bob.token)
+                .json["id"] as? String)
+        _ = try await send(.post, "/v1/admin/reports/\(report)/resolve", json: ["action": "none", "reason": "Fine"], token: desk.token)
+        let sham = try await postLoan(bob.token, amount: 5000, title: "Sham")
+        _ = try await send(.post, "/v1/admin/loans/\(sham)/takedown", json: ["reason": "Sham"], token: desk.token)
+        let scam = try await postRental(bob.token, title: "Scam").id
+        _ = try await send(.post, "/v1/admin/items/\(scam)/takedown", json: ["reason": "Scam"], token: desk.token)
+        let tent = try await postRental(bob.token, title: "Tent").id
+        #expect(try await send(.post, "/v1/admin/users/\(bob.id)/suspend", json: ["reason": "Spam"], token: desk.token).status == .ok)
+        #expect(try await send(.post, "/v1/admin/users/\(bob.id)/reinstate", json: ["reason": "Fine"], token: desk.token).status == .ok)
+        _ = tent
     }
 }
 

@@ -330,6 +330,10 @@ extension Components {
             public var availableFrom: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/Item/availableUntil`.
             public var availableUntil: Components.Schemas.DayOrNull?
+            /// A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Absent for a request
+            ///
+            /// - Remark: Generated from `#/components/schemas/Item/securityDepositCents`.
+            public var securityDepositCents: Swift.Int?
             /// - Remark: Generated from `#/components/schemas/Item/neededFrom`.
             public var neededFrom: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/Item/neededUntil`.
@@ -380,6 +384,7 @@ extension Components {
             ///   - location:
             ///   - availableFrom:
             ///   - availableUntil:
+            ///   - securityDepositCents: A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Absent for a request
             ///   - neededFrom:
             ///   - neededUntil:
             ///   - bidCount:
@@ -405,6 +410,7 @@ extension Components {
                 location: Components.Schemas.Location,
                 availableFrom: Components.Schemas.DayOrNull? = nil,
                 availableUntil: Components.Schemas.DayOrNull? = nil,
+                securityDepositCents: Swift.Int? = nil,
                 neededFrom: Components.Schemas.DayOrNull? = nil,
                 neededUntil: Components.Schemas.DayOrNull? = nil,
                 bidCount: Swift.Int,
@@ -430,6 +436,7 @@ extension Components {
                 self.location = location
                 self.availableFrom = availableFrom
                 self.availableUntil = availableUntil
+                self.securityDepositCents = securityDepositCents
                 self.neededFrom = neededFrom
                 self.neededUntil = neededUntil
                 self.bidCount = bidCount
@@ -456,6 +463,7 @@ extension Components {
                 case location
                 case availableFrom
                 case availableUntil
+                case securityDepositCents
                 case neededFrom
                 case neededUntil
                 case bidCount

@@ -350,6 +350,9 @@ public struct ItemResource: Codable, Sendable {
     public var location: Location
     public var availableFrom: String?
     public var availableUntil: String?
+    /// A rental's security deposit (SPEC §12.5), held with each bid's charge: 0 for none; nil
+    /// for a request.
+    public var securityDepositCents: Int?
     public var neededFrom: String?
     public var neededUntil: String?
     public var bidCount: Int
@@ -369,7 +372,7 @@ public struct ItemResource: Codable, Sendable {
     static let columns = """
         item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
         window_from::text AS window_from, window_until::text AS window_until, status, bid_count, review_count,
-        review_stars, photos, created_at, updated_at
+        review_stars, photos, created_at, updated_at, security_deposit_cents
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
@@ -383,6 +386,7 @@ public struct ItemResource: Codable, Sendable {
         let until = try row.decode("window_until", as: String?.self)
         if kind == ItemKind.rental.rawValue {
             (dailyPriceCents, availableFrom, availableUntil) = (price, from, until)
+            securityDepositCents = try row.decode("security_deposit_cents", as: Int?.self) ?? 0
         } else {
             (maxDailyPriceCents, neededFrom, neededUntil) = (price, from, until)
         }
@@ -412,10 +416,12 @@ extension ItemResource {
         let price: Int?
         let from: Day?
         let until: Day?
+        var deposit: Int? = nil
         let posting: (id: ItemID, owner: UserID, title: String, description: String, category: Marketplace.Category, location: Location)
         switch event {
         case .rentalPosted(let posted):
             (kind, price, from, until) = (.rental, posted.dailyPriceCents, posted.availableFrom, posted.availableUntil)
+            deposit = posted.securityDepositCents ?? 0
             posting = (posted.itemID, posted.ownerID, posted.title, posted.description, posted.category, posted.location)
         case .requestPosted(let posted):
             (kind, price, from, until) = (.request, posted.maxDailyPriceCents, posted.neededFrom, posted.neededUntil)
@@ -428,6 +434,7 @@ extension ItemResource {
         title = posting.title
         description = posting.description
         category = posting.category.rawValue
+        securityDepositCents = deposit
         if kind == .rental {
             (dailyPriceCents, availableFrom, availableUntil) = (price, from?.description, until?.description)
         } else {
