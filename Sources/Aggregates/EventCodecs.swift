@@ -171,6 +171,8 @@ extension DomainCodec where Event == LoanEvent {
         codec.register(
             LoanPhotoRemoved.self, personal: [.init("digest", of: .actor, redacted: .null)], wrap: LoanEvent.photoRemoved)
         codec.register(LoanTakenDown.self, wrap: LoanEvent.takenDown)
+        codec.register(LoanSuspended.self, wrap: LoanEvent.suspended)
+        codec.register(LoanReinstated.self, wrap: LoanEvent.reinstated)
         return DomainCodec(codec)
     }()
 }

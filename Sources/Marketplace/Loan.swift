@@ -7,6 +7,9 @@ public enum LoanStatus: String, Hashable, Sendable, Codable {
     case fundraising, funded, repaying, repaid, expired
     /// By an operator while fundraising (SPEC §12.5): out of every list, its lenders refunded.
     case takenDown = "taken_down"
+    /// Its borrower suspended by an operator while it raised money: out of every list until
+    /// they are reinstated; it still expires at its deadline, refunding its lenders.
+    case suspended
 }
 
 // MARK: Events (stream `loan-{loanID}`)
@@ -105,6 +108,8 @@ public enum LoanEvent: Hashable, Sendable {
     case photoAdded(LoanPhotoAdded)
     case photoRemoved(LoanPhotoRemoved)
     case takenDown(LoanTakenDown)
+    case suspended(LoanSuspended)
+    case reinstated(LoanReinstated)
 }
 
 public enum LoanCommand: Hashable, Sendable {
@@ -118,6 +123,9 @@ public enum LoanCommand: Hashable, Sendable {
     case removePhoto(digest: String)
     /// An operator's act (the operator's role is the use case's to check).
     case takeDown(reason: String)
+    /// Its borrower's suspension (SPEC §12.5) and its end.
+    case suspendBorrower
+    case reinstateBorrower
 }
 
 // MARK: Decider
@@ -226,7 +234,7 @@ public enum LoanDecider {
 
         case .expire(let today):
             guard state.exists, let deadline = state.deadline else { throw DomainError.loanNotFound }
-            guard state.status == .fundraising else {
+            guard state.status == .fundraising || state.status == .suspended else {
                 throw DomainError.loanNotFundraising(state.status)
             }
             guard today > deadline else {
@@ -236,6 +244,14 @@ public enum LoanDecider {
 
         case .takeDown(let reason):
             return try takeDown(reason: reason, state, actor: actor)
+
+        case .suspendBorrower:
+            guard state.exists else { throw DomainError.loanNotFound }
+            return state.status == .fundraising ? [.suspended(LoanSuspended(operatorID: actor))] : []
+
+        case .reinstateBorrower:
+            guard state.exists else { throw DomainError.loanNotFound }
+            return state.status == .suspended ? [.reinstated(LoanReinstated())] : []
 
         case .addPhoto(let digest):
             try requireBorrower(state, actor)
@@ -283,6 +299,10 @@ public enum LoanDecider {
             state.status = .expired
         case .takenDown:
             state.status = .takenDown
+        case .suspended:
+            state.status = .suspended
+        case .reinstated:
+            state.status = .fundraising
         case .photoAdded(let added):
             if let digest = added.digest { state.photos.append(digest) }
         case .photoRemoved(let removed):

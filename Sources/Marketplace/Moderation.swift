@@ -147,7 +147,9 @@ extension LoanDecider {
     static func takeDown(reason: String, _ state: LoanState, actor: UserID) throws -> [LoanEvent] {
         guard state.exists else { throw DomainError.loanNotFound }
         try DomainError.throwIfAny(OperatorReason.problems(reason))
-        guard state.status == .fundraising else { throw DomainError.loanNotFundraising(state.status) }
+        guard state.status == .fundraising || state.status == .suspended else {
+            throw DomainError.loanNotFundraising(state.status)
+        }
         return [.takenDown(LoanTakenDown(operatorID: actor, reason: reason.trimmingWhiteSpace(), refunds: state.shares))]
     }
 }

@@ -45,6 +45,21 @@ public struct ItemReinstated: EventBody, Hashable {
     public init() {}
 }
 
+/// A fundraising loan out of every list because its borrower was suspended (`LoanReinstated`
+/// puts it back). Its lenders' shares stay: it still expires, and refunds them, at its deadline.
+public struct LoanSuspended: EventBody, Hashable {
+    public static let eventType = "LoanSuspended"
+    public var operatorID: UserID
+
+    public init(operatorID: UserID) { self.operatorID = operatorID }
+}
+
+/// A suspended borrower's loan raising money again.
+public struct LoanReinstated: EventBody, Hashable {
+    public static let eventType = "LoanReinstated"
+    public init() {}
+}
+
 /// A user's suspension as their stream holds it.
 public struct Suspension: Hashable, Sendable {
     public var until: Date?

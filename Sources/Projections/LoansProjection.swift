@@ -51,6 +51,10 @@ public struct LoansProjection: InlineProjection {
                 plan.add(Self.leaveFundraising, [loan, LoanStatus.expired.rawValue, at, event.position], writes: row)
             case .takenDown:
                 plan.add(Self.leaveFundraising, [loan, LoanStatus.takenDown.rawValue, at, event.position], writes: row)
+            case .suspended:
+                plan.add(Self.leaveFundraising, [loan, LoanStatus.suspended.rawValue, at, event.position], writes: row)
+            case .reinstated:
+                plan.add(Self.returnToFundraising, [loan, at, event.position], writes: row)
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 if let digest = added.digest { plan.add([Gallery.loans.add(digest, to: loan, event)], writes: row) }
@@ -167,6 +171,12 @@ public struct LoansProjection: InlineProjection {
                 leaveFundraising(id, .expired, event)
             case .takenDown:
                 leaveFundraising(id, .takenDown, event)
+            case .suspended:
+                leaveFundraising(id, .suspended, event)
+            case .reinstated:
+                guard let id, let loan = loans[id], loan.status == .suspended else { return }
+                fundraising[loan.posted.countryCode, default: 0] += 1
+                change(id, event) { $0.status = .fundraising }
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 guard let digest = added.digest else { return }
@@ -321,6 +331,27 @@ public struct LoansProjection: InlineProjection {
         )
         UPDATE loans_view l SET status = r.status, updated_at = r.at, position = r.position
         FROM r WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
+        """
+    }
+
+    /// A suspended borrower's loans back in their countries' counts and lists.
+    static let returnToFundraising = SetWrite("return to fundraising", width: 3) { c in
+        """
+        WITH r AS (
+            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::timestamptz[], \(c[2])::int8[]) AS r(loan, at, position)
+        ),
+        coming AS (
+            SELECT l.country_code, count(*) AS n
+            FROM r, LATERAL (SELECT country_code FROM loans_view WHERE loan_id = r.loan AND status = 'suspended' OFFSET 0) l
+            GROUP BY l.country_code
+        ),
+        counted AS (
+            INSERT INTO country_loans_view (country_code, fundraising_loans)
+            SELECT country_code, n FROM coming
+            ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = country_loans_view.fundraising_loans + excluded.fundraising_loans
+        )
+        UPDATE loans_view l SET status = 'fundraising', updated_at = r.at, position = r.position
+        FROM r WHERE l.loan_id = r.loan AND l.status = 'suspended' AND l.loan_id = ANY (\(c[0])::uuid[])
         """
     }
 

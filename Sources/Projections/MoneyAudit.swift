@@ -474,7 +474,7 @@ struct Books {
             loan.refundsDue += expired.refunds.reduce(0) { $0 + $1.amountCents }
         case .takenDown(let takenDown):
             loan.refundsDue += takenDown.refunds.reduce(0) { $0 + $1.amountCents }
-        case .funded, .repaid, .photoAdded, .photoRemoved:
+        case .funded, .repaid, .photoAdded, .photoRemoved, .suspended, .reinstated:
             break
         }
         loans[loanID] = loan

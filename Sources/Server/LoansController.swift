@@ -94,7 +94,7 @@ struct LoansController: Sendable {
         filter.country = query.country("country")
         filter.sector = query.text("sector")
         if let value = query.text("status") {
-            filter.status = LoanStatus(rawValue: value).flatMap { $0 == .takenDown ? nil : $0 }
+            filter.status = LoanStatus(rawValue: value).flatMap { [.takenDown, .suspended].contains($0) ? nil : $0 }
             if filter.status == nil { query.bad("status", "invalid_status", "fundraising, funded, repaying, repaid or expired") }
         }
         try query.throwIfAny()

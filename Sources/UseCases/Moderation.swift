@@ -176,6 +176,20 @@ extension Moderation {
               AND NOT EXISTS (
                   SELECT 1 FROM suspensions_view s WHERE s.user_id = i.owner_id AND (s.until IS NULL OR s.until > \(now)))
             """)
+        // The borrower's loans raising money leave the lists with their postings.
+        let loansOut = try await pool.query(
+            """
+            SELECT l.loan_id FROM suspensions_view s JOIN loans_view l ON l.borrower_id = s.user_id
+            WHERE l.status = 'fundraising' AND (s.until IS NULL OR s.until > \(now))
+              AND (\(who)::uuid IS NULL OR s.user_id = \(who))
+            """)
+        let loansBack = try await pool.query(
+            """
+            SELECT l.loan_id FROM loans_view l
+            WHERE l.status = 'suspended' AND (\(who)::uuid IS NULL OR l.borrower_id = \(who))
+              AND NOT EXISTS (
+                  SELECT 1 FROM suspensions_view s WHERE s.user_id = l.borrower_id AND (s.until IS NULL OR s.until > \(now)))
+            """)
         // Several commands for one act: none of them is the request's idempotent command.
         try await IdempotentRequest.$current.withValue(nil) {
             for row in out {
@@ -188,6 +202,14 @@ extension Moderation {
             for row in back {
                 try await Self.regardless {
                     _ = try await commands.handle(.reinstateOwner, on: ItemID(try row.decode("item_id", as: UUID.self)), actor: actor)
+                }
+            }
+            for (rows, command) in [(loansOut, LoanCommand.suspendBorrower), (loansBack, .reinstateBorrower)] {
+                for row in rows {
+                    try await Self.regardless {
+                        _ = try await commands.gateway.handle(
+                            command, on: .loan, id: LoanID(try row.decode("loan_id", as: UUID.self)), actor: actor)
+                    }
                 }
             }
         }

@@ -165,6 +165,7 @@ extension TestClientProtocol {
         let scam = try await postRental(bob.token, title: "Scam").id
         _ = try await send(.post, "/v1/admin/items/\(scam)/takedown", json: ["reason": "Scam"], token: desk.token)
         let tent = try await postRental(bob.token, title: "Tent").id
+        _ = try await postLoan(bob.token, amount: 5000, title: "Kiln")
         #expect(try await send(.post, "/v1/admin/users/\(bob.id)/suspend", json: ["reason": "Spam"], token: desk.token).status == .ok)
         #expect(try await send(.post, "/v1/admin/users/\(bob.id)/reinstate", json: ["reason": "Fine"], token: desk.token).status == .ok)
         _ = tent

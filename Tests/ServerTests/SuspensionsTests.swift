@@ -54,6 +54,7 @@ struct SuspensionsTests {
             try await client.fund(ada.token, 10_000)
             // Ada's drill with Bob's bid on it; Ada's own bid on Carol's tent, held on her balance.
             let drill = try await client.postRental(ada.token, title: "Drill").id
+            let loan = try await client.postLoan(ada.token)
             let bobsBid = try #require(try await client.bid(drill, bob.token).json["id"] as? String)
             let tent = try await client.postRental(carol.token, title: "Tent").id
             let adasBid = try await client.send(
@@ -103,6 +104,11 @@ struct SuspensionsTests {
             let carols = try await client.send(.get, "/v1/items/\(tent)/bids", token: carol.token).json["data"] as? [[String: Any]]
             #expect(carols?.first { $0["id"] as? String == adasBidID }?["status"] as? String == "withdrawn", "\(carols ?? [])")
             #expect(try await available(again) == 10_000)
+            // Her loan raising money is in no list, and nobody lends to it meanwhile.
+            #expect(try await client.send(.get, "/v1/loans/\(loan)", token: bob.token).json["status"] as? String == "suspended")
+            let loans = try await client.send(.get, "/v1/loans", token: bob.token).json["data"] as? [[String: Any]] ?? []
+            #expect(!loans.contains { $0["id"] as? String == loan.description }, "\(loans)")
+            #expect(try await client.addToCart(bob.token, loan, 2500).status == .conflict)
             // The log says who did it, and why.
             let act = try await admin.query(
                 """
@@ -122,6 +128,7 @@ struct SuspensionsTests {
             let changed = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada again"], token: back)
             #expect(changed.status == .ok, "\(changed)")
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "available")
+            #expect(try await client.send(.get, "/v1/loans/\(loan)", token: bob.token).json["status"] as? String == "fundraising")
             let twice = try await client.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "x"], token: desk.token)
             #expect(twice.status == .conflict && twice.code == "not_suspended", "\(twice)")
 

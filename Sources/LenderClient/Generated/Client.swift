@@ -21400,7 +21400,7 @@ public struct Client: APIProtocol {
     }
     /// Suspend a user, with why (operators)
     ///
-    /// Until `until`, or until reinstated when none is given: every session of theirs revoked on every server, every write of theirs then 403 `account_suspended` (they may still sign in and read), their available postings out of the market (status `suspended`, their pending bids rejected `owner_suspended`), their own pending bids withdrawn, holds released. Suspending someone suspended sets the new `until`. An event on the user's stream whose actor is the operator; the jobs end a suspension once its `until` has passed.
+    /// Until `until`, or until reinstated when none is given: every session of theirs revoked on every server, every write of theirs then 403 `account_suspended` (they may still sign in and read), their available postings out of the market (status `suspended`, their pending bids rejected `owner_suspended`) and their fundraising loans out of every list (status `suspended`), their own pending bids withdrawn, holds released. Suspending someone suspended sets the new `until`. An event on the user's stream whose actor is the operator; the jobs end a suspension once its `until` has passed.
     ///
     /// - Remark: HTTP `POST /v1/admin/users/{userID}/suspend`.
     /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/suspend/post(suspendUser)`.

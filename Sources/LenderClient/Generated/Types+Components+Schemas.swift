@@ -2464,7 +2464,7 @@ extension Components {
                 case availableCents
             }
         }
-        /// `taken_down`: by an operator while fundraising, its lenders refunded (SPEC §12.5); in no list, and not a filter.
+        /// `taken_down`: by an operator while fundraising, its lenders refunded (SPEC §12.5); in no list, and not a filter. `suspended`: its borrower suspended by an operator while it raised money (in no list until they are reinstated; it still expires at its deadline).
         ///
         /// - Remark: Generated from `#/components/schemas/LoanStatus`.
         @frozen public enum LoanStatus: String, Codable, Hashable, Sendable, CaseIterable {
@@ -2474,6 +2474,7 @@ extension Components {
             case repaid = "repaid"
             case expired = "expired"
             case takenDown = "taken_down"
+            case suspended = "suspended"
         }
         /// - Remark: Generated from `#/components/schemas/LoanBody`.
         public struct LoanBody: Codable, Hashable, Sendable {

@@ -20,12 +20,14 @@ public struct LoansView: Sendable {
         return try LoanResource(row, position: position)
     }
 
-    /// Fundraising loans whose deadline is before `today`, the earliest first.
+    /// Fundraising loans (and suspended borrowers') whose deadline is before `today`, the earliest first.
     public func overdue(today: Day) async throws -> [LoanID] {
         try await pool.query(
             """
-            SELECT loan_id FROM loans_view
-            WHERE status = 'fundraising' AND deadline < \(today.sql)::date ORDER BY deadline, loan_id
+            SELECT loan_id, deadline FROM loans_view WHERE status = 'fundraising' AND deadline < \(today.sql)::date
+            UNION ALL  -- a suspended borrower's too (few: by their partial index)
+            SELECT loan_id, deadline FROM loans_view WHERE status = 'suspended' AND deadline < \(today.sql)::date
+            ORDER BY deadline, loan_id
             """
         ).map { LoanID(try $0.decode("loan_id", as: UUID.self)) }
     }
@@ -37,8 +39,8 @@ public struct LoansView: Sendable {
         var filters: [PostgresQuery] = []
         if let country = filter.country { filters.append("country_code = \(country)") }
         if let sector = filter.sector { filters.append("lower(sector) = lower(\(sector))") }
-        // A loan an operator took down is in no list (SPEC §12.5).
-        filters.append(filter.status.map { "status = \($0.rawValue)" } ?? "status <> 'taken_down'")
+        // A loan an operator took down, or whose borrower is suspended, is in no list (SPEC §12.5).
+        filters.append(filter.status.map { "status = \($0.rawValue)" } ?? "status NOT IN ('taken_down', 'suspended')")
         let rows = try await pool.query(
             filter.listing.statement(select: LoanResource.columns, from: LoanResource.source, id: "loan_id", where: filters),
             prepared: filter.listing.isPreparable)
