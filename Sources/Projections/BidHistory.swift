@@ -87,7 +87,7 @@ public enum BidHistory {
 
     static func isAct(_ event: ItemEvent) -> Bool {
         switch event {
-        case .takenDown, .suspended, .messageHidden, .reviewHidden: true
+        case .takenDown, .suspended, .reinstated, .messageHidden, .reviewHidden: true
         default: false
         }
     }

@@ -324,9 +324,11 @@ public struct ViewRebuilder: Sendable {
 
     /// The live tables' indexes that `schema`'s lack (those `createSchema` left for the end),
     /// to be made at once over the rows written: cheaper than keeping each up to date row by
-    /// row. Indexes are matched by definition, since a copy's name may differ. Each is named
-    /// (`{table}_rebuilt_{n}`): built on two connections at once, two unnamed indexes on the
-    /// same leading column took the same default name, and one build failed. The index of a
+    /// row. Indexes are matched by definition, since a copy's name may differ. Each is named as
+    /// the live one (the migrations' name, which a later migration may drop by), or
+    /// `{name}_rebuilt` where the copy's schema has that name already: built on two
+    /// connections at once, two unnamed indexes on the same leading column took the same
+    /// default name, and one build failed. The index of a
     /// primary key (`keysAfterRows`) is made under the live key's name, and
     /// `keys` then make it that key (`USING INDEX`, a change of the catalog alone): as one
     /// `ADD CONSTRAINT` it would lock its table against the other connection's index builds.
@@ -342,7 +344,8 @@ public struct ViewRebuilder: Sendable {
                 FROM pg_indexes WHERE schemaname IN ('public', \(schema)) AND tablename = ANY (\(tables))
             )
             SELECT regexp_replace(p.indexdef, '^(CREATE (UNIQUE )?INDEX )\\S+ ON \\S+ ',
-                                  '\\1' || quote_ident(coalesce(k.conname, p.tablename || '_rebuilt_' || row_number() OVER ()))
+                                  '\\1' || quote_ident(coalesce(k.conname, CASE WHEN taken.relname IS NULL THEN p.indexname
+                                                                                 ELSE left(p.indexname, 50) || '_rebuilt' END))
                                   || ' ON ' || quote_ident(\(schema)) || '.' || quote_ident(p.tablename) || ' ') AS statement,
                    CASE WHEN k.oid IS NOT NULL
                         THEN format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY USING INDEX %I', \(schema), p.tablename,
@@ -352,6 +355,8 @@ public struct ViewRebuilder: Sendable {
             FROM defined p
             LEFT JOIN pg_constraint k
                    ON k.conindid = format('%I.%I', p.schemaname, p.indexname)::regclass AND k.contype = 'p'
+            LEFT JOIN pg_class taken
+                   ON taken.relname = p.indexname AND taken.relnamespace = \(schema)::regnamespace
             WHERE p.schemaname = 'public' AND NOT EXISTS (
                 SELECT FROM defined b WHERE b.schemaname = \(schema) AND b.tablename = p.tablename AND b.shape = p.shape)
             ORDER BY p.indexdef ~ ' USING (gist|gin) ' DESC, pg_relation_size(format('%I.%I', \(schema), p.tablename)) DESC

@@ -224,9 +224,12 @@ public func buildRouter(
     // (403 `not_operator`), each an event whose actor is the operator.
     changes.post("reports", use: safety.file)
     signedIn.get("me/reports", use: safety.mine)
-    let operators = OperatorsOnly(operators: Operators(primary))
-    signedIn.group().add(middleware: operators).get("admin/reports", use: safety.list)
-    let admin = user.group().add(middleware: operators)
+    // The role first, then the idempotency key: a stranger's key or body is never looked at.
+    let operators = signedIn.group().add(middleware: OperatorsOnly(operators: Operators(primary)))
+    operators.get("admin/reports", use: safety.list)
+    let admin = operators.group().add(
+        middleware: IdempotencyMiddleware(
+            store: gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency")))
     admin.post("admin/reports/:reportID/resolve", use: safety.resolve)
     admin.post("admin/items/:itemID/takedown", use: safety.takeDown)
     admin.post("admin/loans/:loanID/takedown", use: safety.takeDownLoan)

@@ -234,7 +234,7 @@ extension ItemResource: JSONWritable {
         try json.field("location", location)
         json.field("availableFrom", availableFrom)
         json.field("availableUntil", availableUntil)
-        if let securityDepositCents { json.field("securityDepositCents", securityDepositCents) }
+        json.field("securityDepositCents", securityDepositCents)
         json.field("neededFrom", neededFrom)
         json.field("neededUntil", neededUntil)
         json.field("bidCount", bidCount)
@@ -313,7 +313,7 @@ extension RentalPayment: JSONWritable {
         json.field("chargeCents", chargeCents)
         json.field("payoutCents", payoutCents)
         json.field("cancellationPolicy", cancellationPolicy)
-        if let depositCents { json.field("depositCents", depositCents) }
+        json.field("depositCents", depositCents)
         json.field("payWith", payWith)
         json.endObject()
     }

@@ -312,6 +312,10 @@ struct ReportsTests {
                 }
             }
             #expect(checked >= 10, "\(checked) routes")
+            // Nor does a key or a broken body get a stranger anything but the 403.
+            let keyed = try await client.send(
+                .post, "/v1/admin/items/\(UUID())/takedown", raw: "{", token: user.token, idempotencyKey: "k")
+            #expect(keyed.status == .forbidden && keyed.code == "not_operator", "\(keyed)")
             #expect(try await eventCount(admin) == before)
         }
     }

@@ -330,7 +330,7 @@ extension Components {
             public var availableFrom: Components.Schemas.DayOrNull?
             /// - Remark: Generated from `#/components/schemas/Item/availableUntil`.
             public var availableUntil: Components.Schemas.DayOrNull?
-            /// A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Absent for a request
+            /// A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Null for a request
             ///
             /// - Remark: Generated from `#/components/schemas/Item/securityDepositCents`.
             public var securityDepositCents: Swift.Int?
@@ -384,7 +384,7 @@ extension Components {
             ///   - location:
             ///   - availableFrom:
             ///   - availableUntil:
-            ///   - securityDepositCents: A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Absent for a request
+            ///   - securityDepositCents: A rental's security deposit (SPEC §12.5), held with each bid's charge and captured at approval, given back 72 hours after the booking unless claimed or disputed: 0 for none. Null for a request
             ///   - neededFrom:
             ///   - neededUntil:
             ///   - bidCount:
@@ -4011,7 +4011,7 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/RentalPayment/payWith`.
             public var payWith: Components.Schemas.RentalPayment.PayWithPayload
-            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); null: none
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPayment/depositCents`.
             public var depositCents: Swift.Int?
@@ -4026,7 +4026,7 @@ extension Components {
             ///   - payoutCents: Total − owner fee: the owner's at completion
             ///   - cancellationPolicy:
             ///   - payWith:
-            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); null: none
             public init(
                 days: Swift.Int,
                 totalCents: Swift.Int,
@@ -4095,7 +4095,7 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/payWith`.
             public var payWith: Components.Schemas.RentalPaymentOrNull.PayWithPayload
-            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            /// The rental's security deposit, held and captured beside the charge (SPEC §12.5); null: none
             ///
             /// - Remark: Generated from `#/components/schemas/RentalPaymentOrNull/depositCents`.
             public var depositCents: Swift.Int?
@@ -4110,7 +4110,7 @@ extension Components {
             ///   - payoutCents: Total − owner fee: the owner's at completion
             ///   - cancellationPolicy:
             ///   - payWith:
-            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); absent: none
+            ///   - depositCents: The rental's security deposit, held and captured beside the charge (SPEC §12.5); null: none
             public init(
                 days: Swift.Int,
                 totalCents: Swift.Int,
