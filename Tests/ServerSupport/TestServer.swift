@@ -108,6 +108,16 @@ public func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> I
 /// fixtures' dates (rentals for December 2026) stay ahead of it whenever the suite runs.
 public let fixtureDay = Day("2026-11-28")!
 
+/// The jobs as the server runs them, on `day`, in process. (`lender jobs run --as-of` refuses
+/// a day before the machine's own: a fixed day in a test would fail once the calendar passes it.)
+public func runJobs(_ admin: PostgresPool, on day: String) async throws -> JobsReport {
+    let store = EventStore(
+        pool: admin, logger: TestDatabase.logger, projections: lenderProjections, personalData: testPersonalData(admin))
+    let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
+    let processor = try PaymentsSetup.sandbox(secret: testCardSecret).makeProcessor(admin)
+    return try await Jobs(commands: ItemCommands(gateway: gateway, processor: processor)).run(today: Day(day)!, now: Date())
+}
+
 /// A clock the test moves: a server given `today` decides on `day`, `fixtureDay` at first.
 public final class TestClock: Sendable {
     let day = Mutex(fixtureDay)

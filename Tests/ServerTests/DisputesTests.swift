@@ -14,16 +14,6 @@ import UseCases
 /// on a clock the test moves.
 @Suite("Deposits and disputes")
 struct DisputesTests {
-    /// The jobs as the server runs them, on `day` (in process: a rehearsal's `--as-of` must
-    /// not be before the machine's own day).
-    static func runJobs(_ admin: PostgresPool, on day: String) async throws -> JobsReport {
-        let store = EventStore(
-            pool: admin, logger: TestDatabase.logger, projections: lenderProjections, personalData: testPersonalData(admin))
-        let gateway = CommandGateway(store: store, logger: TestDatabase.logger)
-        let processor = try PaymentsSetup.sandbox(secret: testCardSecret).makeProcessor(admin)
-        return try await Jobs(commands: ItemCommands(gateway: gateway, processor: processor)).run(today: Day(day)!, now: Date())
-    }
-
     /// A drill with a deposit of 5,000, booked by Rita for 5 to 7 December (1,400 a day: a
     /// charge of 4,410 and the deposit held, then captured), paid from her balance or a card.
     static func bookedDrill(_ client: any TestClientProtocol, card: Bool = false) async throws
@@ -107,7 +97,7 @@ struct DisputesTests {
             #expect(disputed.status == .created, "\(disputed)")
             let again = try await client.send(.post, disputes, json: ["reason": "other"], token: owner.token)
             #expect(again.status == .conflict && again.code == "dispute_exists", "\(again)")
-            #expect(try await Self.runJobs(admin, on: "2026-12-12").items == 0, "a claimed, disputed deposit waits")
+            #expect(try await runJobs(admin, on: "2026-12-12").items == 0, "a claimed, disputed deposit waits")
 
             let resolve = "/v1/admin/bookings/\(booking)/resolve"
             let division: [String: Any] = ["renterCents": 3000, "ownerCents": 2000, "reason": "Half the chuck's price"]
@@ -150,9 +140,9 @@ struct DisputesTests {
         try await withServer(today: clock.today) { client, admin in
             let (owner, _, _, booking) = try await Self.bookedDrill(client, card: true)
             clock.set("2026-12-08")
-            #expect(try await Self.runJobs(admin, on: "2026-12-08").bookingsCompleted == 1)
-            #expect(try await Self.runJobs(admin, on: "2026-12-10").items == 0, "the window is still open")
-            #expect(try await Self.runJobs(admin, on: "2026-12-11").items == 1)
+            #expect(try await runJobs(admin, on: "2026-12-08").bookingsCompleted == 1)
+            #expect(try await runJobs(admin, on: "2026-12-10").items == 0, "the window is still open")
+            #expect(try await runJobs(admin, on: "2026-12-11").items == 1)
             let read = try await client.send(.get, "/v1/bookings/\(booking)", token: owner.token)
             #expect(read.json["depositStatus"] as? String == "released" && read.json["depositCents"] as? Int == 5000, "\(read)")
             clock.set("2026-12-11")
@@ -190,7 +180,7 @@ struct DisputesTests {
 
             // Frozen: the jobs leave it, its owner cannot complete it.
             clock.set("2026-12-08")
-            #expect(try await Self.runJobs(admin, on: "2026-12-08").bookingsCompleted == 0)
+            #expect(try await runJobs(admin, on: "2026-12-08").bookingsCompleted == 0)
             let complete = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
             #expect(complete.status == .conflict && complete.code == "booking_disputed", "\(complete)")
 
@@ -204,7 +194,7 @@ struct DisputesTests {
             #expect(resolved.status == .ok && resolved.json["status"] as? String == "completed", "\(resolved)")
             #expect(try await Self.balance(client, renter.token) == 20_000)
             #expect(try await Self.balance(client, owner.token) == 0)
-            #expect(try await Self.runJobs(admin, on: "2026-12-20").items >= 0)
+            #expect(try await runJobs(admin, on: "2026-12-20").items >= 0)
             #expect(try await Self.balance(client, owner.token) == 0, "nothing paid again by the jobs")
             try await Self.moneyAddsUp(admin)
         }
@@ -216,7 +206,7 @@ struct DisputesTests {
             let (_, renter, _, booking) = try await Self.bookedDrill(client)
             clock.set("2026-12-08")
             async let disputed = client.send(.post, "/v1/bookings/\(booking)/disputes", json: ["reason": "damaged"], token: renter.token)
-            async let jobs = Self.runJobs(admin, on: "2026-12-08")
+            async let jobs = runJobs(admin, on: "2026-12-08")
             let (reply, _) = try await (disputed, jobs)
             #expect(reply.status == .created, "the dispute is taken either way, before the completion or on the deposit after it")
             let order = try await admin.query(

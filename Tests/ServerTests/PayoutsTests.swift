@@ -216,7 +216,7 @@ struct PayoutsTests {
             #expect(bid.status == .created, "\(bid)")
             let bidID = try #require(bid.json["id"] as? String)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token).status == .ok)
-            _ = try runLender(["jobs", "run", "--as-of", "2026-12-08"], database: try await ownerURL(admin))
+            _ = try await runJobs(admin, on: "2026-12-08")
             let earned = try await client.balance(owner.token)
             #expect(earned == 3_780, "4,200 less the owner's 10 %")
             #expect(try await payout(client, owner.token, earned).status == .created)
