@@ -298,52 +298,38 @@ public enum RentalMoney {
                          .rentalEarned(RentalEarned(bookingID: completed.bookingID, itemID: item.id, payoutCents: payout, feesCents: fees))))
                 }
             case .bookingCancelled(let cancelled):
-                guard let booking = item.booking(cancelled.bookingID), let hold = item.bid(cancelled.bookingID)?.hold else { break }
-                if cancelled.refundCents > 0 {
-                    moves.append(
-                        (booking.renterID,
-                         .rentalRefunded(
-                            RentalRefunded(
-                                bookingID: booking.id, itemID: item.id, method: hold.method, amountCents: cancelled.refundCents,
-                                chargeID: booking.chargeID))))
-                }
-                if cancelled.payoutCents + cancelled.feesCents > 0 {
-                    moves.append(
-                        (item.ownerID,
-                         .rentalEarned(
-                            RentalEarned(
-                                bookingID: booking.id, itemID: item.id, payoutCents: cancelled.payoutCents,
-                                feesCents: cancelled.feesCents))))
-                }
+                moves += escrowOut(
+                    of: cancelled.bookingID, item, refund: cancelled.refundCents, payout: cancelled.payoutCents,
+                    fees: cancelled.feesCents)
             case .depositReleased(let released):
-                if let booking = item.booking(released.bookingID), let hold = item.bid(released.bookingID)?.hold {
-                    moves.append(
-                        (booking.renterID,
-                         .rentalRefunded(
-                            RentalRefunded(
-                                bookingID: booking.id, itemID: item.id, method: hold.method, amountCents: released.amountCents,
-                                chargeID: booking.chargeID))))
-                }
+                moves += escrowOut(of: released.bookingID, item, refund: released.amountCents)
             case .disputeResolved(let resolved):
-                guard let booking = item.booking(resolved.bookingID), let hold = item.bid(resolved.bookingID)?.hold else { break }
-                if resolved.renterCents > 0 {
-                    moves.append(
-                        (booking.renterID,
-                         .rentalRefunded(
-                            RentalRefunded(
-                                bookingID: booking.id, itemID: item.id, method: hold.method, amountCents: resolved.renterCents,
-                                chargeID: booking.chargeID))))
-                }
-                if resolved.ownerCents > 0 {
-                    moves.append(
-                        (item.ownerID,
-                         .rentalEarned(
-                            RentalEarned(bookingID: booking.id, itemID: item.id, payoutCents: resolved.ownerCents, feesCents: 0))))
-                }
+                moves += escrowOut(of: resolved.bookingID, item, refund: resolved.renterCents, payout: resolved.ownerCents)
             default:
                 break
             }
             ItemDecider.evolve(&item, event)
+        }
+        return moves
+    }
+
+    /// Money leaving a paid booking's escrow: `refund` back to the renter (to the balance, or
+    /// to the card the booking's capture charged), `payout` and `fees` to the owner's stream.
+    static func escrowOut(of id: BookingID, _ item: PostedItem, refund: Int, payout: Int = 0, fees: Int = 0)
+        -> [(user: UserID, event: UserEvent)]
+    {
+        guard let booking = item.booking(id), let hold = item.bid(id)?.hold else { return [] }
+        var moves = [(user: UserID, event: UserEvent)]()
+        if refund > 0 {
+            moves.append(
+                (booking.renterID,
+                 .rentalRefunded(
+                    RentalRefunded(
+                        bookingID: id, itemID: item.id, method: hold.method, amountCents: refund, chargeID: booking.chargeID))))
+        }
+        if payout + fees > 0 {
+            moves.append(
+                (item.ownerID, .rentalEarned(RentalEarned(bookingID: id, itemID: item.id, payoutCents: payout, feesCents: fees))))
         }
         return moves
     }

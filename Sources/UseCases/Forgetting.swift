@@ -94,7 +94,7 @@ extension Accounts {
             WHERE owner_id = \(user.rawValue) AND status = 'confirmed' AND from_day > \(today.sql)::date
             """)
         for row in upcoming {
-            try await closing {
+            try await unlessClosedMeanwhile {
                 _ = try await commands.handle(
                     // No reason: it would be sealed for someone forgotten, which nothing may be.
                     .cancelBooking(BookingID(try row.decode("booking_id", as: UUID.self)), reason: nil, today: today),
@@ -104,7 +104,7 @@ extension Accounts {
         let items = try await pool.query(
             "SELECT item_id FROM items_view WHERE owner_id = \(user.rawValue) AND status IN ('available', 'suspended')")
         for row in items {
-            try await closing {
+            try await unlessClosedMeanwhile {
                 _ = try await commands.handle(
                     .withdraw, on: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
             }
@@ -112,17 +112,19 @@ extension Accounts {
         let bids = try await pool.query(
             "SELECT bid_id, item_id FROM bids_view WHERE bidder_id = \(user.rawValue) AND status = 'pending'")
         for row in bids {
-            try await closing {
+            try await unlessClosedMeanwhile {
                 _ = try await commands.handle(
                     .withdrawBid(BidID(try row.decode("bid_id", as: UUID.self))),
                     on: ItemID(try row.decode("item_id", as: UUID.self)), actor: user, metadata: metadata)
             }
         }
     }
+}
 
-    /// An item or bid that another request closed meanwhile is closed all the same.
-    private func closing(_ command: () async throws -> Void) async throws {
-        do { try await command() } catch let error as DomainError
-            where (error.kind == .conflict && error.code != DomainError.concurrencyConflict.code) || error.kind == .notFound {}
-    }
+/// A step of a sweep over many streams (a forgetting's withdrawals, a suspension's postings):
+/// an item, bid or loan that another request closed meanwhile needs nothing more. A
+/// conflict that outlasted the retries, or any other failure, is thrown.
+func unlessClosedMeanwhile(_ command: () async throws -> Void) async throws {
+    do { try await command() } catch let error as DomainError
+        where (error.kind == .conflict && error.code != DomainError.concurrencyConflict.code) || error.kind == .notFound {}
 }

@@ -193,31 +193,25 @@ extension Moderation {
         // Several commands for one act: none of them is the request's idempotent command.
         try await IdempotentRequest.$current.withValue(nil) {
             for row in out {
-                try await Self.regardless {
+                try await unlessClosedMeanwhile {
                     _ = try await commands.handle(
                         .suspendUser(UserID(try row.decode("user_id", as: UUID.self))),
                         on: ItemID(try row.decode("item_id", as: UUID.self)), actor: actor)
                 }
             }
             for row in back {
-                try await Self.regardless {
+                try await unlessClosedMeanwhile {
                     _ = try await commands.handle(.reinstateOwner, on: ItemID(try row.decode("item_id", as: UUID.self)), actor: actor)
                 }
             }
             for (rows, command) in [(loansOut, LoanCommand.suspendBorrower), (loansBack, .reinstateBorrower)] {
                 for row in rows {
-                    try await Self.regardless {
+                    try await unlessClosedMeanwhile {
                         _ = try await commands.gateway.handle(
                             command, on: .loan, id: LoanID(try row.decode("loan_id", as: UUID.self)), actor: actor)
                     }
                 }
             }
         }
-    }
-
-    /// A posting or bid that another request closed meanwhile needs nothing more.
-    static func regardless(_ command: () async throws -> Void) async throws {
-        do { try await command() } catch let error as DomainError
-            where (error.kind == .conflict && error.code != DomainError.concurrencyConflict.code) || error.kind == .notFound {}
     }
 }
