@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession.git", from: "1.4.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libpq, found through pkg-config (Debian: libpq-dev).
@@ -172,8 +173,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // The desk's pages, and webhooks out.
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
-            resources: [.copy("Resources/openapi.json")]
+            resources: [.copy("Resources/openapi.json"), .copy("Resources/Desk")]
         ),
         .executableTarget(
             name: "lender",
@@ -246,6 +250,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/ServerSupport"
         ),

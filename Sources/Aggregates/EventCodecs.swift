@@ -219,6 +219,13 @@ public let lenderPersonalFields: [String: [PersonalField]] = DomainCodec.user.co
     .merging(DomainCodec.cart.codec.personalFields) { $1 }
     .merging(DomainCodec.report.codec.personalFields) { $1 }
 
+/// Every event type the server writes, of every aggregate: what a webhook may subscribe to.
+public let lenderEventTypes: Set<String> = DomainCodec.user.codec.types
+    .union(DomainCodec.item.codec.types)
+    .union(DomainCodec.loan.codec.types)
+    .union(DomainCodec.cart.codec.types)
+    .union(DomainCodec.report.codec.types)
+
 extension DomainCodec where Event == ReportEvent {
     public static let report: DomainCodec = {
         var codec = EventCodec<ReportEvent>()

@@ -140,6 +140,13 @@ extension EventStore {
         }
     }
 
+    /// The last kept checkpoint, if any (the desk verifies it).
+    public func lastCheckpoint() async throws -> LogCheckpoint? {
+        try await pool.query("SELECT statement FROM audit_checkpoints ORDER BY id DESC LIMIT 1").first.map {
+            try $0.decode(0, as: JSONB.self).decode(LogCheckpoint.self)
+        }
+    }
+
     /// The position of the last kept checkpoint, if any.
     public func lastCheckpointPosition() async throws -> Int64? {
         try await pool.query("SELECT max(position) AS p FROM audit_checkpoints").single().decode(0, as: Int64?.self)

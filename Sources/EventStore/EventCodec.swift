@@ -70,6 +70,9 @@ public struct EventCodec<Event: Sendable>: Sendable {
             wrap: wrap)
     }
 
+    /// Every event type this codec reads (what a webhook may subscribe to).
+    public var types: Set<String> { Set(entries.keys) }
+
     /// The personal fields of each event type that has any.
     public var personalFields: [String: [PersonalField]] {
         entries.compactMapValues { $0.personal.isEmpty ? nil : $0.personal }

@@ -84,10 +84,15 @@ public struct PayoutFailed: EventBody, Hashable {
 /// An operator checked who the user is (`lender users verify-identity`): larger payouts may go.
 public struct IdentityVerified: EventBody, Hashable {
     public static let eventType = "IdentityVerified"
-    /// The operator, as the command line names them.
+    /// The operator: as the command line names them, or `operator:{id}` from the desk and the API.
     public var verifiedBy: String
+    /// What the operator checked, when they said (the CLI's events have none).
+    public var reason: String?
 
-    public init(verifiedBy: String) { self.verifiedBy = verifiedBy }
+    public init(verifiedBy: String, reason: String? = nil) {
+        self.verifiedBy = verifiedBy
+        self.reason = reason
+    }
 }
 
 public enum PayoutStatus: String, Codable, Hashable, Sendable { case pending, sent, failed }

@@ -137,7 +137,8 @@ public enum UserCommand: Hashable, Sendable {
     case setPayoutMethod(token: String)
     case requestPayout(PayoutRequest)
     case recordPayout(PayoutID, PayoutOutcome)
-    case verifyIdentity(by: String)
+    /// `reason`: the operator's, when the desk or the admin API records it.
+    case verifyIdentity(by: String, reason: String? = nil)
     /// An operator's settlement of the whole available balance outside Lender.
     case settleBalance(by: String, reason: String)
     /// An operator's sanction (SPEC §12.5), and its end: by an operator, or (`by` nil) by the
@@ -264,9 +265,9 @@ public enum UserDecider {
         case .recordPayout(let payoutID, let outcome):
             return try decidePayoutOutcome(payoutID, outcome, state)
 
-        case .verifyIdentity(let verifier):
+        case .verifyIdentity(let verifier, let reason):
             guard state.exists else { throw DomainError.userNotFound }
-            return state.identityVerified ? [] : [.identityVerified(IdentityVerified(verifiedBy: verifier))]
+            return state.identityVerified ? [] : [.identityVerified(IdentityVerified(verifiedBy: verifier, reason: reason))]
 
         case .settleBalance(let by, let reason):
             return try decideSettlement(by, reason: reason, state)

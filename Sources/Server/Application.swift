@@ -1,4 +1,5 @@
 import Aggregates
+import Crypto
 import Foundation
 import EventStore
 import Hummingbird
@@ -33,7 +34,8 @@ public func buildRouter(
     readiness: Readiness, accounts: Accounts, payments: PaymentsSetup, replica: ReadReplica? = nil,
     heartbeat: Duration = .seconds(15), writeLimits: WriteLimits = WriteLimits(), allowedOrigins: Set<String> = [],
     today: @escaping @Sendable () -> Day = { Day(Date()) }, mail: MailSettings = MailSettings(),
-    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings(), mediaPool: PostgresPool? = nil
+    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings(), mediaPool: PostgresPool? = nil,
+    checkpointKey: Curve25519.Signing.PublicKey? = nil, webhooks: WebhookSettings = WebhookSettings()
 ) -> Router<AppRequestContext> {
     let gateway = accounts.gateway
     let primary = accounts.pool
@@ -76,12 +78,28 @@ public func buildRouter(
         gateway: gateway, bidding: items.bidding, items: ItemsView(primary), views: ConversationsView(primary),
         hub: FeedHub(pool: primary, logger: gateway.store.logger, heartbeat: heartbeat), accounts: accounts, heartbeat: heartbeat)
 
+    let moderation = Moderation(
+        commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary)), sessions: accounts.sessions)
     let safety = SafetyController(
-        reports: Reports(gateway: gateway), view: ReportsView(primary),
-        moderation: Moderation(
-            commands: ItemCommands(gateway: gateway, processor: payments.makeProcessor(primary)), sessions: accounts.sessions),
+        reports: Reports(gateway: gateway), view: ReportsView(primary), moderation: moderation,
         items: ItemsView(primary), loans: LoansView(primary), bookings: BookingsView(primary),
         conversations: ConversationsView(primary), today: today)
+    let adminReads = AdminReads(view: AdminView(primary), reports: ReportsView(primary), accounts: accounts)
+    let adminRoutes = AdminController(reads: adminReads, moderation: moderation)
+    let exportRoutes = ExportsController(exports: Exports(primary))
+    let readiness = readiness.watching(gateway.store, replica: replica)
+    let desk = DeskController(
+        pages: .bundled,
+        sessions: DeskSessions(
+            accounts: accounts, operators: Operators(primary), csrfKey: payments.fingerprinter.derivedKey(for: "desk-csrf")),
+        reads: adminReads, reports: Reports(gateway: gateway), reportsView: ReportsView(primary), moderation: moderation,
+        items: ItemsView(primary), bookings: BookingsView(primary), store: gateway.store, readiness: readiness,
+        trustedKey: checkpointKey, audits: LastMoneyAudit(), today: today)
+
+    let webhookRoutes = WebhooksController(
+        webhooks: Webhooks(
+            store: gateway.store, sealingKey: payments.fingerprinter.derivedKey(for: Webhooks.sealingKeyPurpose),
+            settings: webhooks, logger: gateway.store.logger))
 
     _ = LenderMetrics.registry
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -95,10 +113,13 @@ public func buildRouter(
     // Operators.
     router.get("/metrics", use: MetricsController(pool: primary, replica: replica).metrics)
     router.addRoutes(
-        HealthController(readiness: readiness.watching(gateway.store, replica: replica)).endpoints, atPath: "/health")
+        HealthController(readiness: readiness).endpoints, atPath: "/health")
     router.get("/openapi.json") { request, context in try await OpenAPIDocument.serve(request, context: context) }
     // Images, for <img src>: no token (the digest is the name, and it is public wherever it is shown).
     router.get("/v1/media/:digest") { request, context in try await photos.media(request, context: context) }
+
+    // The operator's desk (SPEC §12.6): pages, signed in with a cookie of its own.
+    desk.addRoutes(to: router)
 
     // Anyone: an account, a session.
     router.post("/v1/users", use: accountRoutes.register)
@@ -227,6 +248,18 @@ public func buildRouter(
     // The role first, then the idempotency key: a stranger's key or body is never looked at.
     let operators = signedIn.group().add(middleware: OperatorsOnly(operators: Operators(primary)))
     operators.get("admin/reports", use: safety.list)
+    operators.get("admin/users", use: adminRoutes.users)
+    operators.get("admin/users/:userID", use: adminRoutes.user)
+    operators.get("admin/bookings", use: adminRoutes.bookings)
+    // Webhooks (SPEC §12.6): settings of the server, not events, so not behind idempotency keys.
+    operators.get("admin/webhooks", use: webhookRoutes.list)
+    operators.post("admin/webhooks", use: webhookRoutes.register)
+    operators.delete("admin/webhooks/:webhookID", use: webhookRoutes.delete)
+    operators.post("admin/webhooks/:webhookID/position", use: webhookRoutes.rewind)
+    // CSV files for an accountant (SPEC §12.6), streamed batch by batch.
+    operators.get("admin/exports/ledger.csv", use: exportRoutes.ledger)
+    operators.get("admin/exports/users.csv", use: exportRoutes.users)
+    operators.get("admin/exports/bookings.csv", use: exportRoutes.bookings)
     let admin = operators.group().add(
         middleware: IdempotencyMiddleware(
             store: gateway.store, digestKey: payments.fingerprinter.derivedKey(for: "http-idempotency")))
@@ -239,6 +272,7 @@ public func buildRouter(
     admin.post("admin/bookings/:bookingID/cancel", use: safety.cancelBooking)
     admin.post("admin/users/:userID/suspend", use: safety.suspend)
     admin.post("admin/users/:userID/reinstate", use: safety.reinstate)
+    admin.post("admin/users/:userID/verify-identity", use: adminRoutes.verifyIdentity)
 
     // Auditors only (403 for anyone else).
     let auditors = signedIn.group().add(middleware: AuditorsOnly(auditors: items.auditors))
@@ -262,7 +296,8 @@ public func buildApplication(
     masterKeys: MasterKeys, masterKeyFile: String? = nil, today: @escaping @Sendable () -> Day = { Day(Date()) },
     jobsEvery: Duration? = nil, searchAlertsEvery: Duration? = nil, mail: MailSettings = MailSettings(),
     delivery: MailDelivery? = nil,
-    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings()
+    requireVerifiedEmail: Bool = false, media: MediaSettings = MediaSettings(),
+    checkpointKey: Curve25519.Signing.PublicKey? = nil, webhooks: WebhookSettings = WebhookSettings()
 ) -> some ApplicationProtocol {
     var mail = mail
     mail.unsubscribe = UnsubscribeTokens(key: payments.fingerprinter.derivedKey(for: "mail-unsubscribe"))
@@ -283,7 +318,8 @@ public func buildApplication(
                 return accounts
             }(), payments: payments,
             replica: readPool.map { ReadReplica(pool: $0, primary: pool, logger: logger) }, heartbeat: heartbeat, writeLimits: writeLimits, allowedOrigins: allowedOrigins,
-            today: today, mail: mail, requireVerifiedEmail: requireVerifiedEmail, media: media, mediaPool: mediaPool),
+            today: today, mail: mail, requireVerifiedEmail: requireVerifiedEmail, media: media, mediaPool: mediaPool,
+            checkpointKey: checkpointKey ?? auditCheckpoints?.signingKey.publicKey, webhooks: webhooks),
         server: connections.server(),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "lender"),
@@ -303,6 +339,15 @@ public func buildApplication(
             OutboxService(
                 outbox: outbox, notifier: Notifier(pool: pool, mail: mail), pusher: SandboxPush(pool: pool), delivery: delivery,
                 logger: logger))
+    }
+    // Webhooks out (SPEC §12.6), only where some host may receive them.
+    if !webhooks.allowedHosts.isEmpty {
+        application.addServices(
+            WebhookService(
+                webhooks: Webhooks(
+                    store: store, sealingKey: payments.fingerprinter.derivedKey(for: Webhooks.sealingKeyPurpose),
+                    settings: webhooks, logger: logger),
+                poster: HTTPWebhookPoster(settings: webhooks, logger: logger), logger: logger))
     }
     if let jobsEvery {
         let commands = ItemCommands(gateway: gateway, processor: payments.makeProcessor(pool))

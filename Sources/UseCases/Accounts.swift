@@ -91,7 +91,7 @@ public struct Accounts: Sendable {
     }
 
     /// The store's data keys hold the index's key: a server always has them (`DATA_KEY_FILE`).
-    func emailIndex() throws -> EmailIndex {
+    public func emailIndex() throws -> EmailIndex {
         guard let keys = gateway.store.personalData?.keys else {
             throw DataKeyError.noMasterKey("the event store was built without personal data keys")
         }

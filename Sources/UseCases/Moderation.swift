@@ -109,6 +109,17 @@ extension Moderation {
         return handled.append?.lastPosition ?? 0
     }
 
+    /// An operator checked who the user is (`POST /v1/admin/users/{id}/verify-identity`, the
+    /// desk): `IdentityVerified`, in the operator's name and with their reason. Nothing when
+    /// it was checked before.
+    public func verifyIdentity(_ user: UserID, reason: String, by actor: UserID) async throws -> AppendResult? {
+        guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        return try await commands.gateway.handle(
+            UserCommand.verifyIdentity(by: "operator:\(actor)", reason: reason.trimmingWhiteSpace()), on: .user, id: user,
+            actor: actor
+        ).append
+    }
+
     /// Ends a suspension: `UserReinstated` (the user's cached sessions forgotten on every
     /// server), then `sweep` puts their postings back in the market. `by` nil: the jobs end a
     /// suspension whose `until` passed. 409 `not_suspended`.

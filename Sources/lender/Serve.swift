@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import EventStore
 import Foundation
 import Media
@@ -87,7 +88,8 @@ struct Serve: AsyncParsableCommand {
             sessionCache: .seconds(try number(environment, "SESSION_CACHE_SECONDS", 10, 0...300)), masterKeys: masterKeys,
             masterKeyFile: keyFile, jobsEvery: try jobsEvery(environment), searchAlertsEvery: try searchAlertsEvery(environment), mail: Self.mailSettings(environment, port: port),
             delivery: try Self.delivery(environment), requireVerifiedEmail: try Self.flag(environment, "REQUIRE_VERIFIED_EMAIL"),
-            media: try mediaSettings(environment))
+            media: try mediaSettings(environment), checkpointKey: try checkpointKey(environment),
+            webhooks: try webhookSettings(environment))
         try await application.runService()
     }
 
@@ -118,6 +120,34 @@ struct Serve: AsyncParsableCommand {
             quotaBytes: (try number(environment, "MEDIA_QUOTA_MIB", 1024, 1...10_000_000)) << 20,
             poolSize: try number(environment, "MEDIA_POOL_SIZE", 2, 1...64),
             streamsPerAddress: try number(environment, "MEDIA_STREAMS_PER_ADDRESS", 8, 1...10_000))
+    }
+
+    /// `WEBHOOK_ALLOWED_HOSTS` (hosts by name or address, `*.example.com`, or `*` for any
+    /// public host; commas between; none: no webhooks), `WEBHOOK_TIMEOUT_SECONDS` (10, a
+    /// post's whole time), `WEBHOOK_MAX_ATTEMPTS` (10 tries of an event before its dead letter),
+    /// `WEBHOOK_RETRY_SECONDS` (5, the first retry's wait, doubled each try) up to
+    /// `WEBHOOK_RETRY_MAX_SECONDS` (3600), `WEBHOOK_CONCURRENCY` (4 endpoints sent to at once).
+    private func webhookSettings(_ environment: [String: String]) throws -> WebhookSettings {
+        WebhookSettings(
+            allowedHosts: WebhookHosts(list: environment["WEBHOOK_ALLOWED_HOSTS"] ?? ""),
+            timeoutSeconds: try number(environment, "WEBHOOK_TIMEOUT_SECONDS", 10, 1...300),
+            maxAttempts: try number(environment, "WEBHOOK_MAX_ATTEMPTS", 10, 1...100),
+            retrySeconds: try number(environment, "WEBHOOK_RETRY_SECONDS", 5, 1...86_400),
+            retryMaxSeconds: try number(environment, "WEBHOOK_RETRY_MAX_SECONDS", 3600, 1...604_800),
+            concurrency: try number(environment, "WEBHOOK_CONCURRENCY", 4, 1...64))
+    }
+
+    /// The key the desk verifies checkpoints with: `AUDIT_PUBLIC_KEY_FILE` (base64), else the
+    /// signing key's (`AUDIT_SIGNING_KEY_FILE` or `.local/audit-signing-key`), else none.
+    private func checkpointKey(_ environment: [String: String]) throws -> Curve25519.Signing.PublicKey? {
+        if let path = environment["AUDIT_PUBLIC_KEY_FILE"], !path.isEmpty {
+            do {
+                return try LogCheckpoint.publicKey(base64: try AuditKeys.read(path))
+            } catch let error as CheckpointError {
+                throw ValidationError("AUDIT_PUBLIC_KEY_FILE \(path): \(error)")
+            }
+        }
+        return (try? AuditKeys.signingKey())?.publicKey
     }
 
     /// `HTTP_HEADER_TIMEOUT` (10 s), `HTTP_IDLE_TIMEOUT` (60 s), `HTTP_WRITE_TIMEOUT` (30 s) and

@@ -13,7 +13,7 @@ import Glibc
 #endif
 
 /// The repository's root: `.build/debug/lender`, `.local/venv`, `scripts/db`.
-let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+public let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
 
 /// Runs the built `lender` executable against `database` and returns what it printed.

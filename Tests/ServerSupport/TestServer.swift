@@ -1,4 +1,5 @@
 import Aggregates
+import Crypto
 import EventStore
 import Foundation
 import Hummingbird
@@ -38,6 +39,7 @@ public func withServer(
     logger: Logger = TestDatabase.logger, testing: TestingSetup = .router, heartbeat: Duration = .seconds(15),
     writeLimits: WriteLimits = .unlimited, allowedOrigins: Set<String> = [],
     today: @escaping @Sendable () -> Day = { fixtureDay }, media: MediaSettings = testMedia,
+    checkpointKey: Curve25519.Signing.PublicKey? = nil,
     _ test: @escaping @Sendable (any TestClientProtocol, PostgresPool) async throws -> Void
 ) async throws {
     try await TestDatabase.withMigrated { configuration in
@@ -49,7 +51,7 @@ public func withServer(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0), pool: pool, migrator: migrator,
             logger: logger, payments: try .sandbox(secret: testCardSecret), bcryptCost: 4, heartbeat: heartbeat,
             writeLimits: writeLimits, allowedOrigins: allowedOrigins, masterKeys: testMasterKeys, today: today,
-            media: media)
+            media: media, checkpointKey: checkpointKey)
         let admin = try TestDatabase.adminConfiguration().database(configuration.database)
         try await TestDatabase.withPool(admin, size: 1) { adminPool in
             try await application.test(testing) { client in try await test(client, adminPool) }

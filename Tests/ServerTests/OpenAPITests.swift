@@ -32,7 +32,8 @@ struct OpenAPITests {
         let router = buildRouter(
             readiness: Readiness(pool: pool, migrator: Migrator(migrations: [], logger: TestDatabase.logger)),
             accounts: Accounts(pool: pool, gateway: gateway, bcryptCost: 4), payments: try .sandbox(secret: testCardSecret))
-        let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path)" })
+        // The desk's pages are HTML for a browser, not the API: DeskTests hold them.
+        let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path)" }.filter { !$0.contains(" /desk") })
         await pool.shutdown()
         #expect(served.subtracting(documented).isEmpty, "routes the document lacks: \(served.subtracting(documented).sorted())")
         #expect(documented.subtracting(served).isEmpty, "documented routes the server lacks: \(documented.subtracting(served).sorted())")

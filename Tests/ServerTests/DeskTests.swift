@@ -1,0 +1,257 @@
+import Crypto
+import EventStore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Marketplace
+import NIOCore
+import Postgres
+import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+import UseCases
+
+/// The operator's desk (SPEC §12.6): a support round in a real browser, and the attacks a
+/// web console draws, each over HTTP.
+@Suite("The operator's desk")
+struct DeskTests {
+    static let hostileName = "<script>window.__xss=1</script>Mal"
+    static let hostileTitle = "\"><img src=x onerror=\"window.__xss=1\">Drill"
+    static let hostileReport = "<script>window.__xss=1</script> sells fakes"
+
+    /// A booked drill under dispute, an operator `desk`, and `mallory`, whose name, listing
+    /// and a report on it carry markup; a checkpoint signed with `key`.
+    static func scene(_ client: any TestClientProtocol, _ admin: PostgresPool, clock: TestClock, key: Curve25519.Signing.PrivateKey)
+        async throws -> (drill: ItemID, booking: String, hostileItem: ItemID, renter: (id: UserID, token: String))
+    {
+        let (_, renter, drill, booking) = try await DisputesTests.bookedDrill(client)
+        _ = try await client.user("desk")
+        _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+        let registered = try await client.send(
+            .post, "/v1/users",
+            json: ["handle": "mallory", "displayName": hostileName, "email": "mallory@example.org", "password": "correct horse battery"])
+        #expect(registered.status == .created, "\(registered)")
+        let mallory = try await client.login("mallory")
+        let hostile = try await client.postRental(mallory, title: hostileTitle).id
+        let report = try await client.send(
+            .post, "/v1/reports", json: ["subjectType": "item", "subjectId": "\(hostile)", "reason": "scam", "text": hostileReport],
+            token: renter.token)
+        #expect(report.status == .created, "\(report)")
+        clock.set("2026-12-05")
+        let opened = try await client.send(
+            .post, "/v1/bookings/\(booking)/disputes", json: ["reason": "no_show", "text": "Nobody home"], token: renter.token)
+        #expect(opened.status == .created, "\(opened)")
+        let store = EventStore(pool: admin, logger: TestDatabase.logger)
+        try await store.store(try await store.checkpoint(signingKey: key))
+        return (drill, booking, hostile, renter)
+    }
+
+    @Test func anOperatorDoesTheWholeSupportRoundInARealBrowser() async throws {
+        let python = root.appendingPathComponent(".local/venv/bin/python").path
+        let chromium = ["/usr/bin/chromium", "/usr/bin/chromedriver"]
+        try #require(
+            FileManager.default.isExecutableFile(atPath: python) && chromium.allSatisfy(FileManager.default.isExecutableFile),
+            "scripts/test installs Chromium, chromedriver and Selenium: run it once")
+        let clock = TestClock()
+        let key = Curve25519.Signing.PrivateKey()
+        try await withServer(testing: .live, today: clock.today, checkpointKey: key.publicKey) { client, admin in
+            let (drill, booking, hostile, renter) = try await Self.scene(client, admin, clock: clock, key: key)
+            let port = try #require(client.port)
+            let out = root.appendingPathComponent(".local/test-output/desk")
+            try? FileManager.default.removeItem(at: out)
+            let plan: [String: Any] = [
+                "base": "http://127.0.0.1:\(port)", "handle": "desk", "password": "correct horse battery",
+                "email": "rita@example.org", "hostileHandle": "mallory", "hostileName": Self.hostileName,
+                "reportText": Self.hostileReport, "takeDown": "\(hostile)", "booking": booking, "renterCents": 9410,
+                "ownerCents": 0, "historyItem": "\(drill)", "out": out.path,
+                "narrowPages": [
+                    "reports": "/desk/reports", "user": "/desk/users/\(renter.id)", "booking": "/desk/bookings/\(booking)",
+                    "item": "/desk/items/\(drill)", "health": "/desk/health",
+                ],
+            ]
+            let (status, output) = try await Self.run(
+                python, [root.appendingPathComponent("Tests/Browser/desk_round.py").path, String(decoding: try JSONSerialization.data(withJSONObject: plan), as: UTF8.self)])
+            #expect(status == 0, "the browser's round: \(output)")
+            print("desk screenshots in \(out.path): \(output)")
+
+            // What the browser did, as the API sees it.
+            #expect(try await Self.status(of: hostile, admin) == "taken_down")
+            let resolved = try await client.send(.get, "/v1/bookings/\(booking)", token: renter.token)
+            #expect(resolved.json["status"] as? String == "completed", "\(resolved)")
+            #expect((resolved.json["dispute"] as? [String: Any])?["renterCents"] as? Int == 9410, "\(resolved)")
+            try await DisputesTests.moneyAddsUp(admin)
+        }
+    }
+
+    static func status(of item: ItemID, _ admin: PostgresPool) async throws -> String? {
+        try await admin.query("SELECT status FROM items_view WHERE item_id = \(item.rawValue)").first?.decode("status", as: String.self)
+    }
+
+    /// Runs a process to its end without holding a thread of the server's: polled.
+    static func run(_ executable: String, _ arguments: [String]) async throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("desk-\(UUID()).log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(240)
+        while process.isRunning {
+            if ContinuousClock.now > deadline { process.terminate() }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        try handle.close()
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: output)
+        return (process.terminationStatus, text)
+    }
+
+    // MARK: Over HTTP
+
+    /// A browser's session at the desk: its cookie, and the CSRF token its pages carry.
+    struct DeskBrowser {
+        var cookie: String
+        var csrf: String
+    }
+
+    static func cookie(_ name: String, in headers: HTTPFields) -> String? {
+        headers[values: .setCookie].lazy.compactMap { line -> String? in
+            guard line.hasPrefix(name + "=") else { return nil }
+            return String(line.dropFirst(name.count + 1).prefix { $0 != ";" })
+        }.first
+    }
+
+    static func csrf(in html: String) -> String? {
+        guard let range = html.range(of: #"name="csrf" value="([0-9a-f]+)""#, options: .regularExpression) else { return nil }
+        return String(html[range].dropFirst(#"name="csrf" value=""#.count).dropLast())
+    }
+
+    static func get(_ client: any TestClientProtocol, _ path: String, cookie: String? = nil, token: String? = nil) async throws -> Reply {
+        var headers = HTTPFields()
+        if let cookie { headers[.cookie] = cookie }
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        return try await client.execute(uri: path, method: .get, headers: headers, body: nil) {
+            Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body))
+        }
+    }
+
+    static func post(
+        _ client: any TestClientProtocol, _ path: String, form: [String: String], cookie: String?, extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        if let cookie { headers[.cookie] = cookie }
+        headers.append(contentsOf: extra)
+        let body = form.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+            .joined(separator: "&")
+        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) {
+            Reply(status: $0.status, headers: $0.headers, data: Data(buffer: $0.body))
+        }
+    }
+
+    /// Signs in as a browser would: the form's page first, for its login cookie and token.
+    static func signIn(_ client: any TestClientProtocol, _ handle: String) async throws -> (Reply, DeskBrowser?) {
+        let page = try await get(client, "/desk/login")
+        let nonce = try #require(cookie("lender_desk_login", in: page.headers), "\(page.headers)")
+        let token = try #require(csrf(in: page.text), "\(page)")
+        let signed = try await post(
+            client, "/desk/login", form: ["csrf": token, "handle": handle, "password": "correct horse battery"],
+            cookie: "lender_desk_login=\(nonce)")
+        guard let session = cookie("lender_desk", in: signed.headers), !session.isEmpty else { return (signed, nil) }
+        let reports = try await get(client, "/desk/reports", cookie: "lender_desk=\(session)")
+        return (signed, DeskBrowser(cookie: "lender_desk=\(session)", csrf: try #require(csrf(in: reports.text), "\(reports)")))
+    }
+
+    @Test func aFormWithoutItsTokenOrFromAnotherOriginChangesNothing() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (_, _, hostile, renter) = try await Self.scene(client, admin, clock: clock, key: Curve25519.Signing.PrivateKey())
+            let (signed, browser) = try await Self.signIn(client, "desk")
+            #expect(signed.status == .seeOther && signed.headers[.location] == "/desk/reports", "\(signed)")
+            let session = try #require(browser)
+            let setCookie = signed.headers[values: .setCookie].first { $0.hasPrefix("lender_desk=") } ?? ""
+            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Path=/desk"), "\(setCookie)")
+
+            let takedown = "/desk/items/\(hostile)/takedown"
+            let reason = ["reason": "Counterfeit goods"]
+            let forged: [(String, [String: String], HTTPFields)] = [
+                ("no token", reason, [:]),
+                ("another session's token", reason.merging(["csrf": String(repeating: "a", count: 64)]) { $1 }, [:]),
+                ("another origin", reason.merging(["csrf": session.csrf]) { $1 }, [.origin: "http://evil.example"]),
+                ("a cross-site fetch", reason.merging(["csrf": session.csrf]) { $1 }, [HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]),
+            ]
+            for (what, form, headers) in forged {
+                let refused = try await Self.post(client, takedown, form: form, cookie: session.cookie, extra: headers)
+                #expect(refused.status == .forbidden && refused.text.contains("csrf_failed"), "\(what): \(refused)")
+            }
+            let signedOut = try await Self.post(client, takedown, form: reason, cookie: nil)
+            #expect(signedOut.status == .forbidden, "signed out: \(signedOut)")
+            #expect(try await Self.status(of: hostile, admin) == "available", "nothing was taken down")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'ItemTakenDown'") == 0)
+
+            let done = try await Self.post(
+                client, takedown, form: reason.merging(["csrf": session.csrf]) { $1 }, cookie: session.cookie,
+                extra: [.origin: "http://localhost"])
+            #expect(done.status == .seeOther, "\(done)")
+            #expect(try await Self.status(of: hostile, admin) == "taken_down")
+            // A reason is needed, as in the API.
+            let bare = try await Self.post(client, takedown, form: ["csrf": session.csrf], cookie: session.cookie)
+            #expect(bare.status == .unprocessableContent && bare.text.contains("reason_required"), "\(bare)")
+        }
+    }
+
+    @Test func nobodyButAnOperatorSeesADeskPage() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (drill, booking, _, renter) = try await Self.scene(client, admin, clock: clock, key: Curve25519.Signing.PrivateKey())
+            let pages = [
+                "/desk/reports", "/desk/users?q=zz", "/desk/users/\(renter.id)", "/desk/bookings", "/desk/bookings/\(booking)",
+                "/desk/items/\(drill)", "/desk/health",
+            ]
+            // A renter's password at the desk's door: refused, and no session is left behind.
+            let (signed, browser) = try await Self.signIn(client, "rita")
+            #expect(signed.status == .forbidden && signed.text.contains("not_operator") && browser == nil, "\(signed)")
+            for page in pages {
+                let stranger = try await Self.get(client, page, token: renter.token)
+                #expect(stranger.status == .forbidden && stranger.text.contains("not_operator"), "\(page): \(stranger)")
+                #expect(!stranger.text.contains("rita@example.org") && !stranger.text.contains("Drill"), "nothing rendered: \(page)")
+                let nobody = try await Self.get(client, page)
+                #expect(nobody.status == .seeOther && nobody.headers[.location] == "/desk/login", "\(page): \(nobody)")
+            }
+            let desk = try #require(try await Self.signIn(client, "desk").1)
+            for page in pages {
+                let read = try await Self.get(client, page, cookie: desk.cookie)
+                #expect(read.status == .ok, "\(page): \(read)")
+                // Clickjacking and injected script: refused by the page's own headers.
+                let policy = read.headers[.contentSecurityPolicy] ?? ""
+                #expect(policy.contains("frame-ancestors 'none'") && !policy.contains("unsafe-inline"), "\(page): \(policy)")
+                #expect(read.headers[HTTPField.Name("X-Frame-Options")!] == "DENY")
+                #expect(!read.text.contains("<script") && !read.text.contains("<img"), "\(page): markup got through")
+            }
+            let user = try await Self.get(client, "/desk/users?q=mallory", cookie: desk.cookie)
+            #expect(user.status == .seeOther, "one match opens the user: \(user)")
+            let mallory = try await Self.get(client, user.headers[.location] ?? "", cookie: desk.cookie)
+            #expect(mallory.text.contains("&lt;script&gt;window.__xss=1&lt;/script&gt;Mal"), "escaped, shown: \(mallory.text)")
+            #expect(mallory.text.contains("&quot;&gt;&lt;img src=x onerror=&quot;window.__xss=1&quot;&gt;Drill"))
+        }
+    }
+
+    @Test func aForgottenUsersPersonalFieldsShowAsRemoved() async throws {
+        try await withServer { client, admin in
+            let gone = try await client.user("gone")
+            _ = try await client.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: gone.token)
+            #expect(closed.status == .noContent, "\(closed)")
+            let desk = try #require(try await Self.signIn(client, "desk").1)
+            let page = try await Self.get(client, "/desk/users/\(gone.id)", cookie: desk.cookie)
+            #expect(page.status == .ok && page.text.contains("(removed)"), "\(page)")
+            #expect(!page.text.contains("gone@example.org") && !page.text.contains("User gone"), "\(page)")
+            let byMail = try await Self.get(client, "/desk/users?q=gone@example.org", cookie: desk.cookie)
+            #expect(!byMail.text.contains("gone@example.org</td>"), "\(byMail)")
+        }
+    }
+}
