@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -100,13 +103,30 @@ public final class WebhookReceiver: Sendable {
     /// `/proc/net/tcp` with this port as their remote one): the sender's, since the test's
     /// process never connects to it.
     public var openConnections: Int {
-        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        // Both tables: a client may reach 127.0.0.1 on an IPv6 socket (as ::ffff:127.0.0.1).
+        let tables = ["/proc/net/tcp", "/proc/net/tcp6"].map(Self.wholeFile)
         let hex = String(port, radix: 16, uppercase: true)
         let remote = ":" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-        return table.split(separator: "\n").dropFirst().filter { line in
+        return tables.flatMap { $0.split(separator: "\n").dropFirst() }.filter { line in
             let fields = line.split(separator: " ")
             return fields.count > 3 && fields[2].hasSuffix(remote) && fields[3] == "01"
         }.count
+    }
+
+    /// A file of /proc, whole: it says its size is 0, and a read that trusts the size stops
+    /// at the first page (about 30 connections).
+    static func wholeFile(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     func receive(_ request: Request, context: ReceiverContext) async throws -> Response {
