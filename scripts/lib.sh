@@ -369,6 +369,26 @@ ensure_pgbackrest() {
     fi
 }
 
+# A real browser for the desk's test (SPEC §12.6): Debian's Chromium and its driver, and
+# Selenium from PyPI into .local/venv (driving the system Chromium, never downloading one).
+ensure_browser() {
+    if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+        if is_root && command -v apt-get >/dev/null; then
+            say "installing chromium and chromium-driver"
+            apt-get update -qq >/dev/null
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+        else
+            die "the desk's browser test needs Chromium: sudo apt-get install chromium chromium-driver"
+        fi
+    fi
+    local venv="$LOCAL/venv"
+    if ! "$venv/bin/python" -c "import selenium" 2>/dev/null; then
+        say "installing selenium into $venv"
+        { [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install -q "selenium==4.38.0" ||
+            die "selenium could not be installed: the desk's browser test needs it"
+    fi
+}
+
 backup_repo() { echo "${PGBACKREST_REPO_PATH:-$BACKUP_DIR/repo}"; }
 
 as_backrest() { as_pg pgbackrest --config="$BACKUP_CONF" --stanza="$STANZA" "$@"; }

@@ -72,6 +72,8 @@ public struct IdempotentRetries: ClientMiddleware {
         "registerUser", "logIn", "logOut", "closeAccount", "addItemPhoto", "removeItemPhoto", "addLoanPhoto",
         "removeLoanPhoto", "setProfilePhoto", "removeProfilePhoto", "requestPasswordReset", "confirmPasswordReset",
         "changePassword", "requestEmailVerification", "confirmEmailVerification", "unsubscribe",
+        // Webhooks are the server's settings, not events: no key makes a registration once.
+        "registerWebhook", "deleteWebhook", "moveWebhook",
     ]
 
     /// Unkeyed commands that a 503 leaves undone, so another send is not a second one: the

@@ -255,3 +255,71 @@ struct DeskTests {
         }
     }
 }
+
+/// The same reads and acts as JSON (SPEC §12.6), for an operator's token.
+@Suite("The admin API's reads")
+struct AdminReadsTests {
+    @Test func anOperatorFindsAUserByEmailOrHandleAndReadsThemWhole() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (_, booking, hostile, renter) = try await DeskTests.scene(
+                client, admin, clock: clock, key: Curve25519.Signing.PrivateKey())
+            let desk = try await client.login("desk")
+            let byMail = try await client.send(.get, "/v1/admin/users?q=RITA@example.org", token: desk)
+            let found = try byMail.decode(Page<AdminUserSummary>.self).data
+            #expect(found.map(\.id) == [renter.id], "the whole address, in any case: \(byMail)")
+            #expect(try await client.send(.get, "/v1/admin/users?q=mal", token: desk).decode(Page<AdminUserSummary>.self).data.map(\.handle) == ["mallory"])
+            // A pattern is text: `%` and `_` match only themselves.
+            #expect(try await client.send(.get, "/v1/admin/users?q=%25", token: desk).decode(Page<AdminUserSummary>.self).data.isEmpty)
+            #expect(try await client.send(.get, "/v1/admin/users?q=_", token: desk).decode(Page<AdminUserSummary>.self).data.isEmpty)
+            let none = try await client.send(.get, "/v1/admin/users", token: desk)
+            #expect(none.status == .unprocessableContent && none.fieldCodes["q"] == "invalid_query", "\(none)")
+
+            let whole = try await client.send(.get, "/v1/admin/users/\(renter.id)", token: desk)
+            let user = try whole.decode(AdminUser.self)
+            #expect(user.user.email == "rita@example.org" && user.user.balanceCents == 20_000 - 9_410, "\(whole)")
+            #expect(user.bookings.map(\.id.description) == [booking])
+            #expect(user.balanceHistory.first?.kind != nil && user.reportsFiled.count == 1)
+            let mallory = try await client.send(.get, "/v1/admin/users?q=mallory", token: desk).decode(Page<AdminUserSummary>.self).data[0]
+            let about = try await client.send(.get, "/v1/admin/users/\(mallory.id)", token: desk).decode(AdminUser.self)
+            #expect(about.reportsAbout.map(\.subjectId) == [hostile.rawValue] && about.postings.map(\.id) == [hostile])
+            let nobody = try await client.send(.get, "/v1/admin/users/\(UUID())", token: desk)
+            #expect(nobody.status == .notFound && nobody.code == "user_not_found", "\(nobody)")
+
+            let disputed = try await client.send(.get, "/v1/admin/bookings?status=disputed", token: desk)
+            #expect(try disputed.decode(Page<BookingResource>.self).data.map(\.id.description) == [booking], "\(disputed)")
+            let theirs = try await client.send(.get, "/v1/admin/bookings?userId=\(mallory.id)", token: desk)
+            #expect(try theirs.decode(Page<BookingResource>.self).data.isEmpty)
+            let bad = try await client.send(.get, "/v1/admin/bookings?status=lost&userId=nope", token: desk)
+            #expect(bad.fieldCodes["status"] == "invalid_status" && bad.fieldCodes["userId"] == "invalid_id", "\(bad)")
+        }
+    }
+
+    @Test func verifyingAnIdentityTakesAReasonAndIsRecordedOnce() async throws {
+        try await withServer { client, admin in
+            let rita = try await client.user("rita")
+            let desk = try await client.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            let path = "/v1/admin/users/\(rita.id)/verify-identity"
+            let bare = try await client.send(.post, path, json: ["reason": " "], token: desk.token)
+            #expect(bare.status == .unprocessableContent && bare.fieldCodes["reason"] == "reason_required", "\(bare)")
+            let stranger = try await client.send(.post, path, json: ["reason": "Passport seen"], token: rita.token)
+            #expect(stranger.status == .forbidden && stranger.code == "not_operator")
+            for _ in 0..<2 {
+                let verified = try await client.send(.post, path, json: ["reason": "Passport seen"], token: desk.token)
+                #expect(verified.status == .ok && verified.json["identityVerified"] as? Bool == true, "\(verified)")
+            }
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'IdentityVerified'") == 1)
+            let sanctions = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token).decode(AdminUser.self).sanctions
+            #expect(sanctions.map(\.type) == ["IdentityVerified"] && sanctions[0].reason == "Passport seen", "\(sanctions)")
+            #expect(sanctions[0].operatorId?.contains(desk.id.description) == true, "\(sanctions)")
+            let unknown = try await client.send(.post, "/v1/admin/users/\(UUID())/verify-identity", json: ["reason": "x"], token: desk.token)
+            #expect(unknown.status == .notFound, "\(unknown)")
+
+            // Forgotten: personal fields removed, not shown.
+            #expect(try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: rita.token).status == .noContent)
+            let gone = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token).decode(AdminUser.self).user
+            #expect(gone.forgotten && gone.email == nil && gone.displayName == nil, "\(gone)")
+        }
+    }
+}

@@ -5781,5 +5781,884 @@ extension Components {
                 case reason
             }
         }
+        /// - Remark: Generated from `#/components/schemas/AdminSuspension`.
+        public struct AdminSuspension: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AdminSuspension/operatorId`.
+            public var operatorId: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/AdminSuspension/reason`.
+            public var reason: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AdminSuspension/since`.
+            public var since: Foundation.Date
+            /// When it ends by itself; none: until reinstated
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminSuspension/until`.
+            public var until: Foundation.Date?
+            /// Creates a new `AdminSuspension`.
+            ///
+            /// - Parameters:
+            ///   - operatorId:
+            ///   - reason:
+            ///   - since:
+            ///   - until: When it ends by itself; none: until reinstated
+            public init(
+                operatorId: Components.Schemas.Uuid,
+                reason: Swift.String,
+                since: Foundation.Date,
+                until: Foundation.Date? = nil
+            ) {
+                self.operatorId = operatorId
+                self.reason = reason
+                self.since = since
+                self.until = until
+            }
+            public enum CodingKeys: String, CodingKey {
+                case operatorId
+                case reason
+                case since
+                case until
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.operatorId = try container.decode(
+                    Components.Schemas.Uuid.self,
+                    forKey: .operatorId
+                )
+                self.reason = try container.decode(
+                    Swift.String.self,
+                    forKey: .reason
+                )
+                self.since = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .since
+                )
+                self.until = try container.decodeIfPresent(
+                    Foundation.Date.self,
+                    forKey: .until
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "operatorId",
+                    "reason",
+                    "since",
+                    "until"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AdminUserSummary`.
+        public struct AdminUserSummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/handle`.
+            public var handle: Swift.String
+            /// None once the user is forgotten: removed
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/displayName`.
+            public var displayName: Swift.String?
+            /// None once the user is forgotten: removed
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/email`.
+            public var email: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/country`.
+            public var country: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/memberSince`.
+            public var memberSince: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/forgotten`.
+            public var forgotten: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/emailVerified`.
+            public var emailVerified: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/identityVerified`.
+            public var identityVerified: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/isOperator`.
+            public var isOperator: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/balanceCents`.
+            public var balanceCents: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/heldCents`.
+            public var heldCents: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/AdminUserSummary/suspension`.
+            public var suspension: Components.Schemas.AdminSuspension?
+            /// Creates a new `AdminUserSummary`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - handle:
+            ///   - displayName: None once the user is forgotten: removed
+            ///   - email: None once the user is forgotten: removed
+            ///   - country:
+            ///   - memberSince:
+            ///   - forgotten:
+            ///   - emailVerified:
+            ///   - identityVerified:
+            ///   - isOperator:
+            ///   - balanceCents:
+            ///   - heldCents:
+            ///   - suspension:
+            public init(
+                id: Components.Schemas.Uuid,
+                handle: Swift.String,
+                displayName: Swift.String? = nil,
+                email: Swift.String? = nil,
+                country: Swift.String? = nil,
+                memberSince: Foundation.Date,
+                forgotten: Swift.Bool,
+                emailVerified: Swift.Bool,
+                identityVerified: Swift.Bool,
+                isOperator: Swift.Bool,
+                balanceCents: Swift.Int64,
+                heldCents: Swift.Int64,
+                suspension: Components.Schemas.AdminSuspension? = nil
+            ) {
+                self.id = id
+                self.handle = handle
+                self.displayName = displayName
+                self.email = email
+                self.country = country
+                self.memberSince = memberSince
+                self.forgotten = forgotten
+                self.emailVerified = emailVerified
+                self.identityVerified = identityVerified
+                self.isOperator = isOperator
+                self.balanceCents = balanceCents
+                self.heldCents = heldCents
+                self.suspension = suspension
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case handle
+                case displayName
+                case email
+                case country
+                case memberSince
+                case forgotten
+                case emailVerified
+                case identityVerified
+                case isOperator
+                case balanceCents
+                case heldCents
+                case suspension
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Components.Schemas.Uuid.self,
+                    forKey: .id
+                )
+                self.handle = try container.decode(
+                    Swift.String.self,
+                    forKey: .handle
+                )
+                self.displayName = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .displayName
+                )
+                self.email = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .email
+                )
+                self.country = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .country
+                )
+                self.memberSince = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .memberSince
+                )
+                self.forgotten = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .forgotten
+                )
+                self.emailVerified = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .emailVerified
+                )
+                self.identityVerified = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .identityVerified
+                )
+                self.isOperator = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .isOperator
+                )
+                self.balanceCents = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .balanceCents
+                )
+                self.heldCents = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .heldCents
+                )
+                self.suspension = try container.decodeIfPresent(
+                    Components.Schemas.AdminSuspension.self,
+                    forKey: .suspension
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "handle",
+                    "displayName",
+                    "email",
+                    "country",
+                    "memberSince",
+                    "forgotten",
+                    "emailVerified",
+                    "identityVerified",
+                    "isOperator",
+                    "balanceCents",
+                    "heldCents",
+                    "suspension"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AdminSanction`.
+        public struct AdminSanction: Codable, Hashable, Sendable {
+            /// `UserSuspended`, `UserReinstated` or `IdentityVerified`
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminSanction/type`.
+            public var _type: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AdminSanction/at`.
+            public var at: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/AdminSanction/operatorId`.
+            public var operatorId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AdminSanction/reason`.
+            public var reason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AdminSanction/position`.
+            public var position: Swift.Int64
+            /// Creates a new `AdminSanction`.
+            ///
+            /// - Parameters:
+            ///   - _type: `UserSuspended`, `UserReinstated` or `IdentityVerified`
+            ///   - at:
+            ///   - operatorId:
+            ///   - reason:
+            ///   - position:
+            public init(
+                _type: Swift.String,
+                at: Foundation.Date,
+                operatorId: Swift.String? = nil,
+                reason: Swift.String? = nil,
+                position: Swift.Int64
+            ) {
+                self._type = _type
+                self.at = at
+                self.operatorId = operatorId
+                self.reason = reason
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case _type = "type"
+                case at
+                case operatorId
+                case reason
+                case position
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self._type = try container.decode(
+                    Swift.String.self,
+                    forKey: ._type
+                )
+                self.at = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .at
+                )
+                self.operatorId = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .operatorId
+                )
+                self.reason = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .reason
+                )
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "type",
+                    "at",
+                    "operatorId",
+                    "reason",
+                    "position"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AdminUser`.
+        public struct AdminUser: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AdminUser/user`.
+            public var user: Components.Schemas.AdminUserSummary
+            /// The newest 50
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUser/postings`.
+            public var postings: [Components.Schemas.Item]
+            /// The newest 50, as owner or renter
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUser/bookings`.
+            public var bookings: [Components.Schemas.Booking]
+            /// The newest 50 moves of their money
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUser/balanceHistory`.
+            public var balanceHistory: [Components.Schemas.BalanceEntry]
+            /// - Remark: Generated from `#/components/schemas/AdminUser/reportsFiled`.
+            public var reportsFiled: [Components.Schemas.Report]
+            /// About them, their postings or their loans
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUser/reportsAbout`.
+            public var reportsAbout: [Components.Schemas.Report]
+            /// - Remark: Generated from `#/components/schemas/AdminUser/sanctions`.
+            public var sanctions: [Components.Schemas.AdminSanction]
+            /// Creates a new `AdminUser`.
+            ///
+            /// - Parameters:
+            ///   - user:
+            ///   - postings: The newest 50
+            ///   - bookings: The newest 50, as owner or renter
+            ///   - balanceHistory: The newest 50 moves of their money
+            ///   - reportsFiled:
+            ///   - reportsAbout: About them, their postings or their loans
+            ///   - sanctions:
+            public init(
+                user: Components.Schemas.AdminUserSummary,
+                postings: [Components.Schemas.Item],
+                bookings: [Components.Schemas.Booking],
+                balanceHistory: [Components.Schemas.BalanceEntry],
+                reportsFiled: [Components.Schemas.Report],
+                reportsAbout: [Components.Schemas.Report],
+                sanctions: [Components.Schemas.AdminSanction]
+            ) {
+                self.user = user
+                self.postings = postings
+                self.bookings = bookings
+                self.balanceHistory = balanceHistory
+                self.reportsFiled = reportsFiled
+                self.reportsAbout = reportsAbout
+                self.sanctions = sanctions
+            }
+            public enum CodingKeys: String, CodingKey {
+                case user
+                case postings
+                case bookings
+                case balanceHistory
+                case reportsFiled
+                case reportsAbout
+                case sanctions
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.user = try container.decode(
+                    Components.Schemas.AdminUserSummary.self,
+                    forKey: .user
+                )
+                self.postings = try container.decode(
+                    [Components.Schemas.Item].self,
+                    forKey: .postings
+                )
+                self.bookings = try container.decode(
+                    [Components.Schemas.Booking].self,
+                    forKey: .bookings
+                )
+                self.balanceHistory = try container.decode(
+                    [Components.Schemas.BalanceEntry].self,
+                    forKey: .balanceHistory
+                )
+                self.reportsFiled = try container.decode(
+                    [Components.Schemas.Report].self,
+                    forKey: .reportsFiled
+                )
+                self.reportsAbout = try container.decode(
+                    [Components.Schemas.Report].self,
+                    forKey: .reportsAbout
+                )
+                self.sanctions = try container.decode(
+                    [Components.Schemas.AdminSanction].self,
+                    forKey: .sanctions
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "user",
+                    "postings",
+                    "bookings",
+                    "balanceHistory",
+                    "reportsFiled",
+                    "reportsAbout",
+                    "sanctions"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AdminUserPage`.
+        public struct AdminUserPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AdminUserPage/data`.
+            public var data: [Components.Schemas.AdminUserSummary]
+            /// Always null: one page of at most 50
+            ///
+            /// - Remark: Generated from `#/components/schemas/AdminUserPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `AdminUserPage`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            ///   - nextCursor: Always null: one page of at most 50
+            public init(
+                data: [Components.Schemas.AdminUserSummary],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+                case nextCursor
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.data = try container.decode(
+                    [Components.Schemas.AdminUserSummary].self,
+                    forKey: .data
+                )
+                self.nextCursor = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .nextCursor
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "data",
+                    "nextCursor"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookBody`.
+        public struct WebhookBody: Codable, Hashable, Sendable {
+            /// http or https, with a host `WEBHOOK_ALLOWED_HOSTS` allows
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookBody/url`.
+            public var url: Swift.String
+            /// Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookBody/types`.
+            public var types: [Swift.String]
+            /// The log position to start after (0: the whole log); the log's head by default: events from now on
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookBody/position`.
+            public var position: Swift.Int64?
+            /// Creates a new `WebhookBody`.
+            ///
+            /// - Parameters:
+            ///   - url: http or https, with a host `WEBHOOK_ALLOWED_HOSTS` allows
+            ///   - types: Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///   - position: The log position to start after (0: the whole log); the log's head by default: events from now on
+            public init(
+                url: Swift.String,
+                types: [Swift.String],
+                position: Swift.Int64? = nil
+            ) {
+                self.url = url
+                self.types = types
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case url
+                case types
+                case position
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                self.types = try container.decode(
+                    [Swift.String].self,
+                    forKey: .types
+                )
+                self.position = try container.decodeIfPresent(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "url",
+                    "types",
+                    "position"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookPositionBody`.
+        public struct WebhookPositionBody: Codable, Hashable, Sendable {
+            /// The events after it are sent, from the first
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookPositionBody/position`.
+            public var position: Swift.Int64
+            /// Creates a new `WebhookPositionBody`.
+            ///
+            /// - Parameters:
+            ///   - position: The events after it are sent, from the first
+            public init(position: Swift.Int64) {
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case position
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "position"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CreatedWebhook`.
+        public struct CreatedWebhook: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/url`.
+            public var url: Swift.String
+            /// Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/types`.
+            public var types: [Swift.String]
+            /// 64 hexadecimal digits (32 random bytes), shown this once: the key of every delivery's `Lender-Signature` (its UTF-8 bytes)
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/secret`.
+            public var secret: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Events after this log position are sent
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhook/position`.
+            public var position: Swift.Int64
+            /// Creates a new `CreatedWebhook`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - url:
+            ///   - types: Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///   - secret: 64 hexadecimal digits (32 random bytes), shown this once: the key of every delivery's `Lender-Signature` (its UTF-8 bytes)
+            ///   - createdAt:
+            ///   - position: Events after this log position are sent
+            public init(
+                id: Components.Schemas.Uuid,
+                url: Swift.String,
+                types: [Swift.String],
+                secret: Swift.String,
+                createdAt: Foundation.Date,
+                position: Swift.Int64
+            ) {
+                self.id = id
+                self.url = url
+                self.types = types
+                self.secret = secret
+                self.createdAt = createdAt
+                self.position = position
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case url
+                case types
+                case secret
+                case createdAt
+                case position
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Components.Schemas.Uuid.self,
+                    forKey: .id
+                )
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                self.types = try container.decode(
+                    [Swift.String].self,
+                    forKey: .types
+                )
+                self.secret = try container.decode(
+                    Swift.String.self,
+                    forKey: .secret
+                )
+                self.createdAt = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .createdAt
+                )
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "url",
+                    "types",
+                    "secret",
+                    "createdAt",
+                    "position"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Webhook`.
+        public struct Webhook: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Webhook/id`.
+            public var id: Components.Schemas.Uuid
+            /// - Remark: Generated from `#/components/schemas/Webhook/url`.
+            public var url: Swift.String
+            /// Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/types`.
+            public var types: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/Webhook/createdAt`.
+            public var createdAt: Foundation.Date
+            /// Every event up to this log position was delivered, dead-lettered, or is not of its types
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/position`.
+            public var position: Swift.Int64
+            /// Events answered 2xx
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/delivered`.
+            public var delivered: Swift.Int64
+            /// When the last was; null before the first
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/deliveredAt`.
+            public var deliveredAt: Foundation.Date?
+            /// Failed tries of the next event (0 while nothing fails)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/attempts`.
+            public var attempts: Swift.Int
+            /// When the next try is; null while nothing fails
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/nextAttemptAt`.
+            public var nextAttemptAt: Foundation.Date?
+            /// Why the last try failed, or the last dead letter's reason
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/lastError`.
+            public var lastError: Swift.String?
+            /// Events given up after the last try
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/deadLetters`.
+            public var deadLetters: Swift.Int
+            /// Creates a new `Webhook`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - url:
+            ///   - types: Event types of the log (`UserRegistered`, `BidPlaced`, ...), or `*` for every one
+            ///   - createdAt:
+            ///   - position: Every event up to this log position was delivered, dead-lettered, or is not of its types
+            ///   - delivered: Events answered 2xx
+            ///   - deliveredAt: When the last was; null before the first
+            ///   - attempts: Failed tries of the next event (0 while nothing fails)
+            ///   - nextAttemptAt: When the next try is; null while nothing fails
+            ///   - lastError: Why the last try failed, or the last dead letter's reason
+            ///   - deadLetters: Events given up after the last try
+            public init(
+                id: Components.Schemas.Uuid,
+                url: Swift.String,
+                types: [Swift.String],
+                createdAt: Foundation.Date,
+                position: Swift.Int64,
+                delivered: Swift.Int64,
+                deliveredAt: Foundation.Date? = nil,
+                attempts: Swift.Int,
+                nextAttemptAt: Foundation.Date? = nil,
+                lastError: Swift.String? = nil,
+                deadLetters: Swift.Int
+            ) {
+                self.id = id
+                self.url = url
+                self.types = types
+                self.createdAt = createdAt
+                self.position = position
+                self.delivered = delivered
+                self.deliveredAt = deliveredAt
+                self.attempts = attempts
+                self.nextAttemptAt = nextAttemptAt
+                self.lastError = lastError
+                self.deadLetters = deadLetters
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case url
+                case types
+                case createdAt
+                case position
+                case delivered
+                case deliveredAt
+                case attempts
+                case nextAttemptAt
+                case lastError
+                case deadLetters
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Components.Schemas.Uuid.self,
+                    forKey: .id
+                )
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                self.types = try container.decode(
+                    [Swift.String].self,
+                    forKey: .types
+                )
+                self.createdAt = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .createdAt
+                )
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                self.delivered = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .delivered
+                )
+                self.deliveredAt = try container.decodeIfPresent(
+                    Foundation.Date.self,
+                    forKey: .deliveredAt
+                )
+                self.attempts = try container.decode(
+                    Swift.Int.self,
+                    forKey: .attempts
+                )
+                self.nextAttemptAt = try container.decodeIfPresent(
+                    Foundation.Date.self,
+                    forKey: .nextAttemptAt
+                )
+                self.lastError = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .lastError
+                )
+                self.deadLetters = try container.decode(
+                    Swift.Int.self,
+                    forKey: .deadLetters
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "url",
+                    "types",
+                    "createdAt",
+                    "position",
+                    "delivered",
+                    "deliveredAt",
+                    "attempts",
+                    "nextAttemptAt",
+                    "lastError",
+                    "deadLetters"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookList`.
+        public struct WebhookList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookList/data`.
+            public var data: [Components.Schemas.Webhook]
+            /// Creates a new `WebhookList`.
+            ///
+            /// - Parameters:
+            ///   - data:
+            public init(data: [Components.Schemas.Webhook]) {
+                self.data = data
+            }
+            public enum CodingKeys: String, CodingKey {
+                case data
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.data = try container.decode(
+                    [Components.Schemas.Webhook].self,
+                    forKey: .data
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "data"
+                ])
+            }
+        }
+        /// What a receiver is POSTed, one event a request. Each event of the endpoint's `types` is POSTed at least once, in log order, as a `WebhookDelivery` (personal fields sealed, as auditors read the log), with `Content-Type: application/json`, `User-Agent: Lender-Webhooks/1`, `Lender-Event-Position`, `Lender-Event-Type` and `Lender-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256(secret, t + "." + body)>` (the key: the secret's UTF-8 bytes). A 2xx moves the endpoint past the event; anything else (a redirect too: never followed), a timeout or a refused connection is retried, the later events waiting behind it, after a doubling wait; after the last try the event is dead-lettered and the endpoint moves on.
+        ///
+        /// - Remark: Generated from `#/components/schemas/WebhookDelivery`.
+        public struct WebhookDelivery: Codable, Hashable, Sendable {
+            /// The event's hash (SHA-256, hex, as `Event.hash`): the same at every repeat, for a receiver to drop repeats
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/id`.
+            public var id: Swift.String
+            /// The event's position in the log; also `Lender-Event-Position`
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/position`.
+            public var position: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/type`.
+            public var _type: Swift.String
+            /// The event's stream (`user-…`, `item-…`, ...)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/stream`.
+            public var stream: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/occurredAt`.
+            public var occurredAt: Foundation.Date
+            /// The event's body as auditors read it (`Event.data`): personal fields sealed
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/data`.
+            public var data: OpenAPIRuntime.OpenAPIObjectContainer
+            /// Creates a new `WebhookDelivery`.
+            ///
+            /// - Parameters:
+            ///   - id: The event's hash (SHA-256, hex, as `Event.hash`): the same at every repeat, for a receiver to drop repeats
+            ///   - position: The event's position in the log; also `Lender-Event-Position`
+            ///   - _type:
+            ///   - stream: The event's stream (`user-…`, `item-…`, ...)
+            ///   - occurredAt:
+            ///   - data: The event's body as auditors read it (`Event.data`): personal fields sealed
+            public init(
+                id: Swift.String,
+                position: Swift.Int64,
+                _type: Swift.String,
+                stream: Swift.String,
+                occurredAt: Foundation.Date,
+                data: OpenAPIRuntime.OpenAPIObjectContainer
+            ) {
+                self.id = id
+                self.position = position
+                self._type = _type
+                self.stream = stream
+                self.occurredAt = occurredAt
+                self.data = data
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case position
+                case _type = "type"
+                case stream
+                case occurredAt
+                case data
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Swift.String.self,
+                    forKey: .id
+                )
+                self.position = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .position
+                )
+                self._type = try container.decode(
+                    Swift.String.self,
+                    forKey: ._type
+                )
+                self.stream = try container.decode(
+                    Swift.String.self,
+                    forKey: .stream
+                )
+                self.occurredAt = try container.decode(
+                    Foundation.Date.self,
+                    forKey: .occurredAt
+                )
+                self.data = try container.decode(
+                    OpenAPIRuntime.OpenAPIObjectContainer.self,
+                    forKey: .data
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "position",
+                    "type",
+                    "stream",
+                    "occurredAt",
+                    "data"
+                ])
+            }
+        }
     }
 }

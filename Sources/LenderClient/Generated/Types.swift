@@ -649,6 +649,81 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/admin/bookings/{bookingID}/cancel`.
     /// - Remark: Generated from `#/paths//v1/admin/bookings/{bookingID}/cancel/post(cancelBookingAsOperator)`.
     func cancelBookingAsOperator(_ input: Operations.CancelBookingAsOperator.Input) async throws -> Operations.CancelBookingAsOperator.Output
+    /// Users by handle (or its start) or e-mail (operators)
+    ///
+    /// At most 50; an e-mail address is matched by its blind index, so only the whole address finds anyone.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/users`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/get(findUsers)`.
+    func findUsers(_ input: Operations.FindUsers.Input) async throws -> Operations.FindUsers.Output
+    /// One user, whole (operators)
+    ///
+    /// Who they are (personal fields removed once forgotten), their money and standing, their newest postings, bookings and money moves, reports by and about them, and the operators' acts on them.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/users/{userID}`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/get(getAdminUser)`.
+    func getAdminUser(_ input: Operations.GetAdminUser.Input) async throws -> Operations.GetAdminUser.Output
+    /// Bookings by status and party, newest first (operators)
+    ///
+    /// - Remark: HTTP `GET /v1/admin/bookings`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/get(listAdminBookings)`.
+    func listAdminBookings(_ input: Operations.ListAdminBookings.Input) async throws -> Operations.ListAdminBookings.Output
+    /// Record that an operator checked who the user is (operators)
+    ///
+    /// `IdentityVerified` on the user's stream, in the operator's name and with their reason: their payouts may then pass `PAYOUT_VERIFY_ABOVE_CENTS` in 30 days. Verifying again changes nothing.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/verify-identity`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/verify-identity/post(verifyIdentity)`.
+    func verifyIdentity(_ input: Operations.VerifyIdentity.Input) async throws -> Operations.VerifyIdentity.Output
+    /// Every movement of money, as CSV (operators)
+    ///
+    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/ledger.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/ledger.csv/get(exportLedger)`.
+    func exportLedger(_ input: Operations.ExportLedger.Input) async throws -> Operations.ExportLedger.Output
+    /// Every user, as CSV (operators)
+    ///
+    /// Every user, by id.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/users.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/users.csv/get(exportUsers)`.
+    func exportUsers(_ input: Operations.ExportUsers.Input) async throws -> Operations.ExportUsers.Output
+    /// Every booking, as CSV (operators)
+    ///
+    /// Every booking, by id, with its prices, deposit and dispute.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/bookings.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/bookings.csv/get(exportBookings)`.
+    func exportBookings(_ input: Operations.ExportBookings.Input) async throws -> Operations.ExportBookings.Output
+    /// The webhook endpoints, each with how far it has got (operators)
+    ///
+    /// Oldest first, deleted ones left out. No secret: it is shown once, when the endpoint is registered.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/get(listWebhooks)`.
+    func listWebhooks(_ input: Operations.ListWebhooks.Input) async throws -> Operations.ListWebhooks.Output
+    /// Register a webhook endpoint (operators)
+    ///
+    /// The URL's host must be one `WEBHOOK_ALLOWED_HOSTS` allows: listed by name or address, or under a `*.domain` or `*` entry; a host allowed by `*` or `*.domain` must resolve to public addresses only (never loopback, private, link-local such as 169.254.169.254, unspecified or multicast), checked again before every round of sending. The answer holds the endpoint's secret, and no other answer does. Each event of the endpoint's `types` is POSTed at least once, in log order, as a `WebhookDelivery` (personal fields sealed, as auditors read the log), with `Content-Type: application/json`, `User-Agent: Lender-Webhooks/1`, `Lender-Event-Position`, `Lender-Event-Type` and `Lender-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256(secret, t + "." + body)>` (the key: the secret's UTF-8 bytes). A 2xx moves the endpoint past the event; anything else (a redirect too: never followed), a timeout or a refused connection is retried, the later events waiting behind it, after a doubling wait; after the last try the event is dead-lettered and the endpoint moves on. A setting of the server, not an event of the log: no Idempotency-Key.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/post(registerWebhook)`.
+    func registerWebhook(_ input: Operations.RegisterWebhook.Input) async throws -> Operations.RegisterWebhook.Output
+    /// Stop a webhook endpoint (operators)
+    ///
+    /// No more deliveries to it: a round sending to it stops before its next post. Its dead letters are kept.
+    ///
+    /// - Remark: HTTP `DELETE /v1/admin/webhooks/{webhookID}`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/{webhookID}/delete(deleteWebhook)`.
+    func deleteWebhook(_ input: Operations.DeleteWebhook.Input) async throws -> Operations.DeleteWebhook.Output
+    /// Resume a webhook endpoint from a log position (operators)
+    ///
+    /// The endpoint's events after `position` are sent again (or skipped, forward), its failures forgotten: how an operator replays what a receiver lost, or dead-lettered events once the receiver is mended. A round sending to it stops before its next post.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/webhooks/{webhookID}/position`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/{webhookID}/position/post(moveWebhook)`.
+    func moveWebhook(_ input: Operations.MoveWebhook.Input) async throws -> Operations.MoveWebhook.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -2098,6 +2173,155 @@ extension APIProtocol {
         body: Operations.CancelBookingAsOperator.Input.Body
     ) async throws -> Operations.CancelBookingAsOperator.Output {
         try await cancelBookingAsOperator(Operations.CancelBookingAsOperator.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Users by handle (or its start) or e-mail (operators)
+    ///
+    /// At most 50; an e-mail address is matched by its blind index, so only the whole address finds anyone.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/users`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/get(findUsers)`.
+    public func findUsers(
+        query: Operations.FindUsers.Input.Query,
+        headers: Operations.FindUsers.Input.Headers = .init()
+    ) async throws -> Operations.FindUsers.Output {
+        try await findUsers(Operations.FindUsers.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One user, whole (operators)
+    ///
+    /// Who they are (personal fields removed once forgotten), their money and standing, their newest postings, bookings and money moves, reports by and about them, and the operators' acts on them.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/users/{userID}`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/get(getAdminUser)`.
+    public func getAdminUser(
+        path: Operations.GetAdminUser.Input.Path,
+        headers: Operations.GetAdminUser.Input.Headers = .init()
+    ) async throws -> Operations.GetAdminUser.Output {
+        try await getAdminUser(Operations.GetAdminUser.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Bookings by status and party, newest first (operators)
+    ///
+    /// - Remark: HTTP `GET /v1/admin/bookings`.
+    /// - Remark: Generated from `#/paths//v1/admin/bookings/get(listAdminBookings)`.
+    public func listAdminBookings(
+        query: Operations.ListAdminBookings.Input.Query = .init(),
+        headers: Operations.ListAdminBookings.Input.Headers = .init()
+    ) async throws -> Operations.ListAdminBookings.Output {
+        try await listAdminBookings(Operations.ListAdminBookings.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Record that an operator checked who the user is (operators)
+    ///
+    /// `IdentityVerified` on the user's stream, in the operator's name and with their reason: their payouts may then pass `PAYOUT_VERIFY_ABOVE_CENTS` in 30 days. Verifying again changes nothing.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/users/{userID}/verify-identity`.
+    /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/verify-identity/post(verifyIdentity)`.
+    public func verifyIdentity(
+        path: Operations.VerifyIdentity.Input.Path,
+        headers: Operations.VerifyIdentity.Input.Headers = .init(),
+        body: Operations.VerifyIdentity.Input.Body
+    ) async throws -> Operations.VerifyIdentity.Output {
+        try await verifyIdentity(Operations.VerifyIdentity.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Every movement of money, as CSV (operators)
+    ///
+    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/ledger.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/ledger.csv/get(exportLedger)`.
+    public func exportLedger(
+        query: Operations.ExportLedger.Input.Query = .init(),
+        headers: Operations.ExportLedger.Input.Headers = .init()
+    ) async throws -> Operations.ExportLedger.Output {
+        try await exportLedger(Operations.ExportLedger.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Every user, as CSV (operators)
+    ///
+    /// Every user, by id.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/users.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/users.csv/get(exportUsers)`.
+    public func exportUsers(headers: Operations.ExportUsers.Input.Headers = .init()) async throws -> Operations.ExportUsers.Output {
+        try await exportUsers(Operations.ExportUsers.Input(headers: headers))
+    }
+    /// Every booking, as CSV (operators)
+    ///
+    /// Every booking, by id, with its prices, deposit and dispute.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/exports/bookings.csv`.
+    /// - Remark: Generated from `#/paths//v1/admin/exports/bookings.csv/get(exportBookings)`.
+    public func exportBookings(headers: Operations.ExportBookings.Input.Headers = .init()) async throws -> Operations.ExportBookings.Output {
+        try await exportBookings(Operations.ExportBookings.Input(headers: headers))
+    }
+    /// The webhook endpoints, each with how far it has got (operators)
+    ///
+    /// Oldest first, deleted ones left out. No secret: it is shown once, when the endpoint is registered.
+    ///
+    /// - Remark: HTTP `GET /v1/admin/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/get(listWebhooks)`.
+    public func listWebhooks(headers: Operations.ListWebhooks.Input.Headers = .init()) async throws -> Operations.ListWebhooks.Output {
+        try await listWebhooks(Operations.ListWebhooks.Input(headers: headers))
+    }
+    /// Register a webhook endpoint (operators)
+    ///
+    /// The URL's host must be one `WEBHOOK_ALLOWED_HOSTS` allows: listed by name or address, or under a `*.domain` or `*` entry; a host allowed by `*` or `*.domain` must resolve to public addresses only (never loopback, private, link-local such as 169.254.169.254, unspecified or multicast), checked again before every round of sending. The answer holds the endpoint's secret, and no other answer does. Each event of the endpoint's `types` is POSTed at least once, in log order, as a `WebhookDelivery` (personal fields sealed, as auditors read the log), with `Content-Type: application/json`, `User-Agent: Lender-Webhooks/1`, `Lender-Event-Position`, `Lender-Event-Type` and `Lender-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256(secret, t + "." + body)>` (the key: the secret's UTF-8 bytes). A 2xx moves the endpoint past the event; anything else (a redirect too: never followed), a timeout or a refused connection is retried, the later events waiting behind it, after a doubling wait; after the last try the event is dead-lettered and the endpoint moves on. A setting of the server, not an event of the log: no Idempotency-Key.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/post(registerWebhook)`.
+    public func registerWebhook(
+        headers: Operations.RegisterWebhook.Input.Headers = .init(),
+        body: Operations.RegisterWebhook.Input.Body
+    ) async throws -> Operations.RegisterWebhook.Output {
+        try await registerWebhook(Operations.RegisterWebhook.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Stop a webhook endpoint (operators)
+    ///
+    /// No more deliveries to it: a round sending to it stops before its next post. Its dead letters are kept.
+    ///
+    /// - Remark: HTTP `DELETE /v1/admin/webhooks/{webhookID}`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/{webhookID}/delete(deleteWebhook)`.
+    public func deleteWebhook(
+        path: Operations.DeleteWebhook.Input.Path,
+        headers: Operations.DeleteWebhook.Input.Headers = .init()
+    ) async throws -> Operations.DeleteWebhook.Output {
+        try await deleteWebhook(Operations.DeleteWebhook.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Resume a webhook endpoint from a log position (operators)
+    ///
+    /// The endpoint's events after `position` are sent again (or skipped, forward), its failures forgotten: how an operator replays what a receiver lost, or dead-lettered events once the receiver is mended. A round sending to it stops before its next post.
+    ///
+    /// - Remark: HTTP `POST /v1/admin/webhooks/{webhookID}/position`.
+    /// - Remark: Generated from `#/paths//v1/admin/webhooks/{webhookID}/position/post(moveWebhook)`.
+    public func moveWebhook(
+        path: Operations.MoveWebhook.Input.Path,
+        headers: Operations.MoveWebhook.Input.Headers = .init(),
+        body: Operations.MoveWebhook.Input.Body
+    ) async throws -> Operations.MoveWebhook.Output {
+        try await moveWebhook(Operations.MoveWebhook.Input(
             path: path,
             headers: headers,
             body: body
