@@ -92,7 +92,10 @@ extension DomainCodec where Event == UserEvent {
             wrap: UserEvent.payoutRequested)
         codec.register(PayoutSent.self, wrap: UserEvent.payoutSent)
         codec.register(PayoutFailed.self, wrap: UserEvent.payoutFailed)
-        codec.register(IdentityVerified.self, wrap: UserEvent.identityVerified)
+        // An operator's words on how they checked someone: theirs to forget with them.
+        codec.register(
+            IdentityVerified.self, personal: [.init("reason", of: .stream, redacted: .string(Redacted.text))],
+            wrap: UserEvent.identityVerified)
         codec.register(BalanceSettled.self, wrap: UserEvent.balanceSettled)
         codec.register(UserSuspended.self, wrap: UserEvent.suspended)
         codec.register(UserReinstated.self, wrap: UserEvent.reinstated)

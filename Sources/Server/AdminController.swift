@@ -22,12 +22,12 @@ struct AdminReads: Sendable {
     func user(_ id: UserID) async throws -> AdminUser {
         guard let summary = try await view.summary(id) else { throw DomainError.userNotFound }
         async let postings = view.postings(of: id)
-        async let bookings = view.bookings(status: nil, user: id, before: nil, limit: AdminView.sectionLength)
+        async let bookings = view.bookings(status: nil, user: id, after: nil, limit: AdminView.sectionLength)
         async let history = BalanceHistory.entries(
             of: id, in: accounts.gateway.store, before: nil, limit: AdminView.sectionLength)
         async let filed = reports.reports(of: id, before: nil, limit: AdminView.sectionLength)
         async let about = view.reports(about: id)
-        async let sanctions = view.sanctions(of: id)
+        async let sanctions = AdminView.sanctions(of: id, in: accounts.gateway.store)
         return AdminUser(
             user: summary, postings: try await postings, bookings: try await bookings.rows,
             balanceHistory: try await history.entries, reportsFiled: try await filed.rows, reportsAbout: try await about,
@@ -70,9 +70,9 @@ struct AdminController: Sendable {
         }
         if !problems.isEmpty { throw DomainError.invalid(problems) }
         let limit = try request.pageLimit()
-        let (rows, next) = try await reads.view.bookings(
-            status: status, user: user, before: try request.positionCursor(), limit: limit)
-        return Page(data: rows, nextCursor: next.map(String.init))
+        let after = try Cursor(query: request.uri.queryParameters["cursor"].map(String.init))
+        let (rows, next) = try await reads.view.bookings(status: status, user: user, after: after, limit: limit)
+        return Page(data: rows, nextCursor: next)
     }
 
     /// 200 with the user as operators see them; verifying again changes nothing.

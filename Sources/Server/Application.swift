@@ -94,7 +94,7 @@ public func buildRouter(
             accounts: accounts, operators: Operators(primary), csrfKey: payments.fingerprinter.derivedKey(for: "desk-csrf")),
         reads: adminReads, reports: Reports(gateway: gateway), reportsView: ReportsView(primary), moderation: moderation,
         items: ItemsView(primary), bookings: BookingsView(primary), store: gateway.store, readiness: readiness,
-        trustedKey: checkpointKey, audits: LastMoneyAudit(), today: today)
+        trustedKey: checkpointKey, audits: LastMoneyAudit(), today: today, logger: gateway.store.logger)
 
     let webhookRoutes = WebhooksController(
         webhooks: Webhooks(

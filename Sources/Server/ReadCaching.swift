@@ -64,7 +64,7 @@ struct ReadCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     static func isPersonal(_ path: String) -> Bool {
         path == "/v1/me" || path.hasPrefix("/v1/me/") || path == "/v1/cart" || path.hasPrefix("/v1/bookings/")
             || (path.hasPrefix("/v1/bids/") && path.hasSuffix("/messages")) || path.hasPrefix("/v1/events")
-            || path.hasPrefix("/v1/audit/")
+            || path.hasPrefix("/v1/audit/") || path.hasPrefix("/v1/admin/")
     }
 
     /// `W/"…"`: the first 16 bytes of the SHA-256 of the body, in hex. Weak, because the same

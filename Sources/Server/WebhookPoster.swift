@@ -1,3 +1,4 @@
+import Aggregates
 import AsyncHTTPClient
 import EventStore
 import Foundation
@@ -58,9 +59,19 @@ struct HTTPWebhookPoster: WebhookPoster {
                 value: WebhookSignature.header(secret: target.secret, timestamp: Int(Date().timeIntervalSince1970), body: body))
             request.body = .bytes(ByteBuffer(bytes: body))
             let response = try await client.execute(request, timeout: timeout, logger: logger)
-            // Read (a little of) the answer, so that its connection can carry the next post;
-            // what it says is not kept.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
+            // Drain (a little of) the answer, so that its connection can carry the next post,
+            // within two seconds: a receiver that trickles its body holds nothing up (the
+            // client's deadline ended with the head). What it says is not kept.
+            let answer = response.body
+            try? await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await answer.collect(upTo: 64 * 1024) }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(2))
+                    throw CancellationError()
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
             guard (200..<300).contains(response.status.code) else { throw WebhookRefused(status: Int(response.status.code)) }
         }
     }
@@ -92,7 +103,18 @@ struct WebhookEventBody: Encodable {
         type = event.type
         stream = event.streamID.rawValue
         occurredAt = event.recordedAt
-        data = try event.data.decode(JSONValue.self)
+        data = Self.sealedOnly(try event.data.decode(JSONValue.self), type: event.type)
+    }
+
+    /// Every personal field either sealed or redacted: events written before 0.3.0 hold
+    /// titles and descriptions in clear, and nothing personal leaves in clear (SPEC §12.6).
+    static func sealedOnly(_ data: JSONValue, type: String) -> JSONValue {
+        guard case .object(var fields) = data, let personal = lenderPersonalFields[type] else { return data }
+        for field in personal {
+            guard let value = fields[field.name], value != .null, value["$sealed"] == nil else { continue }
+            fields[field.name] = field.redacted
+        }
+        return .object(fields)
     }
 
     func json() throws -> [UInt8] { try StreamingJSONEncoder.encode(self) }

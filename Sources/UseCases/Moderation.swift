@@ -114,6 +114,10 @@ extension Moderation {
     /// it was checked before.
     public func verifyIdentity(_ user: UserID, reason: String, by actor: UserID) async throws -> AppendResult? {
         guard try await operators.contains(actor) else { throw DomainError.notOperator }
+        // A verified identity lifts the payout limit: never one's own word for oneself.
+        guard user != actor else {
+            throw DomainError(.forbidden, "own_account", "An operator may not verify their own identity; another operator must.")
+        }
         return try await commands.gateway.handle(
             UserCommand.verifyIdentity(by: "operator:\(actor)", reason: reason.trimmingWhiteSpace()), on: .user, id: user,
             actor: actor

@@ -52,7 +52,16 @@ public struct WebhookHosts: Sendable, Hashable {
     public func check(_ url: String) async throws -> WebhookDestination {
         guard let host = Self.host(of: url) else { throw Self.invalidURL }
         let name = Self.normalized(host)
-        if exact.contains(name) { return WebhookDestination(host: host, address: nil) }
+        if exact.contains(name) {
+            // A listed name may point anywhere but at this machine or the cloud's metadata
+            // service (a partner's DNS changed): only a listed address reaches those.
+            if !Self.isLiteralAddress(name),
+                let inward = try await Self.addresses(of: host).first(where: { $0.isLoopbackOrLinkLocal })
+            {
+                throw Self.notAllowed("\(name) resolves to \(inward): loopback and link-local addresses are reached only when listed as addresses.")
+            }
+            return WebhookDestination(host: host, address: nil)
+        }
         guard anyHost || suffixes.contains(where: { name.hasSuffix($0) }) else {
             throw Self.notAllowed("\(name) is not one of the hosts WEBHOOK_ALLOWED_HOSTS allows.")
         }
@@ -70,11 +79,19 @@ public struct WebhookHosts: Sendable, Hashable {
     /// The URL's host, as the HTTP client reads it (brackets of an IPv6 address taken off);
     /// nil unless it is an absolute `http` or `https` URL with a host and no user or password.
     public static func host(of text: String) -> String? {
+        // A port past 65535 would trap where the HTTP client makes its socket address.
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-            url.user == nil, url.password == nil, var host = url.host, !host.isEmpty
+            url.user == nil, url.password == nil, var host = url.host, !host.isEmpty, (url.port ?? 1).isValidPort
         else { return nil }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return host.isEmpty ? nil : host
+    }
+
+    /// An IPv4 or IPv6 address written out, not a name.
+    static func isLiteralAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
     /// A host as entries and URLs are compared: lower case, without brackets or a final dot.
@@ -86,7 +103,8 @@ public struct WebhookHosts: Sendable, Hashable {
     }
 
     static let invalidURL = DomainError.invalid([
-        FieldError(field: "url", code: "invalid_url", message: "an http or https URL with a host, and no user or password")
+        FieldError(
+            field: "url", code: "invalid_url", message: "an http or https URL with a host, a port from 1 to 65535 if any, and no user or password")
     ])
 
     static func notAllowed(_ message: String) -> DomainError {
@@ -164,6 +182,10 @@ public struct WebhookAddress: Sendable, Hashable, CustomStringConvertible {
         if b[0] == 0x00, b[1] == 0x64, b[2] == 0xff, b[3] == 0x9b, b[4..<12].allSatisfy({ $0 == 0 }) {
             return Self.isPublicV4(b[12], b[13], b[14], b[15])
         }
+        // 64:ff9b:1::/48 (NAT64 for local use), 2001::/32 (Teredo) and ::ffff:0:0:0/96 (SIIT).
+        if b[0] == 0x00, b[1] == 0x64, b[2] == 0xff, b[3] == 0x9b, b[4] == 0x00, b[5] == 0x01 { return false }
+        if b[0] == 0x20, b[1] == 0x01, b[2] == 0x00, b[3] == 0x00 { return false }
+        if b[0..<8].allSatisfy({ $0 == 0 }), b[8] == 0xff, b[9] == 0xff, b[10] == 0, b[11] == 0 { return false }
         // 6to4 (2002::/16) carries an IPv4 address in its next 32 bits.
         if b[0] == 0x20, b[1] == 0x02 { return Self.isPublicV4(b[2], b[3], b[4], b[5]) }
         if b[0..<12].allSatisfy({ $0 == 0 }) { return false }  // ::, ::1 and the old IPv4-compatible ::a.b.c.d
@@ -172,6 +194,16 @@ public struct WebhookAddress: Sendable, Hashable, CustomStringConvertible {
         if b[0] == 0xfe, b[1] & 0xc0 == 0xc0 { return false }  // fec0::/10, site-local (deprecated)
         if b[0] == 0xff { return false }  // ff00::/8, multicast
         return true
+    }
+
+    /// 127.0.0.0/8, 169.254.0.0/16, ::1, fe80::/10, and those inside mapped addresses.
+    public var isLoopbackOrLinkLocal: Bool {
+        func v4(_ a: UInt8, _ b: UInt8) -> Bool { a == 127 || (a == 169 && b == 254) }
+        if bytes.count == 4 { return v4(bytes[0], bytes[1]) }
+        guard bytes.count == 16 else { return false }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff { return v4(bytes[12], bytes[13]) }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }), bytes[15] == 1 { return true }
+        return bytes[0] == 0xfe && bytes[1] & 0xc0 == 0x80
     }
 
     static func isPublicV4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> Bool {
@@ -196,4 +228,8 @@ public struct WebhookAddress: Sendable, Hashable, CustomStringConvertible {
         return stride(from: 0, to: bytes.count, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
             .joined(separator: ":")
     }
+}
+
+extension Int {
+    var isValidPort: Bool { (1...65_535).contains(self) }
 }

@@ -342,7 +342,7 @@ public struct Webhooks: Sendable {
                   AND (claimed_until IS NULL OR claimed_until < now())
                   AND position < (SELECT position FROM log_head)
                 ORDER BY next_attempt_at, id
-                LIMIT \(2 * max(1, settings.concurrency))
+                LIMIT \(max(1, settings.concurrency))
                 FOR UPDATE SKIP LOCKED
             )
             UPDATE webhooks w SET claimed_until = now() + make_interval(secs => \(claimSeconds)), claimed_by = \(claim)
@@ -356,19 +356,12 @@ public struct Webhooks: Sendable {
         }
         var round = Round()
         guard !claimed.isEmpty else { return round }
-        let concurrency = max(1, settings.concurrency)
+        // Only as many as are sent to at once: a claim never waits behind a slow receiver.
         await withTaskGroup(of: Round.self) { group in
-            for endpoint in claimed.prefix(concurrency) {
+            for endpoint in claimed {
                 group.addTask { await self.deliverLogging(endpoint, claim: claim, poster: poster) }
             }
-            var next = concurrency
-            while let done = await group.next() {
-                round.add(done)
-                guard next < claimed.count else { continue }
-                let endpoint = claimed[next]
-                next += 1
-                group.addTask { await self.deliverLogging(endpoint, claim: claim, poster: poster) }
-            }
+            while let done = await group.next() { round.add(done) }
         }
         return round
     }
@@ -412,8 +405,12 @@ public struct Webhooks: Sendable {
         }
         var passed = endpoint.position
         var stopped = false
+        // A round gives way after half a claim: a slow receiver with a backlog lets the others
+        // take their turn (`finish` puts it at the back of the queue).
+        let deadline = ContinuousClock.now + .seconds(claimSeconds / 2)
         try await poster.withConnection(to: target) { connection in
             for event in events {
+                guard ContinuousClock.now < deadline, !Task.isCancelled else { break }
                 // Still this round's (not deleted, rewound or lapsed), for another claim's length.
                 guard try await renew(endpoint.id, claim: claim) else {
                     stopped = true
@@ -435,7 +432,7 @@ public struct Webhooks: Sendable {
                 round.delivered += 1
             }
         }
-        if !stopped { _ = try await finish(endpoint, claim: claim, through: through) }
+        if !stopped { _ = try await finish(endpoint, claim: claim, through: passed == events.last?.position ? through : passed) }
         return round
     }
 
@@ -477,7 +474,8 @@ public struct Webhooks: Sendable {
     private func finish(_ endpoint: Claimed, claim: UUID, through: Int64) async throws -> Bool {
         try await pool.query(
             """
-            UPDATE webhooks SET position = greatest(position, \(through)), claimed_until = NULL, claimed_by = NULL
+            UPDATE webhooks SET position = greatest(position, \(through)), claimed_until = NULL, claimed_by = NULL,
+                next_attempt_at = greatest(next_attempt_at, now())
             WHERE id = \(endpoint.id) AND claimed_by = \(claim)
             """
         ).affectedRows == 1

@@ -179,7 +179,7 @@ struct DeskTests {
             let reason = ["reason": "Counterfeit goods"]
             let forged: [(String, [String: String], HTTPFields)] = [
                 ("no token", reason, [:]),
-                ("another session's token", reason.merging(["csrf": String(repeating: "a", count: 64)]) { $1 }, [:]),
+                ("a made-up token", reason.merging(["csrf": String(repeating: "a", count: 64)]) { $1 }, [:]),
                 ("another origin", reason.merging(["csrf": session.csrf]) { $1 }, [.origin: "http://evil.example"]),
                 ("a cross-site fetch", reason.merging(["csrf": session.csrf]) { $1 }, [HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]),
             ]
@@ -200,6 +200,47 @@ struct DeskTests {
             // A reason is needed, as in the API.
             let bare = try await Self.post(client, takedown, form: ["csrf": session.csrf], cookie: session.cookie)
             #expect(bare.status == .unprocessableContent && bare.text.contains("reason_required"), "\(bare)")
+        }
+    }
+
+    @Test func aSessionEndsAtTheDeskAndASuspendedOperatorOnlyReads() async throws {
+        try await withServer { client, admin in
+            let rita = try await client.user("rita")
+            for handle in ["desk", "desk2"] {
+                _ = try await client.user(handle)
+                _ = try runLender(["users", "grant-operator", handle], database: try await ownerURL(admin))
+            }
+            let one = try #require(try await Self.signIn(client, "desk").1)
+            let two = try #require(try await Self.signIn(client, "desk2").1)
+            let verify = "/desk/users/\(rita.id)/verify-identity"
+            // Another operator's real token is not this session's.
+            let crossed = try await Self.post(client, verify, form: ["csrf": two.csrf, "reason": "x"], cookie: one.cookie)
+            #expect(crossed.status == .forbidden && crossed.text.contains("csrf_failed"), "\(crossed)")
+            // A login form posted without the cookie its token is bound to.
+            let page = try await Self.get(client, "/desk/login")
+            let unbound = try await Self.post(
+                client, "/desk/login", form: ["csrf": try #require(Self.csrf(in: page.text)), "handle": "desk", "password": "correct horse battery"],
+                cookie: nil)
+            #expect(unbound.status == .forbidden && Self.cookie("lender_desk", in: unbound.headers) == nil, "\(unbound)")
+
+            // desk2 suspended: signed out everywhere; signed in again, it reads and acts on nothing.
+            let deskToken = try await client.login("desk")
+            let two2ID = try #require(try await client.send(.get, "/v1/admin/users?q=desk2", token: deskToken).decode(Page<AdminUserSummary>.self).data.first?.id)
+            let suspended = try await client.send(
+                .post, "/v1/admin/users/\(two2ID)/suspend", json: ["reason": "Under review"], token: deskToken)
+            #expect(suspended.status == .ok, "\(suspended)")
+            #expect(try await Self.get(client, "/desk/reports", cookie: two.cookie).status == .seeOther, "its session ended")
+            let again = try #require(try await Self.signIn(client, "desk2").1)
+            #expect(try await Self.get(client, "/desk/users/\(rita.id)", cookie: again.cookie).status == .ok)
+            let refused = try await Self.post(client, verify, form: ["csrf": again.csrf, "reason": "x"], cookie: again.cookie)
+            #expect(refused.status == .forbidden && refused.text.contains("account_suspended"), "\(refused)")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'IdentityVerified'") == 0)
+            let out = try await Self.post(client, "/desk/logout", form: ["csrf": again.csrf], cookie: again.cookie)
+            #expect(out.status == .seeOther && out.headers[.location] == "/desk/login", "a suspended operator signs out: \(out)")
+            // The cookie after logging out opens nothing.
+            #expect(try await Self.get(client, "/desk/reports", cookie: again.cookie).status == .seeOther)
+            let late = try await Self.post(client, verify, form: ["csrf": again.csrf, "reason": "x"], cookie: again.cookie)
+            #expect(late.status == .forbidden, "\(late)")
         }
     }
 
@@ -315,11 +356,18 @@ struct AdminReadsTests {
             #expect(sanctions[0].operatorId?.contains(desk.id.description) == true, "\(sanctions)")
             let unknown = try await client.send(.post, "/v1/admin/users/\(UUID())/verify-identity", json: ["reason": "x"], token: desk.token)
             #expect(unknown.status == .notFound, "\(unknown)")
+            let own = try await client.send(.post, "/v1/admin/users/\(desk.id)/verify-identity", json: ["reason": "me"], token: desk.token)
+            #expect(own.status == .forbidden && own.code == "own_account", "\(own)")
+            // The operator's words are sealed for the user, never in the log in clear.
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE data::text LIKE '%Passport seen%'") == 0)
 
             // Forgotten: personal fields removed, not shown.
             #expect(try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: rita.token).status == .noContent)
             let gone = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token).decode(AdminUser.self).user
             #expect(gone.forgotten && gone.email == nil && gone.displayName == nil, "\(gone)")
+            let forgottenSanctions = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token)
+                .decode(AdminUser.self).sanctions
+            #expect(forgottenSanctions.count == 1 && forgottenSanctions[0].reason != "Passport seen", "\(forgottenSanctions)")
         }
     }
 }

@@ -384,6 +384,9 @@ struct WebhooksTests {
                 (["url": "http://127.0.0.1:9/", "types": ["NoSuchEvent"]], "types[0]", "unknown_type"),
                 (["url": "ftp://127.0.0.1/", "types": ["*"]], "url", "invalid_url"),
                 (["url": "http://user:secret@127.0.0.1:9/", "types": ["*"]], "url", "invalid_url"),
+                // A port past 65535 once stopped the whole server at its first send.
+                (["url": "http://127.0.0.1:70000/", "types": ["*"]], "url", "invalid_url"),
+                (["url": "http://127.0.0.1:0/", "types": ["*"]], "url", "invalid_url"),
                 (["url": "http://127.0.0.1:9/", "types": ["*"], "position": -1], "position", "invalid_position"),
                 (["url": "http://127.0.0.1:9/", "types": ["*"], "position": 1_000_000], "position", "beyond_head"),
             ]
@@ -414,6 +417,15 @@ struct WebhooksTests {
                 #expect(try await count(admin, "SELECT count(*) FROM webhooks") == 0, "nothing written")
                 listed.kill(SIGTERM)
                 _ = await listed.waitForExit()
+
+                // A listed name that resolves to this machine: refused (a partner's DNS must not
+                // turn the sender inward); only a listed address reaches loopback.
+                let named = try await server(database, ["WEBHOOK_ALLOWED_HOSTS": "localhost"])
+                let inward = try await named.send(
+                    .post, "/v1/admin/webhooks", json: ["url": "http://localhost:\(receiver.port)/hooks/x", "types": ["*"]], token: token)
+                #expect(inward.status == .unprocessableContent && inward.code == "host_not_allowed", "\(inward)")
+                named.kill(SIGTERM)
+                _ = await named.waitForExit()
 
                 // Registered while 127.0.0.1 was listed (and failing, so that nothing arrives yet).
                 receiver.answer("x", with: .status(500))

@@ -47956,7 +47956,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Not an operator (`not_operator`); or the account is suspended (`account_suspended`)
+            /// Not an operator (`not_operator`), the operator's own account (`own_account`), or the account is suspended (`account_suspended`)
             ///
             /// - Remark: Generated from `#/paths//v1/admin/users/{userID}/verify-identity/post(verifyIdentity)/responses/403`.
             ///

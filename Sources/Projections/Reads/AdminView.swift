@@ -118,27 +118,29 @@ public struct AdminView: Sendable {
 
     /// Bookings, newest first: with `status` (`confirmed`, `completed`, `cancelled`, or
     /// `disputed` for an open dispute or claim) and `user` (as owner or renter) when given.
-    /// `next`: the position to read before for the next page, when there is one.
-    public func bookings(status: String?, user: UserID?, before: Int64?, limit: Int) async throws
-        -> (rows: [BookingResource], next: Int64?)
+    /// Keyset paged on when each was made (a booking's position moves with each change: a
+    /// list by it would skip one changed between two pages). `next`: the next page's cursor.
+    public func bookings(status: String?, user: UserID?, after: Cursor?, limit: Int) async throws
+        -> (rows: [BookingResource], next: String?)
     {
         var statement: PostgresQuery = """
-            SELECT \(unsafeRaw: BookingResource.columns), NULL::text AS contact_email, b.position AS list_position
+            SELECT \(unsafeRaw: BookingResource.columns), NULL::text AS contact_email
             FROM bookings_view b
             \(unsafeRaw: BookingResource.joins)
-            WHERE b.position < \(before ?? Int64.max)
+            WHERE true
             """
+        if let after { statement.append(" AND (b.created_at, b.booking_id) < (\(after.at), \(after.id))") }
         switch status {
         case nil: break
         case "disputed": statement.append(" AND (b.dispute_status = 'open' OR (b.claim_cents IS NOT NULL AND b.deposit_status = 'held'))")
         case let status?: statement.append(" AND b.status = \(status)")
         }
         if let user { statement.append(" AND (b.owner_id = \(user.rawValue) OR b.renter_id = \(user.rawValue))") }
-        statement.append(" ORDER BY b.position DESC LIMIT \(literal: limit + 1)")
-        let rows = try await pool.query(statement)
-        let bookings = try rows.prefix(limit).map { try BookingResource($0, position: nil) }
-        let next = rows.count > limit ? try rows[limit - 1].decode("list_position", as: Int64.self) : nil
-        return (bookings, next)
+        statement.append(" ORDER BY b.created_at DESC, b.booking_id DESC LIMIT \(literal: limit + 1)")
+        let rows = try await pool.query(statement).map { try BookingResource($0, position: nil) }
+        guard rows.count > limit else { return (rows, nil) }
+        let last = rows[limit - 1]
+        return (Array(rows.prefix(limit)), Cursor(at: last.createdAt, id: last.id.rawValue).encoded)
     }
 
     /// Reports about the user, or about what they posted or wrote.
@@ -154,23 +156,23 @@ public struct AdminView: Sendable {
         return try await pool.query(query).map(ReportsView.resource)
     }
 
-    /// The operators' acts in the user's stream, newest first.
-    public func sanctions(of user: UserID) async throws -> [AdminSanction] {
-        try await pool.query(
-            """
-            SELECT type, recorded_at, coalesce(data->>'operatorID', metadata->>'actorID') AS actor, data->>'reason' AS reason, data->>'verifiedBy' AS verified_by,
-                   position
-            FROM events
-            WHERE stream_id = \(StreamID.user(user).rawValue)
-              AND type IN ('UserSuspended', 'UserReinstated', 'IdentityVerified')
-            ORDER BY position DESC LIMIT \(literal: Self.sectionLength)
-            """
-        ).map { row in
-            AdminSanction(
-                type: try row.decode("type"), at: try row.decode("recorded_at"),
-                operatorId: try row.decode("actor", as: String?.self) ?? row.decode("verified_by", as: String?.self),
-                reason: try row.decode("reason", as: String?.self), position: try row.decode("position"))
+    /// The operators' acts in the user's stream, newest first, read through the store: a
+    /// reason sealed for the user is opened, or shown removed once they are forgotten.
+    public static func sanctions(of user: UserID, in store: EventStore) async throws -> [AdminSanction] {
+        let types: Set<String> = [UserSuspended.eventType, UserReinstated.eventType, IdentityVerified.eventType]
+        var sanctions = [AdminSanction]()
+        for recorded in try await store.readStream(.user(user)) where types.contains(recorded.type) {
+            let data = try recorded.data.decode(JSONValue.self)
+            func text(_ name: String) -> String? {
+                if case .string(let value) = data[name] { value } else { nil }
+            }
+            sanctions.append(
+                AdminSanction(
+                    type: recorded.type, at: recorded.recordedAt,
+                    operatorId: text("operatorID") ?? (try? recorded.decodeMetadata().actorID) ?? text("verifiedBy"),
+                    reason: text("reason"), position: recorded.position))
         }
+        return Array(sanctions.reversed().prefix(sectionLength))
     }
 
     static func summary(_ row: PostgresRow) throws -> AdminUserSummary {

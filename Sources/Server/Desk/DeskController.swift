@@ -4,6 +4,7 @@ import EventStore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import Marketplace
 import NIOCore
 import Postgres
@@ -29,18 +30,16 @@ struct DeskController: Sendable {
     /// without one, only that a checkpoint is signed by the key it names.
     let trustedKey: Curve25519.Signing.PublicKey?
     let audits: LastMoneyAudit
+    let verdicts = CheckpointVerdicts()
     let today: @Sendable () -> Day
+    let logger: Logger
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("/desk") { _, _ in DeskPages.redirect("/desk/reports") }
         router.get("/desk/desk.css") { _, _ in pages.css() }
         router.get("/desk/login", use: loginPage)
         router.post("/desk/login", use: login)
-        router.post("/desk/logout", use: act { act in
-            _ = try await sessions.accounts.logout(token: act.who.token)
-            return DeskPages.redirect(
-                "/desk/login", cookies: [DeskSessions.setCookie(DeskSessions.cookie, "", maxAge: 0, act.request)])
-        })
+        router.post("/desk/logout", use: logout)
         router.get("/desk/reports", use: page(reportsPage))
         router.post("/desk/reports/:reportID/resolve", use: act { act in
             let id = ReportID(try act.id("reportID"))
@@ -76,6 +75,20 @@ struct DeskController: Sendable {
             return DeskPages.redirect(Self.back(act.form, else: "/desk/items/\(item)") + "?done=taken_down")
         })
         router.get("/desk/items/:itemID", use: page(itemPage))
+        // A report's subject acted on from the reports page: a loan taken down, a review or a
+        // message hidden, each with its reason, as the API's routes do.
+        router.post("/desk/loans/:loanID/takedown", use: act { act in
+            _ = try await moderation.takeDown(LoanID(try act.id("loanID")), reason: try Self.reason(act.form), by: act.who.user)
+            return DeskPages.redirect("/desk/reports?done=taken_down")
+        })
+        router.post("/desk/reviews/:reviewID/hide", use: act { act in
+            _ = try await moderation.hideReview(try act.id("reviewID"), reason: try Self.reason(act.form), by: act.who.user)
+            return DeskPages.redirect("/desk/reports?done=hidden")
+        })
+        router.post("/desk/messages/:messageID/hide", use: act { act in
+            _ = try await moderation.hideMessage(MessageID(try act.id("messageID")), reason: try Self.reason(act.form), by: act.who.user)
+            return DeskPages.redirect("/desk/reports?done=hidden")
+        })
         router.get("/desk/bookings", use: page(bookingsPage))
         router.get("/desk/bookings/:bookingID", use: page(bookingPage))
         router.post("/desk/bookings/:bookingID/resolve", use: act { act in
@@ -101,13 +114,30 @@ struct DeskController: Sendable {
         })
         router.get("/desk/health", use: page(healthPage))
         router.post("/desk/health/audit", use: act { _ in
-            let report = try await MoneyAudit().run(pool: store.pool)
-            audits.keep(report)
+            // One at a time: a second click while it runs waits for nothing and runs nothing.
+            guard audits.begin() else { return DeskPages.redirect("/desk/health?done=audit_running") }
+            defer { audits.end() }
+            audits.keep(try await MoneyAudit().run(pool: store.pool))
             return DeskPages.redirect("/desk/health?done=audited")
         })
     }
 
     // MARK: Sign-in
+
+    /// Any live session may end itself, an operator's suspended or demoted one included: the
+    /// cookie and its form's token are all it takes.
+    @Sendable func logout(_ request: Request, context: AppRequestContext) async throws -> Response {
+        var request = request
+        do {
+            guard let token = request.cookies[DeskSessions.cookie]?.value, !token.isEmpty else { throw DeskRefusal.signedOut }
+            let form = DeskFormat.form(try await request.collectBody(upTo: 16 * 1024))
+            try sessions.checkForm(request, form, expected: sessions.csrf(for: "session:" + token))
+            _ = try await sessions.accounts.logout(token: token)
+            return DeskPages.redirect("/desk/login", cookies: [DeskSessions.setCookie(DeskSessions.cookie, "", maxAge: 0, request)])
+        } catch {
+            return errorPage(error, who: nil)
+        }
+    }
 
     @Sendable func loginPage(_ request: Request, context: AppRequestContext) async throws -> Response {
         if (try? await sessions.signedIn(request)) != nil { return DeskPages.redirect("/desk/reports") }
@@ -205,6 +235,7 @@ struct DeskController: Sendable {
             case let problem as Problem: (problem.status, problem.code, problem.detail)
             default: (.internalServerError, "internal_error", "The desk failed to do this.")
             }
+        if status.code >= 500 { logger.error("a desk page failed", metadata: ["error": "\(error)"]) }
         return pages.page(
             "error",
             frame(who, title: "Not done", ["code": code, "detail": detail, "back": who == nil ? "/desk/login" : "/desk/reports"]),
@@ -224,7 +255,8 @@ struct DeskController: Sendable {
 
     static let flashes = [
         "resolved": "Resolved.", "suspended": "Suspended.", "reinstated": "Reinstated.", "verified": "Identity marked verified.",
-        "taken_down": "Taken down.", "cancelled": "Cancelled.", "audited": "The money audit ran.",
+        "taken_down": "Taken down.", "cancelled": "Cancelled.", "audited": "The money audit ran.", "hidden": "Hidden.",
+        "audit_running": "The money audit is running already.",
     ]
 
     /// An operator's `reason`: 422 `reason_required` without one, as in the API.
@@ -243,12 +275,37 @@ struct DeskController: Sendable {
     }
 }
 
-/// The last `audit money` run from the desk, for its health page.
+/// The last `audit money` run from the desk, for its health page, and whether one runs.
 final class LastMoneyAudit: Sendable {
     private let last = Mutex<(at: Date, report: MoneyAudit.Report)?>(nil)
+    private let running = Mutex(false)
 
     func keep(_ report: MoneyAudit.Report) { last.withLock { $0 = (Date(), report) } }
     var report: (at: Date, report: MoneyAudit.Report)? { last.withLock { $0 } }
+
+    func begin() -> Bool {
+        running.withLock { running in
+            defer { running = true }
+            return !running
+        }
+    }
+
+    func end() { running.withLock { $0 = false } }
+}
+
+/// What verifying each checkpoint found, kept: the walk reads the whole log, so it is done
+/// once per checkpoint, not on every page that shows it.
+final class CheckpointVerdicts: Sendable {
+    private let verdicts = Mutex<[String: (text: String, good: Bool)]>([:])
+
+    func verdict(for signature: String) -> (text: String, good: Bool)? { verdicts.withLock { $0[signature] } }
+
+    func keep(_ verdict: (text: String, good: Bool), for signature: String) {
+        verdicts.withLock { verdicts in
+            if verdicts.count > 64 { verdicts.removeAll() }
+            verdicts[signature] = verdict
+        }
+    }
 }
 
 /// A page's request: who asks, and the path's parameters.

@@ -15,7 +15,7 @@ struct DeskPages: Sendable {
     static let bundled: DeskPages = {
         var library = MustacheLibrary()
         var stylesheet = ByteBuffer()
-        let folder = Bundle.module.url(forResource: "Desk", withExtension: nil)
+        let folder = bundledFolder
         let files = folder.flatMap { try? FileManager.default.contentsOfDirectory(at: $0, includingPropertiesForKeys: nil) } ?? []
         for file in files {
             guard let text = try? String(contentsOf: file, encoding: .utf8) else { continue }
@@ -26,6 +26,15 @@ struct DeskPages: Sendable {
             }
         }
         return DeskPages(library: library, stylesheet: stylesheet)
+    }()
+
+    /// The Server module's `Desk` resources, found by hand as the mail templates are:
+    /// `Bundle.module` stops the process when its folder is missing.
+    static let bundledFolder: URL? = {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        return [executable, Bundle.main.bundleURL]
+            .map { $0.appendingPathComponent("lender_Server.resources/Desk") }
+            .first { FileManager.default.fileExists(atPath: $0.path) }
     }()
 
     /// What every desk answer carries: no framing by anyone (clickjacking), no script at all,
@@ -43,11 +52,26 @@ struct DeskPages: Sendable {
     func page(_ template: String, _ values: [String: Any], status: HTTPResponse.Status = .ok, cookies: [String] = [])
         -> Response
     {
-        let html = library.render(values, withTemplate: template) ?? "<!doctype html><title>Lender desk</title><p>This page is missing from this build."
+        let html =
+            library.render(Self.withoutEmptyText(values), withTemplate: template)
+            ?? "<!doctype html><title>Lender desk</title><p>This page is missing from this build."
         var headers = Self.headers
         headers[.contentType] = "text/html; charset=utf-8"
         for cookie in cookies { headers.append(HTTPField(name: .setCookie, value: cookie)) }
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    /// The values without their empty texts: mustache takes "" as present, so `{{#x}}` would
+    /// show a section for nothing and `{{^x}}` never its fallback.
+    static func withoutEmptyText(_ value: Any) -> Any {
+        switch value {
+        case let values as [String: Any]:
+            return values.compactMapValues { value -> Any? in (value as? String)?.isEmpty == true ? nil : withoutEmptyText(value) }
+        case let list as [[String: Any]]:
+            return list.map { withoutEmptyText($0) }
+        default:
+            return value
+        }
     }
 
     /// A 303 to `location`: each act answers with the page it changed (post, redirect, get).

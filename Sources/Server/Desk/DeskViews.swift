@@ -21,11 +21,25 @@ extension DeskController {
                 "reporterId": report.reporterId.description, "createdAt": DeskFormat.time(report.createdAt),
                 "text": report.text ?? "", "resolved": report.status == "resolved", "action": report.action ?? "",
                 "resolution": report.resolution ?? "", "csrf": visit.who.csrf, "actions": ReportAction.allCases.map(\.rawValue),
+                "actPath": Self.act(on: report.subjectType, report.subjectId)?.path ?? "",
+                "actLabel": Self.act(on: report.subjectType, report.subjectId)?.label ?? "",
             ]
         }
         return pages.page(
             "reports",
             frame(visit.who, title: status == "open" ? "Open reports" : "Resolved reports", ["reports": reports, "open": status == "open"], request: visit.request))
+    }
+
+    /// What an operator may do to a report's subject from the reports page (a user is
+    /// suspended from their own page).
+    static func act(on subjectType: String, _ id: UUID) -> (path: String, label: String)? {
+        switch subjectType {
+        case "item": ("/desk/items/\(id)/takedown", "Take the item down")
+        case "loan": ("/desk/loans/\(id)/takedown", "Take the loan down")
+        case "review": ("/desk/reviews/\(id)/hide", "Hide the review")
+        case "message": ("/desk/messages/\(id)/hide", "Hide the message")
+        default: nil
+        }
     }
 
     static func link(_ subjectType: String, _ id: UUID) -> String {
@@ -133,15 +147,15 @@ extension DeskController {
 
     @Sendable func bookingsPage(_ visit: DeskVisit) async throws -> Response {
         let status = visit.query("status").flatMap { AdminReads.bookingStatuses.contains($0) ? $0 : nil } ?? "disputed"
-        let before = visit.query("cursor").flatMap(Int64.init)
-        let (rows, next) = try await reads.view.bookings(status: status, user: nil, before: before, limit: 50)
+        let after = try Cursor(query: visit.query("cursor"))
+        let (rows, next) = try await reads.view.bookings(status: status, user: nil, after: after, limit: 50)
         let bookings = rows.map(Self.bookingRow)
         return pages.page(
             "bookings",
             frame(
                 visit.who, title: "Bookings: \(status)",
                 [
-                    "bookings": bookings, "hasBookings": !bookings.isEmpty, "status": status, "next": next.map(String.init) ?? "",
+                    "bookings": bookings, "hasBookings": !bookings.isEmpty, "status": status, "next": next ?? "",
                     "statuses": AdminReads.bookingStatuses.map { ["value": $0, "selected": $0 == status] },
                 ], request: visit.request))
     }
@@ -235,6 +249,14 @@ extension DeskController {
         guard let checkpoint = try await store.lastCheckpoint() else {
             return ("No checkpoint has been signed yet (AUDIT_CHECKPOINT_EVERY, or lender audit checkpoint).", "bad")
         }
+        if let known = verdicts.verdict(for: checkpoint.signature) { return (known.text, known.good ? "good" : "bad") }
+        var (text, good) = try await verify(checkpoint)
+        text += " (checked \(DeskFormat.time(Date())); checked again at the next checkpoint, or by lender audit verify)"
+        verdicts.keep((text, good == "good"), for: checkpoint.signature)
+        return (text, good)
+    }
+
+    func verify(_ checkpoint: LogCheckpoint) async throws -> (String, String) {
         let key = trustedKey ?? Data(base64Encoded: checkpoint.publicKey).flatMap { try? Curve25519.Signing.PublicKey(rawRepresentation: $0) }
         guard let key, checkpoint.isSigned(by: key) else {
             return ("The last checkpoint, at position \(checkpoint.position), is NOT signed by the trusted key.", "bad")
