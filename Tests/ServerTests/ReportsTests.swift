@@ -303,9 +303,9 @@ struct ReportsTests {
                 let filled = path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString.lowercased() : String($0) }
                     .joined(separator: "/")
                 for method in operations.keys {
-                    let verb: HTTPRequest.Method = method == "get" ? .get : .post
+                    let verb: HTTPRequest.Method = method == "get" ? .get : method == "delete" ? .delete : .post
                     let body: [String: Any]? =
-                        verb == .get ? nil : ["reason": "x", "action": "none", "renterCents": 0, "ownerCents": 0]
+                        verb != .post ? nil : ["reason": "x", "action": "none", "renterCents": 0, "ownerCents": 0]
                     let reply = try await client.send(verb, "/" + filled, json: body, token: user.token)
                     #expect(reply.status == .forbidden && reply.code == "not_operator", "\(method) \(path): \(reply)")
                     checked += 1
