@@ -55,12 +55,14 @@ public struct WebhookHosts: Sendable, Hashable {
         if exact.contains(name) {
             // A listed name may point anywhere but at this machine or the cloud's metadata
             // service (a partner's DNS changed): only a listed address reaches those.
-            if !Self.isLiteralAddress(name),
-                let inward = try await Self.addresses(of: host).first(where: { $0.isLoopbackOrLinkLocal })
-            {
+            guard !Self.isLiteralAddress(name) else { return WebhookDestination(host: host, address: nil) }
+            let addresses = try await Self.addresses(of: host)
+            if let inward = addresses.first(where: { $0.isLoopbackOrLinkLocal }) {
                 throw Self.notAllowed("\(name) resolves to \(inward): loopback and link-local addresses are reached only when listed as addresses.")
             }
-            return WebhookDestination(host: host, address: nil)
+            guard let first = addresses.first else { throw Self.unresolvable("\(name) has no address.") }
+            // Pinned: the connection goes where the check looked, not to a second answer.
+            return WebhookDestination(host: host, address: first.description)
         }
         guard anyHost || suffixes.contains(where: { name.hasSuffix($0) }) else {
             throw Self.notAllowed("\(name) is not one of the hosts WEBHOOK_ALLOWED_HOSTS allows.")
@@ -198,11 +200,12 @@ public struct WebhookAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// 127.0.0.0/8, 169.254.0.0/16, ::1, fe80::/10, and those inside mapped addresses.
     public var isLoopbackOrLinkLocal: Bool {
-        func v4(_ a: UInt8, _ b: UInt8) -> Bool { a == 127 || (a == 169 && b == 254) }
+        // 0.0.0.0/8 and :: reach this machine too, on Linux.
+        func v4(_ a: UInt8, _ b: UInt8) -> Bool { a == 0 || a == 127 || (a == 169 && b == 254) }
         if bytes.count == 4 { return v4(bytes[0], bytes[1]) }
         guard bytes.count == 16 else { return false }
         if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff { return v4(bytes[12], bytes[13]) }
-        if bytes[0..<15].allSatisfy({ $0 == 0 }), bytes[15] == 1 { return true }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }), bytes[15] <= 1 { return true }
         return bytes[0] == 0xfe && bytes[1] & 0xc0 == 0x80
     }
 

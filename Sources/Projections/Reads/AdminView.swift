@@ -156,23 +156,32 @@ public struct AdminView: Sendable {
         return try await pool.query(query).map(ReportsView.resource)
     }
 
-    /// The operators' acts in the user's stream, newest first, read through the store: a
-    /// reason sealed for the user is opened, or shown removed once they are forgotten.
+    /// The operators' acts in the user's stream, newest first: found by type, then read
+    /// through the store, so that a reason sealed for the user is opened, or shows removed
+    /// once they are forgotten.
     public static func sanctions(of user: UserID, in store: EventStore) async throws -> [AdminSanction] {
-        let types: Set<String> = [UserSuspended.eventType, UserReinstated.eventType, IdentityVerified.eventType]
-        var sanctions = [AdminSanction]()
-        for recorded in try await store.readStream(.user(user)) where types.contains(recorded.type) {
+        let positions = try await store.pool.query(
+            """
+            SELECT position FROM events
+            WHERE stream_id = \(StreamID.user(user).rawValue)
+              AND type IN ('UserSuspended', 'UserReinstated', 'IdentityVerified')
+            ORDER BY position DESC LIMIT \(literal: sectionLength)
+            """
+        ).map { try $0.decode("position", as: Int64.self) }
+        return try await store.events(at: positions).sorted { $0.position > $1.position }.map { recorded in
             let data = try recorded.data.decode(JSONValue.self)
             func text(_ name: String) -> String? {
-                if case .string(let value) = data[name] { value } else { nil }
+                switch data[name] {
+                case .string(let value): value
+                case .object: Redacted.text  // still sealed: its person is forgotten
+                default: nil
+                }
             }
-            sanctions.append(
-                AdminSanction(
-                    type: recorded.type, at: recorded.recordedAt,
-                    operatorId: text("operatorID") ?? (try? recorded.decodeMetadata().actorID) ?? text("verifiedBy"),
-                    reason: text("reason"), position: recorded.position))
+            return AdminSanction(
+                type: recorded.type, at: recorded.recordedAt,
+                operatorId: text("operatorID") ?? (try? recorded.decodeMetadata().actorID) ?? text("verifiedBy"),
+                reason: text("reason"), position: recorded.position)
         }
-        return Array(sanctions.reversed().prefix(sectionLength))
     }
 
     static func summary(_ row: PostgresRow) throws -> AdminUserSummary {

@@ -193,6 +193,13 @@ struct DeskController: Sendable {
             let who: DeskOperator?
             do {
                 who = try await sessions.signedIn(request)
+            } catch let refusal as DeskRefusal where refusal.code == DeskRefusal.notOperator.code {
+                // No longer an operator: the desk's session ends here, with its cookie.
+                if let token = request.cookies[DeskSessions.cookie]?.value, !token.isEmpty {
+                    _ = try? await sessions.accounts.logout(token: token)
+                    return DeskPages.redirect("/desk/login", cookies: [DeskSessions.setCookie(DeskSessions.cookie, "", maxAge: 0, request)])
+                }
+                return errorPage(refusal, who: nil)
             } catch {
                 return errorPage(error, who: nil)
             }
@@ -296,14 +303,16 @@ final class LastMoneyAudit: Sendable {
 /// What verifying each checkpoint found, kept: the walk reads the whole log, so it is done
 /// once per checkpoint, not on every page that shows it.
 final class CheckpointVerdicts: Sendable {
-    private let verdicts = Mutex<[String: (text: String, good: Bool)]>([:])
+    /// By the whole statement: a row that copied a good signature onto other figures is
+    /// another checkpoint, verified afresh (and found not signed).
+    private let verdicts = Mutex<[LogCheckpoint: (text: String, good: Bool)]>([:])
 
-    func verdict(for signature: String) -> (text: String, good: Bool)? { verdicts.withLock { $0[signature] } }
+    func verdict(for checkpoint: LogCheckpoint) -> (text: String, good: Bool)? { verdicts.withLock { $0[checkpoint] } }
 
-    func keep(_ verdict: (text: String, good: Bool), for signature: String) {
+    func keep(_ verdict: (text: String, good: Bool), for checkpoint: LogCheckpoint) {
         verdicts.withLock { verdicts in
             if verdicts.count > 64 { verdicts.removeAll() }
-            verdicts[signature] = verdict
+            verdicts[checkpoint] = verdict
         }
     }
 }

@@ -249,10 +249,10 @@ extension DeskController {
         guard let checkpoint = try await store.lastCheckpoint() else {
             return ("No checkpoint has been signed yet (AUDIT_CHECKPOINT_EVERY, or lender audit checkpoint).", "bad")
         }
-        if let known = verdicts.verdict(for: checkpoint.signature) { return (known.text, known.good ? "good" : "bad") }
+        if let known = verdicts.verdict(for: checkpoint) { return (known.text, known.good ? "good" : "bad") }
         var (text, good) = try await verify(checkpoint)
         text += " (checked \(DeskFormat.time(Date())); checked again at the next checkpoint, or by lender audit verify)"
-        verdicts.keep((text, good == "good"), for: checkpoint.signature)
+        verdicts.keep((text, good == "good"), for: checkpoint)
         return (text, good)
     }
 
