@@ -94,7 +94,7 @@ struct ExportsController: Sendable {
     /// spreadsheet would then take it for text and leave it out of every sum.
     static let ledgerHeader = [
         "position", "time", "user_id", "kind", "reason", "balance_effect", "amount_cents", "processor_id", "payout_id",
-        "booking_id", "bid_id", "item_id", "loan_id", "card_id",
+        "booking_id", "bid_id", "item_id", "loan_id", "card_id", "fees_cents",
     ]
 
     static func ledgerCells(_ entry: LedgerEntry) -> [String] {
@@ -102,6 +102,7 @@ struct ExportsController: Sendable {
             String(entry.position), Self.time(entry.at), entry.userID.description, entry.kind, entry.reason ?? "",
             entry.effect.rawValue, String(entry.amountCents), entry.processorID ?? "", text(entry.payoutID),
             text(entry.bookingID), text(entry.bidID), text(entry.itemID), text(entry.loanID), text(entry.cardID),
+            entry.feesCents.map(String.init) ?? "",
         ]
     }
 

@@ -286,6 +286,30 @@ struct DeskTests {
         }
     }
 
+    @Test func openReportsArePagedFiftyAtATime() async throws {
+        try await withServer { client, admin in
+            _ = try await client.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            // 55 open reports, on 55 users, by 3 reporters (20 a day each at most).
+            let reporters = [try await client.user("rep1"), try await client.user("rep2"), try await client.user("rep3")]
+            for index in 0..<55 {
+                let subject = try await client.register("sub\(index)").id
+                let filed = try await client.send(
+                    .post, "/v1/reports", json: ["subjectType": "user", "subjectId": "\(subject)", "reason": "spam"],
+                    token: reporters[index % 3].token)
+                #expect(filed.status == .created, "\(filed)")
+            }
+            let desk = try #require(try await Self.signIn(client, "desk").1)
+            let first = try await Self.get(client, "/desk/reports", cookie: desk.cookie)
+            #expect(first.text.components(separatedBy: "class=\"card\"").count - 1 == 50)
+            let older = try #require(
+                first.text.range(of: #"/desk/reports\?status=open&amp;cursor=[0-9]+"#, options: .regularExpression)
+                    .map { String(first.text[$0]).replacingOccurrences(of: "&amp;", with: "&") })
+            let second = try await Self.get(client, older, cookie: desk.cookie)
+            #expect(second.text.components(separatedBy: "class=\"card\"").count - 1 == 5 && !second.text.contains("id=\"older-reports\""))
+        }
+    }
+
     @Test func aForgottenUsersPersonalFieldsShowAsRemoved() async throws {
         try await withServer { client, admin in
             let gone = try await client.user("gone")

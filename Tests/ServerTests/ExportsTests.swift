@@ -291,6 +291,27 @@ struct ExportsTests {
         }
     }
 
+    /// An owner's earnings carry the marketplace's fees beside them: the platform's revenue,
+    /// in the ledger an accountant reads.
+    @Test func theLedgerShowsTheFeesKeptBesideAnOwnersEarnings() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, admin in
+            let (owner, _, _, booking) = try await DisputesTests.bookedDrill(client)
+            _ = try await client.user("desk")
+            _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
+            clock.set("2026-12-08")
+            let completed = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
+            #expect(completed.status == .ok, "\(completed)")
+            let fees = try #require(completed.json["settledFeesCents"] as? Int, "\(completed)")
+            let payout = try #require(completed.json["settledPayoutCents"] as? Int)
+            let ledger = try await Self.export(client, "ledger.csv", token: try await client.login("desk"))
+            let earned = try #require(Self.table(ledger.records).first { $0["kind"] == "rental_earnings" }, "\(ledger.text)")
+            #expect(earned["user_id"] == owner.id.description && earned["booking_id"] == booking, "\(earned)")
+            #expect(earned["amount_cents"] == String(payout) && earned["fees_cents"] == String(fees) && fees > 0, "\(earned)")
+            #expect(Self.table(ledger.records).filter { $0["kind"] != "rental_earnings" }.allSatisfy { $0["fees_cents"] == "" })
+        }
+    }
+
     // MARK: Helpers
 
     /// What the streaming reader saw.

@@ -677,7 +677,7 @@ public protocol APIProtocol: Sendable {
     func verifyIdentity(_ input: Operations.VerifyIdentity.Input) async throws -> Operations.VerifyIdentity.Output
     /// Every movement of money, as CSV (operators)
     ///
-    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded.
+    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded. Columns: position, time, user_id, kind, reason, balance_effect, amount_cents (never negative: balance_effect says which way), processor_id, payout_id, booking_id, bid_id, item_id, loan_id, card_id, fees_cents (on an owner's rental_earnings: what the marketplace kept).
     ///
     /// - Remark: HTTP `GET /v1/admin/exports/ledger.csv`.
     /// - Remark: Generated from `#/paths//v1/admin/exports/ledger.csv/get(exportLedger)`.
@@ -2240,7 +2240,7 @@ extension APIProtocol {
     }
     /// Every movement of money, as CSV (operators)
     ///
-    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded.
+    /// Every money event on users' streams up to the log's head when the export began, in log order, filtered by the time it was recorded. Columns: position, time, user_id, kind, reason, balance_effect, amount_cents (never negative: balance_effect says which way), processor_id, payout_id, booking_id, bid_id, item_id, loan_id, card_id, fees_cents (on an owner's rental_earnings: what the marketplace kept).
     ///
     /// - Remark: HTTP `GET /v1/admin/exports/ledger.csv`.
     /// - Remark: Generated from `#/paths//v1/admin/exports/ledger.csv/get(exportLedger)`.

@@ -144,6 +144,9 @@ public struct LedgerEntry: Sendable, Hashable {
     public var bidID: BidID?
     public var bookingID: BookingID?
     public var cardID: CardID?
+    /// An owner's earnings: what the marketplace kept of the booking's escrow beside them, the
+    /// platform's revenue (no balance of anyone's moves by it).
+    public var feesCents: Int?
 
     /// The events it is made from, every one a user's.
     static let types = [
@@ -187,6 +190,7 @@ public struct LedgerEntry: Sendable, Hashable {
         case .rentalHoldReleased(let released): processorID = released.hold.authorizationID
         case .rentalPaid(let paid): processorID = paid.chargeID
         case .rentalRefunded(let refund): processorID = refund.chargeID
+        case .rentalEarned(let earned): feesCents = earned.feesCents
         case .payoutRequested(let requested): payoutID = requested.payoutID
         case .payoutSent(let sent):
             payoutID = sent.payoutID

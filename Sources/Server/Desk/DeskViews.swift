@@ -13,7 +13,8 @@ import UseCases
 extension DeskController {
     @Sendable func reportsPage(_ visit: DeskVisit) async throws -> Response {
         let status = visit.query("status") == "resolved" ? "resolved" : "open"
-        let (rows, _) = try await reportsView.reports(status: status, before: nil, limit: 100)
+        let (rows, more) = try await reportsView.reports(
+            status: status, before: visit.query("cursor").flatMap(Int64.init), limit: 50)
         let reports: [[String: Any]] = rows.map { report in
             [
                 "id": report.id.description, "reason": report.reason, "subjectType": report.subjectType,
@@ -27,7 +28,12 @@ extension DeskController {
         }
         return pages.page(
             "reports",
-            frame(visit.who, title: status == "open" ? "Open reports" : "Resolved reports", ["reports": reports, "open": status == "open"], request: visit.request))
+            frame(
+                visit.who, title: status == "open" ? "Open reports" : "Resolved reports",
+                [
+                    "reports": reports, "open": status == "open", "status": status,
+                    "next": more ? rows.last.map { String($0.position) } ?? "" : "",
+                ], request: visit.request))
     }
 
     /// What an operator may do to a report's subject from the reports page (a user is
