@@ -9,7 +9,7 @@ import pathlib
 import sys
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -39,8 +39,14 @@ def check(condition, what):
         raise AssertionError(f"{what} (at {driver.current_url})")
 
 
+def settled(read):
+    """`read` of the page, tried again while Chromium is still swapping documents."""
+    return WebDriverWait(driver, 15, ignored_exceptions=(StaleElementReferenceException, WebDriverException)).until(
+        lambda _: read())
+
+
 def text(selector):
-    return driver.find_element(By.CSS_SELECTOR, selector).text
+    return settled(lambda: driver.find_element(By.CSS_SELECTOR, selector).text)
 
 
 def no_script_ran():
@@ -60,6 +66,7 @@ def navigating(action):
     page = driver.find_element(By.TAG_NAME, "html")
     action()
     WebDriverWait(driver, 15).until(expected_conditions.staleness_of(page))
+    settled(lambda: driver.execute_script("return document.readyState") == "complete")
 
 
 def submit(form_selector, fields):
@@ -72,7 +79,7 @@ def submit(form_selector, fields):
 
 
 def click(by, value):
-    navigating(driver.find_element(by, value).click)
+    navigating(lambda: settled(lambda: driver.find_element(by, value)).click())
 
 
 try:
