@@ -200,6 +200,13 @@ struct DeskTests {
                 extra: [.origin: "http://localhost"])
             #expect(done.status == .seeOther, "\(done)")
             #expect(try await Self.status(of: hostile, admin) == "taken_down")
+            // NUL in a field: 422, as in a JSON body, and nothing written (PostgreSQL's text
+            // refuses it; it once reached the log's append as a 500).
+            let nul = try await Self.post(
+                client, "/desk/users/\(renter.id)/suspend", form: ["csrf": session.csrf, "reason": "a\u{0}b"],
+                cookie: session.cookie)
+            #expect(nul.status == .unprocessableContent && nul.text.contains("control_character"), "\(nul)")
+            #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'UserSuspended'") == 0)
             // A reason is needed, as in the API.
             let bare = try await Self.post(client, takedown, form: ["csrf": session.csrf], cookie: session.cookie)
             #expect(bare.status == .unprocessableContent && bare.text.contains("reason_required"), "\(bare)")

@@ -130,7 +130,7 @@ struct DeskController: Sendable {
         var request = request
         do {
             guard let token = request.cookies[DeskSessions.cookie]?.value, !token.isEmpty else { throw DeskRefusal.signedOut }
-            let form = DeskFormat.form(try await request.collectBody(upTo: 16 * 1024))
+            let form = try DeskFormat.form(try await request.collectBody(upTo: 16 * 1024))
             try sessions.checkForm(request, form, expected: sessions.csrf(for: "session:" + token))
             _ = try await sessions.accounts.logout(token: token)
             return DeskPages.redirect("/desk/login", cookies: [DeskSessions.setCookie(DeskSessions.cookie, "", maxAge: 0, request)])
@@ -156,7 +156,7 @@ struct DeskController: Sendable {
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
         do {
             var request = request
-            let form = DeskFormat.form(try await request.collectBody(upTo: 16 * 1024))
+            let form = try DeskFormat.form(try await request.collectBody(upTo: 16 * 1024))
             let nonce = request.cookies[DeskSessions.loginCookie]?.value ?? ""
             try sessions.checkForm(request, form, expected: nonce.isEmpty ? "-" : sessions.csrf(for: "login:" + nonce))
             let session: Session
@@ -221,7 +221,7 @@ struct DeskController: Sendable {
                 who = try await sessions.signedIn(request)
                 guard let who else { throw DeskRefusal.signedOut }
                 var request = request
-                let form = DeskFormat.form(try await request.collectBody(upTo: 64 * 1024))
+                let form = try DeskFormat.form(try await request.collectBody(upTo: 64 * 1024))
                 try sessions.checkForm(request, form, expected: who.csrf)
                 guard !who.suspended else {
                     throw DomainError(.forbidden, "account_suspended", "This account is suspended: it may read, not act.")

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Marketplace
 import Mustache
 import NIOCore
 
@@ -118,8 +119,10 @@ enum DeskFormat {
         forgotten ? "(removed)" : text ?? ""
     }
 
-    /// An application/x-www-form-urlencoded body: each name's first value.
-    static func form(_ body: ByteBuffer) -> [String: String] {
+    /// An application/x-www-form-urlencoded body: each name's first value. Control characters
+    /// (NUL, which PostgreSQL's text refuses, among them) are 422 `control_character`, as in
+    /// a JSON body; a line end or a tab stays.
+    static func form(_ body: ByteBuffer) throws -> [String: String] {
         var fields = [String: String]()
         for pair in String(buffer: body).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -128,6 +131,15 @@ enum DeskFormat {
             }
             let name = decoded(parts[0])
             if fields[name] == nil { fields[name] = parts.count > 1 ? decoded(parts[1]) : "" }
+        }
+        let refused = fields.filter { name, value in
+            (name + value).unicodeScalars.contains { $0.properties.generalCategory == .control && !"\t\n\r".unicodeScalars.contains($0) }
+        }
+        guard refused.isEmpty else {
+            throw DomainError.invalid(
+                refused.keys.sorted().map {
+                    FieldError(field: $0, code: "control_character", message: "text may not hold control characters such as NUL (U+0000)")
+                })
         }
         return fields
     }
