@@ -82,6 +82,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Log lines as swift-log's stream handler writes them, metadata set cheaply: `lender`'s logger.
+        .target(name: "LineLog", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // The domain, pure: typed IDs, commands, events, one decider per aggregate. No I/O.
         // UUIDs made, written and read without Foundation's sprintf, sscanf and /dev/urandom.
         .target(name: "UUIDs"),
@@ -113,7 +115,7 @@ let package = Package(
         // One registry per aggregate: its stream category, its events' codec, its decider.
         .target(
             name: "Aggregates",
-            dependencies: ["EventStore", "Marketplace", "Postgres"]
+            dependencies: ["EventStore", "Marketplace", "Postgres", "UUIDs"]
         ),
         // The views: how each event changes each view's tables, and every read of them.
         .target(
@@ -184,6 +186,7 @@ let package = Package(
             dependencies: [
                 "Aggregates",
                 "EventStore",
+                "LineLog",
                 "Mail",
                 "Marketplace",
                 "Media",
@@ -290,6 +293,7 @@ let package = Package(
                 "Server",
                 "Aggregates",
                 "ImageFixtures",
+                "LineLog",
                 "Mail",
                 "Media",
                 "Migrations",

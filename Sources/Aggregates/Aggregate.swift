@@ -1,5 +1,7 @@
 import EventStore
+import Foundation
 import Marketplace
+import UUIDs
 
 /// One kind of stream: its category (the stream name's prefix), the type of its ids, its
 /// events' codec, and its decider. Everything that names a stream, writes or reads its
@@ -21,6 +23,16 @@ public struct Aggregate<ID: CustomStringConvertible & Sendable, State: Sendable,
         let name = stream.rawValue.utf8
         guard name.starts(with: category.utf8) else { return false }
         return name.dropFirst(category.utf8.count).first.map { $0 == UInt8(ascii: "-") } ?? true
+    }
+
+    /// The id of one of this aggregate's streams, read once from its name (`category-<uuid>`):
+    /// nil for another aggregate's stream or a name whose rest is no UUID. By bytes, as `owns`.
+    public func id<Tag>(of stream: StreamID) -> ID? where ID == Identifier<Tag> {
+        let name = stream.rawValue.utf8
+        guard name.starts(with: category.utf8) else { return nil }
+        let rest = name.dropFirst(category.utf8.count)
+        guard rest.first == UInt8(ascii: "-"), let uuid = UUID(text: Substring(rest.dropFirst())) else { return nil }
+        return ID(uuid)
     }
 }
 

@@ -3,7 +3,6 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
-import UUIDs
 
 /// `bookings_view`, `blackouts_view` and `rental_prices_view`: each rental's bookings, the
 /// days its owner closed, and each rental bid's prices (SPEC §12.2), which its booking shows.
@@ -47,7 +46,7 @@ public struct BookingsProjection: InlineProjection {
             default:
                 continue
             }
-            guard let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count)) else { continue }
+            guard let item = Aggregate.item.id(of: event.streamID)?.rawValue else { continue }
             let at = event.recordedAt
             // Each item's writes in the events' order; items apart from each other.
             let row = WritePlan.Row(.item, item)

@@ -203,7 +203,7 @@ public struct FeedProjection: InlineProjection {
         ) throws {
             if Aggregate.item.owns(event.streamID) {
                 // As the views key them: an item by its posting's id, a bid's item by its stream.
-                let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
+                let item = Aggregate.item.id(of: event.streamID)?.rawValue
                 switch try Aggregate.item.codec.decode(event) {
                 case .rentalPosted(let posted):
                     if owners[posted.itemID.rawValue] == nil { owners[posted.itemID.rawValue] = posted.ownerID.rawValue }
@@ -297,7 +297,7 @@ public struct FeedProjection: InlineProjection {
                     break
                 }
             } else if Aggregate.loan.owns(event.streamID) {
-                guard let loan = UUID(text: event.streamID.rawValue.dropFirst("loan-".count)) else { return }
+                guard let loan = Aggregate.loan.id(of: event.streamID)?.rawValue else { return }
                 let kind: NoticeKind
                 switch try Aggregate.loan.codec.decode(event) {
                 case .sharePurchased(let share):
@@ -318,10 +318,10 @@ public struct FeedProjection: InlineProjection {
                 case .registered(let registered):
                     self.registered.insert(registered.userID.rawValue)
                 case .balanceCredited(let credit):
-                    guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
+                    guard let user = Aggregate.user.id(of: event.streamID)?.rawValue else { return }
                     notices.append(Notice(.balanceCredited, to: user, event, loan: credit.loanID.rawValue, amount: credit.amountCents))
                 case .payoutSent(let sent):
-                    guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
+                    guard let user = Aggregate.user.id(of: event.streamID)?.rawValue else { return }
                     notices.append(Notice(.payoutSent, to: user, event, amount: sent.amountCents))
                 case .forgotten(let gone):
                     if registered.contains(gone.userID.rawValue) { forgotten.insert(gone.userID.rawValue) }
@@ -340,7 +340,7 @@ public struct FeedProjection: InlineProjection {
     }
 
     private func item(_ event: ProjectedEvent, _ plan: inout WritePlan) throws {
-        let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
+        let item = Aggregate.item.id(of: event.streamID)?.rawValue
         switch try Aggregate.item.codec.decode(event) {
         case .bidPlaced(let placed):
             plan.add(
@@ -408,7 +408,7 @@ public struct FeedProjection: InlineProjection {
     }
 
     private func loan(_ event: ProjectedEvent, _ plan: inout WritePlan) throws {
-        let loan = UUID(text: event.streamID.rawValue.dropFirst("loan-".count))
+        let loan = Aggregate.loan.id(of: event.streamID)?.rawValue
         let lenders = [WritePlan.Row(.loanLenders, loan)]
         let kind: NoticeKind
         switch try Aggregate.loan.codec.decode(event) {
@@ -426,11 +426,11 @@ public struct FeedProjection: InlineProjection {
     private func user(_ event: ProjectedEvent, _ plan: inout WritePlan, _ forgotten: inout [UUID]) throws {
         switch try Aggregate.user.codec.decode(event) {
         case .balanceCredited(let credit):
-            guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
-            notice(.balanceCredited, to: UserID(user), event, &plan, loan: credit.loanID.rawValue, amount: credit.amountCents)
+            guard let user = Aggregate.user.id(of: event.streamID) else { return }
+            notice(.balanceCredited, to: user, event, &plan, loan: credit.loanID.rawValue, amount: credit.amountCents)
         case .payoutSent(let sent):
-            guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { return }
-            notice(.payoutSent, to: UserID(user), event, &plan, amount: sent.amountCents)
+            guard let user = Aggregate.user.id(of: event.streamID) else { return }
+            notice(.payoutSent, to: user, event, &plan, amount: sent.amountCents)
         case .forgotten(let gone):
             forgotten.append(gone.userID.rawValue)
         default:

@@ -3,7 +3,6 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
-import UUIDs
 
 /// `payouts_view`: each payout (SPEC §12.3) as its user's stream tells it: asked for, then
 /// sent or failed. Stated once: the appends and a rebuild run the same statements.
@@ -18,7 +17,7 @@ public struct PayoutsProjection: InlineProjection {
             case PayoutRequested.eventType, PayoutSent.eventType, PayoutFailed.eventType: break
             default: continue
             }
-            guard let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count)) else { continue }
+            guard let user = Aggregate.user.id(of: event.streamID)?.rawValue else { continue }
             let at = event.recordedAt
             switch try Aggregate.user.codec.decode(event) {
             case .payoutRequested(let requested):

@@ -3,7 +3,6 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
-import UUIDs
 
 /// `reports_view`: each report (SPEC §12.5) as its stream tells it, filed then resolved; a
 /// forgotten reporter's words removed. Stated once: the appends and a rebuild run the same
@@ -25,7 +24,7 @@ public struct ReportsProjection: InlineProjection {
                 continue
             }
             guard Aggregate.report.owns(event.streamID),
-                let report = UUID(text: event.streamID.rawValue.dropFirst("report-".count))
+                let report = Aggregate.report.id(of: event.streamID)?.rawValue
             else { continue }
             let at = event.recordedAt
             // In order, each after the last: one person's open report on a subject is unique

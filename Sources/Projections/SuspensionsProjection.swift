@@ -16,7 +16,7 @@ public struct SuspensionsProjection: InlineProjection {
         for event in events where Aggregate.user.owns(event.streamID) {
             guard event.type == UserSuspended.eventType || event.type == UserReinstated.eventType
                 || event.type == UserForgotten.eventType,
-                let user = UUID(text: event.streamID.rawValue.dropFirst("user-".count))
+                let user = Aggregate.user.id(of: event.streamID)?.rawValue
             else { continue }
             switch try Aggregate.user.codec.decode(event) {
             case .suspended(let suspended):

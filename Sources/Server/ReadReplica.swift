@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import Marketplace
 import Postgres
+import Projections
 import Synchronization
 
 /// Which database answered a read: the `X-Read-From` header of the routes a replica may serve.
@@ -50,8 +51,7 @@ public final class ReadReplica: Sendable {
             // of the primary only for a position past the highest head seen there, so a read
             // that follows a write the replica lacks costs no more than before.
             guard minimum > knownPrimaryHead.withLock({ $0 }) else { return .primary }
-            let primaryHead = try await primary.query("SELECT position FROM log_head", prepared: true).single()
-                .decode(0, as: Int64.self)
+            let primaryHead = try await LogHead.read(from: primary)
             knownPrimaryHead.withLock { $0 = max($0, primaryHead) }
             return replicaHead >= min(minimum, primaryHead) ? .replica : .primary
         } catch {
@@ -62,7 +62,7 @@ public final class ReadReplica: Sendable {
 
     /// The replica's log head, now.
     func head() async throws -> Int64 {
-        let head = try await pool.query("SELECT position FROM log_head", prepared: true).single().decode(0, as: Int64.self)
+        let head = try await LogHead.read(from: pool)
         knownHead.withLock { $0 = max($0, head) }
         return head
     }
@@ -99,19 +99,11 @@ public final class ReadReplica: Sendable {
 
     public func lag() async throws -> Lag {
         let replicaHead = try await head()
-        let primary = try await primary.query(
-            """
-            SELECT h.position, coalesce(
-                (SELECT extract(epoch FROM clock_timestamp() - e.recorded_at) FROM events e WHERE e.position = \(replicaHead) + 1),
-                0)::float8
-            FROM log_head h
-            """
-        ).single()
-        let primaryHead = try primary.decode(0, as: Int64.self)
+        let (primaryHead, secondsBehind) = try await LogHead.read(from: primary, after: replicaHead)
         let behind = max(0, primaryHead - replicaHead)
         return Lag(
-            positions: behind, seconds: behind == 0 ? 0 : max(0, try primary.decode(1, as: Double.self)),
-            replicaHead: replicaHead, primaryHead: primaryHead)
+            positions: behind, seconds: behind == 0 ? 0 : max(0, secondsBehind), replicaHead: replicaHead,
+            primaryHead: primaryHead)
     }
 }
 

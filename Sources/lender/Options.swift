@@ -2,11 +2,11 @@ import Aggregates
 import ArgumentParser
 import EventStore
 import Foundation
+import LineLog
 import Logging
 import Migrations
 import Postgres
 import Projections
-import Server
 import UseCases
 
 /// Where the database and the migration files are.

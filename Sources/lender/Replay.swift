@@ -3,6 +3,7 @@ import EventStore
 import Foundation
 import Postgres
 import Projections
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -105,37 +106,41 @@ struct Replay: AsyncParsableCommand {
 
 /// Progress on standard error: a bar redrawn in place on a terminal, a line every few
 /// seconds otherwise (for logs).
-final class Progress: @unchecked Sendable {
+final class Progress: Sendable {
     private let start = Date()
-    private var lastLine = Date.distantPast
     private let terminal = isatty(STDERR_FILENO) != 0
-    private let lock = NSLock()
-    private var drew = false
+    /// Behind a lock: the rebuild's progress closure is `@Sendable`, called from its tasks' threads.
+    private let state = Mutex(State())
+
+    private struct State {
+        var lastLine = Date.distantPast
+        var drew = false
+    }
 
     func report(_ done: Int64, _ target: Int64) {
-        lock.lock()
-        defer { lock.unlock() }
-        let elapsed = max(Date().timeIntervalSince(start), 0.001)
-        let rate = Double(done) / elapsed
-        let left = rate > 0 ? Double(target - done) / rate : 0
-        let fraction = target > 0 ? Double(done) / Double(target) : 1
-        if terminal {
-            let width = 30
-            let filled = Int(fraction * Double(width))
-            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-            FileHandle.standardError.write(
-                Data(String(format: "\r[%@] %3.0f%% %lld/%lld events, %.0f events/s, %.0fs left ", bar, fraction * 100, done, target, rate, left).utf8))
-            drew = true
-        } else if Date().timeIntervalSince(lastLine) >= 2 || done == target {
-            lastLine = Date()
-            FileHandle.standardError.write(
-                Data(String(format: "replay: %lld/%lld events (%.0f%%), %.0f events/s, %.0fs left\n", done, target, fraction * 100, rate, left).utf8))
+        state.withLock { state in
+            let elapsed = max(Date().timeIntervalSince(start), 0.001)
+            let rate = Double(done) / elapsed
+            let left = rate > 0 ? Double(target - done) / rate : 0
+            let fraction = target > 0 ? Double(done) / Double(target) : 1
+            if terminal {
+                let width = 30
+                let filled = Int(fraction * Double(width))
+                let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                FileHandle.standardError.write(
+                    Data(String(format: "\r[%@] %3.0f%% %lld/%lld events, %.0f events/s, %.0fs left ", bar, fraction * 100, done, target, rate, left).utf8))
+                state.drew = true
+            } else if Date().timeIntervalSince(state.lastLine) >= 2 || done == target {
+                state.lastLine = Date()
+                FileHandle.standardError.write(
+                    Data(String(format: "replay: %lld/%lld events (%.0f%%), %.0f events/s, %.0fs left\n", done, target, fraction * 100, rate, left).utf8))
+            }
         }
     }
 
     func finish() {
-        lock.lock()
-        defer { lock.unlock() }
-        if drew { FileHandle.standardError.write(Data("\n".utf8)) }
+        state.withLock { state in
+            if state.drew { FileHandle.standardError.write(Data("\n".utf8)) }
+        }
     }
 }

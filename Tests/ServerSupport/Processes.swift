@@ -17,9 +17,10 @@ public let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().de
     .deletingLastPathComponent()
 
 /// Runs the built `lender` executable against `database` and returns what it printed.
+/// Standard error goes to `standardError` when given, else where the tests' own goes.
 public func runLender(
     _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 0, environment: [String: String] = [:],
-    directory: String? = nil
+    directory: String? = nil, standardError: FileHandle? = nil
 ) throws -> String {
     let process = Process()
     process.executableURL = root.appendingPathComponent(".build/debug/lender")
@@ -32,11 +33,27 @@ public func runLender(
     ].merging(environment) { $1 }
     let output = Pipe()
     process.standardOutput = output
+    if let standardError { process.standardError = standardError }
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     #expect(process.terminationStatus == expectedStatus)
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Runs `lender` expecting it to fail, and returns what it printed on standard error: the
+/// message an operator reads. Through a file, which a pipe read after standard output is
+/// not: a long one would fill the pipe and stall the process.
+public func runLenderFailing(
+    _ arguments: [String], database: PostgresConfiguration?, expectedStatus: Int32 = 1, environment: [String: String] = [:]
+) throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("lender-stderr-\(UUID().uuidString)").path
+    FileManager.default.createFile(atPath: path, contents: nil)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    _ = try runLender(arguments, database: database, expectedStatus: expectedStatus, environment: environment, standardError: errors)
+    try errors.close()
+    return String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }
 
 /// `runLender` on a thread of its own, not one of the few the concurrency pool has: for a run

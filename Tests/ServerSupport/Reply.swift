@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Testing
 
 /// An HTTP answer as a test reads it: status, headers and the body's bytes, decoded into the
 /// server's own response types. `json` is the untyped tree, for the few tests about the JSON's
@@ -20,8 +21,13 @@ public struct Reply: Sendable, CustomStringConvertible {
     /// The status and the start of the body, for failure messages.
     public var description: String { "\(status.code) \(text.prefix(2000))" }
 
-    /// The body as a JSON object, or empty when it is not one.
-    public var json: [String: Any] { (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:] }
+    /// The body as a JSON object. Any other body (empty included: no test reads one's keys) is
+    /// a recorded failure, then `[:]`: silently, `json["key"] == nil` would pass on it.
+    public var json: [String: Any] {
+        if let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] { return object }
+        Issue.record("expected a JSON object, got \(status.code) \(String(decoding: data.prefix(200), as: UTF8.self))")
+        return [:]
+    }
 
     /// The body as `Body`; throws, naming the type and the answer, when it is not one.
     public func decode<Body: Decodable>(_ type: Body.Type = Body.self) throws -> Body {

@@ -158,10 +158,7 @@ public struct LedgerEntry: Sendable, Hashable {
 
     /// Nil for an event that moves no money, or a stream that is not a user's.
     init?(_ recorded: ProjectedEvent) throws {
-        let category = Aggregate.user.category
-        guard Aggregate.user.owns(recorded.streamID),
-            let user = UserID(String(recorded.streamID.rawValue.dropFirst(category.count + 1)))
-        else { return nil }
+        guard let user = Aggregate.user.id(of: recorded.streamID) else { return nil }
         let event = try Aggregate.user.codec.decode(recorded)
         let change = UserDecider.balanceChange(of: event).balanceCents
         position = recorded.position
