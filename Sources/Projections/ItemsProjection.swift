@@ -47,7 +47,7 @@ public struct ItemsProjection: InlineProjection {
         /// Each owner's items, for their forgetting.
         var itemsByOwner: [UUID: [UUID]] = [:]
         var bids: Set<UUID> = []
-        var held: [UUID: HeldBid] = [:]
+        var held: [UUID: BidRow] = [:]
         /// Each registered user's completed deals and ratings, which the users projection
         /// writes with their row at the build's end.
         var userCounts: [UUID: UserCounts] = [:]
@@ -63,21 +63,21 @@ public struct ItemsProjection: InlineProjection {
 
         /// `body` made to the item's row, if the log posted it: an update of the appends finds
         /// no row otherwise.
-        mutating func change(_ item: UUID?, _ body: (inout HeldItem) -> Void) {
+        mutating func change(_ item: UUID?, _ body: (inout ItemRow) -> Void) {
             guard let item, items[item] != nil else { return }
-            body(&items[item]!)
+            body(&items[item]!.row)
         }
 
         /// A forgotten owner's items keep their listing but lose the place, the texts and the
         /// photos, and show `former user`, as the forget's update does to the rows of the appends.
         mutating func forget(owner: UUID, _ event: ProjectedEvent) {
             for id in itemsByOwner[owner] ?? [] {
-                items[id]!.handle = Redacted.name
-                items[id]!.posting.location = Location(lat: 0, lng: 0, place: Redacted.text)
-                items[id]!.posting.title = Redacted.text
-                items[id]!.posting.description = Redacted.text
-                items[id]!.photos = []
-                items[id]!.touch(event)
+                items[id]!.row.ownerHandle = Redacted.name
+                items[id]!.row.location = Location(lat: 0, lng: 0, place: Redacted.text)
+                items[id]!.row.title = Redacted.text
+                items[id]!.row.description = Redacted.text
+                items[id]!.row.photos = []
+                items[id]!.row.touch(event)
             }
         }
 
@@ -85,7 +85,7 @@ public struct ItemsProjection: InlineProjection {
         /// update does to the bids already written.
         mutating func forget(bidder: UUID) {
             for (id, bid) in held where bid.bidder == bidder {
-                held[id]!.handle = Redacted.name
+                held[id]!.bidderHandle = Redacted.name
                 if bid.message != nil { held[id]!.message = Redacted.text }
             }
         }
@@ -114,79 +114,11 @@ public struct ItemsProjection: InlineProjection {
         var reviewStars = 0
     }
 
-    /// An item of a build as its row stands: `insertItems`' values, then each change the
-    /// appends' statements make to the row, made here in the events' order.
+    /// An item of a build as its row stands, and where the log posted it: the order
+    /// `finishRebuild` copies the items in.
     struct HeldItem: Sendable {
-        var posting: Posting
-        var handle: String
-        var status = ItemStatus.available
-        var deal: UUID?
-        var bidCount = 0
-        var reviewCount = 0
-        var reviewStars = 0
-        var photos: [String] = []
-        var created: Date
-        var updated: Date
-        var position: Int64
-        /// Where the log posted it: the order `finishRebuild` copies the items in.
+        var row: ItemRow
         let posted: Int64
-
-        init(_ posting: Posting, handle: String, _ event: ProjectedEvent) {
-            self.posting = posting
-            self.handle = handle
-            posted = event.position
-            created = event.recordedAt
-            updated = event.recordedAt
-            position = event.position
-        }
-
-        /// Every statement that changes a row sets both.
-        mutating func touch(_ event: ProjectedEvent) {
-            updated = event.recordedAt
-            position = event.position
-        }
-
-        /// As the revision's `coalesce`s: what it names, and nothing else.
-        mutating func revise(_ revised: ItemRevised, _ event: ProjectedEvent) {
-            posting.title = revised.title ?? posting.title
-            posting.description = revised.description ?? posting.description
-            posting.category = revised.category ?? posting.category
-            posting.priceCents = revised.priceCents ?? posting.priceCents
-            posting.location = revised.location ?? posting.location
-            touch(event)
-        }
-
-        /// In `itemColumns`' order.
-        var row: [any PostgresEncodable] {
-            [
-                posting.id, posting.kind.rawValue, posting.owner, handle, posting.title, posting.description,
-                posting.category.rawValue, posting.priceCents, posting.location.lat, posting.location.lng,
-                posting.location.place, posting.from?.description, posting.until?.description, status.rawValue, bidCount,
-                reviewCount, reviewStars, photos, deal, created, updated, position, posting.deposit,
-            ]
-        }
-    }
-
-    /// A bid placed in a build and not yet decided: its row, as `insertBids` would write it.
-    /// In a build a bid is written once, by COPY, when its fate comes (or, still pending, at
-    /// the build's end), not inserted and then updated: the fates' update was 1.35 s of a
-    /// 1.04M-event build.
-    struct HeldBid: Sendable {
-        var bid: UUID
-        var item: UUID?
-        var owner: UUID?
-        var bidder: UUID
-        var handle: String
-        var price: Int
-        var from: String
-        var until: String
-        var message: String?
-        var placed: Date
-
-        /// In `bidColumns`' order.
-        func row(_ status: BidStatus, reason: String?, at: Date) -> [any PostgresEncodable] {
-            [bid, item, owner, bidder, handle, price, from, until, message, status.rawValue, reason, placed, at]
-        }
     }
 
     /// The items as the log left them, and the bids still undecided, written as they are;
@@ -196,15 +128,11 @@ public struct ItemsProjection: InlineProjection {
         try memory.with(name, initial: Memory()) { known in
             // In the order they were posted, as the appends insert them: a table laid out the
             // same at each build, its pages in the order the market's newest read them.
-            var items = PostgresCopyRows(unsafeRawTarget: Self.itemColumns, width: 23)
-            for item in known.items.values.sorted(by: { $0.posted < $1.posted }) {
-                items.append(item.row)
-            }
+            let items = ItemRow.table.copy(known.items.values.sorted(by: { $0.posted < $1.posted }).lazy.map(\.row))
             known.items = [:]
             known.itemsByOwner = [:]
             try session.copy(items)
-            var pending = PostgresCopyRows(unsafeRawTarget: Self.bidColumns, width: 13)
-            for bid in known.held.values { pending.append(bid.row(.pending, reason: nil, at: bid.placed)) }
+            let pending = BidRow.table.copy(known.held.values)
             known.held = [:]
             try session.copy(pending)
         }
@@ -238,7 +166,7 @@ public struct ItemsProjection: InlineProjection {
                 continue
             }
             guard Aggregate.item.owns(event.streamID) else { continue }
-            let item = UUID(text: event.streamID.rawValue.dropFirst("item-".count))
+            let item = Aggregate.item.id(of: event.streamID)?.rawValue
             let row = WritePlan.Row(.item, item)
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
@@ -250,20 +178,15 @@ public struct ItemsProjection: InlineProjection {
             }
             switch decoded {
             case .rentalPosted, .requestPosted:
-                let posting = Posting(decoded)!
+                // The owner's handle: a build's from memory, the appends' read by the insert.
+                var posted = ItemRow(posted: decoded, ownerHandle: "", at: at, position: event.position)!
                 if building {
-                    guard known.items[posting.id] == nil else { break }
-                    known.items[posting.id] = HeldItem(posting, handle: known.handles[posting.owner] ?? "", event)
-                    known.itemsByOwner[posting.owner, default: []].append(posting.id)
+                    guard known.items[posted.id] == nil else { break }
+                    posted.ownerHandle = known.handles[posted.owner] ?? ""
+                    known.items[posted.id] = HeldItem(row: posted, posted: event.position)
+                    known.itemsByOwner[posted.owner, default: []].append(posted.id)
                 } else {
-                    plan.add(
-                        Self.insertItems,
-                        [
-                            posting.id, posting.kind.rawValue, posting.owner, posting.title, posting.description,
-                            posting.category.rawValue, posting.priceCents, posting.location.lat, posting.location.lng,
-                            posting.location.place, posting.from?.description, posting.until?.description, at, event.position,
-                            posting.deposit,
-                        ], writes: [WritePlan.Row(.item, posting.id)])
+                    plan.add(Self.insertItems, ItemRow.table.values(posted), writes: [WritePlan.Row(.item, posted.id)])
                 }
             case .revised(let revised) where building:
                 known.change(item) { $0.revise(revised, event) }
@@ -312,8 +235,8 @@ public struct ItemsProjection: InlineProjection {
                 // A completed deal for both parties: the owner and the bidder it was reserved for.
                 if !building {
                     plan.add(Self.completeDeals, [item], reads: [row], writes: [])
-                } else if let held = item.flatMap({ known.items[$0] }) {
-                    for user in Set([held.posting.owner, held.deal].compactMap { $0 }) {
+                } else if let held = item.flatMap({ known.items[$0]?.row }) {
+                    for user in Set([held.owner, held.deal].compactMap { $0 }) {
                         known.count(user) { $0.completedDeals += 1 }
                     }
                 }
@@ -334,23 +257,19 @@ public struct ItemsProjection: InlineProjection {
                 plan.add([Gallery.items.remove(removed.digest, from: item, event)], writes: [row])
             case .bidPlaced(let placed) where building:
                 if known.bids.insert(placed.bidID.rawValue).inserted {
-                    known.held[placed.bidID.rawValue] = HeldBid(
-                        bid: placed.bidID.rawValue, item: item, owner: item.flatMap { known.items[$0]?.posting.owner },
-                        bidder: placed.bidderID.rawValue, handle: known.handles[placed.bidderID.rawValue] ?? "",
-                        price: placed.dailyPriceCents, from: placed.from.description, until: placed.until.description,
-                        message: placed.message, placed: at)
+                    known.held[placed.bidID.rawValue] = BidRow(
+                        placed: placed, item: item, owner: item.flatMap { known.items[$0]?.row.owner },
+                        bidderHandle: known.handles[placed.bidderID.rawValue] ?? "", at: at)
                 }
                 known.change(item) { held in
                     held.bidCount += 1
                     held.touch(event)
                 }
             case .bidPlaced(let placed):
+                // The owner and the bidder's handle read by the insert.
                 plan.add(
-                    Self.insertBids,
-                    [
-                        placed.bidID.rawValue, item, placed.bidderID.rawValue, placed.dailyPriceCents, placed.from.description,
-                        placed.until.description, placed.message, at,
-                    ], reads: [row], writes: [WritePlan.Row(.bid, placed.bidID.rawValue)])
+                    Self.insertBids, BidRow.table.values(BidRow(placed: placed, item: item, owner: nil, bidderHandle: "", at: at)),
+                    reads: [row], writes: [WritePlan.Row(.bid, placed.bidID.rawValue)])
                 bidCounts.add(item, event)
             case .bidWithdrawn(let withdrawn):
                 setBid(&plan, withdrawn.bidID, .withdrawn, reason: nil, event, building: building, &known)
@@ -455,8 +374,8 @@ public struct ItemsProjection: InlineProjection {
                     ], writes: [WritePlan.Row(.user, completed.ownerID.rawValue), WritePlan.Row(.user, completed.renterID.rawValue)])
             case .windowRevised(let revised) where building:
                 known.change(item) { held in
-                    held.posting.from = revised.availableFrom
-                    held.posting.until = revised.availableUntil
+                    held.from = revised.availableFrom
+                    held.until = revised.availableUntil
                     held.touch(event)
                 }
             case .windowRevised(let revised):
@@ -641,7 +560,7 @@ public struct ItemsProjection: InlineProjection {
     ) {
         if building {
             known.change(item) { held in
-                if !Self.keepsStatus(held.posting.kind, status, dealSet: deal != nil) { held.status = status }
+                if !Self.keepsStatus(held.kind, status, dealSet: deal != nil) { held.status = status }
                 if let deal { held.deal = deal }
                 held.touch(event)
             }
@@ -674,8 +593,9 @@ public struct ItemsProjection: InlineProjection {
         _ plan: inout WritePlan, _ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent, building: Bool,
         _ known: inout Memory
     ) {
-        if building, let held = known.held.removeValue(forKey: bid.rawValue) {
-            plan.add(copy: Self.bidColumns, held.row(status, reason: reason, at: event.recordedAt), writes: [WritePlan.Row(.bid, bid.rawValue)])
+        if building, var held = known.held.removeValue(forKey: bid.rawValue) {
+            (held.status, held.reason, held.updatedAt) = (status, reason, event.recordedAt)
+            plan.add(copy: BidRow.table.target, BidRow.table.values(held), writes: [WritePlan.Row(.bid, bid.rawValue)])
             return
         }
         plan.add(
@@ -686,57 +606,21 @@ public struct ItemsProjection: InlineProjection {
     // `= ANY` beside a join), so a batch is never a scan of a whole view: a rebuild's tables
     // have no statistics to stop the planner choosing one.
 
-    /// New items, each with its owner's handle (empty when not yet in `users_view`), into the
-    /// market's cells.
-    static let insertItems = SetWrite("insert items", width: 15) { c in
+    /// New items (`ItemRow(posted:)`), each with its owner's handle (empty when not yet in
+    /// `users_view`), into the market's cells.
+    static let insertItems = ItemRow.table.insert(
+        "insert items", computed: ["owner_handle": "coalesce((SELECT handle FROM users_view WHERE user_id = r.owner_id), '')"]
+    ) { insert in
         """
         WITH inserted AS (
-            INSERT INTO items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents,
-                                    lat, lng, place, window_from, window_until, status, created_at, updated_at, position,
-                                    security_deposit_cents)
-            SELECT r.item, r.kind, r.owner, coalesce((SELECT handle FROM users_view WHERE user_id = r.owner), ''),
-                   r.title, r.description, r.category, r.price, r.lat, r.lng, r.place, r.from_day, r.until_day, 'available',
-                   r.at, r.at, r.position, r.deposit
-            FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::uuid[], \(c[3])::text[], \(c[4])::text[], \(c[5])::text[],
-                        \(c[6])::int4[], \(c[7])::float8[], \(c[8])::float8[], \(c[9])::text[], \(c[10])::date[],
-                        \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[], \(c[14])::int4[])
-                 AS r(item, kind, owner, title, description, category, price, lat, lng, place, from_day, until_day, at, position,
-                      deposit)
+            \(insert)
             ON CONFLICT (item_id) DO NOTHING
             RETURNING item_id, lat, lng
         ),
         moves (item, lat, lng, delta) AS (SELECT item_id, lat, lng, 1 FROM inserted)
-        \(unsafeRaw: noteMoves)
+        \(noteMoves)
         """
     }
-
-    /// A rental's or a request's posting, as an item's row has it.
-    struct Posting: Sendable {
-        var id: UUID
-        var kind: ItemKind
-        var owner: UUID
-        var title: String
-        var description: String
-        var category: Category
-        var priceCents: Int?
-        var location: Location
-        var from: Day?
-        var until: Day?
-        var deposit: Int?
-    }
-
-    /// The columns a build's items are copied into, at its end (`HeldItem.row`).
-    static let itemColumns = """
-        items_view (item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
-                    window_from, window_until, status, bid_count, review_count, review_stars, photos, deal_bidder_id,
-                    created_at, updated_at, position, security_deposit_cents)
-        """
-
-    /// The columns a build's bids are copied into: `insertBids`', and their fate's.
-    static let bidColumns = """
-        bids_view (bid_id, item_id, owner_id, bidder_id, bidder_handle, daily_price_cents, from_day, until_day, message,
-                   status, reason, created_at, updated_at)
-        """
 
     /// New statuses (and deals: `deal_set`), each item in or out of the market's cells when it
     /// becomes or stops being available.
@@ -782,20 +666,15 @@ public struct ItemsProjection: InlineProjection {
         """
     }
 
-    /// New bids, each with its item's owner and its bidder's handle (empty when not yet in
-    /// `users_view`).
-    static let insertBids = SetWrite("insert bids", width: 8) { c in
-        """
-        INSERT INTO bids_view (bid_id, item_id, owner_id, bidder_id, bidder_handle, daily_price_cents, from_day,
-                               until_day, message, status, created_at, updated_at)
-        SELECT r.bid, r.item, (SELECT owner_id FROM items_view WHERE item_id = r.item), r.bidder,
-               coalesce((SELECT handle FROM users_view WHERE user_id = r.bidder), ''), r.price, r.from_day, r.until_day,
-               r.message, 'pending', r.at, r.at
-        FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::uuid[], \(c[3])::int4[], \(c[4])::date[], \(c[5])::date[],
-                    \(c[6])::text[], \(c[7])::timestamptz[]) AS r(bid, item, bidder, price, from_day, until_day, message, at)
-        ON CONFLICT (bid_id) DO NOTHING
-        """
-    }
+    /// New bids (`BidRow(placed:)`), each with its item's owner and its bidder's handle (empty
+    /// when not yet in `users_view`).
+    static let insertBids = BidRow.table.insert(
+        "insert bids",
+        computed: [
+            "owner_id": "(SELECT owner_id FROM items_view WHERE item_id = r.item_id)",
+            "bidder_handle": "coalesce((SELECT handle FROM users_view WHERE user_id = r.bidder_id), '')",
+        ]
+    ) { insert in "\(insert)\nON CONFLICT (bid_id) DO NOTHING" }
 
     /// Bids' new statuses.
     static let setBids = SetWrite("set bid statuses", width: 4) { c in
@@ -894,26 +773,5 @@ private struct BidCounts {
                  AS c(item, bids, at, position)
             WHERE i.item_id = c.item AND i.item_id = ANY (\(ids)::uuid[])
             """, prepared: true)
-    }
-}
-
-extension ItemsProjection.Posting {
-    /// In an extension, so the struct keeps its memberwise initializer.
-    init?(_ event: ItemEvent) {
-        switch event {
-        case .rentalPosted(let posted):
-            self.init(
-                id: posted.itemID.rawValue, kind: .rental, owner: posted.ownerID.rawValue, title: posted.title,
-                description: posted.description, category: posted.category, priceCents: posted.dailyPriceCents,
-                location: posted.location, from: posted.availableFrom, until: posted.availableUntil,
-                deposit: posted.securityDepositCents)
-        case .requestPosted(let posted):
-            self.init(
-                id: posted.itemID.rawValue, kind: .request, owner: posted.ownerID.rawValue, title: posted.title,
-                description: posted.description, category: posted.category, priceCents: posted.maxDailyPriceCents,
-                location: posted.location, from: posted.neededFrom, until: posted.neededUntil, deposit: nil)
-        default:
-            return nil
-        }
     }
 }

@@ -3,7 +3,6 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
-import UUIDs
 
 /// `users_view`: every registered user's public and private profile fields.
 ///
@@ -23,11 +22,8 @@ public struct UsersProjection: InlineProjection {
             case .registered(let registered):
                 if changes.touches(registered.userID.rawValue), let folded = changes.take() { plan.barrier([folded]) }
                 plan.add(
-                    Self.insertUsers,
-                    [
-                        registered.userID.rawValue, registered.handle, registered.displayName, registered.email, registered.country,
-                        event.recordedAt,
-                    ], writes: [WritePlan.Row(.user, registered.userID.rawValue)])
+                    Self.insertUsers, UserRow.table.values(UserRow(registered: registered, at: event.recordedAt)),
+                    writes: [WritePlan.Row(.user, registered.userID.rawValue)])
             case .profileUpdated(let updated):
                 changes.change(userID(of: event), at: event.recordedAt) { change in
                     change.displayName = updated.displayName ?? change.displayName
@@ -53,9 +49,10 @@ public struct UsersProjection: InlineProjection {
                         "DELETE FROM cards_view WHERE user_id = \(forgotten.userID.rawValue)",
                     ])
             case .cardAdded(let card):
+                // A card's stream is its user's, so a card always has one.
+                guard let user = userID(of: event) else { break }
                 plan.add(
-                    Self.insertCards,
-                    [card.cardID.rawValue, userID(of: event), card.network.rawValue, card.last4, card.expMonth, card.expYear, event.recordedAt],
+                    Self.insertCards, CardRow.table.values(CardRow(card, user: user, at: event.recordedAt)),
                     writes: [WritePlan.Row(.card, card.cardID.rawValue)])
             case .cardExpiryUpdated(let updated):
                 plan.add(
@@ -104,25 +101,19 @@ public struct UsersProjection: InlineProjection {
         }
         try memory.with(name, initial: Memory()) { known in
             // In the order they were registered and added, as the appends insert them.
-            var users = PostgresCopyRows(unsafeRawTarget: Self.userColumns, width: 16)
-            for user in known.users.values.sorted(by: { $0.registered < $1.registered }) {
-                users.append(user.row(counts[user.id] ?? ItemsProjection.UserCounts()))
-            }
-            var cards = PostgresCopyRows(unsafeRawTarget: Self.cardColumns, width: 7)
-            for card in known.cards.values.sorted(by: { $0.added < $1.added }) {
-                cards.append(card.row)
-            }
+            let users = UserRow.table.copy(
+                known.users.values.sorted(by: { $0.registered < $1.registered }).lazy.map { held in
+                    var row = held.row
+                    let counted = counts[row.id] ?? ItemsProjection.UserCounts()
+                    (row.completedDeals, row.reviewCount, row.reviewStars) = (counted.completedDeals, counted.reviewCount, counted.reviewStars)
+                    return row
+                })
+            let cards = CardRow.table.copy(known.cards.values.sorted(by: { $0.added < $1.added }).lazy.map(\.row))
             known = Memory()
             try session.copy(users)
             try session.copy(cards)
         }
     }
-
-    static let userColumns = """
-        users_view (user_id, handle, display_name, email, country, default_share_cents, completed_deals, member_since,
-                    updated_at, balance_cents, forgotten_at, review_count, review_stars, photo, held_cents, email_verified)
-        """
-    static let cardColumns = "cards_view (card_id, user_id, network, last4, exp_month, exp_year, added_at)"
 
     /// What a build holds until its end: each user's and each card's row.
     struct Memory: Sendable {
@@ -137,7 +128,7 @@ public struct UsersProjection: InlineProjection {
             case .registered(let registered):
                 // The first registration of an id, as the insert's `ON CONFLICT DO NOTHING`.
                 guard users[registered.userID.rawValue] == nil else { return }
-                users[registered.userID.rawValue] = HeldUser(registered, event)
+                users[registered.userID.rawValue] = HeldUser(row: UserRow(registered: registered, at: event.recordedAt), registered: event.position)
             case .profileUpdated(let updated):
                 change(user, event) { held in
                     held.displayName = updated.displayName ?? held.displayName
@@ -158,16 +149,16 @@ public struct UsersProjection: InlineProjection {
                     held.country = nil
                     held.defaultShareCents = nil
                     held.photo = nil
-                    held.forgotten = event.recordedAt
+                    held.forgottenAt = event.recordedAt
                 }
-                for card in cardsByUser.removeValue(forKey: id) ?? [] where cards[card]?.user == id { cards[card] = nil }
+                for card in cardsByUser.removeValue(forKey: id) ?? [] where cards[card]?.row.user == id { cards[card] = nil }
             case .cardAdded(let card):
                 guard let user, cards[card.cardID.rawValue] == nil else { return }
-                cards[card.cardID.rawValue] = HeldCard(card, user: user, event)
+                cards[card.cardID.rawValue] = HeldCard(row: CardRow(card, user: user, at: event.recordedAt), added: event.position)
                 cardsByUser[user, default: []].append(card.cardID.rawValue)
             case .cardExpiryUpdated(let updated):
-                cards[updated.cardID.rawValue]?.expMonth = updated.expMonth
-                cards[updated.cardID.rawValue]?.expYear = updated.expYear
+                cards[updated.cardID.rawValue]?.row.expMonth = updated.expMonth
+                cards[updated.cardID.rawValue]?.row.expYear = updated.expYear
             case .cardRemoved(let removed):
                 cards[removed.cardID.rawValue] = nil
             case let money:
@@ -182,97 +173,33 @@ public struct UsersProjection: InlineProjection {
 
         /// `body` made to the user's row, if the log registered them: an update of the appends
         /// finds no row otherwise. Every change of a row sets its time.
-        private mutating func change(_ user: UUID?, _ event: ProjectedEvent, _ body: (inout HeldUser) -> Void) {
+        private mutating func change(_ user: UUID?, _ event: ProjectedEvent, _ body: (inout UserRow) -> Void) {
             guard let user, users[user] != nil else { return }
-            body(&users[user]!)
-            users[user]!.updated = event.recordedAt
+            body(&users[user]!.row)
+            users[user]!.row.updatedAt = event.recordedAt
         }
     }
 
+    /// A user of a build as their row stands, and where the log registered them: the order
+    /// `finishRebuild` copies the users in.
     struct HeldUser: Sendable {
-        let id: UUID
-        let handle: String
-        var displayName: String
-        var email: String
-        var country: String?
-        var defaultShareCents: Int?
-        var balanceCents = 0
-        var heldCents = 0
-        var emailVerified = false
-        var photo: String?
-        var forgotten: Date?
-        let memberSince: Date
-        var updated: Date
-        /// Where the log registered them: the order `finishRebuild` copies the users in.
+        var row: UserRow
         let registered: Int64
-
-        init(_ registered: UserRegistered, _ event: ProjectedEvent) {
-            id = registered.userID.rawValue
-            handle = registered.handle
-            displayName = registered.displayName
-            email = registered.email
-            country = registered.country
-            memberSince = event.recordedAt
-            updated = event.recordedAt
-            self.registered = event.position
-        }
-
-        /// In `userColumns`' order.
-        func row(_ counts: ItemsProjection.UserCounts) -> [any PostgresEncodable] {
-            [
-                id, handle, displayName, email, country, defaultShareCents, counts.completedDeals, memberSince, updated,
-                balanceCents, forgotten, counts.reviewCount, counts.reviewStars, photo, heldCents, emailVerified,
-            ]
-        }
     }
 
+    /// A card of a build as its row stands, and where the log added it.
     struct HeldCard: Sendable {
-        let id: UUID
-        let user: UUID
-        let network: String
-        let last4: String
-        var expMonth: Int
-        var expYear: Int
-        let addedAt: Date
-        /// Where the log added it: the order `finishRebuild` copies the cards in.
+        var row: CardRow
         let added: Int64
-
-        init(_ card: CardOnFile, user: UUID, _ event: ProjectedEvent) {
-            id = card.cardID.rawValue
-            self.user = user
-            network = card.network.rawValue
-            last4 = card.last4
-            expMonth = card.expMonth
-            expYear = card.expYear
-            addedAt = event.recordedAt
-            added = event.position
-        }
-
-        /// In `cardColumns`' order.
-        var row: [any PostgresEncodable] { [id, user, network, last4, expMonth, expYear, addedAt] }
     }
 
-    static let insertUsers = SetWrite("insert users", width: 6) { c in
-        """
-        INSERT INTO users_view (user_id, handle, display_name, email, country, member_since, updated_at)
-        SELECT r.user_id, r.handle, r.display_name, r.email, r.country, r.at, r.at
-        FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::text[], \(c[3])::text[], \(c[4])::text[], \(c[5])::timestamptz[])
-             AS r(user_id, handle, display_name, email, country, at)
-        ON CONFLICT (user_id) DO NOTHING
-        """
-    }
+    /// New users (`UserRow(registered:)`); a registration of an id already there is the first's.
+    static let insertUsers = UserRow.table.insert("insert users") { "\($0)\nON CONFLICT (user_id) DO NOTHING" }
 
-    static let insertCards = SetWrite("insert cards", width: 7) { c in
-        """
-        INSERT INTO \(unsafeRaw: UsersProjection.cardColumns)
-        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::text[], \(c[3])::text[], \(c[4])::int4[], \(c[5])::int4[],
-                             \(c[6])::timestamptz[])
-        ON CONFLICT (card_id) DO NOTHING
-        """
-    }
+    static let insertCards = CardRow.table.insert("insert cards") { "\($0)\nON CONFLICT (card_id) DO NOTHING" }
 
     func userID(of event: ProjectedEvent) -> UUID? {
-        UUID(text: event.streamID.rawValue.dropFirst("user-".count))
+        Aggregate.user.id(of: event.streamID)?.rawValue
     }
 }
 

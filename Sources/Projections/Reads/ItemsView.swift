@@ -368,88 +368,52 @@ public struct ItemResource: Codable, Sendable {
     public var distanceKm: Double?
     public var position: Int64?
 
-    /// What `init(_:position:)` reads, besides `distance_km`.
-    static let columns = """
-        item_id, kind, owner_id, owner_handle, title, description, category, price_cents, lat, lng, place,
-        window_from::text AS window_from, window_until::text AS window_until, status, bid_count, review_count,
-        review_stars, photos, created_at, updated_at, security_deposit_cents
-        """
+    /// What `init(_:position:)` reads, besides `distance_km`: `items_view`'s row.
+    static let columns = ItemRow.table.selectList()
 
     init(_ row: PostgresRow, position: Int64?) throws {
-        id = ItemID(try row.decode("item_id", as: UUID.self))
-        kind = try row.decode("kind")
-        title = try row.decode("title")
-        description = try row.decode("description")
-        category = try row.decode("category")
-        let price = try row.decode("price_cents", as: Int?.self)
-        let from = try row.decode("window_from", as: String?.self)
-        let until = try row.decode("window_until", as: String?.self)
-        if kind == ItemKind.rental.rawValue {
-            (dailyPriceCents, availableFrom, availableUntil) = (price, from, until)
-            securityDepositCents = try row.decode("security_deposit_cents", as: Int?.self) ?? 0
+        self.init(try ItemRow.table.decode(row), distanceKm: try row.decode("distance_km", as: Double?.self), position: position)
+    }
+
+    /// The row as clients read it: a rental's price and window under names of their own, a
+    /// request's under theirs.
+    init(_ row: ItemRow, distanceKm: Double?, position: Int64?) {
+        id = ItemID(row.id)
+        kind = row.kind.rawValue
+        title = row.title
+        description = row.description
+        category = row.category.rawValue
+        let (from, until) = (row.from?.description, row.until?.description)
+        if row.kind == .rental {
+            (dailyPriceCents, availableFrom, availableUntil) = (row.priceCents, from, until)
+            securityDepositCents = row.deposit ?? 0
         } else {
-            (maxDailyPriceCents, neededFrom, neededUntil) = (price, from, until)
+            (maxDailyPriceCents, neededFrom, neededUntil) = (row.priceCents, from, until)
         }
-        status = try row.decode("status")
-        ownerId = UserID(try row.decode("owner_id", as: UUID.self))
-        ownerHandle = try row.decode("owner_handle")
-        location = Location(lat: try row.decode("lat"), lng: try row.decode("lng"), place: try row.decode("place"))
-        bidCount = try row.decode("bid_count")
-        reviewCount = try row.decode("review_count")
-        rating = Rating.mean(stars: try row.decode("review_stars"), count: reviewCount)
-        photos = try row.decode("photos", as: [String].self).map(PhotoResource.init)
-        createdAt = try row.decode("created_at")
-        updatedAt = try row.decode("updated_at")
-        distanceKm = try row.decode("distance_km", as: Double?.self)
+        status = row.status.rawValue
+        ownerId = UserID(row.owner)
+        ownerHandle = row.ownerHandle
+        location = row.location
+        bidCount = row.bidCount
+        reviewCount = row.reviewCount
+        rating = Rating.mean(stars: row.reviewStars, count: row.reviewCount)
+        photos = row.photos.map(PhotoResource.init)
+        createdAt = row.createdAt
+        updatedAt = row.updatedAt
+        self.distanceKm = distanceKm
         self.position = position
     }
 }
 
 extension ItemResource {
-    /// A posting as `items_view` holds it the moment its append commits (`ItemsProjection`
-    /// writes these same fields): the answer of the command, without reading it back. Nil for
-    /// any other event.
+    /// A posting as `items_view` holds it the moment its append commits: the row
+    /// `ItemsProjection` inserts, read without reading it back. Nil for any other event.
     public init?(
         posted event: ItemEvent, at recordedAt: Date, position: Int64?, ownerHandle: (UserID) async throws -> String
     ) async rethrows {
-        let kind: ItemKind
-        let price: Int?
-        let from: Day?
-        let until: Day?
-        var deposit: Int? = nil
-        let posting: (id: ItemID, owner: UserID, title: String, description: String, category: Marketplace.Category, location: Location)
-        switch event {
-        case .rentalPosted(let posted):
-            (kind, price, from, until) = (.rental, posted.dailyPriceCents, posted.availableFrom, posted.availableUntil)
-            deposit = posted.securityDepositCents ?? 0
-            posting = (posted.itemID, posted.ownerID, posted.title, posted.description, posted.category, posted.location)
-        case .requestPosted(let posted):
-            (kind, price, from, until) = (.request, posted.maxDailyPriceCents, posted.neededFrom, posted.neededUntil)
-            posting = (posted.itemID, posted.ownerID, posted.title, posted.description, posted.category, posted.location)
-        default:
-            return nil
-        }
-        id = posting.id
-        self.kind = kind.rawValue
-        title = posting.title
-        description = posting.description
-        category = posting.category.rawValue
-        securityDepositCents = deposit
-        if kind == .rental {
-            (dailyPriceCents, availableFrom, availableUntil) = (price, from?.description, until?.description)
-        } else {
-            (maxDailyPriceCents, neededFrom, neededUntil) = (price, from?.description, until?.description)
-        }
-        status = ItemStatus.available.rawValue
-        ownerId = posting.owner
-        self.ownerHandle = try await ownerHandle(posting.owner)
-        location = posting.location
-        bidCount = 0
-        reviewCount = 0
-        photos = []
-        createdAt = recordedAt
-        updatedAt = recordedAt
-        self.position = position
+        guard var row = ItemRow(posted: event, ownerHandle: "", at: recordedAt, position: position ?? 0) else { return nil }
+        row.ownerHandle = try await ownerHandle(UserID(row.owner))
+        self.init(row, distanceKm: nil, position: position)
     }
 }
 
@@ -474,11 +438,10 @@ public struct BidResource: Codable, Sendable {
     public var payment: RentalPayment?
     public var position: Int64?
 
-    /// What `init(_:position:)` reads, from `source`.
+    /// What `init(_:position:)` reads, from `source`: `bids_view`'s row, and what is joined.
     static let columns = """
-        bid_id, item_id, bidder_id, bidder_handle, daily_price_cents, from_day::text AS from_day,
-        until_day::text AS until_day, message, status, reason, created_at, coalesce(item_title, '') AS item_title,
-        coalesce(item_kind, '') AS item_kind, item_photo, \(RentalPayment.columns)
+        \(BidRow.table.selectList("bids_view")), coalesce(item_title, '') AS item_title, coalesce(item_kind, '') AS item_kind,
+        item_photo, \(RentalPayment.columns)
         """
 
     /// `bids_view` with its item's title, kind and first photo joined under names of their
@@ -492,21 +455,30 @@ public struct BidResource: Codable, Sendable {
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
-        id = BidID(try row.decode("bid_id", as: UUID.self))
-        itemId = ItemID(try row.decode("item_id", as: UUID.self))
-        bidderId = UserID(try row.decode("bidder_id", as: UUID.self))
-        bidderHandle = try row.decode("bidder_handle")
-        dailyPriceCents = try row.decode("daily_price_cents")
-        from = try row.decode("from_day")
-        until = try row.decode("until_day")
-        message = try row.decode("message", as: String?.self)
-        status = try row.decode("status")
-        reason = try row.decode("reason", as: String?.self)
-        createdAt = try row.decode("created_at")
-        itemTitle = try row.decode("item_title")
-        itemKind = try row.decode("item_kind")
-        itemPhoto = try row.decode("item_photo", as: String?.self).map(PhotoResource.init)
-        payment = try RentalPayment(row)
+        self.init(
+            try BidRow.table.decode(row), itemTitle: try row.decode("item_title"),
+            itemKind: try row.decode("item_kind"), itemPhoto: try row.decode("item_photo", as: String?.self),
+            payment: try RentalPayment(row), position: position)
+    }
+
+    /// The row as clients read it, with what a row of bids draws beside it.
+    init(_ row: BidRow, itemTitle: String, itemKind: String, itemPhoto: String?, payment: RentalPayment?, position: Int64?) {
+        id = BidID(row.id)
+        // A bid's item is always known to a read (`ItemsProjection` keys it by its stream).
+        itemId = ItemID(row.item ?? .none)
+        bidderId = UserID(row.bidder)
+        bidderHandle = row.bidderHandle
+        dailyPriceCents = row.dailyPriceCents
+        from = row.from.description
+        until = row.until.description
+        message = row.message
+        status = row.status.rawValue
+        reason = row.reason
+        createdAt = row.createdAt
+        self.itemTitle = itemTitle
+        self.itemKind = itemKind
+        self.itemPhoto = itemPhoto.map(PhotoResource.init)
+        self.payment = payment
         self.position = position
     }
 }
@@ -572,21 +544,13 @@ extension BidResource {
         placed: BidPlaced, on item: PostedItem, at recordedAt: Date, position: Int64?,
         bidderHandle: (UserID) async throws -> String
     ) async rethrows {
-        id = placed.bidID
-        itemId = item.id
-        itemTitle = item.title
-        itemKind = item.kind.rawValue
-        itemPhoto = item.photos.first.map(PhotoResource.init)
-        bidderId = placed.bidderID
-        self.bidderHandle = try await bidderHandle(placed.bidderID)
-        dailyPriceCents = placed.dailyPriceCents
-        from = placed.from.description
-        until = placed.until.description
-        message = placed.message
-        status = BidStatus.pending.rawValue
-        reason = nil
-        createdAt = recordedAt
-        payment = placed.price.flatMap { price in placed.hold.map { RentalPayment(price, payWith: $0.method) } }
-        self.position = position
+        let row = BidRow(
+            placed: placed, item: item.id.rawValue, owner: item.ownerID.rawValue,
+            bidderHandle: try await bidderHandle(placed.bidderID), at: recordedAt)
+        self.init(
+            row, itemTitle: item.title, itemKind: item.kind.rawValue, itemPhoto: item.photos.first,
+            payment: placed.price.flatMap { price in placed.hold.map { RentalPayment(price, payWith: $0.method) } },
+            position: position)
     }
 }
+

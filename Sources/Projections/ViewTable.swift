@@ -1,0 +1,134 @@
+import Foundation
+import Marketplace
+import Postgres
+
+/// A view's row, declared once: each column's name, SQL type and field, in one list. The
+/// appends' set-based insert, a rebuild's `COPY`, the reads' column list and their decode are
+/// all made from it, so a new column is one line here (and its migration), never a position
+/// counted in three places.
+///
+/// `type` is the column's type as `format_type` names it (`integer`, `text[]`, `timestamp
+/// with time zone`): `ViewTablesTests` holds every declaration equal to its table's columns.
+struct ViewTable<Row: Sendable>: Sendable {
+    let name: String
+    let columns: [ViewColumn<Row>]
+    /// What `decode` starts from before each column sets its field.
+    let blank: Row
+
+    init(_ name: String, blank: Row, _ columns: [ViewColumn<Row>]) {
+        self.name = name
+        self.blank = blank
+        self.columns = columns
+    }
+
+    /// `a, b, …`, each under `alias.` when given: a read's select list, in the columns' order.
+    func selectList(_ alias: String? = nil) -> String {
+        columns.map { column in alias.map { "\($0).\(column.name)" } ?? column.name }.joined(separator: ", ")
+    }
+
+    /// `name (a, b, …)`: an insert's or a `COPY`'s target.
+    var target: String { "\(name) (\(selectList()))" }
+
+    /// The row's values in the columns' order.
+    func values(_ row: Row) -> [any PostgresEncodable] { columns.map { $0.encode(row) } }
+
+    /// Rows for a `COPY` into the table.
+    func copy(_ rows: some Sequence<Row>) -> PostgresCopyRows {
+        var copy = PostgresCopyRows(unsafeRawTarget: target, width: columns.count)
+        for row in rows { copy.append(values(row)) }
+        return copy
+    }
+
+    /// A row read under the columns' own names (`selectList`), whatever else the read selects.
+    func decode(_ row: PostgresRow) throws -> Row {
+        var decoded = blank
+        for column in columns { try column.decode(row, &decoded) }
+        return decoded
+    }
+
+    /// A set-based insert of whole rows (`values`, one array per column): `SELECT` over their
+    /// `unnest`, each column as given (`r.name`) unless `computed` gives its expression (over
+    /// `r.`'s columns, for a value only the database knows, such as another view's). `around`
+    /// gets the insert and makes the statement (a conflict clause, a `RETURNING`, what follows).
+    func insert(_ label: String, computed: [String: String] = [:], around: @escaping @Sendable (String) -> String) -> SetWrite {
+        // An array column travels as its literal's text, each element of a one-dimensional
+        // `text[]`: `unnest` flattens arrays of arrays.
+        let arrays = columns.enumerated().map { index, column in
+            "$\(index + 1)::\(column.type.hasSuffix("[]") ? "text" : column.type)[]"
+        }
+        let selected = columns.map { column in
+            computed[column.name] ?? (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
+        }
+        let sql = around(
+            """
+            INSERT INTO \(target)
+            SELECT \(selected.joined(separator: ", "))
+            FROM unnest(\(arrays.joined(separator: ", "))) AS r(\(selectList()))
+            """)
+        return SetWrite(label, width: columns.count) { values in
+            PostgresQuery(unsafeSQL: sql, bindings: values.map(\.postgresBinding))
+        }
+    }
+}
+
+/// One column of a `ViewTable`: its name and type, and how its field is written and read.
+struct ViewColumn<Row: Sendable>: Sendable {
+    let name: String
+    let type: String
+    let encode: @Sendable (Row) -> any PostgresEncodable
+    let decode: @Sendable (PostgresRow, inout Row) throws -> Void
+}
+
+extension ViewColumn {
+    /// A field stored as it is.
+    init<Value: PostgresCodable>(_ name: String, _ type: String, _ field: WritableKeyPath<Row, Value> & Sendable) {
+        self.init(
+            name: name, type: type, encode: { $0[keyPath: field] },
+            decode: { row, into in into[keyPath: field] = try row.decode(name, as: Value.self) })
+    }
+
+    /// A field stored as it is, nil as NULL.
+    init<Value: PostgresCodable>(_ name: String, _ type: String, _ field: WritableKeyPath<Row, Value?> & Sendable) {
+        self.init(
+            name: name, type: type, encode: { $0[keyPath: field] },
+            decode: { row, into in into[keyPath: field] = try row.decode(name, as: Value?.self) })
+    }
+
+    /// A field stored by its raw value, as `text`: a kind, a category, a status.
+    init<Value: RawRepresentable & Sendable>(_ name: String, _ field: WritableKeyPath<Row, Value> & Sendable)
+    where Value.RawValue == String {
+        self.init(
+            name: name, type: "text", encode: { $0[keyPath: field].rawValue },
+            decode: { row, into in
+                let text = try row.decode(name, as: String.self)
+                guard let value = Value(rawValue: text) else {
+                    throw PostgresError(.decoding, message: "\(text) is no \(Value.self)", column: name)
+                }
+                into[keyPath: field] = value
+            })
+    }
+
+    /// A day, as `date`; nil as NULL.
+    init(_ name: String, day field: WritableKeyPath<Row, Day?> & Sendable) {
+        self.init(
+            name: name, type: "date", encode: { $0[keyPath: field].map { PostgresDate($0.description) } },
+            decode: { row, into in into[keyPath: field] = try row.decode(name, as: PostgresDay?.self)?.day })
+    }
+
+    /// A day, as `date`.
+    init(_ name: String, day field: WritableKeyPath<Row, Day> & Sendable) {
+        self.init(
+            name: name, type: "date", encode: { PostgresDate($0[keyPath: field].description) },
+            decode: { row, into in into[keyPath: field] = try row.decode(name, as: PostgresDay.self).day })
+    }
+}
+
+/// A `date` column read as a `Day`.
+struct PostgresDay: PostgresDecodable {
+    let day: Day
+    static let postgresTypes: Set<PostgresType> = [.date]
+    init?(postgresText text: String, type: PostgresType) {
+        guard let day = Day(text) else { return nil }
+        self.day = day
+    }
+}

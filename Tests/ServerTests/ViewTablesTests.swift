@@ -1,0 +1,75 @@
+import Foundation
+import Marketplace
+import Postgres
+@testable import Projections
+import ServerTestSupport
+import Testing
+import TestSupport
+
+/// Each view's row is declared once (`ViewTable`), and the appends' insert, a rebuild's
+/// `COPY` and the reads are made from it: the declaration must be the table the migrations
+/// made, every column but the generated ones, each of its type.
+@Suite("Views declared once")
+struct ViewTablesTests {
+    @Test func eachDeclarationIsItsTablesColumns() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                for (name, declared) in [
+                    (ItemRow.table.name, ItemRow.table.columns.map { [$0.name, $0.type] }),
+                    (BidRow.table.name, BidRow.table.columns.map { [$0.name, $0.type] }),
+                    (UserRow.table.name, UserRow.table.columns.map { [$0.name, $0.type] }),
+                    (CardRow.table.name, CardRow.table.columns.map { [$0.name, $0.type] }),
+                ] {
+                    let rows = try await pool.query(
+                        """
+                        SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type
+                        FROM pg_attribute a
+                        WHERE a.attrelid = \(name)::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+                        ORDER BY a.attnum
+                        """)
+                    let columns = try rows.map { [try $0.decode("name", as: String.self), try $0.decode("type", as: String.self)] }
+                    #expect(
+                        Set(declared) == Set(columns),
+                        "\(name): declared but not in the table \(Set(declared).subtracting(columns)), in the table but not declared \(Set(columns).subtracting(declared))"
+                    )
+                    #expect(declared.count == Set(declared).count, "\(name) declares a column twice")
+                }
+            }
+        }
+    }
+
+    /// The insert made from a declaration writes every column from its row, array columns
+    /// included, and a read decodes the same row back.
+    @Test func aRowWrittenByTheInsertReadsBackTheSame() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                var row = ItemRow()
+                row.id = UUID()
+                row.owner = UUID()
+                row.ownerHandle = "ada"
+                row.title = "A \"quoted\" {brace}, comma\\"
+                row.priceCents = 1_500
+                row.location = Location(lat: 52.5, lng: 13.4, place: "Berlin")
+                row.from = Day("2026-12-01")
+                row.photos = ["a\"b", "c,d", "{e}"]
+                row.deal = UUID()
+                row.createdAt = Date(timeIntervalSince1970: 1_800_000_000.5)
+                row.updatedAt = row.createdAt
+                row.position = 42
+                row.deposit = 0
+                let insert = ItemRow.table.insert("insert one") { "\($0)" }
+                let columns = ItemRow.table.values(row).map { value -> PostgresBatchColumn in
+                    var column = PostgresBatchColumn()
+                    column.append(value)
+                    return column
+                }
+                try await pool.query(insert.statement(columns))
+                let read = try await pool.query(
+                    "SELECT \(unsafeRaw: ItemRow.table.selectList()) FROM items_view WHERE item_id = \(row.id)"
+                ).single()
+                let back = try ItemRow.table.decode(read)
+                #expect(ItemRow.table.values(back).map(\.postgresBinding) == ItemRow.table.values(row).map(\.postgresBinding))
+            }
+        }
+    }
+}
