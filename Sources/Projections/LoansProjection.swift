@@ -34,12 +34,8 @@ public struct LoansProjection: InlineProjection {
             switch try Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
                 plan.add(
-                    Self.postLoans,
-                    [
-                        posted.loanID.rawValue, posted.borrowerID.rawValue, posted.title, posted.description, posted.sector,
-                        posted.activity, posted.countryCode, posted.location.lat, posted.location.lng, posted.location.place,
-                        posted.amountCents, posted.deadline.description, at, event.position,
-                    ], writes: [WritePlan.Row(.loan, posted.loanID.rawValue)])
+                    Self.postLoans, LoanRow.table.values(LoanRow(posted: posted, at: at, position: event.position)),
+                    writes: [WritePlan.Row(.loan, posted.loanID.rawValue)])
             case .sharePurchased(let purchase):
                 plan.add(Self.buyShares, [loan, purchase.lenderID.rawValue, purchase.amountCents, at], writes: shares)
                 // Counts the lenders once the share is written.
@@ -92,24 +88,16 @@ public struct LoansProjection: InlineProjection {
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Memory()) { known in
             // In the order the log wrote them, as the appends insert them.
-            var loans = PostgresCopyRows(unsafeRawTarget: Self.loanColumns, width: 20)
-            for loan in known.loans.values.sorted(by: { $0.created < $1.created }) { loans.append(loan.row) }
-            var shares = PostgresCopyRows(unsafeRawTarget: Self.shareColumns, width: 5)
-            for share in known.shares.values.sorted(by: { $0.bought < $1.bought }) { shares.append(share.row) }
-            var countries = PostgresCopyRows(unsafeRawTarget: "country_loans_view (country_code, fundraising_loans)", width: 2)
-            for (country, count) in known.fundraising.sorted(by: { $0.key < $1.key }) { countries.append([country, count]) }
+            let loans = LoanRow.table.copy(known.loans.values.sorted(by: { $0.created < $1.created }).lazy.map(\.row))
+            let shares = LoanShareRow.table.copy(known.shares.values.sorted(by: { $0.bought < $1.bought }).lazy.map(\.row))
+            let countries = CountryLoansRow.table.copy(
+                known.fundraising.sorted(by: { $0.key < $1.key }).lazy.map { CountryLoansRow(country: $0.key, fundraising: $0.value) })
             known = Memory()
             try session.copy(loans)
             try session.copy(shares)
             try session.copy(countries)
         }
     }
-
-    static let loanColumns = """
-        loans_view (loan_id, borrower_id, title, description, sector, activity, country_code, lat, lng, place, amount_cents,
-                    funded_cents, repaid_cents, lender_count, status, deadline, created_at, updated_at, position, photos)
-        """
-    static let shareColumns = "loan_shares_view (loan_id, lender_id, amount_cents, repaid_cents, first_bought_at)"
 
     /// What a build holds until its end.
     struct Memory: Sendable {
@@ -132,9 +120,9 @@ public struct LoansProjection: InlineProjection {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
                 for id in loansByBorrower[forgotten.userID.rawValue] ?? [] {
                     change(id, event) { loan in
-                        loan.posted.location = Location(lat: 0, lng: 0, place: Redacted.text)
-                        loan.posted.title = Redacted.text
-                        loan.posted.description = Redacted.text
+                        loan.location = Location(lat: 0, lng: 0, place: Redacted.text)
+                        loan.title = Redacted.text
+                        loan.description = Redacted.text
                         loan.photos = []
                     }
                 }
@@ -149,16 +137,17 @@ public struct LoansProjection: InlineProjection {
                 fundraising[posted.countryCode, default: 0] += 1
                 let loan = posted.loanID.rawValue
                 guard loans[loan] == nil else { return }
-                loans[loan] = HeldLoan(posted, event)
+                loans[loan] = HeldLoan(row: LoanRow(posted: posted, at: event.recordedAt, position: event.position), created: event.position)
                 loansByBorrower[posted.borrowerID.rawValue, default: []].append(loan)
             case .sharePurchased(let purchase):
                 guard let id else { return }
                 let key = ShareKey(loan: id, lender: purchase.lenderID.rawValue)
                 if shares[key] == nil {
-                    shares[key] = HeldShare(key: key, firstBought: event.recordedAt, bought: event.position)
+                    shares[key] = HeldShare(
+                        row: LoanShareRow(loan: id, lender: purchase.lenderID.rawValue, firstBoughtAt: event.recordedAt), bought: event.position)
                     lenders[id, default: 0] += 1
                 }
-                shares[key]!.amountCents += purchase.amountCents
+                shares[key]!.row.amountCents += purchase.amountCents
                 let count = lenders[id] ?? 0
                 change(id, event) { loan in
                     loan.fundedCents += purchase.amountCents
@@ -173,13 +162,13 @@ public struct LoansProjection: InlineProjection {
             case .suspended:
                 leaveFundraising(id, .suspended, event)
             case .reinstated:
-                guard let id, let loan = loans[id], loan.status == .suspended else { return }
-                fundraising[loan.posted.countryCode, default: 0] += 1
+                guard let id, let loan = loans[id]?.row, loan.status == .suspended else { return }
+                fundraising[loan.countryCode, default: 0] += 1
                 change(id, event) { $0.status = .fundraising }
             case .photoAdded(let added):
                 // No digest: a forgotten borrower's photo, as a replay reads it.
                 guard let digest = added.digest else { return }
-                guard var photos = id.flatMap({ loans[$0]?.photos }), Gallery.add(digest, to: &photos) else { return }
+                guard var photos = id.flatMap({ loans[$0]?.row.photos }), Gallery.add(digest, to: &photos) else { return }
                 change(id, event) { $0.photos = photos }
             case .photoRemoved(let removed):
                 guard let digest = removed.digest else { return }
@@ -191,7 +180,7 @@ public struct LoansProjection: InlineProjection {
                 }
                 guard let id else { return }
                 for credit in recorded.credits {
-                    shares[ShareKey(loan: id, lender: credit.lenderID.rawValue)]?.repaidCents += credit.amountCents
+                    shares[ShareKey(loan: id, lender: credit.lenderID.rawValue)]?.row.repaidCents += credit.amountCents
                 }
             case .repaid:
                 change(id, event) { $0.status = .repaid }
@@ -200,92 +189,46 @@ public struct LoansProjection: InlineProjection {
 
         /// Out of its country's fundraising count if it was in it, then the new status.
         private mutating func leaveFundraising(_ id: UUID?, _ status: LoanStatus, _ event: ProjectedEvent) {
-            guard let id, let loan = loans[id] else { return }
-            if loan.status == .fundraising { fundraising[loan.posted.countryCode, default: 0] -= 1 }
+            guard let id, let loan = loans[id]?.row else { return }
+            if loan.status == .fundraising { fundraising[loan.countryCode, default: 0] -= 1 }
             change(id, event) { $0.status = status }
         }
 
         /// `body` made to the loan's row, if the log posted it: an update of the appends finds
         /// no row otherwise. Every change of a row sets its time and position.
-        private mutating func change(_ id: UUID?, _ event: ProjectedEvent, _ body: (inout HeldLoan) -> Void) {
+        private mutating func change(_ id: UUID?, _ event: ProjectedEvent, _ body: (inout LoanRow) -> Void) {
             guard let id, loans[id] != nil else { return }
-            body(&loans[id]!)
-            loans[id]!.updated = event.recordedAt
-            loans[id]!.position = event.position
+            body(&loans[id]!.row)
+            loans[id]!.row.updatedAt = event.recordedAt
+            loans[id]!.row.position = event.position
         }
     }
 
+    /// A loan of a build as its row stands, and where the log posted it: the order
+    /// `finishRebuild` copies the loans in.
     struct HeldLoan: Sendable {
-        var posted: LoanPosted
-        var fundedCents = 0
-        var repaidCents = 0
-        var lenderCount = 0
-        var status = LoanStatus.fundraising
-        var photos: [String] = []
-        let createdAt: Date
-        var updated: Date
-        var position: Int64
-        /// Where the log posted it: the order `finishRebuild` copies the loans in.
+        var row: LoanRow
         let created: Int64
-
-        init(_ posted: LoanPosted, _ event: ProjectedEvent) {
-            self.posted = posted
-            createdAt = event.recordedAt
-            updated = event.recordedAt
-            position = event.position
-            created = event.position
-        }
-
-        /// In `loanColumns`' order.
-        var row: [any PostgresEncodable] {
-            [
-                posted.loanID.rawValue, posted.borrowerID.rawValue, posted.title, posted.description, posted.sector,
-                posted.activity, posted.countryCode, posted.location.lat, posted.location.lng, posted.location.place,
-                posted.amountCents, fundedCents, repaidCents, lenderCount, status.rawValue, posted.deadline.description,
-                createdAt, updated, position, photos,
-            ]
-        }
     }
 
+    /// A lender's share of a build, and where the log bought it first.
     struct HeldShare: Sendable {
-        let key: Memory.ShareKey
-        var amountCents = 0
-        var repaidCents = 0
-        let firstBought: Date
-        /// Where the log bought it first: the order `finishRebuild` copies the shares in.
+        var row: LoanShareRow
         let bought: Int64
-
-        init(key: Memory.ShareKey, firstBought: Date, bought: Int64) {
-            self.key = key
-            self.firstBought = firstBought
-            self.bought = bought
-        }
-
-        /// In `shareColumns`' order.
-        var row: [any PostgresEncodable] { [key.loan, key.lender, amountCents, repaidCents, firstBought] }
     }
 
     // MARK: Set-based writes, each row found by key (see `ItemsProjection`).
 
-    /// New loans, fundraising, each counted in its country's fundraising loans.
-    static let postLoans = SetWrite("post loans", width: 14) { c in
+    /// New loans (`LoanRow(posted:)`), fundraising, each counted in its country's fundraising
+    /// loans, even one whose id was posted before (beside the insert's `DO NOTHING`).
+    static let postLoans = LoanRow.table.insert("post loans") { insert in
         """
-        WITH r AS (
-            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::text[], \(c[3])::text[], \(c[4])::text[],
-                                 \(c[5])::text[], \(c[6])::text[], \(c[7])::float8[], \(c[8])::float8[], \(c[9])::text[],
-                                 \(c[10])::int4[], \(c[11])::date[], \(c[12])::timestamptz[], \(c[13])::int8[])
-                 AS r(loan, borrower, title, description, sector, activity, country, lat, lng, place, amount, deadline, at, position)
-        ),
-        inserted AS (
-            INSERT INTO loans_view (loan_id, borrower_id, title, description, sector, activity, country_code,
-                                    lat, lng, place, amount_cents, status, deadline, created_at, updated_at, position)
-            SELECT loan, borrower, title, description, sector, activity, country, lat, lng, place, amount, 'fundraising',
-                   deadline, at, at, position
-            FROM r
+        WITH inserted AS (
+            \(insert)
             ON CONFLICT (loan_id) DO NOTHING
         )
         INSERT INTO country_loans_view AS c (country_code, fundraising_loans)
-        SELECT country, count(*) FROM r GROUP BY country
+        SELECT country, count(*) FROM unnest(\(LoanRow.table.parameter("country_code"))) AS r(country) GROUP BY country
         ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = c.fundraising_loans + excluded.fundraising_loans
         """
     }

@@ -46,6 +46,13 @@ struct ViewTable<Row: Sendable>: Sendable {
         return decoded
     }
 
+    /// The parameter of `insert`'s statement that holds the column `name`'s values, as an
+    /// array (`$3::text[]`): for what else the statement makes of them.
+    func parameter(_ name: String) -> String {
+        guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
+        return "$\(index + 1)::\(columns[index].type.hasSuffix("[]") ? "text" : columns[index].type)[]"
+    }
+
     /// A set-based insert of whole rows (`values`, one array per column): `SELECT` over their
     /// `unnest`, each column as given (`r.name`) unless `computed` gives its expression (over
     /// `r.`'s columns, for a value only the database knows, such as another view's). `around`
@@ -53,9 +60,7 @@ struct ViewTable<Row: Sendable>: Sendable {
     func insert(_ label: String, computed: [String: String] = [:], around: @escaping @Sendable (String) -> String) -> SetWrite {
         // An array column travels as its literal's text, each element of a one-dimensional
         // `text[]`: `unnest` flattens arrays of arrays.
-        let arrays = columns.enumerated().map { index, column in
-            "$\(index + 1)::\(column.type.hasSuffix("[]") ? "text" : column.type)[]"
-        }
+        let arrays = columns.map { parameter($0.name) }
         let selected = columns.map { column in
             computed[column.name] ?? (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
         }
