@@ -235,6 +235,29 @@ public typealias WindowEnd = Day??
 // MARK: Rules
 
 extension ItemDecider {
+    /// How far ahead of the clock's day a day may be booked, needed or closed.
+    public static let bookableDaysAhead = 730
+
+    /// A day's problems as one a rental could be on (a posting's window, a request's days, a
+    /// bid's, a blackout's), as of `today`, the clock's day (UTC): from yesterday, so that a
+    /// client behind UTC still has its today, to `bookableDaysAhead` days after today. None
+    /// when the day is not given.
+    public static func bookableProblems(_ day: Day?, field: String, today: Day) -> [FieldError] {
+        guard let day else { return [] }
+        let earliest = today.adding(days: -1)
+        let latest = today.adding(days: bookableDaysAhead)
+        if day < earliest { return [FieldError(field: field, code: "in_the_past", message: "\(earliest) or later")] }
+        if latest < day { return [FieldError(field: field, code: "too_far_ahead", message: "\(latest) or earlier")] }
+        return []
+    }
+
+    /// A command whose days are not all bookable is refused before any other rule (whoever
+    /// gives it, wherever its item stands): 422 naming each such day, then `others`, the
+    /// problems of the other fields it gave, so that every bad field is named at once.
+    static func requireBookable(_ problems: [FieldError], with others: @autoclosure () -> [FieldError] = []) throws {
+        guard problems.isEmpty else { throw DomainError.invalid(problems + others()) }
+    }
+
     /// The confirmed bookings' and blackouts' periods that overlap `period`, earliest first.
     static func conflicts(_ item: PostedItem, with period: Period) -> [Period] {
         let taken = item.bookings.filter { $0.holdsDays }.map(\.period) + item.blackouts.map(\.period)
@@ -377,7 +400,11 @@ extension ItemDecider {
     }
 
     /// Days the owner closes: never over a booking; the pending bids on them are rejected.
-    static func addBlackout(_ id: BlackoutID, _ period: Period, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
+    static func addBlackout(_ id: BlackoutID, _ period: Period, _ state: ItemState, actor: UserID, today: Day) throws
+        -> [ItemEvent]
+    {
+        try requireBookable(
+            bookableProblems(period.from, field: "from", today: today) + bookableProblems(period.until, field: "until", today: today))
         let item = try requireOwner(state, actor)
         try requireRental(item)
         guard period.from <= period.until else {

@@ -356,11 +356,13 @@ public struct PlaceBid: Hashable, Sendable {
 }
 
 public enum ItemCommand: Hashable, Sendable {
-    case postRental(PostRental)
-    case postRequest(PostRequest)
-    case revise(ReviseItem)
+    /// `today`, here and in `postRequest`, `revise`, `placeBid` and `addBlackout`: the clock's
+    /// day, passed in; the days they give must be bookable by it (`bookableProblems`).
+    case postRental(PostRental, today: Day)
+    case postRequest(PostRequest, today: Day)
+    case revise(ReviseItem, today: Day)
     case withdraw
-    case placeBid(PlaceBid)
+    case placeBid(PlaceBid, today: Day)
     case withdrawBid(BidID)
     case rejectBid(BidID, reason: String?)
     /// `today`: the clock's day, passed in (a bid whose first day has begun is too late).
@@ -370,7 +372,7 @@ public enum ItemCommand: Hashable, Sendable {
     /// By either party before its first day; refunded by the rental's policy.
     case cancelBooking(BookingID, reason: String?, today: Day)
     case reviewBooking(BookingID, WriteReview, today: Day)
-    case addBlackout(BlackoutID, Period)
+    case addBlackout(BlackoutID, Period, today: Day)
     case removeBlackout(BlackoutID)
     /// The time-driven work on one item, as of `today` (the jobs' only, `UserID.system`):
     /// `staleBids`, the pending bids placed 7 days or more before, as the views know.
@@ -482,8 +484,14 @@ public enum ItemDecider {
     /// `actor` is the authenticated user giving the command.
     public static func decide(_ command: ItemCommand, _ state: ItemState, actor: UserID) throws -> [ItemEvent] {
         switch command {
-        case .postRental(let post):
+        case .postRental(let post, let today):
             guard !state.exists else { throw DomainError.itemExists }
+            try requireBookable(
+                bookableProblems(post.availableFrom, field: "availableFrom", today: today)
+                    + bookableProblems(post.availableUntil, field: "availableUntil", today: today),
+                with: givenFieldProblems(
+                    title: post.title, description: post.description, priceCents: post.dailyPriceCents,
+                    priceField: "dailyPriceCents"))
             var validation = Validation()
             validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
             validation.check(
@@ -504,8 +512,14 @@ public enum ItemDecider {
                         securityDepositCents: post.securityDepositCents > 0 ? post.securityDepositCents : nil))
             ]
 
-        case .postRequest(let post):
+        case .postRequest(let post, let today):
             guard !state.exists else { throw DomainError.itemExists }
+            try requireBookable(
+                bookableProblems(post.neededFrom, field: "neededFrom", today: today)
+                    + bookableProblems(post.neededUntil, field: "neededUntil", today: today),
+                with: givenFieldProblems(
+                    title: post.title, description: post.description, priceCents: post.maxDailyPriceCents,
+                    priceField: "maxDailyPriceCents"))
             var validation = Validation()
             validation.add(postingProblems(title: post.title, description: post.description, location: post.location))
             if let max = post.maxDailyPriceCents {
@@ -521,7 +535,10 @@ public enum ItemDecider {
                         neededUntil: post.neededUntil, location: post.location))
             ]
 
-        case .revise(let revision):
+        case .revise(let revision, let today):
+            try requireBookable(
+                bookableProblems(revision.availableFrom ?? nil, field: "availableFrom", today: today)
+                    + bookableProblems(revision.availableUntil ?? nil, field: "availableUntil", today: today))
             let item = try requireOwner(state, actor)
             try requireNotTakenDown(item)
             var validation = Validation()
@@ -569,7 +586,9 @@ public enum ItemDecider {
             return [.withdrawn(ItemWithdrawn())]
                 + item.pendingBids.map { .bidRejected(BidRejected(bidID: $0.id, reason: "item_withdrawn")) }
 
-        case .placeBid(let bid):
+        case .placeBid(let bid, let today):
+            try requireBookable(
+                bookableProblems(bid.from, field: "from", today: today) + bookableProblems(bid.until, field: "until", today: today))
             let item = try requireItem(state)
             guard actor != item.ownerID else {
                 throw DomainError(.forbidden, "cannot_bid_on_own_item", "You cannot bid on your own item.")
@@ -679,8 +698,8 @@ public enum ItemDecider {
         case .reviewBooking(let id, let review, let today):
             return try reviewBooking(id, review, state, actor: actor, today: today)
 
-        case .addBlackout(let id, let period):
-            return try addBlackout(id, period, state, actor: actor)
+        case .addBlackout(let id, let period, let today):
+            return try addBlackout(id, period, state, actor: actor, today: today)
 
         case .removeBlackout(let id):
             return try removeBlackout(id, state, actor: actor)

@@ -41,10 +41,9 @@ struct AccountsController: Sendable {
             UserDecider.givenRegistrationProblems(
                 handle: body.handle, displayName: body.displayName, email: body.email, password: body.password,
                 country: body.country))
-        try fields.throwIfAny()
+        let (handle, displayName, email, password) = try fields.checked(body.handle, body.displayName, body.email, body.password)
         let registered = try await accounts.register(
-            handle: body.handle!, displayName: body.displayName!, email: body.email!, password: body.password!,
-            country: body.country)
+            handle: handle, displayName: displayName, email: email, password: password, country: body.country)
         let user = registered.user
         return EditedResponse(
             status: .created,
@@ -57,9 +56,8 @@ struct AccountsController: Sendable {
         let body = try await request.decodeBody(LoginBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("handle", body.handle), ("password", body.password))
-        try fields.throwIfAny()
-        let session = try await accounts.login(
-            handle: body.handle!, password: body.password!, address: context.clientAddress ?? "unknown")
+        let (handle, password) = try fields.checked(body.handle, body.password)
+        let session = try await accounts.login(handle: handle, password: password, address: context.clientAddress ?? "unknown")
         return EditedResponse(status: .created, response: session)
     }
 
@@ -79,10 +77,9 @@ struct AccountsController: Sendable {
         let body = try await request.decodeBody(CloseBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("password", body.password))
-        try fields.throwIfAny()
+        let password = try fields.checked(body.password)
         do {
-            try await accounts.confirmPassword(
-                of: context.user, password: body.password!, address: context.clientAddress ?? "unknown")
+            try await accounts.confirmPassword(of: context.user, password: password, address: context.clientAddress ?? "unknown")
         } catch let error as DomainError where error.code == DomainError.invalidCredentials.code {
             // Not 401: the session is good, and a client takes a 401 for a dead one and signs out.
             throw DomainError(

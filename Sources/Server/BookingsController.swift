@@ -70,15 +70,19 @@ struct BookingsController: Sendable {
     @Sendable func addBlackout(_ request: Request, context: UserContext) async throws -> EditedResponse<BlackoutResource> {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let body = try await request.decodeBody(PeriodBody.self, context: context)
+        let today = today()
         var fields = FieldCheck()
-        let from = fields.day(body.from, "from", required: true, bookable: true, today: today())
-        let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
-        try fields.throwIfAny()
+        let parsedFrom = fields.day(body.from, "from", required: true)
+        fields.bookable(parsedFrom, "from", today: today)
+        let parsedUntil = fields.day(body.until, "until", required: true)
+        fields.bookable(parsedUntil, "until", today: today)
+        let (from, until) = try fields.checked(parsedFrom, parsedUntil)
         let id = BlackoutID()
-        let handled = try await commands.handle(.addBlackout(id, Period(from: from!, until: until!)), on: itemID, actor: context.user)
+        let handled = try await commands.handle(
+            .addBlackout(id, Period(from: from, until: until), today: today), on: itemID, actor: context.user)
         // A repeated request answers the first one's blackout: the one over these days.
         let blackout = handled.state.item?.blackout(id)
-            ?? handled.state.item?.blackouts.last { $0.period == Period(from: from!, until: until!) }
+            ?? handled.state.item?.blackouts.last { $0.period == Period(from: from, until: until) }
         guard let blackout else { throw DomainError.blackoutNotFound }
         return EditedResponse(
             status: .created,
@@ -120,11 +124,11 @@ struct BookingsController: Sendable {
         let body = try await request.decodeBody(ConversationsController.ReviewBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("stars", body.stars))
-        try fields.throwIfAny()
+        let stars = try fields.checked(body.stars)
         // Anyone but its two parties is told there is no such booking.
         let booking = try await bookings.booking(bookingID, for: context.user)
         _ = try await gateway.handle(
-            .reviewBooking(bookingID, WriteReview(stars: body.stars!, text: body.text ?? ""), today: today()), on: .item,
+            .reviewBooking(bookingID, WriteReview(stars: stars, text: body.text ?? ""), today: today()), on: .item,
             id: booking.itemId,
             actor: context.user)
         guard let review = try await conversations.review(ofBooking: bookingID, by: context.user) else {
@@ -149,10 +153,10 @@ struct BookingsController: Sendable {
         let body = try await request.decodeBody(ClaimBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents), ("text", body.text))
-        try fields.throwIfAny()
+        let amountCents = try fields.checked(body.amountCents)
         let booking = try await bookings.booking(bookingID, for: context.user)
         let handled = try await commands.handle(
-            .claimDeposit(bookingID, amountCents: body.amountCents!, text: body.text, today: today()), on: booking.itemId,
+            .claimDeposit(bookingID, amountCents: amountCents, text: body.text, today: today()), on: booking.itemId,
             actor: context.user)
         return EditedResponse(
             status: .created, response: try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition))
@@ -165,11 +169,11 @@ struct BookingsController: Sendable {
         let body = try await request.decodeBody(DisputeBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("reason", body.reason))
-        let reason = SafetyController.choice(body.reason, DisputeReason.self, "reason", &fields)
-        try fields.throwIfAny()
+        let parsedReason = SafetyController.choice(body.reason, DisputeReason.self, "reason", &fields)
+        let reason = try fields.checked(parsedReason)
         let booking = try await bookings.booking(bookingID, for: context.user)
         let handled = try await commands.handle(
-            .openDispute(bookingID, reason: reason!, text: body.text, today: today()), on: booking.itemId, actor: context.user)
+            .openDispute(bookingID, reason: reason, text: body.text, today: today()), on: booking.itemId, actor: context.user)
         return EditedResponse(
             status: .created, response: try await bookings.booking(bookingID, for: context.user, position: handled.append?.lastPosition))
     }

@@ -28,9 +28,9 @@ struct CartController: Sendable {
         let body = try await request.decodeBody(LineBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("loanId", body.loanId))
-        let loanID = fields.id(body.loanId, "loanId", as: LoanID.self)
-        try fields.throwIfAny()
-        let append = try await carts.add(loanID!, amountCents: body.amountCents, for: context.user)
+        let parsedLoanID = fields.id(body.loanId, "loanId", as: LoanID.self)
+        let loanID = try fields.checked(parsedLoanID)
+        let append = try await carts.add(loanID, amountCents: body.amountCents, for: context.user)
         return EditedResponse(status: .created, response: try await view.cart(of: context.user, position: append?.lastPosition))
     }
 
@@ -39,8 +39,8 @@ struct CartController: Sendable {
         let body = try await request.decodeBody(LineBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents))
-        try fields.throwIfAny()
-        let append = try await carts.change(loanID, amountCents: body.amountCents!, for: context.user)
+        let amountCents = try fields.checked(body.amountCents)
+        let append = try await carts.change(loanID, amountCents: amountCents, for: context.user)
         return try await view.cart(of: context.user, position: append?.lastPosition)
     }
 

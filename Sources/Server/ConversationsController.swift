@@ -33,9 +33,9 @@ struct ConversationsController: Sendable {
         let body = try await request.decodeBody(ReviewBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("stars", body.stars))
-        try fields.throwIfAny()
+        let stars = try fields.checked(body.stars)
         _ = try await gateway.handle(
-            .review(WriteReview(stars: body.stars!, text: body.text ?? "")), on: .item, id: itemID, actor: context.user)
+            .review(WriteReview(stars: stars, text: body.text ?? "")), on: .item, id: itemID, actor: context.user)
         guard let review = try await views.review(onItem: itemID, by: context.user) else { throw DomainError.itemNotFound }
         return EditedResponse(status: .created, response: review)
     }
@@ -58,8 +58,8 @@ struct ConversationsController: Sendable {
         let body = try await request.decodeBody(MessageBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("text", body.text))
-        try fields.throwIfAny()
-        let (messageID, _) = try await bidding.send(SendMessage(bidID: bidID, text: body.text!), by: context.user)
+        let text = try fields.checked(body.text)
+        let (messageID, _) = try await bidding.send(SendMessage(bidID: bidID, text: text), by: context.user)
         guard let message = try await views.message(messageID) else { throw DomainError.bidNotFound }
         return EditedResponse(status: .created, response: message)
     }

@@ -73,37 +73,44 @@ struct ItemsController: Sendable {
 
     @Sendable func postRental(_ request: Request, context: UserContext) async throws -> EditedResponse<ItemResource> {
         let body = try await request.decodeBody(PostingBody.self, context: context)
+        let today = today()
         var fields = FieldCheck()
-        let category = fields.category(body.category)
-        let location = fields.location(body.location)
-        let from = fields.day(body.availableFrom.value, "availableFrom", required: false, bookable: true, today: today())
-        let until = fields.day(body.availableUntil.value, "availableUntil", required: false, bookable: true, today: today())
+        let parsedCategory = fields.category(body.category)
+        let parsedLocation = fields.location(body.location)
+        let from = fields.day(body.availableFrom.value, "availableFrom", required: false)
+        fields.bookable(from, "availableFrom", today: today)
+        let until = fields.day(body.availableUntil.value, "availableUntil", required: false)
+        fields.bookable(until, "availableUntil", today: today)
         fields.require(("title", body.title), ("dailyPriceCents", body.dailyPriceCents))
         fields.alongside(
             ItemDecider.givenFieldProblems(
                 title: body.title, description: body.description, priceCents: body.dailyPriceCents, priceField: "dailyPriceCents"))
-        let policy = body.cancellationPolicy.map { CancellationPolicy(rawValue: $0) } ?? .flexible
-        if policy == nil {
+        let parsedPolicy = body.cancellationPolicy.map { CancellationPolicy(rawValue: $0) } ?? .flexible
+        if parsedPolicy == nil {
             fields.problems.append(
                 FieldError(field: "cancellationPolicy", code: "invalid_policy", message: "flexible, moderate or strict"))
         }
-        try fields.throwIfAny()
+        let (title, dailyPriceCents, category, location, policy) = try fields.checked(
+            body.title, body.dailyPriceCents, parsedCategory, parsedLocation, parsedPolicy)
         let post = PostRental(
-            title: body.title!, description: body.description ?? "", category: category!, dailyPriceCents: body.dailyPriceCents!,
-            location: location!, availableFrom: from, availableUntil: until, cancellationPolicy: policy!,
+            title: title, description: body.description ?? "", category: category, dailyPriceCents: dailyPriceCents,
+            location: location, availableFrom: from, availableUntil: until, cancellationPolicy: policy,
             securityDepositCents: body.securityDepositCents ?? 0)
         let handled = try await gateway.handle(
-            .postRental(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
+            .postRental(post, today: today), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
     }
 
     @Sendable func postRequest(_ request: Request, context: UserContext) async throws -> EditedResponse<ItemResource> {
         let body = try await request.decodeBody(PostingBody.self, context: context)
+        let today = today()
         var fields = FieldCheck()
-        let category = fields.category(body.category)
-        let location = fields.location(body.location)
-        let from = fields.day(body.neededFrom, "neededFrom", required: true, bookable: true, today: today())
-        let until = fields.day(body.neededUntil, "neededUntil", required: true, bookable: true, today: today())
+        let parsedCategory = fields.category(body.category)
+        let parsedLocation = fields.location(body.location)
+        let parsedFrom = fields.day(body.neededFrom, "neededFrom", required: true)
+        fields.bookable(parsedFrom, "neededFrom", today: today)
+        let parsedUntil = fields.day(body.neededUntil, "neededUntil", required: true)
+        fields.bookable(parsedUntil, "neededUntil", today: today)
         fields.require(("title", body.title))
         fields.alongside(
             ItemDecider.givenFieldProblems(
@@ -111,12 +118,13 @@ struct ItemsController: Sendable {
                 priceField: "maxDailyPriceCents"))
         fields.refuse(body.cancellationPolicy, "cancellationPolicy", "a rental's, fixed when it is posted")
         fields.refuse(body.securityDepositCents, "securityDepositCents", "a rental's, fixed when it is posted")
-        try fields.throwIfAny()
+        let (title, category, from, until, location) = try fields.checked(
+            body.title, parsedCategory, parsedFrom, parsedUntil, parsedLocation)
         let post = PostRequest(
-            title: body.title!, description: body.description ?? "", category: category!,
-            maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from!, neededUntil: until!, location: location!)
+            title: title, description: body.description ?? "", category: category,
+            maxDailyPriceCents: body.maxDailyPriceCents, neededFrom: from, neededUntil: until, location: location)
         let handled = try await gateway.handle(
-            .postRequest(post), on: .item, id: post.itemID, actor: context.user, first: .newStream)
+            .postRequest(post, today: today), on: .item, id: post.itemID, actor: context.user, first: .newStream)
         return try await posted(handled)
     }
 
@@ -137,16 +145,19 @@ struct ItemsController: Sendable {
     @Sendable func placeBid(_ request: Request, context: UserContext) async throws -> EditedResponse<BidResource> {
         let itemID = ItemID(try context.parameters.requireUUID("itemID"))
         let body = try await request.decodeBody(BidBody.self, context: context)
+        let today = today()
         var fields = FieldCheck()
-        let from = fields.day(body.from, "from", required: true, bookable: true, today: today())
-        let until = fields.day(body.until, "until", required: true, bookable: true, today: today())
+        let parsedFrom = fields.day(body.from, "from", required: true)
+        fields.bookable(parsedFrom, "from", today: today)
+        let parsedUntil = fields.day(body.until, "until", required: true)
+        fields.bookable(parsedUntil, "until", today: today)
         fields.require(("dailyPriceCents", body.dailyPriceCents))
         let payWith = fields.payWith(body.payWith, cardID: body.cardId)
-        try fields.throwIfAny()
+        let (dailyPriceCents, from, until) = try fields.checked(body.dailyPriceCents, parsedFrom, parsedUntil)
         let bid = PlaceBid(
-            dailyPriceCents: body.dailyPriceCents!, from: from!, until: until!, message: body.message, isBlockedByOwner: false,
+            dailyPriceCents: dailyPriceCents, from: from, until: until, message: body.message, isBlockedByOwner: false,
             payWith: payWith)
-        let (placed, append, event, item) = try await bidding.place(bid, on: itemID, by: context.user, today: today())
+        let (placed, append, event, item) = try await bidding.place(bid, on: itemID, by: context.user, today: today)
         // Just appended: the view holds what the event says, as for a posting.
         if let event, let item, let recordedAt = append?.recordedAt {
             let answer = try await BidResource(
@@ -160,9 +171,10 @@ struct ItemsController: Sendable {
         // A revision is a posting's fields, all optional; a rental's window ends may be given as
         // null (open). A request's days are not revisable (422 `not_for_this_kind`).
         let body = try await request.decodeBody(PostingBody.self, context: context)
+        let today = today()
         var fields = FieldCheck()
-        let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom", today: today())
-        let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil", today: today())
+        let windowFrom = fields.windowEnd(body.availableFrom, "availableFrom", today: today)
+        let windowUntil = fields.windowEnd(body.availableUntil, "availableUntil", today: today)
         let category = body.category == nil ? nil : fields.category(body.category)
         let location = body.location == nil ? nil : fields.location(body.location)
         fields.refuse(body.cancellationPolicy, "cancellationPolicy", "fixed when the rental is posted")
@@ -176,7 +188,7 @@ struct ItemsController: Sendable {
             priceCents: body.dailyPriceCents ?? body.maxDailyPriceCents,
             priceFor: body.dailyPriceCents != nil ? .rental : body.maxDailyPriceCents != nil ? .request : nil, location: location,
             availableFrom: windowFrom, availableUntil: windowUntil)
-        return try await itemCommand(.revise(revision), request, context)
+        return try await itemCommand(.revise(revision, today: today), request, context)
     }
 
     @Sendable func withdraw(_ request: Request, context: UserContext) async throws -> ItemResource {
@@ -276,11 +288,15 @@ enum Presence<Value: Decodable & Sendable>: Sendable {
 
 extension FieldCheck {
     /// A rental window's end in a revision: nil when absent, `.some(nil)` when null (open).
+    /// A day given is judged bookable as of `today` (`bookable`).
     mutating func windowEnd(_ given: Presence<String>, _ field: String, today: Day) -> WindowEnd {
         switch given {
         case .absent: return nil
         case .null: return .some(nil)
-        case .value(let text): return day(text, field, required: true, bookable: true, today: today).map { .some($0) }
+        case .value(let text):
+            let end = day(text, field, required: true)
+            bookable(end, field, today: today)
+            return end.map { .some($0) }
         }
     }
 }

@@ -46,19 +46,20 @@ struct LoansController: Sendable {
     @Sendable func postLoan(_ request: Request, context: UserContext) async throws -> EditedResponse<LoanResource> {
         let body = try await request.decodeBody(LoanBody.self, context: context)
         var fields = FieldCheck()
-        let location = fields.location(body.location)
-        let deadline = fields.day(body.deadline, "deadline", required: true)
+        let parsedLocation = fields.location(body.location)
+        let parsedDeadline = fields.day(body.deadline, "deadline", required: true)
         fields.require(
             ("title", body.title), ("sector", body.sector), ("activity", body.activity), ("country", body.country),
             ("amountCents", body.amountCents))
         fields.alongside(
             LoanDecider.givenFieldProblems(
                 title: body.title, description: body.description, country: body.country, amountCents: body.amountCents))
-        try fields.throwIfAny()
+        let (title, sector, activity, country, location, amountCents, deadline) = try fields.checked(
+            body.title, body.sector, body.activity, body.country, parsedLocation, body.amountCents, parsedDeadline)
         let posted = LoanPosted(
-            loanID: LoanID(), borrowerID: context.user, title: body.title!, description: body.description ?? "",
-            sector: body.sector!, activity: body.activity!, countryCode: body.country!, location: location!,
-            amountCents: body.amountCents!, deadline: deadline!)
+            loanID: LoanID(), borrowerID: context.user, title: title, description: body.description ?? "",
+            sector: sector, activity: activity, countryCode: country, location: location,
+            amountCents: amountCents, deadline: deadline)
         let handled = try await gateway.handle(
             .post(posted, today: Day(Date())), on: .loan, id: posted.loanID, actor: context.user, first: .newStream)
         // Named by the state: a repeated request answers the first one's loan.
@@ -72,9 +73,9 @@ struct LoansController: Sendable {
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents), ("payWith", body.payWith))
         let cardID = fields.payingCard(body.payWith, body.cardId)
-        try fields.throwIfAny()
+        let amountCents = try fields.checked(body.amountCents)
         let (outcome, append) = try await repayments.repay(
-            body.amountCents!, on: loanID, by: context.user, paying: cardID, today: Day(Date()))
+            amountCents, on: loanID, by: context.user, paying: cardID, today: Day(Date()))
         return EditedResponse(
             status: .created,
             response: Repayment(

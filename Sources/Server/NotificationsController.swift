@@ -79,15 +79,15 @@ struct NotificationsController: Sendable {
         let body = try await request.decodeBody(DeviceBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("platform", body.platform), ("token", body.token))
-        let platform = body.platform.flatMap(Device.Platform.init(rawValue:))
-        if body.platform != nil, platform == nil {
+        let parsedPlatform = body.platform.flatMap(Device.Platform.init(rawValue:))
+        if body.platform != nil, parsedPlatform == nil {
             fields.problems.append(FieldError(field: "platform", code: "invalid_platform", message: "ios or android"))
         }
         if let token = body.token {
             do { try Devices.validate(token: token) } catch let error as DomainError { fields.problems += error.fields }
         }
-        try fields.throwIfAny()
-        let device = try await devices.register(body.token!, platform: platform!, for: context.user)
+        let (token, platform) = try fields.checked(body.token, parsedPlatform)
+        let device = try await devices.register(token, platform: platform, for: context.user)
         return EditedResponse(status: .created, response: DeviceResource(device))
     }
 

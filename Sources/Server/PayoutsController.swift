@@ -33,8 +33,8 @@ struct PayoutsController: Sendable {
             fields.problems.append(FieldError(field: "kind", code: "invalid_kind", message: "bank_account"))
         }
         fields.longest(body.token, 200, "token")
-        try fields.throwIfAny()
-        let handled = try await payouts.setMethod(token: body.token!, for: context.user)
+        let token = try fields.checked(body.token)
+        let handled = try await payouts.setMethod(token: token, for: context.user)
         return Method(
             kind: "bank_account", tokenEnding: String((handled.state.payoutToken ?? "").suffix(4)),
             position: handled.append?.lastPosition)
@@ -44,8 +44,8 @@ struct PayoutsController: Sendable {
         let body = try await request.decodeBody(PayoutBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents))
-        try fields.throwIfAny()
-        let finished = try await payouts.request(body.amountCents!, for: context.user, now: Date())
+        let amountCents = try fields.checked(body.amountCents)
+        let finished = try await payouts.request(amountCents, for: context.user, now: Date())
         guard finished.payout.status != .failed else { throw Payouts.payoutFailed }
         var resource = PayoutResource(finished.payout)
         resource.position = finished.position

@@ -40,9 +40,9 @@ struct RecoveryController: Sendable {
         if let email = body.email, email.utf8.count <= 254, !UserDecider.isValidEmail(email) {
             fields.problems.append(FieldError(field: "email", code: "invalid_email", message: "not a well-formed e-mail address"))
         }
-        try fields.throwIfAny()
-        try resetAddresses.admit(body.email!, from: context.clientAddress ?? "unknown")
-        try await accounts.requestPasswordReset(email: body.email!, mail: mail)
+        let email = try fields.checked(body.email)
+        try resetAddresses.admit(email, from: context.clientAddress ?? "unknown")
+        try await accounts.requestPasswordReset(email: email, mail: mail)
         return .accepted
     }
 
@@ -51,8 +51,8 @@ struct RecoveryController: Sendable {
         var fields = FieldCheck()
         fields.require(("token", body.token), ("password", body.password))
         fields.longest(body.token, 200, "token")
-        try fields.throwIfAny()
-        try await accounts.confirmPasswordReset(token: body.token!, password: body.password!)
+        let (token, password) = try fields.checked(body.token, body.password)
+        try await accounts.confirmPasswordReset(token: token, password: password)
         return .noContent
     }
 
@@ -61,9 +61,9 @@ struct RecoveryController: Sendable {
         var fields = FieldCheck()
         fields.require(("currentPassword", body.currentPassword), ("newPassword", body.newPassword))
         fields.longest(body.currentPassword, 128, "currentPassword")
-        try fields.throwIfAny()
+        let (currentPassword, newPassword) = try fields.checked(body.currentPassword, body.newPassword)
         try await accounts.changePassword(
-            of: context.user, current: body.currentPassword!, new: body.newPassword!, keeping: context.token,
+            of: context.user, current: currentPassword, new: newPassword, keeping: context.token,
             address: context.clientAddress ?? "unknown")
         return .noContent
     }
@@ -78,8 +78,8 @@ struct RecoveryController: Sendable {
         var fields = FieldCheck()
         fields.require(("code", body.code))
         fields.longest(body.code, 20, "code")
-        try fields.throwIfAny()
-        try await accounts.confirmEmailVerification(for: context.user, code: body.code!)
+        let code = try fields.checked(body.code)
+        try await accounts.confirmEmailVerification(for: context.user, code: code)
         return Verified(emailVerified: true)
     }
 

@@ -297,15 +297,44 @@ enum JSONShape {
 /// Field checks at the HTTP edge: presence and shape (dates, categories, locations). The
 /// domain checks the rest; both report every failing field.
 struct FieldCheck {
+    /// The edge's own problems: any of them refuses the request.
     var problems: [FieldError] = []
+    /// The domain's problems noted among them (`domain`, `alongside`), each with how many of
+    /// the edge's own were noted before it: named with those when the edge refuses anyway,
+    /// else left to the command's decider, which refuses it for them itself.
+    private var domainNoted: [(after: Int, problem: FieldError)] = []
 
-    /// The domain's problems with the fields given, when the edge refuses anyway: every bad
-    /// field is then named at once, not only the missing one. (When the edge finds nothing,
-    /// the domain checks them all itself.)
+    /// Every problem noted, the edge's own and the domain's, in the order noted.
+    var allProblems: [FieldError] {
+        guard !domainNoted.isEmpty else { return problems }
+        var all = [FieldError]()
+        var next = 0
+        for (after, problem) in domainNoted {
+            while next < min(after, problems.count) {
+                all.append(problems[next])
+                next += 1
+            }
+            all.append(problem)
+        }
+        return all + problems[next...]
+    }
+
+    /// The domain's problems with a field just read, by a rule the command's decider enforces
+    /// (the days a rental could be on): noted in their place among the edge's, so that a
+    /// refusal of the edge's names them too, in the order the fields are read.
+    mutating func domain(_ domainProblems: [FieldError]) {
+        let after = problems.count
+        domainNoted += domainProblems.map { (after: after, problem: $0) }
+    }
+
+    /// The domain's problems with the fields given, when the edge refuses anyway (or noted a
+    /// domain problem, for which the decider refuses): every bad field is then named at once,
+    /// not only the missing one. (When the edge finds nothing, the domain checks them all
+    /// itself.)
     mutating func alongside(_ domainProblems: @autoclosure () -> [FieldError]) {
-        guard !problems.isEmpty else { return }
-        let named = Set(problems.map(\.field))
-        problems += domainProblems().filter { !named.contains($0.field) }
+        guard !problems.isEmpty || !domainNoted.isEmpty else { return }
+        let named = Set(allProblems.map(\.field))
+        domain(domainProblems().filter { !named.contains($0.field) })
     }
 
     mutating func require(_ fields: (String, Any?)...) {
@@ -314,9 +343,8 @@ struct FieldCheck {
         }
     }
 
-    /// A day; with `bookable`, one a rental could be on: from yesterday (UTC, so a client
-    /// behind it still has its today) to two years ahead of `today` (the server's clock's day).
-    mutating func day(_ text: String?, _ field: String, required: Bool, bookable: Bool = false, today: Day? = nil) -> Day? {
+    /// A day, as YYYY-MM-DD.
+    mutating func day(_ text: String?, _ field: String, required: Bool) -> Day? {
         guard let text else {
             if required { problems.append(FieldError(field: field, code: "required", message: "\(field) is required")) }
             return nil
@@ -325,17 +353,14 @@ struct FieldCheck {
             problems.append(FieldError(field: field, code: "invalid_date", message: "a date as YYYY-MM-DD"))
             return nil
         }
-        if bookable {
-            let today = today ?? Day(Date())
-            let earliest = today.adding(days: -1)
-            let latest = today.adding(days: 730)
-            if day < earliest {
-                problems.append(FieldError(field: field, code: "in_the_past", message: "\(earliest) or later"))
-            } else if latest < day {
-                problems.append(FieldError(field: field, code: "too_far_ahead", message: "\(latest) or earlier"))
-            }
-        }
         return day
+    }
+
+    /// A day just read (if any), judged by the domain's rule of the days a rental could be on
+    /// (`ItemDecider.bookableProblems`, as of `today`, the clock's day): the command's decider
+    /// enforces it; here it is only named with the edge's own problems.
+    mutating func bookable(_ day: Day?, _ field: String, today: Day) {
+        domain(ItemDecider.bookableProblems(day, field: field, today: today))
     }
 
     /// An instant as RFC 3339, from 1900 to 2200; nil when not given.
@@ -423,8 +448,43 @@ struct FieldCheck {
         if value != nil { problems.append(FieldError(field: field, code: "not_allowed", message: why)) }
     }
 
+    /// Throws every problem noted, the domain's with them, when the edge has any of its own.
     func throwIfAny() throws {
-        if !problems.isEmpty { throw DomainError.invalid(problems) }
+        if !problems.isEmpty { throw DomainError.invalid(allProblems) }
+    }
+
+    /// The values the checks above vouched for, unwrapped, once every check has run: every
+    /// problem noted is thrown first, all at once, as `throwIfAny` throws them (422
+    /// `validation_failed`). So a value is nil here only when no check noted why, a bug of
+    /// the route: answered 500 and logged (`Unvouched`), never a crash.
+    ///
+    ///     fields.require(("title", body.title))
+    ///     let category = fields.category(body.category)
+    ///     let (title, category) = try fields.checked(body.title, category)
+    func checked<each Value>(
+        _ values: repeat (each Value)?, fileID: String = #fileID, line: Int = #line
+    ) throws -> (repeat each Value) {
+        try throwIfAny()
+        var position = 0
+        func unwrapped<Wrapped>(_ value: Wrapped?) throws -> Wrapped {
+            defer { position += 1 }
+            guard let value else { throw Unvouched(position: position, type: "\(Wrapped.self)", fileID: fileID, line: line) }
+            return value
+        }
+        return (repeat try unwrapped(each values))
+    }
+
+    /// A value `checked` was given nil with no problem noted: no check vouched for it.
+    struct Unvouched: Error, CustomStringConvertible {
+        /// Its place among `checked`'s arguments, from 0.
+        var position: Int
+        var type: String
+        var fileID: String
+        var line: Int
+
+        var description: String {
+            "FieldCheck.checked at \(fileID):\(line): value \(position) (\(type)) is nil, yet no problem was noted"
+        }
     }
 }
 

@@ -60,9 +60,9 @@ struct SafetyController: Sendable {
         let body = try await request.decodeBody(FileBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("subjectType", body.subjectType), ("subjectId", body.subjectId), ("reason", body.reason))
-        let subject = Self.choice(body.subjectType, ReportSubject.self, "subjectType", &fields)
-        let reason = Self.choice(body.reason, ReportReason.self, "reason", &fields)
-        let subjectID = body.subjectId.flatMap { text -> UUID? in
+        let parsedSubject = Self.choice(body.subjectType, ReportSubject.self, "subjectType", &fields)
+        let parsedReason = Self.choice(body.reason, ReportReason.self, "reason", &fields)
+        let parsedSubjectID = body.subjectId.flatMap { text -> UUID? in
             guard let id = UUID(text: text) else {
                 fields.problems.append(FieldError(field: "subjectId", code: "invalid_id", message: "a UUID"))
                 return nil
@@ -70,9 +70,9 @@ struct SafetyController: Sendable {
             return id
         }
         fields.longest(body.text, ReportDecider.maxTextLength, "text")
-        try fields.throwIfAny()
+        let (subject, subjectID, reason) = try fields.checked(parsedSubject, parsedSubjectID, parsedReason)
         let report = try await reports.file(
-            subject!, subjectID!, reason: reason!, text: body.text, by: context.user, now: Date())
+            subject, subjectID, reason: reason, text: body.text, by: context.user, now: Date())
         return EditedResponse(status: .created, response: report)
     }
 
@@ -97,10 +97,10 @@ struct SafetyController: Sendable {
         let body = try await request.decodeBody(ResolveBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("action", body.action))
-        let action = Self.choice(body.action, ReportAction.self, "action", &fields)
+        let parsedAction = Self.choice(body.action, ReportAction.self, "action", &fields)
         fields.problems += OperatorReason.problems(body.reason)
-        try fields.throwIfAny()
-        return try await reports.resolve(id, action: action!, reason: body.reason!, by: context.user)
+        let (action, reason) = try fields.checked(parsedAction, body.reason)
+        return try await reports.resolve(id, action: action, reason: reason, by: context.user)
     }
 
     @Sendable func takeDown(_ request: Request, context: UserContext) async throws -> ItemResource {
@@ -137,10 +137,10 @@ struct SafetyController: Sendable {
         var fields = FieldCheck()
         fields.problems += OperatorReason.problems(body.reason)
         let until = fields.timestamp(body.until, "until")
-        try fields.throwIfAny()
-        let position = try await moderation.suspend(user, reason: body.reason!, until: until, by: context.user, now: Date())
+        let reason = try fields.checked(body.reason)
+        let position = try await moderation.suspend(user, reason: reason, until: until, by: context.user, now: Date())
         return SuspensionResource(
-            userId: user, suspended: true, until: until, reason: body.reason!.trimmingWhiteSpace(), position: position)
+            userId: user, suspended: true, until: until, reason: reason.trimmingWhiteSpace(), position: position)
     }
 
     /// `POST /v1/admin/users/{id}/reinstate {reason}`: 409 `not_suspended` for anyone else.
@@ -159,10 +159,9 @@ struct SafetyController: Sendable {
         var fields = FieldCheck()
         fields.require(("renterCents", body.renterCents), ("ownerCents", body.ownerCents))
         fields.problems += OperatorReason.problems(body.reason)
-        try fields.throwIfAny()
+        let (renterCents, ownerCents, reason) = try fields.checked(body.renterCents, body.ownerCents, body.reason)
         let append = try await moderation.resolve(
-            booking, renterCents: body.renterCents!, ownerCents: body.ownerCents!, reason: body.reason!, by: context.user,
-            today: today())
+            booking, renterCents: renterCents, ownerCents: ownerCents, reason: reason, by: context.user, today: today())
         return try await bookings.booking(booking, position: append?.lastPosition)
     }
 
@@ -179,8 +178,7 @@ struct SafetyController: Sendable {
         let body = try await request.decodeBody(ReasonBody.self, context: context)
         var fields = FieldCheck()
         fields.problems += OperatorReason.problems(body.reason)
-        try fields.throwIfAny()
-        return body.reason!
+        return try fields.checked(body.reason)
     }
 
     /// One of an enumeration's raw values, or a problem naming them all.

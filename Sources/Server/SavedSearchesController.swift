@@ -27,16 +27,16 @@ struct SavedSearchesController: Sendable {
         let body = try await request.decodeBody(Body.self, context: context)
         var fields = FieldCheck()
         fields.require(("name", body.name), ("query", body.query))
-        let name = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let name, !SavedSearchLimits.nameLength.contains(name.count) {
+        let trimmedName = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let trimmedName, !SavedSearchLimits.nameLength.contains(trimmedName.count) {
             fields.problems.append(FieldError(field: "name", code: "invalid_name", message: "1 to 80 characters"))
         }
-        var filter: MarketFilter?
+        var parsedFilter: MarketFilter?
         if let query = body.query {
-            do { filter = try Self.filter(query) } catch let error as DomainError { fields.problems += error.fields }
+            do { parsedFilter = try Self.filter(query) } catch let error as DomainError { fields.problems += error.fields }
         }
-        try fields.throwIfAny()
-        let saved = try await searches.save(context.user, name: name!, query: body.query!, filter: filter!)
+        let (name, query, filter) = try fields.checked(trimmedName, body.query, parsedFilter)
+        let saved = try await searches.save(context.user, name: name, query: query, filter: filter)
         return EditedResponse(status: .created, response: saved)
     }
 

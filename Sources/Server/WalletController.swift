@@ -48,10 +48,10 @@ struct WalletController: Sendable {
         fields.require(
             ("number", body.number), ("expMonth", body.expMonth), ("expYear", body.expYear), ("cvv", body.cvv),
             ("holderName", body.holderName))
-        try fields.throwIfAny()
+        let (number, expMonth, expYear, cvv, holderName) = try fields.checked(
+            body.number, body.expMonth, body.expYear, body.cvv, body.holderName)
         let card = try CardRules.validate(
-            number: body.number!, expMonth: body.expMonth!, expYear: body.expYear!, cvv: body.cvv!,
-            holderName: body.holderName!, today: Day(Date()))
+            number: number, expMonth: expMonth, expYear: expYear, cvv: cvv, holderName: holderName, today: Day(Date()))
         let added = try await wallet.addCard(card, for: context.user)
         return EditedResponse(
             status: added.added ? .created : .ok, response: CardResource(added.card, position: added.append?.lastPosition))
@@ -66,9 +66,9 @@ struct WalletController: Sendable {
         let body = try await request.decodeBody(DepositBody.self, context: context)
         var fields = FieldCheck()
         fields.require(("amountCents", body.amountCents), ("cardId", body.cardId))
-        let cardID = fields.id(body.cardId, "cardId", as: CardID.self)
-        try fields.throwIfAny()
-        let deposited = try await wallet.deposit(body.amountCents!, from: cardID!, for: context.user, today: Day(Date()))
+        let parsedCardID = fields.id(body.cardId, "cardId", as: CardID.self)
+        let (amountCents, cardID) = try fields.checked(body.amountCents, parsedCardID)
+        let deposited = try await wallet.deposit(amountCents, from: cardID, for: context.user, today: Day(Date()))
         return EditedResponse(
             status: .created,
             response: Deposit(

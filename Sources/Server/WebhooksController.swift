@@ -30,8 +30,8 @@ struct WebhooksController: Sendable {
         var fields = FieldCheck()
         fields.require(("url", body.url), ("types", body.types))
         fields.problems += Webhooks.problems(url: body.url, types: body.types, position: body.position)
-        try fields.throwIfAny()
-        let created = try await webhooks.register(url: body.url!, types: body.types!, from: body.position, by: context.user)
+        let (url, types) = try fields.checked(body.url, body.types)
+        let created = try await webhooks.register(url: url, types: types, from: body.position, by: context.user)
         return EditedResponse(status: .created, response: created)
     }
 
@@ -52,8 +52,8 @@ struct WebhooksController: Sendable {
         var fields = FieldCheck()
         fields.require(("position", body.position))
         fields.problems += Webhooks.positionProblems(body.position)
-        try fields.throwIfAny()
-        return try await webhooks.rewind(id, to: body.position!, by: context.user)
+        let position = try fields.checked(body.position)
+        return try await webhooks.rewind(id, to: position, by: context.user)
     }
 
     /// The path's id: a malformed one names no webhook (404), as an unknown one.

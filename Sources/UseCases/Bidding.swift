@@ -59,7 +59,7 @@ public struct Bidding: Sendable {
         let item = try await reads.load(.item, id: itemID)
         var decided = bid
         if let owner = item.ownerID { decided.isBlockedByOwner = try await reads.load(.user, id: owner).blocked.contains(actor) }
-        let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
+        let events = try Aggregate.item.decide(.placeBid(decided, today: today), item, actor)
         guard case .bidPlaced(let decided)? = events.first, let hold = decided.hold else {
             return try await place(bid, itemID, actor, today)
         }
@@ -109,7 +109,7 @@ public struct Bidding: Sendable {
                 decided.isBlockedByOwner = try await reads.load(.user, id: owner).blocked.contains(actor)
                 checks.append(try StreamWrite([UserEvent](), to: .user, id: owner))
             }
-            let events = try Aggregate.item.decide(.placeBid(decided), item, actor)
+            let events = try Aggregate.item.decide(.placeBid(decided, today: today), item, actor)
             // The bid the events name: a repeated request answers the first one's bid.
             guard case .bidPlaced(let placed)? = events.first else {
                 throw DomainError.bidNotFound.saying("No bid was placed.")

@@ -59,11 +59,13 @@ struct BidHistoryTests {
             try await TestDatabase.withPool(configuration, size: 2) { pool in
                 let gateway = CommandGateway(store: EventStore(pool: pool, logger: TestDatabase.logger), logger: TestDatabase.logger)
                 let owner = UserID()
+                // The day the commands are decided on: before the bid's first day.
+                let today = Day("2026-11-01")!
                 let post = PostRental(title: "Drill", description: "", category: .tools, dailyPriceCents: 700,
                     location: Location(lat: 1, lng: 1, place: "here"))
-                _ = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: owner)
+                _ = try await gateway.handle(.postRental(post, today: today), on: .item, id: post.itemID, actor: owner)
                 let bid = PlaceBid(dailyPriceCents: 650, from: Day("2026-12-01")!, until: Day("2026-12-02")!, payWith: .balance)
-                _ = try await gateway.handle(.placeBid(bid), on: .item, id: post.itemID, actor: UserID())
+                _ = try await gateway.handle(.placeBid(bid, today: today), on: .item, id: post.itemID, actor: UserID())
 
                 let output = try runLender(["audit", "bids", "--item", post.itemID.description, "--json"], database: configuration)
                 let entries = try JSONDecoder.lender().decode([BidHistoryEntry].self, from: Data(output.utf8))

@@ -316,7 +316,8 @@ struct SearchTests {
         let post = PostRental(
             title: "Drill", description: "", category: .tools, dailyPriceCents: 500, location: Location(lat: 27.7, lng: 85.3, place: "K"))
         func apply(_ events: [ItemEvent], to state: ItemState) -> ItemState { events.reduce(state, ItemDecider.evolve) }
-        let posted = apply(try ItemDecider.decide(.postRental(post), ItemDecider.initial, actor: owner), to: ItemDecider.initial)
+        let posted = apply(
+            try ItemDecider.decide(.postRental(post, today: Day("2026-11-01")!), ItemDecider.initial, actor: owner), to: ItemDecider.initial)
         let matches = [owner, bob, eve].map { SavedSearchMatch(userID: $0, searchID: UUID()) }
         let told = try ItemDecider.decide(.tellSavedSearches(matches), posted, actor: .system)
         #expect(told == [.savedSearchesMatched(SavedSearchesMatched(ownerID: owner, matches: Array(matches[1...])))])
