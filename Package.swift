@@ -288,6 +288,25 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "JSONStreamTests",
+            // JSONValue, the any-value the tape decoder is held to, lives in EventStore.
+            dependencies: ["JSONStream", "EventStore"]
+        ),
+        .testTarget(
+            name: "AggregatesTests",
+            dependencies: ["Aggregates", "EventStore", "Marketplace"]
+        ),
+        .testTarget(
+            name: "ProjectionsTests",
+            dependencies: ["Projections", "Aggregates", "EventStore", "Marketplace", "Postgres", "TestSupport"]
+        ),
+        .testTarget(
+            name: "UseCasesTests",
+            dependencies: [
+                "UseCases", "Aggregates", "EventStore", "Marketplace", "Payments", "Postgres", "Projections", "TestSupport",
+            ]
+        ),
+        .testTarget(
             name: "ServerTests",
             dependencies: [
                 "Server",

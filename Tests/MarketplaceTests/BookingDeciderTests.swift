@@ -24,7 +24,7 @@ struct BookingDeciderTests {
             bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"), bid(b, by: bob, from: "2026-12-05", until: "2026-12-06"),
             bid(c, by: carol, from: "2026-12-20", until: "2026-12-22"),
         ]
-        let events = try given(history, when: approve(a), by: owner).get()
+        let events = try given(.item, history).when(approve(a), by: owner).thenEvents()
         #expect(events == [
             .bidApproved(BidApproved(bidID: a)),
             .bookingConfirmed(
@@ -37,7 +37,7 @@ struct BookingDeciderTests {
         #expect(after.status == .available, "a rental stays in the market")
         #expect(after.bid(c)?.status == .pending)
         // The disjoint bid is approved too: a second booking on other days.
-        let second = try given(history + events, when: approve(c), by: owner).get()
+        let second = try given(.item, history + events).when(approve(c), by: owner).thenEvents()
         #expect(second.count == 2)
         #expect(ItemDecider.fold(history + events + second).item?.bookings.count == 2)
     }
@@ -47,24 +47,21 @@ struct BookingDeciderTests {
         let blackout = BlackoutAdded(blackoutID: BlackoutID(), from: day("2026-12-10"), until: day("2026-12-12"))
         let history = posted + booked(a, by: alice, from: "2026-12-03", until: "2026-12-05") + [.blackoutAdded(blackout)]
         let over = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-05"), until: day("2026-12-11"), payWith: .balance)
-        guard case .failure(let error) = given(history, when: .placeBid(over), by: bob) else {
-            Issue.record("expected dates_unavailable")
-            return
-        }
+        let error = try given(.item, history).when(.placeBid(over, today: rulesDay), by: bob).thenError()
         #expect(error.kind == .conflict)
         #expect(error.code == "dates_unavailable")
         #expect(error.conflicts == [
             Period(from: day("2026-12-03"), until: day("2026-12-05")), Period(from: day("2026-12-10"), until: day("2026-12-12")),
         ])
         let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-06"), until: day("2026-12-09"), payWith: .balance)
-        #expect((try? given(history, when: .placeBid(free), by: bob).get()) != nil)
+        given(.item, history).when(.placeBid(free, today: rulesDay), by: bob).thenAccepted()
         // A request is reserved whole, and knows no calendar.
         let request = RequestPosted(
             itemID: ItemID(), ownerID: owner, title: "Tent", description: "", category: .sports, maxDailyPriceCents: nil,
             neededFrom: day("2026-12-03"), neededUntil: day("2026-12-09"), location: here)
-        expectRefused(
-            given([.requestPosted(request)], when: .addBlackout(BlackoutID(), Period(from: day("2026-12-03"), until: day("2026-12-04"))), by: owner),
-            .conflict, "not_a_rental")
+        given(.item, [.requestPosted(request)])
+            .when(.addBlackout(BlackoutID(), Period(from: day("2026-12-03"), until: day("2026-12-04")), today: rulesDay), by: owner)
+            .thenRefused(.conflict, "not_a_rental")
     }
 
     @Test func approvingDaysThatBecameUnavailableOrHaveBegunIsRefused() throws {
@@ -75,10 +72,10 @@ struct BookingDeciderTests {
             .blackoutAdded(BlackoutAdded(blackoutID: BlackoutID(), from: day("2026-12-04"), until: day("2026-12-04"))),
             bid(b, by: bob, from: "2026-12-20", until: "2026-12-21"),
         ]
-        expectRefused(given(history, when: approve(a), by: owner), .conflict, "dates_unavailable")
-        expectRefused(given(history, when: approve(b, on: "2026-12-21"), by: owner), .conflict, "dates_passed")
+        given(.item, history).when(approve(a), by: owner).thenRefused(.conflict, "dates_unavailable")
+        given(.item, history).when(approve(b, on: "2026-12-21"), by: owner).thenRefused(.conflict, "dates_passed")
         // On its first day it is not too late.
-        #expect((try? given(history, when: approve(b, on: "2026-12-20"), by: owner).get()) != nil)
+        given(.item, history).when(approve(b, on: "2026-12-20"), by: owner).thenAccepted()
     }
 
     @Test func aBlackoutNeverCoversABookingAndRejectsThePendingBidsOnItsDays() throws {
@@ -87,47 +84,51 @@ struct BookingDeciderTests {
             bid(b, by: bob, from: "2026-12-10", until: "2026-12-11"), bid(c, by: carol, from: "2026-12-20", until: "2026-12-21"),
         ]
         let id = BlackoutID()
-        expectRefused(
-            given(history, when: .addBlackout(id, Period(from: day("2026-12-05"), until: day("2026-12-08"))), by: owner),
-            .conflict, "dates_booked")
-        expectRefused(
-            given(history, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: alice),
-            .forbidden, "not_owner")
-        expectRefused(
-            given(history, when: .addBlackout(id, Period(from: day("2026-12-12"), until: day("2026-12-09"))), by: owner),
-            .invalid, "validation_failed")
-        let events = try given(history, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: owner)
-            .get()
+        given(.item, history).when(.addBlackout(id, Period(from: day("2026-12-05"), until: day("2026-12-08")), today: rulesDay), by: owner)
+            .thenRefused(.conflict, "dates_booked")
+        given(.item, history).when(.addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12")), today: rulesDay), by: alice)
+            .thenRefused(.forbidden, "not_owner")
+        given(.item, history).when(.addBlackout(id, Period(from: day("2026-12-12"), until: day("2026-12-09")), today: rulesDay), by: owner)
+            .thenRefused(.invalid, "validation_failed")
+        let events = try given(.item, history)
+            .when(.addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12")), today: rulesDay), by: owner)
+            .thenEvents()
         #expect(events == [
             .blackoutAdded(BlackoutAdded(blackoutID: id, from: day("2026-12-09"), until: day("2026-12-12"))),
             .bidRejected(BidRejected(bidID: b, reason: "dates_blocked")),
         ])
         // The same blackout again is nothing new; removed, its days are free again.
-        #expect(try given(history + events, when: .addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12"))), by: owner).get() == [])
-        let removed = try given(history + events, when: .removeBlackout(id), by: owner).get()
-        expectRefused(given(history + events + removed, when: .removeBlackout(id), by: owner), .notFound, "blackout_not_found")
+        given(.item, history + events)
+            .when(.addBlackout(id, Period(from: day("2026-12-09"), until: day("2026-12-12")), today: rulesDay), by: owner)
+            .then([])
+        let removed = try given(.item, history + events).when(.removeBlackout(id), by: owner).thenEvents()
+        given(.item, history + events + removed).when(.removeBlackout(id), by: owner).thenRefused(.notFound, "blackout_not_found")
         let free = PlaceBid(dailyPriceCents: 1400, from: day("2026-12-09"), until: day("2026-12-12"), payWith: .balance)
-        #expect((try? given(history + events + removed, when: .placeBid(free), by: bob).get()) != nil)
+        given(.item, history + events + removed).when(.placeBid(free, today: rulesDay), by: bob).thenAccepted()
     }
 
     @Test func theWindowIsRevisedButNeverLeavesOutABooking() throws {
         let a = BidID()
         let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
-        expectRefused(given(history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-11")))), by: owner), .conflict, "dates_booked")
-        expectRefused(given(history, when: .revise(ReviseItem(availableUntil: .some(day("2026-12-11")))), by: owner), .conflict, "dates_booked")
-        expectRefused(
-            given(history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-20")), availableUntil: .some(day("2026-12-19")))), by: owner),
-            .invalid, "validation_failed")
-        let events = try given(
-            history, when: .revise(ReviseItem(availableFrom: .some(day("2026-12-10")), availableUntil: .some(nil))), by: owner
-        ).get()
+        given(.item, history).when(.revise(ReviseItem(availableFrom: .some(day("2026-12-11"))), today: rulesDay), by: owner)
+            .thenRefused(.conflict, "dates_booked")
+        given(.item, history).when(.revise(ReviseItem(availableUntil: .some(day("2026-12-11"))), today: rulesDay), by: owner)
+            .thenRefused(.conflict, "dates_booked")
+        given(.item, history)
+            .when(
+                .revise(ReviseItem(availableFrom: .some(day("2026-12-20")), availableUntil: .some(day("2026-12-19"))), today: rulesDay),
+                by: owner)
+            .thenRefused(.invalid, "validation_failed")
+        let events = try given(.item, history)
+            .when(.revise(ReviseItem(availableFrom: .some(day("2026-12-10")), availableUntil: .some(nil)), today: rulesDay), by: owner)
+            .thenEvents()
         #expect(events == [.windowRevised(ItemWindowRevised(availableFrom: day("2026-12-10"), availableUntil: nil))])
         let item = try #require(ItemDecider.fold(history + events).item)
         #expect(item.windowFrom == day("2026-12-10"))
         #expect(item.windowUntil == nil)
         // Open at the end now: a bid in February fits.
         let late = PlaceBid(dailyPriceCents: 1400, from: day("2027-02-01"), until: day("2027-02-02"), payWith: .balance)
-        #expect((try? given(history + events, when: .placeBid(late), by: bob).get()) != nil)
+        given(.item, history + events).when(.placeBid(late, today: rulesDay), by: bob).thenAccepted()
     }
 
     @Test func aNarrowedWindowRejectsThePendingBidsItLeavesOutAndNoneIsBookedOutsideIt() throws {
@@ -135,7 +136,8 @@ struct BookingDeciderTests {
         let history = posted + [
             bid(a, by: alice, from: "2026-12-03", until: "2026-12-05"), bid(b, by: bob, from: "2026-12-20", until: "2026-12-22"),
         ]
-        let events = try given(history, when: .revise(ReviseItem(availableUntil: .some(day("2026-12-10")))), by: owner).get()
+        let events = try given(.item, history).when(.revise(ReviseItem(availableUntil: .some(day("2026-12-10"))), today: rulesDay), by: owner)
+            .thenEvents()
         #expect(events == [
             .windowRevised(ItemWindowRevised(availableFrom: day("2026-12-01"), availableUntil: day("2026-12-10"))),
             .bidRejected(BidRejected(bidID: b, reason: "outside_window")),
@@ -146,23 +148,23 @@ struct BookingDeciderTests {
             item.windowUntil = day("2026-12-10")
             stale = .posted(item)
         }
-        #expect(throws: DomainError.self) { try ItemDecider.decide(self.approve(b), stale, actor: owner) }
+        #expect(given(.item, state: stale).when(approve(b), by: owner).error != nil)
     }
 
     @Test func aRentalWithAConfirmedBookingIsNotWithdrawnAndBlackoutsAreBounded() throws {
         let a = BidID()
         let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
-        expectRefused(given(history, when: .withdraw, by: owner), .conflict, "dates_booked")
+        given(.item, history).when(.withdraw, by: owner).thenRefused(.conflict, "dates_booked")
         let done = history + [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice))]
-        #expect((try? given(done, when: .withdraw, by: owner).get()) != nil, "once it is over, it may go")
+        given(.item, done).when(.withdraw, by: owner).thenAccepted("once it is over, it may go")
         var many = posted
         for index in 0..<ItemDecider.maxBlackouts {
             let first = day("2027-01-01").adding(days: index * 2)
             many.append(.blackoutAdded(BlackoutAdded(blackoutID: BlackoutID(), from: first, until: first)))
         }
-        expectRefused(
-            given(many, when: .addBlackout(BlackoutID(), Period(from: day("2026-12-01"), until: day("2026-12-01"))), by: owner),
-            .conflict, "too_many_blackouts")
+        given(.item, many)
+            .when(.addBlackout(BlackoutID(), Period(from: day("2026-12-01"), until: day("2026-12-01")), today: rulesDay), by: owner)
+            .thenRefused(.conflict, "too_many_blackouts")
     }
 
     @Test func dayArithmeticStopsAtTheEndsOfTheCalendar() {
@@ -176,51 +178,52 @@ struct BookingDeciderTests {
         let a = BidID()
         let history = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
         let complete = { (today: String) in ItemCommand.completeBooking(a, today: day(today)) }
-        expectRefused(given(history, when: complete("2026-12-12"), by: owner), .conflict, "booking_not_ended")
-        expectRefused(given(history, when: complete("2026-12-13"), by: alice), .forbidden, "not_owner")
-        expectRefused(given(history, when: complete("2026-12-13"), by: bob), .notFound, "booking_not_found")
-        expectRefused(given(history, when: .completeBooking(BidID(), today: day("2026-12-13")), by: owner), .notFound, "booking_not_found")
-        let events = try given(history, when: complete("2026-12-13"), by: owner).get()
+        given(.item, history).when(complete("2026-12-12"), by: owner).thenRefused(.conflict, "booking_not_ended")
+        given(.item, history).when(complete("2026-12-13"), by: alice).thenRefused(.forbidden, "not_owner")
+        given(.item, history).when(complete("2026-12-13"), by: bob).thenRefused(.notFound, "booking_not_found")
+        given(.item, history).when(.completeBooking(BidID(), today: day("2026-12-13")), by: owner)
+            .thenRefused(.notFound, "booking_not_found")
+        let events = try given(.item, history).when(complete("2026-12-13"), by: owner).thenEvents()
         #expect(events == [.bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice, completedOn: day("2026-12-13")))])
         let item = try #require(ItemDecider.fold(history + events).item)
         #expect(item.booking(a)?.status == .completed)
         #expect(item.completedDeals.map(\.bidID) == [a], "a completed booking is a deal its parties may review")
-        expectRefused(given(history + events, when: complete("2026-12-14"), by: owner), .conflict, "booking_not_confirmed")
+        given(.item, history + events).when(complete("2026-12-14"), by: owner).thenRefused(.conflict, "booking_not_confirmed")
     }
 
     @Test func aBookingsReviewsAreHeldUntilBothAreWrittenOrTheWindowCloses() throws {
         let a = BidID()
         let confirmed = posted + booked(a, by: alice, from: "2026-12-10", until: "2026-12-12")
         let review = { (stars: Int) in ItemCommand.reviewBooking(a, WriteReview(stars: stars), today: day("2026-12-20")) }
-        expectRefused(given(confirmed, when: review(5), by: alice), .conflict, "booking_not_completed")
+        given(.item, confirmed).when(review(5), by: alice).thenRefused(.conflict, "booking_not_completed")
         let completed = confirmed + [
             .bookingCompleted(BookingCompleted(bookingID: a, ownerID: owner, renterID: alice, completedOn: day("2026-12-13")))
         ]
-        expectRefused(given(completed, when: review(5), by: bob), .notFound, "booking_not_found")
-        expectRefused(given(completed, when: review(0), by: alice), .invalid, "validation_failed")
-        let first = try given(completed, when: review(5), by: alice).get()
+        given(.item, completed).when(review(5), by: bob).thenRefused(.notFound, "booking_not_found")
+        given(.item, completed).when(review(0), by: alice).thenRefused(.invalid, "validation_failed")
+        let first = try given(.item, completed).when(review(5), by: alice).thenEvents()
         #expect(first == [
             .reviewWritten(ReviewWritten(bidID: a, authorID: alice, subjectID: owner, role: .bidder, stars: 5, text: "", held: true))
         ])
-        expectRefused(given(completed + first, when: review(4), by: alice), .conflict, "already_reviewed")
-        let second = try given(completed + first, when: review(3), by: owner).get()
+        given(.item, completed + first).when(review(4), by: alice).thenRefused(.conflict, "already_reviewed")
+        let second = try given(.item, completed + first).when(review(3), by: owner).thenEvents()
         #expect(second.last == .reviewsPublished(ReviewsPublished(bookingID: a)), "the second review publishes both")
         // Alone, the first is published when the jobs close the window, 14 days on.
         let jobs = { (today: String) in ItemCommand.runJobs(today: day(today), staleBids: []) }
-        #expect(try given(completed + first, when: jobs("2026-12-26"), by: .system).get() == [])
-        let closing = try given(completed + first, when: jobs("2026-12-27"), by: .system).get()
+        given(.item, completed + first).when(jobs("2026-12-26"), by: .system).then([])
+        let closing = try given(.item, completed + first).when(jobs("2026-12-27"), by: .system).thenEvents()
         #expect(closing == [
             .reviewWindowClosed(ReviewWindowClosed(bookingID: a)), .reviewsPublished(ReviewsPublished(bookingID: a)),
         ])
-        expectRefused(given(completed + first + closing, when: review(3), by: owner), .conflict, "review_window_closed")
+        given(.item, completed + first + closing).when(review(3), by: owner).thenRefused(.conflict, "review_window_closed")
         // Closed on the 14th day, before the jobs have run that day.
         let lastDay = ItemCommand.reviewBooking(a, WriteReview(stars: 3), today: day("2026-12-26"))
-        #expect((try? given(completed + first, when: lastDay, by: owner).get()) != nil)
+        given(.item, completed + first).when(lastDay, by: owner).thenAccepted()
         let fourteenth = ItemCommand.reviewBooking(a, WriteReview(stars: 3), today: day("2026-12-27"))
-        expectRefused(given(completed + first, when: fourteenth, by: owner), .conflict, "review_window_closed")
-        expectRefused(given(completed, when: jobs("2026-12-27"), by: alice), .forbidden, "not_allowed")
+        given(.item, completed + first).when(fourteenth, by: owner).thenRefused(.conflict, "review_window_closed")
+        given(.item, completed).when(jobs("2026-12-27"), by: alice).thenRefused(.forbidden, "not_allowed")
         // The item's route is for requests and the second release's deals.
-        expectRefused(given(completed, when: .review(WriteReview(stars: 5)), by: alice), .conflict, "review_the_booking")
+        given(.item, completed).when(.review(WriteReview(stars: 5)), by: alice).thenRefused(.conflict, "review_the_booking")
     }
 
     /// A second release's log: a rental reserved whole, closed and relisted, reads as a
@@ -234,9 +237,11 @@ struct BookingDeciderTests {
         let item = try #require(ItemDecider.fold(reserved).item)
         #expect(item.status == .available)
         #expect(item.bookings.map(\.period) == [Period(from: day("2026-12-03"), until: day("2026-12-05"))])
-        expectRefused(
-            given(reserved, when: .placeBid(PlaceBid(dailyPriceCents: 1, from: day("2026-12-04"), until: day("2026-12-04"), payWith: .balance)), by: bob),
-            .conflict, "dates_unavailable")
+        given(.item, reserved)
+            .when(
+                .placeBid(PlaceBid(dailyPriceCents: 1, from: day("2026-12-04"), until: day("2026-12-04"), payWith: .balance), today: rulesDay),
+                by: bob)
+            .thenRefused(.conflict, "dates_unavailable")
         let relisted = reserved + [.closed(ItemClosed()), .relisted(ItemRelisted())]
         let after = try #require(ItemDecider.fold(relisted).item)
         #expect(after.status == .available)
@@ -244,6 +249,6 @@ struct BookingDeciderTests {
         #expect(after.completedDeals.map(\.bidID) == [a])
         // And it books on: another bid, other days.
         let more = relisted + [bid(b, by: bob, from: "2026-12-10", until: "2026-12-11")]
-        #expect(try given(more, when: approve(b), by: owner).get().count == 2)
+        #expect(try given(.item, more).when(approve(b), by: owner).thenEvents().count == 2)
     }
 }

@@ -12,47 +12,35 @@ func posted(amount: Int = 10_000, deadline: String = "2026-12-22") -> LoanPosted
         amountCents: amount, deadline: Day(deadline)!)
 }
 
-func fold(_ events: [LoanEvent]) -> LoanState { events.reduce(LoanDecider.initial, LoanDecider.evolve) }
-
-func loanRefusal(_ history: [LoanEvent], _ command: LoanCommand, by actor: UserID) -> String? {
-    do {
-        _ = try LoanDecider.decide(command, fold(history), actor: actor)
-        return nil
-    } catch let error as DomainError {
-        return error.fields.first?.code ?? error.code
-    } catch {
-        return "\(error)"
-    }
-}
-
 @Suite("Loan decider (§3.3)")
 struct LoanDeciderTests {
     @Test func postingRules() throws {
-        #expect(try LoanDecider.decide(.post(posted(), today: today26), fold([]), actor: borrower).count == 1)
-        #expect(loanRefusal([], .post(posted(amount: 2600), today: today26), by: borrower) == "invalid_amount")
-        #expect(loanRefusal([], .post(posted(amount: 1_002_500), today: today26), by: borrower) == "invalid_amount")
-        #expect(loanRefusal([], .post(posted(deadline: "2026-11-22"), today: today26), by: borrower) == "invalid_deadline")
-        #expect(loanRefusal([], .post(posted(deadline: "2027-02-21"), today: today26), by: borrower) == "invalid_deadline")
-        #expect(loanRefusal([], .post(posted(deadline: "2027-02-20"), today: today26), by: borrower) == nil, "90 days ahead")
+        #expect(try given(.loan).when(.post(posted(), today: today26), by: borrower).thenEvents().count == 1)
+        #expect(given(.loan).when(.post(posted(amount: 2600), today: today26), by: borrower).refusal == "invalid_amount")
+        #expect(given(.loan).when(.post(posted(amount: 1_002_500), today: today26), by: borrower).refusal == "invalid_amount")
+        #expect(given(.loan).when(.post(posted(deadline: "2026-11-22"), today: today26), by: borrower).refusal == "invalid_deadline")
+        #expect(given(.loan).when(.post(posted(deadline: "2027-02-21"), today: today26), by: borrower).refusal == "invalid_deadline")
+        given(.loan).when(.post(posted(deadline: "2027-02-20"), today: today26), by: borrower).thenAccepted("90 days ahead")
         var nepal = posted()
         nepal.countryCode = "Nepal"
-        #expect(loanRefusal([], .post(nepal, today: today26), by: borrower) == "invalid_country")
+        #expect(given(.loan).when(.post(nepal, today: today26), by: borrower).refusal == "invalid_country")
     }
 
     @Test func sharesFundTheLoanAndNeverBeyondIt() throws {
         var history: [LoanEvent] = [.posted(posted(amount: 10_000))]
         let lenders = (0..<4).map { _ in UserID() }
         for (index, lender) in lenders.enumerated() {
-            let events = try LoanDecider.decide(.purchaseShare(lender: lender, amountCents: 2500), fold(history), actor: lender)
+            let events = try given(.loan, history).when(.purchaseShare(lender: lender, amountCents: 2500), by: lender).thenEvents()
             #expect(events.count == (index == 3 ? 2 : 1))
             history += events
         }
-        #expect(fold(history).status == .funded)
-        #expect(fold(history).fundedCents == 10_000)
-        #expect(loanRefusal(history, .purchaseShare(lender: UserID(), amountCents: 2500), by: UserID()) == "loan_not_fundraising")
+        #expect(given(.loan, history).state.status == .funded)
+        #expect(given(.loan, history).state.fundedCents == 10_000)
+        #expect(
+            given(.loan, history).when(.purchaseShare(lender: UserID(), amountCents: 2500), by: UserID()).refusal == "loan_not_fundraising")
         let half: [LoanEvent] = [.posted(posted(amount: 5000))]
-        #expect(loanRefusal(half, .purchaseShare(lender: UserID(), amountCents: 7500), by: UserID()) == "exceeds_need")
-        #expect(loanRefusal(half, .purchaseShare(lender: borrower, amountCents: 2500), by: borrower) == "own_loan")
+        #expect(given(.loan, half).when(.purchaseShare(lender: UserID(), amountCents: 7500), by: UserID()).refusal == "exceeds_need")
+        #expect(given(.loan, half).when(.purchaseShare(lender: borrower, amountCents: 2500), by: borrower).refusal == "own_loan")
     }
 
     func funded(by lenders: [UserID], each: Int) -> [LoanEvent] {
@@ -63,18 +51,18 @@ struct LoanDeciderTests {
     @Test func aRepaymentOfOneHundredCentsOverThreeEqualSharesCredits34_33_33() throws {
         let lenders = (0..<3).map { _ in UserID() }
         let history = funded(by: lenders, each: 2500)
-        let events = try LoanDecider.decide(.recordRepayment(amountCents: 100), fold(history), actor: borrower)
+        let events = try given(.loan, history).when(.recordRepayment(amountCents: 100), by: borrower).thenEvents()
         guard case .repaymentRecorded(let recorded) = events.first else {
             Issue.record("expected a repayment")
             return
         }
         #expect(recorded.credits.map(\.amountCents) == [34, 33, 33])
         #expect(recorded.credits.map(\.lenderID) == lenders)
-        #expect(loanRefusal(history, .recordRepayment(amountCents: 100), by: lenders[0]) == "not_borrower")
-        #expect(loanRefusal(history, .recordRepayment(amountCents: 7501), by: borrower) == "exceeds_outstanding")
-        let rest = try LoanDecider.decide(.recordRepayment(amountCents: 7400), fold(history + events), actor: borrower)
+        #expect(given(.loan, history).when(.recordRepayment(amountCents: 100), by: lenders[0]).refusal == "not_borrower")
+        #expect(given(.loan, history).when(.recordRepayment(amountCents: 7501), by: borrower).refusal == "exceeds_outstanding")
+        let rest = try given(.loan, history + events).when(.recordRepayment(amountCents: 7400), by: borrower).thenEvents()
         #expect(rest.last == .repaid(LoanRepaid()))
-        #expect(fold(history + events + rest).status == .repaid)
+        #expect(given(.loan, history + events + rest).state.status == .repaid)
     }
 
     @Test func repaymentsInAnyInstalmentsRepayEveryLenderExactlyTheirShare() throws {
@@ -85,12 +73,12 @@ struct LoanDeciderTests {
             + zip(lenders, shares).map { .sharePurchased(LoanSharePurchased(lenderID: $0, amountCents: $1)) }
             + [.funded(LoanFunded())]
         for _ in 0..<200 {
-            let state = fold(history)
-            if state.status == .repaid { break }
-            let amount = min(state.outstandingCents, Int.random(in: 1...997))
-            history += try LoanDecider.decide(.recordRepayment(amountCents: amount), state, actor: borrower)
+            let now = given(.loan, history)
+            if now.state.status == .repaid { break }
+            let amount = min(now.state.outstandingCents, Int.random(in: 1...997))
+            history += try now.when(.recordRepayment(amountCents: amount), by: borrower).thenEvents()
         }
-        let state = fold(history)
+        let state = given(.loan, history).state
         #expect(state.status == .repaid)
         // Each lender credited exactly their share in the end, never a cent more or less.
         #expect(lenders.map { state.repaidTo[$0] } == shares)
@@ -119,9 +107,8 @@ struct LoanDeciderTests {
             .sharePurchased(LoanSharePurchased(lenderID: b, amountCents: 5000)),
             .sharePurchased(LoanSharePurchased(lenderID: a, amountCents: 2500)),
         ]
-        #expect(loanRefusal(history, .expire(today: Day("2026-12-01")!), by: borrower) == "deadline_not_passed")
-        let events = try LoanDecider.decide(.expire(today: Day("2026-12-02")!), fold(history), actor: borrower)
-        #expect(events == [.expired(LoanExpired(refunds: [
+        #expect(given(.loan, history).when(.expire(today: Day("2026-12-01")!), by: borrower).refusal == "deadline_not_passed")
+        given(.loan, history).when(.expire(today: Day("2026-12-02")!), by: borrower).then([.expired(LoanExpired(refunds: [
             LenderAmount(lenderID: a, amountCents: 5000), LenderAmount(lenderID: b, amountCents: 5000),
         ]))])
     }
@@ -130,64 +117,49 @@ struct LoanDeciderTests {
 @Suite("Cart decider (§3.4)")
 struct CartDeciderTests {
     let me = UserID()
-    let loan = fold([.posted(posted(amount: 10_000))])
-
-    func cart(_ events: [CartEvent]) -> CartState { events.reduce(CartDecider.initial, CartDecider.evolve) }
-
-    func refusal(_ history: [CartEvent], _ command: CartCommand) -> String? {
-        do {
-            _ = try CartDecider.decide(command, cart(history), actor: me)
-            return nil
-        } catch let error as DomainError {
-            return error.fields.first?.code ?? error.code
-        } catch {
-            return "\(error)"
-        }
-    }
+    let loan = given(.loan, [.posted(posted(amount: 10_000))]).state
 
     @Test func addingUsesTheDefaultShareElse2500() throws {
-        let plain = try CartDecider.decide(.add(loanID: loan.loanID!, amountCents: nil, loan: loan, defaultShare: nil), cart([]), actor: me)
-        #expect(plain == [.itemAdded(CartItemAdded(loanID: loan.loanID!, amountCents: 2500))])
-        let preferred = try CartDecider.decide(.add(loanID: loan.loanID!, amountCents: nil, loan: loan, defaultShare: 7500), cart([]), actor: me)
-        #expect(preferred == [.itemAdded(CartItemAdded(loanID: loan.loanID!, amountCents: 7500))])
+        given(.cart).when(.add(loanID: loan.loanID!, amountCents: nil, loan: loan, defaultShare: nil), by: me)
+            .then([.itemAdded(CartItemAdded(loanID: loan.loanID!, amountCents: 2500))])
+        given(.cart).when(.add(loanID: loan.loanID!, amountCents: nil, loan: loan, defaultShare: 7500), by: me)
+            .then([.itemAdded(CartItemAdded(loanID: loan.loanID!, amountCents: 7500))])
     }
 
     @Test func lineRules() {
         let id = loan.loanID!
         let added: [CartEvent] = [.itemAdded(CartItemAdded(loanID: id, amountCents: 2500))]
-        #expect(refusal(added, .add(loanID: id, amountCents: 2500, loan: loan, defaultShare: nil)) == "already_in_cart")
-        #expect(refusal([], .add(loanID: id, amountCents: 3000, loan: loan, defaultShare: nil)) == "invalid_amount")
-        #expect(refusal([], .add(loanID: id, amountCents: 12_500, loan: loan, defaultShare: nil)) == "exceeds_need")
-        #expect(refusal([], .change(loanID: id, amountCents: 5000, loan: loan)) == "not_in_cart")
-        #expect(refusal([], .remove(id)) == "not_in_cart")
-        #expect(refusal(added, .change(loanID: id, amountCents: 5000, loan: loan)) == nil)
-        var mine = fold([.posted(posted())])
+        #expect(
+            given(.cart, added).when(.add(loanID: id, amountCents: 2500, loan: loan, defaultShare: nil), by: me).refusal == "already_in_cart")
+        #expect(given(.cart).when(.add(loanID: id, amountCents: 3000, loan: loan, defaultShare: nil), by: me).refusal == "invalid_amount")
+        #expect(given(.cart).when(.add(loanID: id, amountCents: 12_500, loan: loan, defaultShare: nil), by: me).refusal == "exceeds_need")
+        #expect(given(.cart).when(.change(loanID: id, amountCents: 5000, loan: loan), by: me).refusal == "not_in_cart")
+        #expect(given(.cart).when(.remove(id), by: me).refusal == "not_in_cart")
+        given(.cart, added).when(.change(loanID: id, amountCents: 5000, loan: loan), by: me).thenAccepted()
+        var mine = given(.loan, [.posted(posted())]).state
         mine.borrowerID = me
-        #expect(refusal([], .add(loanID: mine.loanID!, amountCents: 2500, loan: mine, defaultShare: nil)) == "own_loan")
+        #expect(
+            given(.cart).when(.add(loanID: mine.loanID!, amountCents: 2500, loan: mine, defaultShare: nil), by: me).refusal == "own_loan")
     }
 
     @Test func checkoutNamesEveryLineThatNoLongerFits() throws {
         let open = loan
-        var funded = fold([.posted(posted(amount: 2500))])
+        var funded = given(.loan, [.posted(posted(amount: 2500))]).state
         funded.status = .funded
-        let small = fold([.posted(posted(amount: 5000))])
+        let small = given(.loan, [.posted(posted(amount: 5000))]).state
         let history: [CartEvent] = [
             .itemAdded(CartItemAdded(loanID: open.loanID!, amountCents: 2500)),
             .itemAdded(CartItemAdded(loanID: funded.loanID!, amountCents: 2500)),
             .itemAdded(CartItemAdded(loanID: small.loanID!, amountCents: 7500)),
         ]
         let loans = [open.loanID!: open, funded.loanID!: funded, small.loanID!: small]
-        do {
-            _ = try CartDecider.decide(.checkout(loans: loans, paidWith: "balance"), cart(history), actor: me)
-            Issue.record("checkout should be blocked")
-        } catch let error as DomainError {
-            #expect(error.code == "checkout_blocked")
-            #expect(error.fields.map(\.field) == ["lines[1]", "lines[2]"])
-            #expect(error.fields.map(\.code) == ["loan_not_fundraising", "exceeds_need"])
-        }
-        #expect(refusal([], .checkout(loans: [:], paidWith: "balance")) == "cart_empty")
-        let ok = try CartDecider.decide(.checkout(loans: loans, paidWith: "balance"), cart(Array(history.prefix(1))), actor: me)
+        let error = try given(.cart, history).when(.checkout(loans: loans, paidWith: "balance"), by: me).thenError()
+        #expect(error.code == "checkout_blocked")
+        #expect(error.fields.map(\.field) == ["lines[1]", "lines[2]"])
+        #expect(error.fields.map(\.code) == ["loan_not_fundraising", "exceeds_need"])
+        #expect(given(.cart).when(.checkout(loans: [:], paidWith: "balance"), by: me).refusal == "cart_empty")
+        let ok = try given(.cart, Array(history.prefix(1))).when(.checkout(loans: loans, paidWith: "balance"), by: me).thenEvents()
         #expect(ok == [.checkedOut(CartCheckedOut(purchases: [LoanAmount(loanID: open.loanID!, amountCents: 2500)], totalCents: 2500, paidWith: "balance"))])
-        #expect(cart(Array(history.prefix(1)) + ok).lines.isEmpty)
+        #expect(given(.cart, Array(history.prefix(1)) + ok).state.lines.isEmpty)
     }
 }

@@ -13,10 +13,12 @@ struct WalletTests {
             processorToken: "tok")
     }
 
-    func user(_ more: [UserEvent]) -> UserState {
-        ([.registered(UserRegistered(userID: me, handle: "ada", displayName: "Ada", email: "ada@example.org"))] + more)
-            .reduce(UserDecider.initial, UserDecider.evolve)
+    /// My registration, then `more`.
+    func history(_ more: [UserEvent]) -> [UserEvent] {
+        [.registered(UserRegistered(userID: me, handle: "ada", displayName: "Ada", email: "ada@example.org"))] + more
     }
+
+    func user(_ more: [UserEvent]) -> UserState { given(.user, history(more)).state }
 
     func code(_ body: () throws -> Any) -> String? {
         do { _ = try body(); return nil } catch let error as DomainError { return error.code } catch { return "\(error)" }
@@ -24,12 +26,12 @@ struct WalletTests {
 
     @Test func theSameCardAgainUpdatesTheOneOnFileAndAddsNone() throws {
         let first = card()
-        let state = user([.cardAdded(first)])
-        #expect(try UserDecider.decide(.addCard(card()), state).isEmpty, "same fingerprint, same expiry: nothing")
-        let renewed = try UserDecider.decide(.addCard(card(expMonth: 6, expYear: 2032)), state)
-        #expect(renewed == [.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: first.cardID, expMonth: 6, expYear: 2032))])
-        #expect(try UserDecider.decide(.addCard(card(fingerprint: "f2")), state).count == 1, "another card is added")
-        #expect(code { try UserDecider.decide(.removeCard(CardID()), state) } == "card_not_found")
+        let onFile = history([.cardAdded(first)])
+        given(.user, onFile).when(.addCard(card())).then([], "same fingerprint, same expiry: nothing")
+        given(.user, onFile).when(.addCard(card(expMonth: 6, expYear: 2032)))
+            .then([.cardExpiryUpdated(PaymentCardExpiryUpdated(cardID: first.cardID, expMonth: 6, expYear: 2032))])
+        #expect(try given(.user, onFile).when(.addCard(card(fingerprint: "f2"))).thenEvents().count == 1, "another card is added")
+        given(.user, onFile).when(.removeCard(CardID())).thenRefused("card_not_found")
     }
 
     @Test func aDepositNeedsAnUnexpiredCardOnFileAndAnAmountInRange() throws {
@@ -37,32 +39,31 @@ struct WalletTests {
         // Valid through the last day of its month: October 2026 has passed on 22 November.
         let expired = card(expMonth: 10, expYear: 2026, fingerprint: "f2")
         let thisMonth = card(expMonth: 11, expYear: 2026, fingerprint: "f3")
-        let state = user([.cardAdded(valid), .cardAdded(expired), .cardAdded(thisMonth)])
-        func deposit(_ amount: Int, _ card: CardID) throws -> [UserEvent] {
-            try UserDecider.decide(.deposit(amountCents: amount, cardID: card, chargeID: "ch", today: today), state)
+        let cards = history([.cardAdded(valid), .cardAdded(expired), .cardAdded(thisMonth)])
+        func deposit(_ amount: Int, _ card: CardID) -> Then<UserEvent> {
+            given(.user, cards).when(.deposit(amountCents: amount, cardID: card, chargeID: "ch", today: today))
         }
-        #expect(code { try deposit(5000, expired.cardID) } == "card_expired")
-        #expect(code { try deposit(5000, CardID()) } == "card_not_found")
-        #expect(code { try deposit(499, valid.cardID) } == "validation_failed")
-        #expect(code { try deposit(500_001, valid.cardID) } == "validation_failed")
-        #expect(try deposit(500, thisMonth.cardID).count == 1)
-        let events = try deposit(500_000, valid.cardID)
-        #expect(events.reduce(state, UserDecider.evolve).balanceCents == 500_000)
+        deposit(5000, expired.cardID).thenRefused("card_expired")
+        deposit(5000, CardID()).thenRefused("card_not_found")
+        deposit(499, valid.cardID).thenRefused("validation_failed")
+        deposit(500_001, valid.cardID).thenRefused("validation_failed")
+        #expect(try deposit(500, thisMonth.cardID).thenEvents().count == 1)
+        let events = try deposit(500_000, valid.cardID).thenEvents()
+        #expect(given(.user, cards + events).state.balanceCents == 500_000)
     }
 
     @Test func checkoutPaysFromTheBalanceOnlyWhenItCoversTheTotalOrByAChargeableCard() throws {
         let lender = me
         let borrower = UserID()
         let loanID = LoanID()
-        let loan = [
-            LoanEvent.posted(
+        let loan = given(.loan, [
+            .posted(
                 LoanPosted(
                     loanID: loanID, borrowerID: borrower, title: "Loom", description: "", sector: "Arts", activity: "Weaving",
                     countryCode: "NP", location: Location(lat: 28.2, lng: 83.99, place: ""), amountCents: 10_000,
                     deadline: Day(year: 2026, month: 12, day: 20)!))
-        ].reduce(LoanDecider.initial, LoanDecider.evolve)
-        let cart = [CartEvent.itemAdded(CartItemAdded(loanID: loanID, amountCents: 5000))]
-            .reduce(CartDecider.initial, CartDecider.evolve)
+        ]).state
+        let cart = given(.cart, [.itemAdded(CartItemAdded(loanID: loanID, amountCents: 5000))]).state
         let expired = card(expMonth: 10, expYear: 2026)
         let poor = user([.cardAdded(expired), .fundsDeposited(FundsDeposited(amountCents: 4999, cardID: expired.cardID, chargeID: "c"))])
         func checkout(_ user: UserState, _ payment: Payment) throws -> CheckoutDecision {
@@ -79,30 +80,30 @@ struct WalletTests {
 
     @Test func aChargeIsRecordedOnceWhateverRetried() throws {
         let valid = card()
-        let state = user([.cardAdded(valid)])
-        let first = try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today), state)
-        let after = first.reduce(state, UserDecider.evolve)
-        #expect(after.chargeIDs == ["ch_1"])
-        #expect(
-            code { try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today), after) }
-                == UserDecider.chargeAlreadyRecorded)
-        #expect(code { try UserDecider.checkNewCharge("ch_1", in: after) } == "charge_already_recorded")
-        #expect(try UserDecider.decide(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_2", today: today), after).count == 1)
+        let onFile = history([.cardAdded(valid)])
+        let first = try given(.user, onFile).when(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today))
+            .thenEvents()
+        let after = given(.user, onFile + first)
+        #expect(after.state.chargeIDs == ["ch_1"])
+        after.when(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_1", today: today))
+            .thenRefused(UserDecider.chargeAlreadyRecorded)
+        #expect(code { try UserDecider.checkNewCharge("ch_1", in: after.state) } == "charge_already_recorded")
+        #expect(try after.when(.deposit(amountCents: 1000, cardID: valid.cardID, chargeID: "ch_2", today: today)).thenEvents().count == 1)
     }
 
     @Test func aRepaymentIsPaidByTheBorrowerFromTheBalanceOrByCardNeverFromNothing() throws {
         let borrower = me
         let lenders = [UserID(), UserID()]
         let loanID = LoanID()
-        let loan = [
-            LoanEvent.posted(
+        let loan = given(.loan, [
+            .posted(
                 LoanPosted(
                     loanID: loanID, borrowerID: borrower, title: "Loom", description: "", sector: "Arts", activity: "Weaving",
                     countryCode: "NP", location: Location(lat: 1, lng: 2, place: ""), amountCents: 5000,
                     deadline: Day(year: 2026, month: 12, day: 20)!)),
             .sharePurchased(LoanSharePurchased(lenderID: lenders[0], amountCents: 2500)),
             .sharePurchased(LoanSharePurchased(lenderID: lenders[1], amountCents: 2500)), .funded(LoanFunded()),
-        ].reduce(LoanDecider.initial, LoanDecider.evolve)
+        ]).state
         let valid = card()
         let poor = user([.cardAdded(valid), .fundsDeposited(FundsDeposited(amountCents: 999, cardID: valid.cardID, chargeID: "ch_0"))])
         func repay(_ amount: Int, _ payment: Payment, _ state: UserState) throws -> RepaymentDecision {

@@ -101,10 +101,6 @@ public func eventCount(_ admin: PostgresPool) async throws -> Int {
     try await admin.query("SELECT count(*) AS n FROM events").single().decode("n", as: Int.self)
 }
 
-/// The one number a `SELECT count(*) ...` answers.
-public func count(_ admin: PostgresPool, _ sql: PostgresQuery) async throws -> Int {
-    try await admin.query(sql).single().decode(0, as: Int.self)
-}
 
 /// The day an in-process test server decides on, unless a test gives its own clock: the
 /// fixtures' dates (rentals for December 2026) stay ahead of it whenever the suite runs.

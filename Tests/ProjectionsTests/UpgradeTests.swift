@@ -3,7 +3,6 @@ import Foundation
 import Marketplace
 import Postgres
 import Projections
-import ServerTestSupport
 import Testing
 import TestSupport
 

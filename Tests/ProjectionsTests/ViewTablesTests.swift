@@ -2,7 +2,6 @@ import Foundation
 import Marketplace
 import Postgres
 @testable import Projections
-import ServerTestSupport
 import Testing
 import TestSupport
 
@@ -19,6 +18,9 @@ struct ViewTablesTests {
                     (BidRow.table.name, BidRow.table.columns.map { [$0.name, $0.type] }),
                     (UserRow.table.name, UserRow.table.columns.map { [$0.name, $0.type] }),
                     (CardRow.table.name, CardRow.table.columns.map { [$0.name, $0.type] }),
+                    (LoanRow.table.name, LoanRow.table.columns.map { [$0.name, $0.type] }),
+                    (LoanShareRow.table.name, LoanShareRow.table.columns.map { [$0.name, $0.type] }),
+                    (CountryLoansRow.table.name, CountryLoansRow.table.columns.map { [$0.name, $0.type] }),
                 ] {
                     let rows = try await pool.query(
                         """

@@ -1,6 +1,5 @@
 import Foundation
 import JSONStream
-import Server
 import Testing
 
 /// The responses' encoder against Foundation's JSONEncoder (`.iso8601` dates), which it replaces.
@@ -66,7 +65,7 @@ struct StreamingJSONEncoderTests {
     }
 
     func both(_ value: some Encodable) throws -> (ours: Any, foundation: Any, text: String) {
-        let ours = try StreamingJSONEncoder.encode(value)
+        let ours = try JSONStream.encode(value)
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         let theirs = try encoder.encode(value)
@@ -136,7 +135,7 @@ struct StreamingJSONEncoderTests {
         }
         for seconds in edges + spread {
             let date = Date(timeIntervalSince1970: seconds)
-            let ours = String(decoding: try StreamingJSONEncoder.encode(date), as: UTF8.self)
+            let ours = String(decoding: try JSONStream.encode(date), as: UTF8.self)
             let encoder = JSONEncoder()
             encoder.dateEncodingStrategy = .iso8601
             #expect(ours == String(decoding: try encoder.encode(date), as: UTF8.self), "\(seconds)")
@@ -144,13 +143,13 @@ struct StreamingJSONEncoderTests {
             // it is held to whole seconds.
             let whole = Date(timeIntervalSince1970: seconds.rounded(.down))
             #expect(
-                String(decoding: try StreamingJSONEncoder.encode(whole), as: UTF8.self) == "\"\(formatter.string(from: whole))\"",
+                String(decoding: try JSONStream.encode(whole), as: UTF8.self) == "\"\(formatter.string(from: whole))\"",
                 "\(seconds)")
         }
     }
 
     @Test func aNonFiniteNumberIsAnErrorAsInJSONEncoder() {
-        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encode([Double.nan]) }
-        #expect(throws: EncodingError.self) { try StreamingJSONEncoder.encode(Place(lat: .infinity, lng: 0)) }
+        #expect(throws: EncodingError.self) { try JSONStream.encode([Double.nan]) }
+        #expect(throws: EncodingError.self) { try JSONStream.encode(Place(lat: .infinity, lng: 0)) }
     }
 }

@@ -4,7 +4,6 @@ import Foundation
 import Marketplace
 import Postgres
 @testable import Projections
-import ServerTestSupport
 import Testing
 import TestSupport
 

@@ -4,7 +4,6 @@ import Marketplace
 import Payments
 import Postgres
 import Projections
-import Server
 import Synchronization
 import Testing
 import TestSupport
@@ -37,7 +36,7 @@ struct CommandGatewayTests {
     func postRental(_ gateway: CommandGateway) async throws -> ItemID {
         let post = PostRental(
             title: "Road bike", description: "Fast", category: .bikes, dailyPriceCents: 1500, location: here)
-        _ = try await gateway.handle(.postRental(post), on: .item, id: post.itemID, actor: owner)
+        _ = try await gateway.handle(.postRental(post, today: rulesDay), on: .item, id: post.itemID, actor: owner)
         return post.itemID
     }
 
@@ -49,7 +48,7 @@ struct CommandGatewayTests {
     ) async throws -> BidID {
         // Held on the balance: the item's rules take it as said (a use case checks the balance).
         let bid = PlaceBid(dailyPriceCents: 1400, from: Day(from)!, until: Day(until)!, payWith: .balance)
-        _ = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: bidder)
+        _ = try await gateway.handle(.placeBid(bid, today: rulesDay), on: .item, id: item, actor: bidder)
         return bid.bidID
     }
 
@@ -59,7 +58,7 @@ struct CommandGatewayTests {
             let again = PostRental(
                 itemID: item, title: "Same id", description: "", category: .tools, dailyPriceCents: 100, location: here)
             let error = try await #require(throws: DomainError.self) {
-                try await gateway.handle(.postRental(again), on: .item, id: item, actor: owner, first: .newStream)
+                try await gateway.handle(.postRental(again, today: rulesDay), on: .item, id: item, actor: owner, first: .newStream)
             }
             #expect(error.code == "item_exists")
             #expect(try await gateway.store.readStream(StreamID("item", item)).count == 1)
@@ -171,7 +170,7 @@ struct CommandGatewayTests {
             let request = PostRequest(
                 title: "Tent", description: "", category: .sports, neededFrom: Day("2026-12-01")!, neededUntil: Day("2026-12-31")!,
                 location: here)
-            _ = try await first.handle(.postRequest(request), on: .item, id: request.itemID, actor: owner)
+            _ = try await first.handle(.postRequest(request, today: rulesDay), on: .item, id: request.itemID, actor: owner)
             let payments = CardPayments(processor: SandboxPaymentProcessor(pool: pool), limits: PaymentLimits(pool: pool), gateway: second)
             let placed = try await Bidding(gateway: second, payments: payments).place(
                 PlaceBid(dailyPriceCents: 1400, from: Day("2026-12-05")!, until: Day("2026-12-07")!, isBlockedByOwner: false),
@@ -193,7 +192,8 @@ struct CommandGatewayTests {
             let stale = try await gateway.load(StreamID("item", item), .item)
             let first = try await placeBid(gateway, on: item, by: UserID())
             let bid = PlaceBid(dailyPriceCents: 1300, from: Day("2026-12-08")!, until: Day("2026-12-09")!, payWith: .balance)
-            let handled = try await gateway.handle(.placeBid(bid), on: .item, id: item, actor: UserID(), first: .loaded(stale.0, version: stale.1))
+            let handled = try await gateway.handle(
+                .placeBid(bid, today: rulesDay), on: .item, id: item, actor: UserID(), first: .loaded(stale.0, version: stale.1))
             #expect(handled.append != nil)
             let (state, version) = try await gateway.load(StreamID("item", item), .item)
             #expect(version == 3)
