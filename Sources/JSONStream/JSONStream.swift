@@ -1,3 +1,21 @@
+// JSONStream: the one home of the server's JSON. `JSONStream.encode` writes every answer
+// (`Style.responses`: problems and server-sent events too) and every event's body
+// (`Style.foundationDefaults`); `JSONWriter` and `JSONWritable` (JSONWriter.swift) let the
+// hottest resources write the same bytes by hand; `JSONStream.decode` (JSONTapeDecoder.swift)
+// reads the events' bodies back.
+//
+// Why Foundation is still imported, use by use (none is for its JSON coders, which this
+// module replaces; the tests hold the output to theirs):
+// - `Date`: the resources and the events hold dates. Written as `JSONEncoder`'s `.iso8601`
+//   from `timeIntervalSince1970` by our own digits (`appendQuotedISO8601`, used by
+//   `JSONWriter.value(_: Date)` too), or, in the events' style, through `Date`'s own
+//   `Encodable` (seconds since 2001), as `JSONEncoder()`; read back through its `Decodable`.
+// - `URL`, `Data`, `Decimal`: `JSONEncoder` and `JSONDecoder` give them their own spellings
+//   (`absoluteString`, base64, the decimal's text, read with an `en_US_POSIX` `Locale`), and
+//   the output must be their value; a Codable value that holds one is written and read the
+//   same here. They are only named, compared by type, never built for other values.
+// - `Data` again: `JSONStream.decode(_:from: Data)`, for request bodies held as `Data`.
+// Everything else (escapes, numbers, the calendar through `Civil`) is the standard library.
 import Civil
 import Foundation
 
@@ -17,7 +35,8 @@ import Foundation
 /// never do, and `EventEncodingTests` holds every event's body to `JSONEncoder`'s value.
 ///
 /// The events' bodies are read back by `decode` (`JSONTapeDecoder.swift`), in place of
-/// `JSONDecoder`.
+/// `JSONDecoder`. Values that write themselves (`JSONSelfWriting`, most through `JSONWriter`)
+/// are handed the bytes in the answers' style.
 public enum JSONStream {
     /// How the JSON is spelled where the two uses differ.
     public struct Style: Sendable {

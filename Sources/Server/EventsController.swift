@@ -105,8 +105,6 @@ struct EventsController: Sendable {
         let store = store
         let heartbeat = heartbeat
         let watching = StreamWatch(accounts: accounts, token: context.token, user: context.user, auditors: auditors, every: heartbeat)
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
@@ -122,8 +120,8 @@ struct EventsController: Sendable {
                     guard await watch.mayGoOn() else { break }
                     switch step {
                     case .event(let event):
-                        let json = String(decoding: try encoder.encode(try EventResource(event)), as: UTF8.self)
-                        try await writer.write(ByteBuffer(string: "id: \(event.position)\nevent: event\ndata: \(json)\n\n"))
+                        // The same JSON as `GET /v1/events` writes for it.
+                        try await writer.write(try StreamingJSONEncoder.serverSentEvent(id: event.position, event: "event", try EventResource(event)))
                     case .idle:
                         try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
                     }

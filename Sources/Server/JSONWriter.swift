@@ -4,194 +4,26 @@ import Marketplace
 import Projections
 import UUIDs
 
-/// A value that writes its JSON itself, member by member, where `Encodable` pays for boxed
-/// containers and generic metadata on every member: for the resources a list returns twenty
-/// of (through `Encodable` they were a fifth of the server's time on the market, `perf`).
-/// The bytes are exactly those of its `Encodable` form; `JSONWriterTests` compares them.
-protocol JSONWritable: JSONSelfWriting {
-    func write(to json: inout JSONWriter) throws
-}
+/// The resources that write their own JSON (`JSONWritable`, with `JSONWriter`, both in
+/// `JSONStream`): here, where the resources' types (`Projections`, `Marketplace`) and the
+/// identifiers' spelling (`UUIDs`) are seen. Each `write(to:)` follows its type's declaration
+/// order, member for member, so that the bytes are its `Encodable` form's; `JSONWriterTests`
+/// compares them.
 
-extension JSONWritable {
-    /// Writes on in the encoder's own bytes, without copying them.
-    public func writeJSON(into bytes: inout [UInt8]) throws {
-        var json = JSONWriter()
-        json.exchangeBytes(with: &bytes)
-        defer { json.exchangeBytes(with: &bytes) }
-        try write(to: &json)
-    }
-}
-
-/// JSON written straight into bytes, in the encoder's spelling: escapes, numbers and dates as
-/// `JSONSink` writes them, absent optionals as `null`.
-struct JSONWriter {
-    private var bytes: [UInt8] = []
-    /// A value was written at this level: the next member or element needs a comma first.
-    private var needsComma = false
-
-    /// Swaps the bytes written so far with `other`: to write on in the encoder's own bytes
-    /// without copying them.
-    mutating func exchangeBytes(with other: inout [UInt8]) { swap(&bytes, &other) }
-
-    mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-    }
-
-    mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-    }
-
-    mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
-
-    /// A member's key; its value is written next. Keys are the resources' own plain names.
-    mutating func key(_ key: StaticString) {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
-        bytes.append(contentsOf: "\":".utf8)
-        needsComma = false
-    }
-
-    private mutating func separate() {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
-        needsComma = false
-    }
-
-    private mutating func raw(_ text: String) {
-        separate()
-        bytes.append(contentsOf: text.utf8)
-        needsComma = true
-    }
-
-    mutating func null() { raw("null") }
-
-    mutating func value(_ text: String) {
-        separate()
-        var text = text
-        text.withUTF8 { JSONSink.appendEscaped($0, to: &bytes) }
-        needsComma = true
-    }
-
-    mutating func value(_ number: Int) { raw(String(number)) }
-    mutating func value(_ number: Int64) { raw(String(number)) }
-    mutating func value(_ date: Date) {
-        separate()
-        JSONSink.appendQuotedISO8601(date, to: &bytes)
-        needsComma = true
-    }
+extension JSONWriter {
+    /// An identifier as its `Encodable` form writes it: the UUID's lower-case text.
     mutating func value<Tag>(_ id: Identifier<Tag>) { value(id.rawValue.lowercaseText) }
-
-    mutating func value(_ number: Double) throws {
-        guard let text = JSONSink.numberText(number) else {
-            throw EncodingError.invalidValue(number, .init(codingPath: [], debugDescription: "\(number) is not valid JSON"))
-        }
-        raw(text)
-    }
-
-    mutating func value(_ writable: some JSONWritable) throws { try writable.write(to: &self) }
-
-    mutating func value(_ elements: [some JSONWritable]) throws {
-        beginArray()
-        for element in elements { try element.write(to: &self) }
-        endArray()
-    }
-
-    mutating func value(_ text: String?) {
-        if let text { value(text) } else { null() }
-    }
-
-    mutating func value(_ number: Int?) {
-        if let number { value(number) } else { null() }
-    }
-
-    mutating func value(_ number: Int64?) {
-        if let number { value(number) } else { null() }
-    }
-
-    mutating func value(_ number: Double?) throws {
-        if let number { try value(number) } else { null() }
-    }
-
-    mutating func field(_ name: StaticString, _ text: String) {
-        key(name)
-        value(text)
-    }
-
-    mutating func field(_ name: StaticString, _ flag: Bool) {
-        key(name)
-        raw(flag ? "true" : "false")
-    }
-
-    mutating func field(_ name: StaticString, _ text: String?) {
-        key(name)
-        value(text)
-    }
-
-    mutating func field(_ name: StaticString, _ number: Int) {
-        key(name)
-        value(number)
-    }
-
-    mutating func field(_ name: StaticString, _ number: Int?) {
-        key(name)
-        value(number)
-    }
-
-    mutating func field(_ name: StaticString, _ number: Int64?) {
-        key(name)
-        value(number)
-    }
-
-    mutating func field(_ name: StaticString, _ number: Double) throws {
-        key(name)
-        try value(number)
-    }
-
-    mutating func field(_ name: StaticString, _ number: Double?) throws {
-        key(name)
-        try value(number)
-    }
-
-    mutating func field(_ name: StaticString, _ date: Date) {
-        key(name)
-        value(date)
-    }
 
     mutating func field<Tag>(_ name: StaticString, _ id: Identifier<Tag>) {
         key(name)
         value(id)
-    }
-
-    mutating func field(_ name: StaticString, _ writable: some JSONWritable) throws {
-        key(name)
-        try value(writable)
-    }
-
-    mutating func field(_ name: StaticString, _ writable: (some JSONWritable)?) throws {
-        key(name)
-        if let writable { try value(writable) } else { null() }
-    }
-
-    mutating func field(_ name: StaticString, _ elements: [some JSONWritable]) throws {
-        key(name)
-        try value(elements)
     }
 }
 
 extension Page: JSONSelfWriting where Element: JSONWritable {}
 
 extension Page: JSONWritable where Element: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         try json.field("data", data)
         json.field("nextCursor", nextCursor)
@@ -200,7 +32,7 @@ extension Page: JSONWritable where Element: JSONWritable {
 }
 
 extension Location: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         try json.field("lat", lat)
         try json.field("lng", lng)
@@ -210,7 +42,7 @@ extension Location: JSONWritable {
 }
 
 extension PhotoResource: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("digest", digest)
         json.field("url", url)
@@ -219,7 +51,7 @@ extension PhotoResource: JSONWritable {
 }
 
 extension ItemResource: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("id", id)
         json.field("kind", kind)
@@ -251,7 +83,7 @@ extension ItemResource: JSONWritable {
 }
 
 extension LoanResource: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("id", id)
         json.field("borrowerId", borrowerId)
@@ -281,7 +113,7 @@ extension LoanResource: JSONWritable {
 }
 
 extension BidResource: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("id", id)
         json.field("itemId", itemId)
@@ -304,7 +136,7 @@ extension BidResource: JSONWritable {
 }
 
 extension RentalPayment: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("days", days)
         json.field("totalCents", totalCents)
@@ -320,7 +152,7 @@ extension RentalPayment: JSONWritable {
 }
 
 extension CardResource: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("id", id)
         json.field("network", network)
@@ -334,7 +166,7 @@ extension CardResource: JSONWritable {
 }
 
 extension MyLoan: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("loanId", loanId)
         json.field("title", title)
@@ -349,7 +181,7 @@ extension MyLoan: JSONWritable {
 }
 
 extension ProfileLinks: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("posts", posts)
         json.field("bids", bids)
@@ -363,7 +195,7 @@ extension ProfileLinks: JSONWritable {
 
 /// `GET /v1/me`: its lists through `Encodable` were 4% of the server's time on it (`perf`).
 extension PrivateProfile: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("id", id)
         json.field("handle", handle)
@@ -397,7 +229,7 @@ extension PrivateProfile: JSONWritable {
 }
 
 extension Availability: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("from", from)
         json.field("until", until)
@@ -407,7 +239,7 @@ extension Availability: JSONWritable {
 }
 
 extension Availability.Range: JSONWritable {
-    func write(to json: inout JSONWriter) throws {
+    public func write(to json: inout JSONWriter) throws {
         json.beginObject()
         json.field("from", from)
         json.field("until", until)

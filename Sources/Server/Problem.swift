@@ -55,7 +55,9 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         conflicts = error.conflicts
     }
 
-    /// The body's shape, as clients read it.
+    /// The body's shape, as clients read it, written like every other answer
+    /// (`StreamingJSONEncoder`, `JSONStream` in the answers' style): members in declaration
+    /// order, `/` unescaped.
     public struct Body: Codable, Sendable, Equatable {
         public var type: String
         public var title: String
@@ -64,6 +66,19 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
         public var code: String
         public var errors: [FieldError]?
         public var conflicts: [Period]?
+
+        /// `errors` and `conflicts` are left out when there are none, where the answers' style
+        /// writes an absent optional as `null`: a problem has always said only what applies.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(type, forKey: .type)
+            try container.encode(title, forKey: .title)
+            try container.encode(status, forKey: .status)
+            try container.encode(detail, forKey: .detail)
+            try container.encode(code, forKey: .code)
+            if let errors { try container.encode(errors, forKey: .errors) }
+            if let conflicts { try container.encode(conflicts, forKey: .conflicts) }
+        }
     }
 
     /// `type` is `about:blank` (RFC 9457 §4.2.1): the problem means what its status and its
@@ -74,14 +89,13 @@ public struct Problem: HTTPResponseError, Sendable, Equatable {
             errors: errors.isEmpty ? nil : errors, conflicts: conflicts.isEmpty ? nil : conflicts)
     }
 
+    /// The body's bytes, by the encoder of every other answer.
+    func bodyJSON() throws -> [UInt8] { try StreamingJSONEncoder.encode(body) }
+
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
         var headers = headers
         headers[.contentType] = "application/problem+json"
-        return Response(
-            status: status, headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(body))))
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try bodyJSON())))
     }
 }
 

@@ -1,4 +1,7 @@
+import EventStore
 import Foundation
+import JSONStream
+import Marketplace
 import Projections
 import Testing
 
@@ -171,6 +174,31 @@ struct JSONWriterTests {
         #expect(text.contains(#""ownerId":"0e9d5873-9fd9-4301-a913-4a2a87b327e0""#))
         #expect(text.contains(#""maxDailyPriceCents":null"#))
         #expect(text.hasSuffix(#""position":9007199254740993}],"nextCursor":null}"#))
+    }
+
+    @Test("a problem is written as every answer is: declaration order, `/` unescaped, no empty lists")
+    func problems() throws {
+        let missing = Problem(.notFound, code: "not_found", detail: "No such resource: /v1/nowhere.")
+        #expect(
+            String(decoding: try missing.bodyJSON(), as: UTF8.self)
+                == #"{"type":"about:blank","title":"Not Found","status":404,"detail":"No such resource: /v1/nowhere.","code":"not_found"}"#)
+        var taken = Problem(
+            .conflict, code: "dates_unavailable", detail: "Taken.",
+            errors: [FieldError(field: "from", code: "dates_unavailable", message: "is \"taken\"")])
+        taken.conflicts = [Period(from: Day("2026-12-10")!, until: Day("2026-12-16")!)]
+        #expect(
+            String(decoding: try taken.bodyJSON(), as: UTF8.self)
+                == #"{"type":"about:blank","title":"Conflict","status":409,"detail":"Taken.","code":"dates_unavailable","#
+                + #""errors":[{"field":"from","code":"dates_unavailable","message":"is \"taken\""}],"#
+                + #""conflicts":[{"from":"2026-12-10","until":"2026-12-16"}]}"#)
+        // The same keys and values Foundation's encoder wrote (sorted) before the problems
+        // were written as the answers are; only the order differs.
+        let foundation = JSONEncoder()
+        foundation.outputFormatting = .sortedKeys
+        for problem in [missing, taken] {
+            let written = try JSONDecoder().decode(JSONValue.self, from: Data(try problem.bodyJSON()))
+            #expect(written == (try JSONDecoder().decode(JSONValue.self, from: foundation.encode(problem.body))))
+        }
     }
 
     @Test("a number JSON cannot hold is refused, as through Encodable")
