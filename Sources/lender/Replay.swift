@@ -21,7 +21,7 @@ struct Replay: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
 
-    @Option(help: "Only this projection's views: users, items, loans or carts (users and items go together).")
+    @Option(help: "Only the views rebuilt with this projection: users, items, bookings or feed (one group), loans, carts, payouts, reports or suspensions.")
     var projection: String?
 
     @Flag(help: "Rebuild aside and compare with the live views; print every difference; exit 1 if any.")
