@@ -69,7 +69,8 @@ struct ItemRow: Sendable {
             (id, kind, owner, title, description, category) =
                 (posted.itemID.rawValue, .rental, posted.ownerID.rawValue, posted.title, posted.description, posted.category)
             (priceCents, location, from, until) = (posted.dailyPriceCents, posted.location, posted.availableFrom, posted.availableUntil)
-            deposit = posted.securityDepositCents ?? 0
+            // As the log has it: none is NULL, which a rental's answer reads as 0 (`ItemResource`).
+            deposit = posted.securityDepositCents
         case .requestPosted(let posted):
             (id, kind, owner, title, description, category) =
                 (posted.itemID.rawValue, .request, posted.ownerID.rawValue, posted.title, posted.description, posted.category)

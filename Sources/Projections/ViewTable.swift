@@ -15,19 +15,21 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// What `decode` starts from before each column sets its field.
     let blank: Row
 
+    /// `name (a, b, …)`: an insert's or a `COPY`'s target. Made once: a build names it for
+    /// every bid it copies.
+    let target: String
+
     init(_ name: String, blank: Row, _ columns: [ViewColumn<Row>]) {
         self.name = name
         self.blank = blank
         self.columns = columns
+        target = "\(name) (\(columns.map(\.name).joined(separator: ", ")))"
     }
 
     /// `a, b, …`, each under `alias.` when given: a read's select list, in the columns' order.
     func selectList(_ alias: String? = nil) -> String {
         columns.map { column in alias.map { "\($0).\(column.name)" } ?? column.name }.joined(separator: ", ")
     }
-
-    /// `name (a, b, …)`: an insert's or a `COPY`'s target.
-    var target: String { "\(name) (\(selectList()))" }
 
     /// The row's values in the columns' order.
     func values(_ row: Row) -> [any PostgresEncodable] { columns.map { $0.encode(row) } }
@@ -39,10 +41,23 @@ struct ViewTable<Row: Sendable>: Sendable {
         return copy
     }
 
-    /// A row read under the columns' own names (`selectList`), whatever else the read selects.
+    /// A row read by `selectList`, its columns first, in their order (whatever the read selects
+    /// after them): each found by its place, not looked up by name among the row's, which a page
+    /// of 200 items paid for in every cell. The names are still held to the places.
     func decode(_ row: PostgresRow) throws -> Row {
+        let names = row.columns
+        guard names.count >= columns.count else {
+            throw PostgresError(.decoding, message: "\(name) has \(columns.count) columns; the read has \(names.count)")
+        }
         var decoded = blank
-        for column in columns { try column.decode(row, &decoded) }
+        for (index, column) in columns.enumerated() {
+            guard names[index].name == column.name else {
+                throw PostgresError(
+                    .decoding, message: "column \(index) of the read is \(names[index].name), not \(name).\(column.name)",
+                    column: column.name)
+            }
+            try column.decode(row, index, &decoded)
+        }
         return decoded
     }
 
@@ -81,7 +96,8 @@ struct ViewColumn<Row: Sendable>: Sendable {
     let name: String
     let type: String
     let encode: @Sendable (Row) -> any PostgresEncodable
-    let decode: @Sendable (PostgresRow, inout Row) throws -> Void
+    /// Reads the field from the row's column at this index.
+    let decode: @Sendable (PostgresRow, Int, inout Row) throws -> Void
 }
 
 extension ViewColumn {
@@ -89,14 +105,14 @@ extension ViewColumn {
     init<Value: PostgresCodable>(_ name: String, _ type: String, _ field: WritableKeyPath<Row, Value> & Sendable) {
         self.init(
             name: name, type: type, encode: { $0[keyPath: field] },
-            decode: { row, into in into[keyPath: field] = try row.decode(name, as: Value.self) })
+            decode: { row, index, into in into[keyPath: field] = try row.decode(index, as: Value.self) })
     }
 
     /// A field stored as it is, nil as NULL.
     init<Value: PostgresCodable>(_ name: String, _ type: String, _ field: WritableKeyPath<Row, Value?> & Sendable) {
         self.init(
             name: name, type: type, encode: { $0[keyPath: field] },
-            decode: { row, into in into[keyPath: field] = try row.decode(name, as: Value?.self) })
+            decode: { row, index, into in into[keyPath: field] = try row.decode(index, as: Value?.self) })
     }
 
     /// A field stored by its raw value, as `text`: a kind, a category, a status.
@@ -104,8 +120,8 @@ extension ViewColumn {
     where Value.RawValue == String {
         self.init(
             name: name, type: "text", encode: { $0[keyPath: field].rawValue },
-            decode: { row, into in
-                let text = try row.decode(name, as: String.self)
+            decode: { row, index, into in
+                let text = try row.decode(index, as: String.self)
                 guard let value = Value(rawValue: text) else {
                     throw PostgresError(.decoding, message: "\(text) is no \(Value.self)", column: name)
                 }
@@ -117,14 +133,14 @@ extension ViewColumn {
     init(_ name: String, day field: WritableKeyPath<Row, Day?> & Sendable) {
         self.init(
             name: name, type: "date", encode: { $0[keyPath: field].map { PostgresDate($0.description) } },
-            decode: { row, into in into[keyPath: field] = try row.decode(name, as: PostgresDay?.self)?.day })
+            decode: { row, index, into in into[keyPath: field] = try row.decode(index, as: PostgresDay?.self)?.day })
     }
 
     /// A day, as `date`.
     init(_ name: String, day field: WritableKeyPath<Row, Day> & Sendable) {
         self.init(
             name: name, type: "date", encode: { PostgresDate($0[keyPath: field].description) },
-            decode: { row, into in into[keyPath: field] = try row.decode(name, as: PostgresDay.self).day })
+            decode: { row, index, into in into[keyPath: field] = try row.decode(index, as: PostgresDay.self).day })
     }
 }
 

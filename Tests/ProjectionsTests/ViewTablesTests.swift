@@ -75,3 +75,21 @@ struct ViewTablesTests {
         }
     }
 }
+
+/// The rows the appends insert and a rebuild holds keep what the log says: a rental posted
+/// without a deposit holds NULL, as every row written before the declarations did (a 0 would
+/// differ from them under `lender replay --verify`); its answer reads it as 0.
+@Suite("Rows as the log has them")
+struct PostedRowTests {
+    @Test func aRentalWithoutADepositHoldsNone() throws {
+        let posted = RentalPosted(
+            itemID: ItemID(), ownerID: UserID(), title: "Drill", description: "", category: .tools, dailyPriceCents: 700,
+            location: Location(lat: 1, lng: 2, place: "Here"), availableFrom: nil, availableUntil: nil)
+        let row = try #require(ItemRow(posted: .rentalPosted(posted), ownerHandle: "ada", at: Date(), position: 1))
+        #expect(row.deposit == nil)
+        #expect(ItemResource(row, distanceKm: nil, position: 1).securityDepositCents == 0)
+        var deposit = posted
+        deposit.securityDepositCents = 5_000
+        #expect(ItemRow(posted: .rentalPosted(deposit), ownerHandle: "ada", at: Date(), position: 1)?.deposit == 5_000)
+    }
+}
