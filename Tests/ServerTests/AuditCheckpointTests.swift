@@ -11,8 +11,9 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// A fresh audit signing key in a folder of its own, and the environment that names it.
-struct AuditKey {
+/// A fresh audit signing key in a folder of its own, and the environment that names it; the
+/// folder goes when the last test holding it is done (each run left hundreds in /tmp).
+final class AuditKey: Sendable {
     let directory: URL
     let key = Curve25519.Signing.PrivateKey()
 
@@ -21,6 +22,8 @@ struct AuditKey {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try Data(key.rawRepresentation.base64EncodedString().utf8).write(to: file("signing-key"))
     }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
 
     func file(_ name: String) -> URL { directory.appendingPathComponent(name) }
     var environment: [String: String] { ["AUDIT_SIGNING_KEY_FILE": file("signing-key").path] }
