@@ -76,6 +76,10 @@ struct ViewTable<Row: Sendable>: Sendable {
         // An array column travels as its literal's text, each element of a one-dimensional
         // `text[]`: `unnest` flattens arrays of arrays.
         let arrays = columns.map { parameter($0.name) }
+        // A misspelt name would leave its column to the row's placeholder, silently.
+        for name in computed.keys where !columns.contains(where: { $0.name == name }) {
+            preconditionFailure("\(self.name) has no \(name) to compute")
+        }
         let selected = columns.map { column in
             computed[column.name] ?? (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
         }
