@@ -305,13 +305,9 @@ public final class EventStore: Sendable {
             }
         }
         guard let last = events.last?.position else { return }
-        // Pipelined, as a rebuild applies them: the projections' writes go back to back on the
-        // connection that holds the log head, not one round trip each. The first error is
-        // thrown at the end, and the transaction with it.
-        try session.pipelined { session in
-            for projection in projections {
-                try projection.apply(events, &session)
-            }
+        // As a rebuild's catch-up applies them, on the connection that holds the log head.
+        // The first error is thrown at the end, and the transaction with it.
+        try InlineProjections.apply(projections, events, &session) { session in
             try Self.checkpoint(projections, at: last, in: &session)
         }
     }

@@ -244,6 +244,13 @@ public protocol InlineProjection: Sendable {
     var name: String { get }
     /// Applies a batch's events, in position order, on the appending transaction's connection.
     func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws
+    /// The rows of its views a batch's `apply(_:read:_:)` starts from (its rows by key, say):
+    /// read in the appending transaction before any projection writes the batch, every
+    /// projection's in one round trip (`InlineProjections.apply`). None unless a projection
+    /// says otherwise.
+    func reads(_ events: [ProjectedEvent]) -> [PostgresQuery]
+    /// `apply`, given the rows `reads` asked for, in its order.
+    func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws
     /// Applies a batch to views being rebuilt from the log from its first event, where what
     /// is cheaper made once over all the rows may be left to `finishRebuild`, and what the
     /// projection reads of earlier batches may be kept in `memory` rather than read back from
@@ -256,10 +263,36 @@ public protocol InlineProjection: Sendable {
 }
 
 extension InlineProjection {
+    public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] { [] }
+    public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
+        try apply(events, &session)
+    }
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try apply(events, &session)
     }
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {}
+}
+
+/// Inline projections applied to a batch, the one way the appends and a rebuild's catch-up
+/// both take.
+public enum InlineProjections {
+    /// `events` applied by each of `projections` in order, then `then`, in the caller's
+    /// transaction: first every projection's `reads`, in one round trip; then their writes
+    /// pipelined, back to back, not one round trip each. The first error is thrown at the end.
+    public static func apply(
+        _ projections: [any InlineProjection], _ events: [ProjectedEvent], _ session: inout PostgresSession,
+        then: (inout PostgresSession) throws -> Void = { _ in }
+    ) throws {
+        let asked = projections.map { $0.reads(events) }
+        var read = try session.reads(asked.flatMap { $0 }, prepared: true)[...]
+        try session.pipelined { session in
+            for (projection, reads) in zip(projections, asked) {
+                try projection.apply(events, read: Array(read.prefix(reads.count)), &session)
+                read = read.dropFirst(reads.count)
+            }
+            try then(&session)
+        }
+    }
 }
 
 /// What projections keep from one batch of a rebuild to the next: one value per key, made at

@@ -504,6 +504,28 @@ public struct PostgresSession: ~Copyable {
         }
     }
 
+    /// Runs read statements pipelined in the caller's transaction: one round trip for all of
+    /// them, their rows in order; the first error is thrown (and the transaction is aborted,
+    /// as any failed statement leaves it). Not inside a pipeline or a recording, where nothing
+    /// answers: for what a projection reads of its views before it writes them.
+    public mutating func reads(_ queries: [PostgresQuery], prepared usePrepared: Bool = false) throws -> [PostgresRows] {
+        precondition(recorded == nil, "recording keeps statements only; it cannot read")
+        guard unsynced == nil else { throw PostgresError(.connection, message: "reads cannot run inside a pipeline") }
+        guard !queries.isEmpty else { return [] }
+        guard (usePrepared ? 2 : 1) * queries.count + 1 < Self.pipelineDepth else {
+            throw PostgresError(.encoding, message: "one round of reads takes at most \(Self.pipelineDepth / 2 - 1) statements")
+        }
+        return try inPipelineMode { session in
+            do {
+                for query in queries { try session.send(query, prepared: usePrepared) }
+            } catch {
+                _ = try? session.sync()
+                throw error
+            }
+            return try session.sync(collecting: true)
+        }
+    }
+
     /// Runs `body` in libpq's pipeline mode, and leaves it after.
     private mutating func inPipelineMode<T>(_ body: (inout PostgresSession) throws -> T) throws -> T {
         guard PQenterPipelineMode(pg) == 1 else { throw sendError() }

@@ -212,7 +212,9 @@ public struct ViewRebuilder: Sendable {
     /// recorded for longer than the pool's acquire timeout would fail the read; one of 5,000
     /// events takes tens of milliseconds); with one, the reading waits for that timeout and
     /// fails. `lender replay` and the bench open three. When the writing fails, the batches
-    /// being read and recorded are waited for before the error is thrown.
+    /// being read and recorded are waited for before the error is thrown. A catch-up (after a
+    /// `position` past 0) applies each batch on the writer, as the appends do: its projections
+    /// read the rows the batch before wrote.
     public func build(
         _ schema: String, after position: Int64, until: Int64? = nil,
         progress: @escaping @Sendable (Int64, Int64) -> Void = { _, _ in }
@@ -248,15 +250,15 @@ public struct ViewRebuilder: Sendable {
             }
         }
         /// The statements that apply `events`, made in the events' order batch after batch:
-        /// a build's memory is a fold.
+        /// a build's memory is a fold. A catch-up's are made by the writer, as the appends make
+        /// theirs: they read the rows the batch before wrote.
         @Sendable func record(_ events: [ProjectedEvent]) -> Task<[RecordedStatement], any Error> {
             Task {
-                try await pool.withConnection { connection in
+                guard fresh else { return [] }
+                return try await pool.withConnection { connection in
                     try await connection.withBlockingSession { session in
                         try session.recording { session in
-                            for projection in projections {
-                                if fresh { try projection.rebuild(events, &session, memory) } else { try projection.apply(events, &session) }
-                            }
+                            for projection in projections { try projection.rebuild(events, &session, memory) }
                         }
                     }
                 }
@@ -267,8 +269,8 @@ public struct ViewRebuilder: Sendable {
             var done = position
             var fetching = done < target ? fetch(after: done) : nil
             // Each batch recorded only once the one before it is: a build's memory is a fold.
-            var recording: (last: Int64, statements: Task<[RecordedStatement], any Error>)?
-            var recorded: (last: Int64, statements: [RecordedStatement])?
+            var recording: (last: Int64, events: [ProjectedEvent], statements: Task<[RecordedStatement], any Error>)?
+            var recorded: (last: Int64, events: [ProjectedEvent], statements: [RecordedStatement])?
             do {
                 while true {
                     try Task.checkCancellation()
@@ -277,20 +279,24 @@ public struct ViewRebuilder: Sendable {
                         // None left before `target`: positions may skip (a rolled-back append's).
                         let last = events.last?.position ?? target
                         fetching = last < target ? fetch(after: last) : nil
-                        recording = (last, record(events))
+                        recording = (last, fresh ? [] : events, record(events))
                     }
                     // The batch before is sent while this one is recorded and the next one read.
                     if let batch = recorded {
                         try await writer.withBlockingSession { session in
                             try session.withTransaction { session in
-                                try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
+                                if fresh {
+                                    try Self.inSchema(schema, &session) { session in try session.pipelined(recorded: batch.statements) }
+                                } else {
+                                    try Self.apply(batch.events, &session, schema, projections)
+                                }
                             }
                         }
                         done = batch.last
                         progress(done, target)
                     }
                     guard let next = recording else { break }
-                    recorded = (next.last, try await next.statements.value)
+                    recorded = (next.last, next.events, try await next.statements.value)
                     recording = nil
                 }
             } catch {
@@ -464,12 +470,7 @@ public struct ViewRebuilder: Sendable {
         _ events: [ProjectedEvent], _ session: inout PostgresSession, _ schema: String, _ projections: [any InlineProjection]
     ) throws {
         guard !events.isEmpty else { return }
-        try inSchema(schema, &session) { session in
-            // Pipelined, the projections' writes go back to back, not one round trip each.
-            try session.pipelined { session in
-                for projection in projections { try projection.apply(events, &session) }
-            }
-        }
+        try inSchema(schema, &session) { session in try InlineProjections.apply(projections, events, &session) }
     }
 
     /// `body` with the projections' unqualified tables `schema`'s, in the caller's transaction,

@@ -4,7 +4,7 @@ import Postgres
 
 /// A row of `users_view`: a user's public and private profile, balance and counts. `table`
 /// is its one declaration.
-struct UserRow: Sendable {
+struct UserRow: Sendable, Equatable {
     var id = UUID.none
     var handle = ""
     var displayName = ""
@@ -55,7 +55,7 @@ struct UserRow: Sendable {
 }
 
 /// A row of `cards_view`: a card on file, as its last four digits and expiry show it.
-struct CardRow: Sendable {
+struct CardRow: Sendable, Equatable {
     var id = UUID.none
     var user = UUID.none
     var network = ""

@@ -1,6 +1,7 @@
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// A view's row, declared once: each column's name, SQL type and field, in one list. The
 /// appends' set-based insert, a rebuild's `COPY`, the reads' column list and their decode are
@@ -92,6 +93,29 @@ struct ViewTable<Row: Sendable>: Sendable {
         return SetWrite(label, width: columns.count) { values in
             PostgresQuery(unsafeSQL: sql, bindings: values.map(\.postgresBinding))
         }
+    }
+}
+
+extension ViewTable {
+    /// The rows whose `column` is one of `keys` (a fold's rows by key), for `decode`.
+    func rows(where column: String, in keys: some Collection<UUID>) -> PostgresQuery {
+        "SELECT \(unsafeRaw: selectList()) FROM \(unsafeRaw: name) WHERE \(unsafeRaw: column) = ANY (\(keys.map(\.lowercaseText))::uuid[])"
+    }
+
+    /// A set-based write of whole rows that replaces the row of the same `key`, each column
+    /// as the fold left it: what a fold writes back.
+    func upsert(_ label: String, key: String) -> SetWrite {
+        let updates = columns.filter { $0.name != key }.map { "\($0.name) = excluded.\($0.name)" }
+        return insert(label) { "\($0)\nON CONFLICT (\(key)) DO UPDATE SET \(updates.joined(separator: ", "))" }
+    }
+
+    /// `shape` (an `insert` or an `upsert` of this table) for `rows`.
+    func write(_ shape: SetWrite, _ rows: some Sequence<Row>) -> PostgresQuery {
+        var arrays = Array(repeating: PostgresBatchColumn(), count: columns.count)
+        for row in rows {
+            for (index, column) in columns.enumerated() { arrays[index].append(column.encode(row)) }
+        }
+        return shape.statement(arrays)
     }
 }
 

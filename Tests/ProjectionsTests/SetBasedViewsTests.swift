@@ -218,6 +218,11 @@ struct SetBasedViewsTests {
                     "SELECT handle || ' ' || display_name || ' ' || coalesce(country, '-') || ' ' || (photo IS NOT NULL) AS p FROM together.users_view WHERE handle IN ('u1', 'u2', 'u3') ORDER BY 1"
                 ).map { try $0.decode("p", as: String.self) }
                 #expect(profiles == ["u1 Una GB true", "u2 User 2 NP true", "u3 former user - false"])
+                let money = try await pool.query(
+                    "SELECT handle || ' ' || balance_cents || ' ' || held_cents AS m FROM together.users_view ORDER BY handle"
+                ).map { try $0.decode("m", as: String.self) }
+                // Each deposit of 100,000, less 5,000 for each share bought from the balance.
+                #expect(money == ["late 0 0", "u0 100000 0", "u1 100000 0", "u2 95000 0", "u3 90000 0", "u4 95000 0", "u5 90000 0"])
                 let ratings = try await pool.query("SELECT sum(review_count)::int AS n FROM together.users_view").single()
                 #expect(try ratings.decode("n", as: Int.self) > 0)
             }
