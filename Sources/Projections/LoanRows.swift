@@ -3,7 +3,7 @@ import Marketplace
 import Postgres
 
 /// A row of `loans_view`: a loan as the log leaves it. `table` is its one declaration.
-struct LoanRow: Sendable {
+struct LoanRow: Sendable, Equatable {
     var id = UUID.none
     var borrower = UUID.none
     var title = ""
@@ -60,7 +60,7 @@ struct LoanRow: Sendable {
 }
 
 /// A row of `loan_shares_view`: what one lender lent a loan, and was repaid.
-struct LoanShareRow: Sendable {
+struct LoanShareRow: Sendable, Equatable {
     var loan = UUID.none
     var lender = UUID.none
     var amountCents = 0
@@ -79,7 +79,7 @@ struct LoanShareRow: Sendable {
 }
 
 /// A row of `country_loans_view`: a country's fundraising loans.
-struct CountryLoansRow: Sendable {
+struct CountryLoansRow: Sendable, Equatable {
     var country = ""
     var fundraising = 0
 

@@ -3,104 +3,131 @@ import EventStore
 import Foundation
 import Marketplace
 import Postgres
+import UUIDs
 
 /// `loans_view`, `loan_shares_view` and `country_loans_view`: every loan, who lent to it and
 /// what they were repaid, and how many loans each country has fundraising.
+///
+/// Stated once, as a fold over typed rows (`Rows.fold`), as `UsersProjection` is: an append
+/// reads the rows its batch touches by key, folds the batch into them, and writes back the
+/// rows it changed; a build from the first event holds every row in memory and copies them
+/// at its end.
 public struct LoansProjection: InlineProjection {
     public let name = "loans"
     public init() {}
 
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        var plan = WritePlan()
+    /// The batch's loans by key (their streams', a posting's) and every loan of a borrower it
+    /// forgets; the shares it buys or credits, by key; how many lenders each loan it buys into
+    /// has; and the countries of its loans.
+    public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] {
+        var loans = Set<UUID>(), borrowers = Set<UUID>(), buying = Set<UUID>(), countries = Set<String>()
+        var shares = Set<Rows.ShareKey>()
         for event in events {
-            if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                // A forgotten borrower's loans stay (lenders' money is in them) without the place,
-                // the texts or the photos.
-                plan.barrier([
-                    """
-                    UPDATE loans_view SET lat = 0, lng = 0, place = \(Redacted.text), title = \(Redacted.text),
-                           description = \(Redacted.text), photos = '{}', updated_at = \(event.recordedAt),
-                           position = \(event.position)
-                    WHERE borrower_id = \(forgotten.userID.rawValue)
-                    """
-                ])
+            if event.type == UserForgotten.eventType, case .forgotten(let forgotten)? = try? Aggregate.user.codec.decode(event) {
+                borrowers.insert(forgotten.userID.rawValue)
                 continue
             }
-            guard Aggregate.loan.owns(event.streamID) else { continue }
-            let loan = Aggregate.loan.id(of: event.streamID)?.rawValue
-            let row = [WritePlan.Row(.loan, loan)]
-            let shares = [WritePlan.Row(.loanShares, loan)]
-            let at = event.recordedAt
-            switch try Aggregate.loan.codec.decode(event) {
+            guard Aggregate.loan.owns(event.streamID), let loan = Aggregate.loan.id(of: event.streamID)?.rawValue else { continue }
+            loans.insert(loan)
+            switch try? Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
-                plan.add(
-                    Self.postLoans, LoanRow.table.values(LoanRow(posted: posted, at: at, position: event.position)),
-                    writes: [WritePlan.Row(.loan, posted.loanID.rawValue)])
+                loans.insert(posted.loanID.rawValue)
+                countries.insert(posted.countryCode)
             case .sharePurchased(let purchase):
-                plan.add(Self.buyShares, [loan, purchase.lenderID.rawValue, purchase.amountCents, at], writes: shares)
-                // Counts the lenders once the share is written.
-                plan.add(Self.fundLoans, [loan, purchase.amountCents, at, event.position], reads: shares, writes: row)
-            case .funded:
-                plan.add(Self.leaveFundraising, [loan, LoanStatus.funded.rawValue, at, event.position], writes: row)
-            case .expired:
-                plan.add(Self.leaveFundraising, [loan, LoanStatus.expired.rawValue, at, event.position], writes: row)
-            case .takenDown:
-                plan.add(Self.leaveFundraising, [loan, LoanStatus.takenDown.rawValue, at, event.position], writes: row)
-            case .suspended:
-                plan.add(Self.leaveFundraising, [loan, LoanStatus.suspended.rawValue, at, event.position], writes: row)
-            case .reinstated:
-                plan.add(Self.returnToFundraising, [loan, at, event.position], writes: row)
-            case .photoAdded(let added):
-                // No digest: a forgotten borrower's photo, as a replay reads it.
-                if let digest = added.digest { plan.add([Gallery.loans.add(digest, to: loan, event)], writes: row) }
-            case .photoRemoved(let removed):
-                if let digest = removed.digest { plan.add([Gallery.loans.remove(digest, from: loan, event)], writes: row) }
+                shares.insert(Rows.ShareKey(loan: loan, lender: purchase.lenderID.rawValue))
+                buying.insert(loan)
             case .repaymentRecorded(let recorded):
-                plan.add(Self.recordRepayments, [loan, recorded.amountCents, at, event.position], writes: row)
-                if !recorded.credits.isEmpty {
-                    plan.add(
-                        Self.creditShares, rows: recorded.credits.map { [loan, $0.lenderID.rawValue, $0.amountCents] }, writes: shares)
-                }
-            case .repaid:
-                plan.add(
-                    [
-                        """
-                        UPDATE loans_view SET status = \(LoanStatus.repaid.rawValue), updated_at = \(at), position = \(event.position)
-                        WHERE loan_id = \(loan)
-                        """
-                    ], writes: row)
+                for credit in recorded.credits { shares.insert(Rows.ShareKey(loan: loan, lender: credit.lenderID.rawValue)) }
+            default:
+                break
             }
         }
-        try plan.run(&session)
+        guard !loans.isEmpty || !borrowers.isEmpty else { return [] }
+        let (touched, forgotten) = (loans.map(\.lowercaseText), borrowers.map(\.lowercaseText))
+        return [
+            """
+            SELECT \(unsafeRaw: LoanRow.table.selectList()) FROM loans_view
+            WHERE loan_id = ANY (\(touched)::uuid[]) OR borrower_id = ANY (\(forgotten)::uuid[])
+            """,
+            """
+            SELECT \(unsafeRaw: LoanShareRow.table.selectList("s"))
+            FROM unnest(\(shares.map(\.loan.lowercaseText))::uuid[], \(shares.map(\.lender.lowercaseText))::uuid[]) AS k(loan_id, lender_id)
+            JOIN loan_shares_view s ON s.loan_id = k.loan_id AND s.lender_id = k.lender_id
+            """,
+            """
+            SELECT loan_id, count(*)::int AS lenders FROM loan_shares_view
+            WHERE loan_id = ANY (\(buying.map(\.lowercaseText))::uuid[]) GROUP BY loan_id
+            """,
+            """
+            SELECT \(unsafeRaw: CountryLoansRow.table.selectList()) FROM country_loans_view
+            WHERE country_code = ANY (\(Array(countries)))
+               OR country_code IN (SELECT country_code FROM loans_view WHERE loan_id = ANY (\(touched)::uuid[]))
+            """,
+        ]
+    }
+
+    /// Reads its rows itself: not inside a pipeline (`InlineProjections.apply` reads first).
+    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        try apply(events, read: session.reads(reads(events), prepared: true), &session)
+    }
+
+    /// The rows `reads` found, the batch folded into them, and those it changed written back
+    /// whole: loans, shares and countries' counts.
+    public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
+        guard read.count == 4 else { return }
+        let loans = try read[0].map(LoanRow.table.decode)
+        let shares = try read[1].map(LoanShareRow.table.decode)
+        let countries = try read[3].map(CountryLoansRow.table.decode)
+        var rows = Rows()
+        for loan in loans {
+            rows.loans[loan.id] = HeldLoan(row: loan, created: 0)
+            rows.loansByBorrower[loan.borrower, default: []].append(loan.id)
+        }
+        for share in shares { rows.shares[Rows.ShareKey(loan: share.loan, lender: share.lender)] = HeldShare(row: share, bought: 0) }
+        for counted in read[2] { rows.lenders[try counted.decode(0, as: UUID.self)] = try counted.decode(1, as: Int.self) }
+        for country in countries { rows.fundraising[country.country] = country.fundraising }
+        for event in events { try rows.fold(event) }
+
+        let loansBefore = Dictionary(uniqueKeysWithValues: loans.map { ($0.id, $0) })
+        let sharesBefore = Dictionary(uniqueKeysWithValues: shares.map { (Rows.ShareKey(loan: $0.loan, lender: $0.lender), $0) })
+        let countsBefore = Dictionary(uniqueKeysWithValues: countries.map { ($0.country, $0.fundraising) })
+        let changedLoans = rows.loans.values.lazy.map(\.row).filter { loansBefore[$0.id] != $0 }
+        let changedShares = rows.shares.lazy.filter { sharesBefore[$0.key] != $0.value.row }.map(\.value.row)
+        let changedCounts = rows.fundraising.lazy.filter { countsBefore[$0.key] != $0.value }
+            .map { CountryLoansRow(country: $0.key, fundraising: $0.value) }
+        if !changedLoans.isEmpty { try session.query(LoanRow.table.write(Self.writeLoans, changedLoans), prepared: true) }
+        if !changedShares.isEmpty { try session.query(LoanShareRow.table.write(Self.writeShares, changedShares), prepared: true) }
+        if !changedCounts.isEmpty { try session.query(CountryLoansRow.table.write(Self.writeCounts, changedCounts), prepared: true) }
     }
 
     /// A build from the first event holds each loan, share and country's count as its row
-    /// stands, changed in memory as the statements above change it, and writes them once by
+    /// stands, folded as an append folds it, and writes them once by
     /// `COPY` at its end: each share bought and each repayment was an insert or an update of
     /// a share and of its loan (1.6 s of the writer's 7 s in a 1.0M-event build,
     /// `pg_stat_statements`).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
-        try memory.with(name, initial: Memory()) { known in
+        try memory.with(name, initial: Rows()) { known in
             for event in events { try known.fold(event) }
         }
     }
 
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
-        try memory.with(name, initial: Memory()) { known in
+        try memory.with(name, initial: Rows()) { known in
             // In the order the log wrote them, as the appends insert them.
             let loans = LoanRow.table.copy(known.loans.values.sorted(by: { $0.created < $1.created }).lazy.map(\.row))
             let shares = LoanShareRow.table.copy(known.shares.values.sorted(by: { $0.bought < $1.bought }).lazy.map(\.row))
             let countries = CountryLoansRow.table.copy(
                 known.fundraising.sorted(by: { $0.key < $1.key }).lazy.map { CountryLoansRow(country: $0.key, fundraising: $0.value) })
-            known = Memory()
+            known = Rows()
             try session.copy(loans)
             try session.copy(shares)
             try session.copy(countries)
         }
     }
 
-    /// What a build holds until its end.
-    struct Memory: Sendable {
+    /// The loans', shares' and countries' rows a fold holds: a batch's, read by key, in an
+    /// append; every one, until its end, in a build from the first event.
+    struct Rows: Sendable {
         var loans: [UUID: HeldLoan] = [:]
         /// Each borrower's loans, for their forgetting.
         var loansByBorrower: [UUID: [UUID]] = [:]
@@ -115,7 +142,7 @@ public struct LoansProjection: InlineProjection {
             var lender: UUID
         }
 
-        /// `event` made to the rows, as `apply`'s statements make it.
+        /// `event` made to the rows: the projection's one statement of what each event does.
         mutating func fold(_ event: ProjectedEvent) throws {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
                 for id in loansByBorrower[forgotten.userID.rawValue] ?? [] {
@@ -217,100 +244,8 @@ public struct LoansProjection: InlineProjection {
         let bought: Int64
     }
 
-    // MARK: Set-based writes, each row found by key (see `ItemsProjection`).
-
-    /// New loans (`LoanRow(posted:)`), fundraising, each counted in its country's fundraising
-    /// loans, even one whose id was posted before (beside the insert's `DO NOTHING`).
-    static let postLoans = LoanRow.table.insert("post loans") { insert in
-        """
-        WITH inserted AS (
-            \(insert)
-            ON CONFLICT (loan_id) DO NOTHING
-        )
-        INSERT INTO country_loans_view AS c (country_code, fundraising_loans)
-        SELECT country, count(*) FROM unnest(\(LoanRow.table.parameter("country_code"))) AS r(country) GROUP BY country
-        ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = c.fundraising_loans + excluded.fundraising_loans
-        """
-    }
-
-    /// Shares bought: a lender's first, or more of the same loan.
-    static let buyShares = SetWrite("buy shares", width: 4) { c in
-        """
-        INSERT INTO loan_shares_view AS s (loan_id, lender_id, amount_cents, first_bought_at)
-        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int4[], \(c[3])::timestamptz[])
-        ON CONFLICT (loan_id, lender_id) DO UPDATE SET amount_cents = s.amount_cents + excluded.amount_cents
-        """
-    }
-
-    /// What a share bought adds to its loan, and the loan's lenders counted again.
-    static let fundLoans = SetWrite("fund loans", width: 4) { c in
-        """
-        UPDATE loans_view l
-        SET funded_cents = l.funded_cents + r.amount,
-            lender_count = (SELECT count(*) FROM loan_shares_view s WHERE s.loan_id = r.loan),
-            updated_at = r.at, position = r.position
-        FROM unnest(\(c[0])::uuid[], \(c[1])::int4[], \(c[2])::timestamptz[], \(c[3])::int8[]) AS r(loan, amount, at, position)
-        WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
-        """
-    }
-
-    /// Loans funded or expired: out of their country's fundraising count (if they were in it),
-    /// read in the statement's snapshot, before the new status.
-    static let leaveFundraising = SetWrite("leave fundraising", width: 4) { c in
-        """
-        WITH r AS (
-            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::text[], \(c[2])::timestamptz[], \(c[3])::int8[])
-                 AS r(loan, status, at, position)
-        ),
-        leaving AS (
-            SELECT l.country_code, count(*) AS n
-            FROM r, LATERAL (SELECT country_code FROM loans_view WHERE loan_id = r.loan AND status = 'fundraising' OFFSET 0) l
-            GROUP BY l.country_code
-        ),
-        counted AS (
-            UPDATE country_loans_view c SET fundraising_loans = c.fundraising_loans - leaving.n
-            FROM leaving WHERE c.country_code = leaving.country_code
-        )
-        UPDATE loans_view l SET status = r.status, updated_at = r.at, position = r.position
-        FROM r WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
-        """
-    }
-
-    /// A suspended borrower's loans back in their countries' counts and lists.
-    static let returnToFundraising = SetWrite("return to fundraising", width: 3) { c in
-        """
-        WITH r AS (
-            SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::timestamptz[], \(c[2])::int8[]) AS r(loan, at, position)
-        ),
-        coming AS (
-            SELECT l.country_code, count(*) AS n
-            FROM r, LATERAL (SELECT country_code FROM loans_view WHERE loan_id = r.loan AND status = 'suspended' OFFSET 0) l
-            GROUP BY l.country_code
-        ),
-        counted AS (
-            INSERT INTO country_loans_view (country_code, fundraising_loans)
-            SELECT country_code, n FROM coming
-            ON CONFLICT (country_code) DO UPDATE SET fundraising_loans = country_loans_view.fundraising_loans + excluded.fundraising_loans
-        )
-        UPDATE loans_view l SET status = 'fundraising', updated_at = r.at, position = r.position
-        FROM r WHERE l.loan_id = r.loan AND l.status = 'suspended' AND l.loan_id = ANY (\(c[0])::uuid[])
-        """
-    }
-
-    static let recordRepayments = SetWrite("record repayments", width: 4) { c in
-        """
-        UPDATE loans_view l SET repaid_cents = l.repaid_cents + r.amount, status = 'repaying', updated_at = r.at, position = r.position
-        FROM unnest(\(c[0])::uuid[], \(c[1])::int4[], \(c[2])::timestamptz[], \(c[3])::int8[]) AS r(loan, amount, at, position)
-        WHERE l.loan_id = r.loan AND l.loan_id = ANY (\(c[0])::uuid[])
-        """
-    }
-
-    /// Each lender's part of a repayment.
-    static let creditShares = SetWrite("credit shares", width: 3) { c in
-        """
-        UPDATE loan_shares_view s SET repaid_cents = s.repaid_cents + r.amount
-        FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int8[]) AS r(loan, lender, amount)
-        WHERE s.loan_id = r.loan AND s.lender_id = r.lender AND s.loan_id = ANY (\(c[0])::uuid[])
-        """
-    }
+    /// A loan, share or country's count the fold made or changed, replaced whole.
+    static let writeLoans = LoanRow.table.upsert("write loans", key: "loan_id")
+    static let writeShares = LoanShareRow.table.upsert("write shares", key: "loan_id", "lender_id")
+    static let writeCounts = CountryLoansRow.table.upsert("write country counts", key: "country_code")
 }

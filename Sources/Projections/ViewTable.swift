@@ -104,9 +104,10 @@ extension ViewTable {
 
     /// A set-based write of whole rows that replaces the row of the same `key`, each column
     /// as the fold left it: what a fold writes back.
-    func upsert(_ label: String, key: String) -> SetWrite {
-        let updates = columns.filter { $0.name != key }.map { "\($0.name) = excluded.\($0.name)" }
-        return insert(label) { "\($0)\nON CONFLICT (\(key)) DO UPDATE SET \(updates.joined(separator: ", "))" }
+    func upsert(_ label: String, key: String...) -> SetWrite {
+        let updates = columns.filter { !key.contains($0.name) }.map { "\($0.name) = excluded.\($0.name)" }
+        let conflict = key.joined(separator: ", ")
+        return insert(label) { "\($0)\nON CONFLICT (\(conflict)) DO UPDATE SET \(updates.joined(separator: ", "))" }
     }
 
     /// `shape` (an `insert` or an `upsert` of this table) for `rows`.
