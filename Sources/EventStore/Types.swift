@@ -273,6 +273,16 @@ extension InlineProjection {
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {}
 }
 
+/// A projection whose batches start from rows of its views (`reads`) and its writes made
+/// from them (`apply(_:read:_:)`): applied alone, outside a pipeline, it reads them itself.
+public protocol ReadingProjection: InlineProjection {}
+
+extension ReadingProjection {
+    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
+        try apply(events, read: session.reads(reads(events), prepared: true), &session)
+    }
+}
+
 /// Inline projections applied to a batch, the one way the appends and a rebuild's catch-up
 /// both take.
 public enum InlineProjections {

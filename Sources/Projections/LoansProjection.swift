@@ -12,7 +12,7 @@ import UUIDs
 /// reads the rows its batch touches by key, folds the batch into them, and writes back the
 /// rows it changed; a build from the first event holds every row in memory and copies them
 /// at its end.
-public struct LoansProjection: InlineProjection {
+public struct LoansProjection: ReadingProjection {
     public let name = "loans"
     public init() {}
 
@@ -64,11 +64,6 @@ public struct LoansProjection: InlineProjection {
                OR country_code IN (SELECT country_code FROM loans_view WHERE loan_id = ANY (\(touched)::uuid[]))
             """,
         ]
-    }
-
-    /// Reads its rows itself: not inside a pipeline (`InlineProjections.apply` reads first).
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        try apply(events, read: session.reads(reads(events), prepared: true), &session)
     }
 
     /// The rows `reads` found, the batch folded into them, and those it changed written back

@@ -12,7 +12,7 @@ import UUIDs
 /// append reads the rows its batch touches by key (one statement per table), folds the
 /// batch into them, and writes back the rows it changed, one statement per table; a build
 /// from the first event holds every row in memory, folds, and copies them at its end.
-public struct UsersProjection: InlineProjection {
+public struct UsersProjection: ReadingProjection {
     public let name = "users"
     public init() {}
 
@@ -41,11 +41,6 @@ public struct UsersProjection: InlineProjection {
             WHERE card_id = ANY (\(cards.map(\.lowercaseText))::uuid[]) OR user_id = ANY (\(forgotten.map(\.lowercaseText))::uuid[])
             """,
         ]
-    }
-
-    /// Reads its rows itself: not inside a pipeline (`InlineProjections.apply` reads first).
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        try apply(events, read: session.reads(reads(events), prepared: true), &session)
     }
 
     /// The rows `reads` found, the batch folded into them, and those it changed written back:
