@@ -60,8 +60,7 @@ public struct LoansProjection: ReadingProjection {
             """,
             """
             SELECT \(unsafeRaw: CountryLoansRow.table.selectList()) FROM country_loans_view
-            WHERE country_code = ANY (\(Array(countries)))
-               OR country_code IN (SELECT country_code FROM loans_view WHERE loan_id = ANY (\(touched)::uuid[]))
+            WHERE country_code = ANY (\(Array(countries))::text[] || array(SELECT country_code FROM loans_view WHERE loan_id = ANY (\(touched)::uuid[])))
             """,
         ]
     }
