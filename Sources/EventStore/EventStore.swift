@@ -228,6 +228,10 @@ public final class EventStore: Sendable {
         let needsResponses = batch.contains { $0.idempotency != nil && $0.response != nil }
         let hasAlongside = batch.contains { $0.alongside != nil }
         let sealedFor = batch.reduce(into: Set<String>()) { $0.formUnion($1.sealedFor) }
+        // What the projections read before they write, sent with the batch in one round trip:
+        // made from every event the batch may append, so a few rows more than its appends
+        // need, at most.
+        let asked = InlineProjections.reads(projections, Self.provisional(batch))
         do {
             let rows: [BatchRow]
             var responses = [String: JSONB]()
@@ -235,7 +239,7 @@ public final class EventStore: Sendable {
                 // One transaction: the events, the views that follow from them, what must go
                 // with them, the responses.
                 (rows, responses) = try session.withTransaction { session in
-                    let rows = try Self.runBatch(requests, &session)
+                    let (rows, read) = try Self.runBatch(requests, reading: asked.flatMap { $0 }, &session)
                     try checkAhead(rows)
                     // What must go with the events comes before the views that follow from them:
                     // a claim refused here (a taken handle) is the append's answer.
@@ -244,13 +248,13 @@ public final class EventStore: Sendable {
                     }
                     // After them: a forgetting in this very batch destroys its key alongside.
                     try PersonalData.checkNotForgotten(sealedFor, in: &session)
-                    try project(batch, rows, &session)
+                    try project(batch, rows, read: (asked, read), &session)
                     return (rows, try Self.recordResponses(batch, rows, &session))
                 }
             } else {
                 // Committed already: a reused position is found, not prevented (the server
                 // always has views to write, so it always takes the path above).
-                rows = try Self.runBatch(requests, &session)
+                rows = try Self.runBatch(requests, reading: [], &session).rows
                 try checkAhead(rows)
             }
             noteAcknowledged(rows)
@@ -285,7 +289,10 @@ public final class EventStore: Sendable {
     }
 
     /// Runs every inline projection over the batch's appended events, then moves their checkpoints.
-    private func project(_ batch: [Pending], _ rows: [BatchRow], _ session: inout PostgresSession) throws {
+    private func project(
+        _ batch: [Pending], _ rows: [BatchRow], read: (asked: [[PostgresQuery]], rows: [PostgresRows]),
+        _ session: inout PostgresSession
+    ) throws {
         guard !projections.isEmpty else { return }
         var events = [ProjectedEvent]()
         for (pending, row) in zip(batch, rows) where row.outcome == "appended" {
@@ -307,7 +314,7 @@ public final class EventStore: Sendable {
         guard let last = events.last?.position else { return }
         // As a rebuild's catch-up applies them, on the connection that holds the log head.
         // The first error is thrown at the end, and the transaction with it.
-        try InlineProjections.apply(projections, events, &session) { session in
+        try InlineProjections.apply(projections, events, &session, read: read) { session in
             try Self.checkpoint(projections, at: last, in: &session)
         }
     }
@@ -335,13 +342,16 @@ public final class EventStore: Sendable {
         var appendedAt: Date?
     }
 
-    private static func runBatch(_ requests: JSONB, _ session: inout PostgresSession) throws -> [BatchRow] {
-        let rows = try session.query(
-            """
+    /// The batch appended, and `reading` run after it in the same round trip: its rows.
+    private static func runBatch(
+        _ requests: JSONB, reading: [PostgresQuery], _ session: inout PostgresSession
+    ) throws -> (rows: [BatchRow], read: [PostgresRows]) {
+        let append: PostgresQuery = """
             SELECT request_index, outcome, positions, versions, conflict_stream, actual, response, appended_at
             FROM append_batch(\(requests))
-            """, prepared: true)
-        return try rows.enumerated().map { index, row in
+            """
+        let answers = reading.isEmpty ? [try session.query(append, prepared: true)] : try session.reads([append] + reading, prepared: true)
+        let rows = try answers[0].enumerated().map { index, row in
             guard try row.decode("request_index", as: Int.self) == index else {
                 throw PostgresError(.decoding, message: "append_batch answered out of order at row \(index)")
             }
@@ -350,6 +360,22 @@ public final class EventStore: Sendable {
                 versions: try row.decode(3, as: [Int]?.self) ?? [], conflictStream: try row.decode(4, as: String?.self),
                 actual: try row.decode(5, as: Int?.self), response: try row.decode(6, as: JSONB?.self),
                 appendedAt: try row.decode(7, as: Date?.self))
+        }
+        return (rows, Array(answers.dropFirst()))
+    }
+
+    /// Every event of the batch as the projections will see it if it is appended, but for
+    /// where and when (not known before the append): what their `reads` are made from.
+    private static func provisional(_ batch: [Pending]) -> [ProjectedEvent] {
+        batch.flatMap { pending in
+            pending.appends.flatMap { append in
+                append.events.map { event in
+                    ProjectedEvent(
+                        position: 0, streamID: append.stream, streamVersion: 0, type: event.type,
+                        schemaVersion: event.schemaVersion, data: event.data, recordedAt: Date(timeIntervalSince1970: 0),
+                        decoded: event.decoded)
+                }
+            }
         }
     }
 

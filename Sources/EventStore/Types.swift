@@ -286,19 +286,25 @@ extension ReadingProjection {
 /// Inline projections applied to a batch, the one way the appends and a rebuild's catch-up
 /// both take.
 public enum InlineProjections {
+    /// What each of `projections` reads before it applies `events`: one list each, in order.
+    public static func reads(_ projections: [any InlineProjection], _ events: [ProjectedEvent]) -> [[PostgresQuery]] {
+        projections.map { $0.reads(events) }
+    }
+
     /// `events` applied by each of `projections` in order, then `then`, in the caller's
-    /// transaction: first every projection's `reads`, in one round trip; then their writes
-    /// pipelined, back to back, not one round trip each. The first error is thrown at the end.
+    /// transaction: first every projection's `reads`, in one round trip (or `read`: their rows,
+    /// read already, for reads made from these events or more); then their writes pipelined,
+    /// back to back, not one round trip each. The first error is thrown at the end.
     public static func apply(
         _ projections: [any InlineProjection], _ events: [ProjectedEvent], _ session: inout PostgresSession,
-        then: (inout PostgresSession) throws -> Void = { _ in }
+        read: (asked: [[PostgresQuery]], rows: [PostgresRows])? = nil, then: (inout PostgresSession) throws -> Void = { _ in }
     ) throws {
-        let asked = projections.map { $0.reads(events) }
-        var read = try session.reads(asked.flatMap { $0 }, prepared: true)[...]
+        let asked = read?.asked ?? reads(projections, events)
+        var rows = try (read?.rows ?? session.reads(asked.flatMap { $0 }, prepared: true))[...]
         try session.pipelined { session in
             for (projection, reads) in zip(projections, asked) {
-                try projection.apply(events, read: Array(read.prefix(reads.count)), &session)
-                read = read.dropFirst(reads.count)
+                try projection.apply(events, read: Array(rows.prefix(reads.count)), &session)
+                rows = rows.dropFirst(reads.count)
             }
             try then(&session)
         }

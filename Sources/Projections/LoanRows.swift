@@ -4,8 +4,8 @@ import Postgres
 
 /// A row of `loans_view`: a loan as the log leaves it. `table` is its one declaration.
 struct LoanRow: Sendable, Equatable {
-    var id = UUID.none
-    var borrower = UUID.none
+    var id = LoanID.none
+    var borrower = UserID.none
     var title = ""
     var description = ""
     var sector = ""
@@ -50,7 +50,7 @@ struct LoanRow: Sendable, Equatable {
 
     /// A loan as its posting makes it, fundraising: what the appends insert and a rebuild holds.
     init(posted: LoanPosted, at recordedAt: Date, position: Int64) {
-        (id, borrower, title, description) = (posted.loanID.rawValue, posted.borrowerID.rawValue, posted.title, posted.description)
+        (id, borrower, title, description) = (posted.loanID, posted.borrowerID, posted.title, posted.description)
         (sector, activity, countryCode, location) = (posted.sector, posted.activity, posted.countryCode, posted.location)
         (amountCents, deadline) = (posted.amountCents, posted.deadline)
         (createdAt, updatedAt, self.position) = (recordedAt, recordedAt, position)
@@ -61,8 +61,8 @@ struct LoanRow: Sendable, Equatable {
 
 /// A row of `loan_shares_view`: what one lender lent a loan, and was repaid.
 struct LoanShareRow: Sendable, Equatable {
-    var loan = UUID.none
-    var lender = UUID.none
+    var loan = LoanID.none
+    var lender = UserID.none
     var amountCents = 0
     var repaidCents = 0
     var firstBoughtAt = Date(timeIntervalSince1970: 0)

@@ -20,30 +20,30 @@ public struct LoansProjection: ReadingProjection {
     /// forgets; the shares it buys or credits, by key; how many lenders each loan it buys into
     /// has; and the countries of its loans.
     public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] {
-        var loans = Set<UUID>(), borrowers = Set<UUID>(), buying = Set<UUID>(), countries = Set<String>()
+        var loans = Set<LoanID>(), borrowers = Set<UserID>(), buying = Set<LoanID>(), countries = Set<String>()
         var shares = Set<Rows.ShareKey>()
         for event in events {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten)? = try? Aggregate.user.codec.decode(event) {
-                borrowers.insert(forgotten.userID.rawValue)
+                borrowers.insert(forgotten.userID)
                 continue
             }
-            guard Aggregate.loan.owns(event.streamID), let loan = Aggregate.loan.id(of: event.streamID)?.rawValue else { continue }
+            guard Aggregate.loan.owns(event.streamID), let loan = Aggregate.loan.id(of: event.streamID) else { continue }
             loans.insert(loan)
             switch try? Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
-                loans.insert(posted.loanID.rawValue)
+                loans.insert(posted.loanID)
                 countries.insert(posted.countryCode)
             case .sharePurchased(let purchase):
-                shares.insert(Rows.ShareKey(loan: loan, lender: purchase.lenderID.rawValue))
+                shares.insert(Rows.ShareKey(loan: loan, lender: purchase.lenderID))
                 buying.insert(loan)
             case .repaymentRecorded(let recorded):
-                for credit in recorded.credits { shares.insert(Rows.ShareKey(loan: loan, lender: credit.lenderID.rawValue)) }
+                for credit in recorded.credits { shares.insert(Rows.ShareKey(loan: loan, lender: credit.lenderID)) }
             default:
                 break
             }
         }
         guard !loans.isEmpty || !borrowers.isEmpty else { return [] }
-        let (touched, forgotten) = (loans.map(\.lowercaseText), borrowers.map(\.lowercaseText))
+        let (touched, forgotten) = (loans.map(\.description), borrowers.map(\.description))
         return [
             """
             SELECT \(unsafeRaw: LoanRow.table.selectList()) FROM loans_view
@@ -51,12 +51,12 @@ public struct LoansProjection: ReadingProjection {
             """,
             """
             SELECT \(unsafeRaw: LoanShareRow.table.selectList("s"))
-            FROM unnest(\(shares.map(\.loan.lowercaseText))::uuid[], \(shares.map(\.lender.lowercaseText))::uuid[]) AS k(loan_id, lender_id)
+            FROM unnest(\(shares.map(\.loan.description))::uuid[], \(shares.map(\.lender.description))::uuid[]) AS k(loan_id, lender_id)
             JOIN loan_shares_view s ON s.loan_id = k.loan_id AND s.lender_id = k.lender_id
             """,
             """
             SELECT loan_id, count(*)::int AS lenders FROM loan_shares_view
-            WHERE loan_id = ANY (\(buying.map(\.lowercaseText))::uuid[]) GROUP BY loan_id
+            WHERE loan_id = ANY (\(buying.map(\.description))::uuid[]) GROUP BY loan_id
             """,
             """
             SELECT \(unsafeRaw: CountryLoansRow.table.selectList()) FROM country_loans_view
@@ -78,20 +78,21 @@ public struct LoansProjection: ReadingProjection {
             rows.loansByBorrower[loan.borrower, default: []].append(loan.id)
         }
         for share in shares { rows.shares[Rows.ShareKey(loan: share.loan, lender: share.lender)] = HeldShare(row: share, bought: 0) }
-        for counted in read[2] { rows.lenders[try counted.decode(0, as: UUID.self)] = try counted.decode(1, as: Int.self) }
+        for counted in read[2] { rows.lenders[try counted.decode(0, as: LoanID.self)] = try counted.decode(1, as: Int.self) }
         for country in countries { rows.fundraising[country.country] = country.fundraising }
         for event in events { try rows.fold(event) }
 
-        let loansBefore = Dictionary(uniqueKeysWithValues: loans.map { ($0.id, $0) })
-        let sharesBefore = Dictionary(uniqueKeysWithValues: shares.map { (Rows.ShareKey(loan: $0.loan, lender: $0.lender), $0) })
-        let countsBefore = Dictionary(uniqueKeysWithValues: countries.map { ($0.country, $0.fundraising) })
-        let changedLoans = rows.loans.values.lazy.map(\.row).filter { loansBefore[$0.id] != $0 }
-        let changedShares = rows.shares.lazy.filter { sharesBefore[$0.key] != $0.value.row }.map(\.value.row)
-        let changedCounts = rows.fundraising.lazy.filter { countsBefore[$0.key] != $0.value }
-            .map { CountryLoansRow(country: $0.key, fundraising: $0.value) }
-        if !changedLoans.isEmpty { try session.query(LoanRow.table.write(Self.writeLoans, changedLoans), prepared: true) }
-        if !changedShares.isEmpty { try session.query(LoanShareRow.table.write(Self.writeShares, changedShares), prepared: true) }
-        if !changedCounts.isEmpty { try session.query(CountryLoansRow.table.write(Self.writeCounts, changedCounts), prepared: true) }
+        try LoanRow.table.writeBack(
+            rows.loans.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: loans.map { ($0.id, $0) }), key: \.id,
+            update: Self.updateLoans, insert: Self.insertLoans, &session)
+        try LoanShareRow.table.writeBack(
+            rows.shares.values.lazy.map(\.row),
+            before: Dictionary(uniqueKeysWithValues: shares.map { (Rows.ShareKey(loan: $0.loan, lender: $0.lender), $0) }),
+            key: { Rows.ShareKey(loan: $0.loan, lender: $0.lender) }, update: Self.updateShares, insert: Self.insertShares, &session)
+        try CountryLoansRow.table.writeBack(
+            rows.fundraising.lazy.map { CountryLoansRow(country: $0.key, fundraising: $0.value) },
+            before: Dictionary(uniqueKeysWithValues: countries.map { ($0.country, $0) }), key: \.country,
+            update: Self.updateCounts, insert: Self.insertCounts, &session)
     }
 
     /// A build from the first event holds each loan, share and country's count as its row
@@ -122,24 +123,24 @@ public struct LoansProjection: ReadingProjection {
     /// The loans', shares' and countries' rows a fold holds: a batch's, read by key, in an
     /// append; every one, until its end, in a build from the first event.
     struct Rows: Sendable {
-        var loans: [UUID: HeldLoan] = [:]
+        var loans: [LoanID: HeldLoan] = [:]
         /// Each borrower's loans, for their forgetting.
-        var loansByBorrower: [UUID: [UUID]] = [:]
+        var loansByBorrower: [UserID: [LoanID]] = [:]
         var shares: [ShareKey: HeldShare] = [:]
         /// How many lenders each loan has: its shares, bought before its posting or after.
-        var lenders: [UUID: Int] = [:]
+        var lenders: [LoanID: Int] = [:]
         /// Each country's fundraising loans.
         var fundraising: [String: Int] = [:]
 
         struct ShareKey: Hashable, Sendable {
-            var loan: UUID
-            var lender: UUID
+            var loan: LoanID
+            var lender: UserID
         }
 
         /// `event` made to the rows: the projection's one statement of what each event does.
         mutating func fold(_ event: ProjectedEvent) throws {
             if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                for id in loansByBorrower[forgotten.userID.rawValue] ?? [] {
+                for id in loansByBorrower[forgotten.userID] ?? [] {
                     change(id, event) { loan in
                         loan.location = Location(lat: 0, lng: 0, place: Redacted.text)
                         loan.title = Redacted.text
@@ -150,22 +151,22 @@ public struct LoansProjection: ReadingProjection {
                 return
             }
             guard Aggregate.loan.owns(event.streamID) else { return }
-            let id = Aggregate.loan.id(of: event.streamID)?.rawValue
+            let id = Aggregate.loan.id(of: event.streamID)
             switch try Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
-                // Counted in its country even when its id was posted before, as the insert's
-                // `ON CONFLICT DO NOTHING` beside the count's upsert.
+                // Counted in its country even when its id was posted before; the first
+                // posting's row stays.
                 fundraising[posted.countryCode, default: 0] += 1
-                let loan = posted.loanID.rawValue
+                let loan = posted.loanID
                 guard loans[loan] == nil else { return }
                 loans[loan] = HeldLoan(row: LoanRow(posted: posted, at: event.recordedAt, position: event.position), created: event.position)
-                loansByBorrower[posted.borrowerID.rawValue, default: []].append(loan)
+                loansByBorrower[posted.borrowerID, default: []].append(loan)
             case .sharePurchased(let purchase):
                 guard let id else { return }
-                let key = ShareKey(loan: id, lender: purchase.lenderID.rawValue)
+                let key = ShareKey(loan: id, lender: purchase.lenderID)
                 if shares[key] == nil {
                     shares[key] = HeldShare(
-                        row: LoanShareRow(loan: id, lender: purchase.lenderID.rawValue, firstBoughtAt: event.recordedAt), bought: event.position)
+                        row: LoanShareRow(loan: id, lender: purchase.lenderID, firstBoughtAt: event.recordedAt), bought: event.position)
                     lenders[id, default: 0] += 1
                 }
                 shares[key]!.row.amountCents += purchase.amountCents
@@ -201,7 +202,7 @@ public struct LoansProjection: ReadingProjection {
                 }
                 guard let id else { return }
                 for credit in recorded.credits {
-                    shares[ShareKey(loan: id, lender: credit.lenderID.rawValue)]?.row.repaidCents += credit.amountCents
+                    shares[ShareKey(loan: id, lender: credit.lenderID)]?.row.repaidCents += credit.amountCents
                 }
             case .repaid:
                 change(id, event) { $0.status = .repaid }
@@ -209,7 +210,7 @@ public struct LoansProjection: ReadingProjection {
         }
 
         /// Out of its country's fundraising count if it was in it, then the new status.
-        private mutating func leaveFundraising(_ id: UUID?, _ status: LoanStatus, _ event: ProjectedEvent) {
+        private mutating func leaveFundraising(_ id: LoanID?, _ status: LoanStatus, _ event: ProjectedEvent) {
             guard let id, let loan = loans[id]?.row else { return }
             if loan.status == .fundraising { fundraising[loan.countryCode, default: 0] -= 1 }
             change(id, event) { $0.status = status }
@@ -217,7 +218,7 @@ public struct LoansProjection: ReadingProjection {
 
         /// `body` made to the loan's row, if the log posted it: an update of the appends finds
         /// no row otherwise. Every change of a row sets its time and position.
-        private mutating func change(_ id: UUID?, _ event: ProjectedEvent, _ body: (inout LoanRow) -> Void) {
+        private mutating func change(_ id: LoanID?, _ event: ProjectedEvent, _ body: (inout LoanRow) -> Void) {
             guard let id, loans[id] != nil else { return }
             body(&loans[id]!.row)
             loans[id]!.row.updatedAt = event.recordedAt
@@ -238,8 +239,11 @@ public struct LoansProjection: ReadingProjection {
         let bought: Int64
     }
 
-    /// A loan, share or country's count the fold made or changed, replaced whole.
-    static let writeLoans = LoanRow.table.upsert("write loans", key: "loan_id")
-    static let writeShares = LoanShareRow.table.upsert("write shares", key: "loan_id", "lender_id")
-    static let writeCounts = CountryLoansRow.table.upsert("write country counts", key: "country_code")
+    /// A loan, share or country's count the fold changed, or made.
+    static let updateLoans = LoanRow.table.update("update loans", key: "loan_id")
+    static let insertLoans = LoanRow.table.insert("insert loans") { $0 }
+    static let updateShares = LoanShareRow.table.update("update shares", key: "loan_id", "lender_id")
+    static let insertShares = LoanShareRow.table.insert("insert shares") { $0 }
+    static let updateCounts = CountryLoansRow.table.update("update country counts", key: "country_code")
+    static let insertCounts = CountryLoansRow.table.insert("insert country counts") { $0 }
 }

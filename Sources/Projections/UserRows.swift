@@ -5,7 +5,7 @@ import Postgres
 /// A row of `users_view`: a user's public and private profile, balance and counts. `table`
 /// is its one declaration.
 struct UserRow: Sendable, Equatable {
-    var id = UUID.none
+    var id = UserID.none
     var handle = ""
     var displayName = ""
     var email = ""
@@ -47,7 +47,7 @@ struct UserRow: Sendable, Equatable {
     /// A user as their registration makes them: what the appends insert and a rebuild holds.
     init(registered: UserRegistered, at recordedAt: Date) {
         (id, handle, displayName, email, country) =
-            (registered.userID.rawValue, registered.handle, registered.displayName, registered.email, registered.country)
+            (registered.userID, registered.handle, registered.displayName, registered.email, registered.country)
         (memberSince, updatedAt) = (recordedAt, recordedAt)
     }
 
@@ -56,8 +56,8 @@ struct UserRow: Sendable, Equatable {
 
 /// A row of `cards_view`: a card on file, as its last four digits and expiry show it.
 struct CardRow: Sendable, Equatable {
-    var id = UUID.none
-    var user = UUID.none
+    var id = CardID.none
+    var user = UserID.none
     var network = ""
     var last4 = ""
     var expMonth = 0
@@ -76,8 +76,8 @@ struct CardRow: Sendable, Equatable {
             ViewColumn("added_at", "timestamp with time zone", \.addedAt),
         ])
 
-    init(_ card: CardOnFile, user: UUID, at recordedAt: Date) {
-        (id, self.user, network, last4) = (card.cardID.rawValue, user, card.network.rawValue, card.last4)
+    init(_ card: CardOnFile, user: UserID, at recordedAt: Date) {
+        (id, self.user, network, last4) = (card.cardID, user, card.network.rawValue, card.last4)
         (expMonth, expYear, addedAt) = (card.expMonth, card.expYear, recordedAt)
     }
 

@@ -19,37 +19,40 @@ public struct UsersProjection: ReadingProjection {
     /// The batch's users (their streams', a registration's, a forgetting's) and cards by key,
     /// and every card of a user it forgets.
     public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] {
-        var users = Set<UUID>(), cards = Set<UUID>(), forgotten = Set<UUID>()
+        var users = Set<UserID>(), cards = Set<CardID>(), forgotten = Set<UserID>()
         for event in events where Aggregate.user.owns(event.streamID) {
             if let user = userID(of: event) { users.insert(user) }
             switch try? Aggregate.user.codec.decode(event) {
-            case .registered(let registered): users.insert(registered.userID.rawValue)
+            case .registered(let registered): users.insert(registered.userID)
             case .forgotten(let gone):
-                users.insert(gone.userID.rawValue)
-                forgotten.insert(gone.userID.rawValue)
-            case .cardAdded(let card): cards.insert(card.cardID.rawValue)
-            case .cardExpiryUpdated(let updated): cards.insert(updated.cardID.rawValue)
-            case .cardRemoved(let removed): cards.insert(removed.cardID.rawValue)
+                users.insert(gone.userID)
+                forgotten.insert(gone.userID)
+            case .cardAdded(let card): cards.insert(card.cardID)
+            case .cardExpiryUpdated(let updated): cards.insert(updated.cardID)
+            case .cardRemoved(let removed): cards.insert(removed.cardID)
             default: break
             }
         }
         guard !users.isEmpty || !cards.isEmpty else { return [] }
+        let usersRead = UserRow.table.rows(where: "user_id", in: users)
+        // Most batches add, change and forget no card: no read of them.
+        guard !cards.isEmpty || !forgotten.isEmpty else { return [usersRead] }
         return [
-            UserRow.table.rows(where: "user_id", in: users),
+            usersRead,
             """
             SELECT \(unsafeRaw: CardRow.table.selectList()) FROM cards_view
-            WHERE card_id = ANY (\(cards.map(\.lowercaseText))::uuid[]) OR user_id = ANY (\(forgotten.map(\.lowercaseText))::uuid[])
+            WHERE card_id = ANY (\(cards.map(\.description))::uuid[]) OR user_id = ANY (\(forgotten.map(\.description))::uuid[])
             """,
         ]
     }
 
     /// The rows `reads` found, the batch folded into them, and those it changed written back:
-    /// the users and cards it made or changed replaced whole, the cards it took away deleted.
-    /// (Users' deals and ratings are the items projection's, written after this one's: as read.)
+    /// the users and cards it made or changed, the cards it took away deleted. (Users' deals
+    /// and ratings are the items projection's, written after this one's: as read.)
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
-        guard read.count == 2 else { return }
-        let users = try read[0].map(UserRow.table.decode)
-        let cards = try read[1].map(CardRow.table.decode)
+        guard let usersRead = read.first else { return }
+        let users = try usersRead.map(UserRow.table.decode)
+        let cards = try read.dropFirst().first.map { try $0.map(CardRow.table.decode) } ?? []
         var rows = Rows()
         for user in users { rows.users[user.id] = HeldUser(row: user, registered: 0) }
         for card in cards {
@@ -59,15 +62,16 @@ public struct UsersProjection: ReadingProjection {
         for event in events where Aggregate.user.owns(event.streamID) {
             try rows.fold(event, user: userID(of: event))
         }
-        let before = (users: Dictionary(uniqueKeysWithValues: users.map { ($0.id, $0) }), cards: Set(cards.map(\.id)))
-        let changedUsers = rows.users.values.lazy.map(\.row).filter { before.users[$0.id] != $0 }
-        let changedCards = rows.cards.values.lazy.map(\.row).filter { card in !cards.contains(card) }
-        let removedCards = before.cards.filter { rows.cards[$0] == nil }
-        if !changedUsers.isEmpty { try session.query(UserRow.table.write(Self.writeUsers, changedUsers), prepared: true) }
-        if !removedCards.isEmpty {
-            try session.query("DELETE FROM cards_view WHERE card_id = ANY (\(removedCards.map(\.lowercaseText))::uuid[])", prepared: true)
+        try UserRow.table.writeBack(
+            rows.users.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: users.map { ($0.id, $0) }), key: \.id,
+            update: Self.updateUsers, insert: Self.insertUsers, &session)
+        let removed = cards.lazy.map(\.id).filter { rows.cards[$0] == nil }
+        if !removed.isEmpty {
+            try session.query("DELETE FROM cards_view WHERE card_id = ANY (\(removed.map(\.description))::uuid[])", prepared: true)
         }
-        if !changedCards.isEmpty { try session.query(CardRow.table.write(Self.writeCards, changedCards), prepared: true) }
+        try CardRow.table.writeBack(
+            rows.cards.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: cards.map { ($0.id, $0) }), key: \.id,
+            update: Self.updateCards, insert: Self.insertCards, &session)
     }
 
     /// A build from the first event holds each user and card as its row stands, folded as an
@@ -94,7 +98,7 @@ public struct UsersProjection: ReadingProjection {
             let users = UserRow.table.copy(
                 known.users.values.sorted(by: { $0.registered < $1.registered }).lazy.map { held in
                     var row = held.row
-                    let counted = counts[row.id] ?? ItemsProjection.UserCounts()
+                    let counted = counts[row.id.rawValue] ?? ItemsProjection.UserCounts()
                     (row.completedDeals, row.reviewCount, row.reviewStars) = (counted.completedDeals, counted.reviewCount, counted.reviewStars)
                     return row
                 })
@@ -108,19 +112,19 @@ public struct UsersProjection: ReadingProjection {
     /// The users' and cards' rows a fold holds: a batch's, read by key, in an append; every
     /// one, until its end, in a build from the first event.
     struct Rows: Sendable {
-        var users: [UUID: HeldUser] = [:]
-        var cards: [UUID: HeldCard] = [:]
+        var users: [UserID: HeldUser] = [:]
+        var cards: [CardID: HeldCard] = [:]
         /// Each user's cards ever added, for their forgetting.
-        var cardsByUser: [UUID: [UUID]] = [:]
+        var cardsByUser: [UserID: [CardID]] = [:]
 
         /// `event` made to the rows: the projection's one statement of what each event does.
         /// `user`: the stream's.
-        mutating func fold(_ event: ProjectedEvent, user: UUID?) throws {
+        mutating func fold(_ event: ProjectedEvent, user: UserID?) throws {
             switch try Aggregate.user.codec.decode(event) {
             case .registered(let registered):
                 // The first registration of an id stays.
-                guard users[registered.userID.rawValue] == nil else { return }
-                users[registered.userID.rawValue] = HeldUser(row: UserRow(registered: registered, at: event.recordedAt), registered: event.position)
+                guard users[registered.userID] == nil else { return }
+                users[registered.userID] = HeldUser(row: UserRow(registered: registered, at: event.recordedAt), registered: event.position)
             case .profileUpdated(let updated):
                 change(user, event) { held in
                     held.displayName = updated.displayName ?? held.displayName
@@ -134,7 +138,7 @@ public struct UsersProjection: ReadingProjection {
             case .emailVerified:
                 change(user, event) { $0.emailVerified = true }
             case .forgotten(let forgotten):
-                let id = forgotten.userID.rawValue
+                let id = forgotten.userID
                 change(id, event) { held in
                     held.displayName = Redacted.name
                     held.email = Redacted.text
@@ -145,14 +149,14 @@ public struct UsersProjection: ReadingProjection {
                 }
                 for card in cardsByUser.removeValue(forKey: id) ?? [] where cards[card]?.row.user == id { cards[card] = nil }
             case .cardAdded(let card):
-                guard let user, cards[card.cardID.rawValue] == nil else { return }
-                cards[card.cardID.rawValue] = HeldCard(row: CardRow(card, user: user, at: event.recordedAt), added: event.position)
-                cardsByUser[user, default: []].append(card.cardID.rawValue)
+                guard let user, cards[card.cardID] == nil else { return }
+                cards[card.cardID] = HeldCard(row: CardRow(card, user: user, at: event.recordedAt), added: event.position)
+                cardsByUser[user, default: []].append(card.cardID)
             case .cardExpiryUpdated(let updated):
-                cards[updated.cardID.rawValue]?.row.expMonth = updated.expMonth
-                cards[updated.cardID.rawValue]?.row.expYear = updated.expYear
+                cards[updated.cardID]?.row.expMonth = updated.expMonth
+                cards[updated.cardID]?.row.expYear = updated.expYear
             case .cardRemoved(let removed):
-                cards[removed.cardID.rawValue] = nil
+                cards[removed.cardID] = nil
             case let money:
                 let moved = UserDecider.balanceChange(of: money)
                 guard moved != (0, 0) else { return }
@@ -165,7 +169,7 @@ public struct UsersProjection: ReadingProjection {
 
         /// `body` made to the user's row, if the log registered them: an update of the appends
         /// finds no row otherwise. Every change of a row sets its time.
-        private mutating func change(_ user: UUID?, _ event: ProjectedEvent, _ body: (inout UserRow) -> Void) {
+        private mutating func change(_ user: UserID?, _ event: ProjectedEvent, _ body: (inout UserRow) -> Void) {
             guard let user, users[user] != nil else { return }
             body(&users[user]!.row)
             users[user]!.row.updatedAt = event.recordedAt
@@ -185,11 +189,13 @@ public struct UsersProjection: ReadingProjection {
         let added: Int64
     }
 
-    /// A user or card the fold made or changed, replaced whole.
-    static let writeUsers = UserRow.table.upsert("write users", key: "user_id")
-    static let writeCards = CardRow.table.upsert("write cards", key: "card_id")
+    /// A user or card the fold changed, or made.
+    static let updateUsers = UserRow.table.update("update users", key: "user_id")
+    static let insertUsers = UserRow.table.insert("insert users") { $0 }
+    static let updateCards = CardRow.table.update("update cards", key: "card_id")
+    static let insertCards = CardRow.table.insert("insert cards") { $0 }
 
-    func userID(of event: ProjectedEvent) -> UUID? {
-        Aggregate.user.id(of: event.streamID)?.rawValue
+    func userID(of event: ProjectedEvent) -> UserID? {
+        Aggregate.user.id(of: event.streamID)
     }
 }

@@ -98,25 +98,56 @@ struct ViewTable<Row: Sendable>: Sendable {
 
 extension ViewTable {
     /// The rows whose `column` is one of `keys` (a fold's rows by key), for `decode`.
-    func rows(where column: String, in keys: some Collection<UUID>) -> PostgresQuery {
-        "SELECT \(unsafeRaw: selectList()) FROM \(unsafeRaw: name) WHERE \(unsafeRaw: column) = ANY (\(keys.map(\.lowercaseText))::uuid[])"
+    func rows<Tag>(where column: String, in keys: some Collection<Identifier<Tag>>) -> PostgresQuery {
+        "SELECT \(unsafeRaw: selectList()) FROM \(unsafeRaw: name) WHERE \(unsafeRaw: column) = ANY (\(keys.map(\.description))::uuid[])"
     }
 
-    /// A set-based write of whole rows that replaces the row of the same `key`, each column
-    /// as the fold left it: what a fold writes back.
-    func upsert(_ label: String, key: String...) -> SetWrite {
-        let updates = columns.filter { !key.contains($0.name) }.map { "\($0.name) = excluded.\($0.name)" }
-        let conflict = key.joined(separator: ", ")
-        return insert(label) { "\($0)\nON CONFLICT (\(conflict)) DO UPDATE SET \(updates.joined(separator: ", "))" }
+    /// A set-based update of rows found by `key` (its first column also by `= ANY`, so that a
+    /// few rows are never a scan), every other column set as given: what a fold writes back of
+    /// the rows it read.
+    func update(_ label: String, key: String...) -> SetWrite {
+        let arrays = columns.map { parameter($0.name) }
+        let sets = columns.filter { !key.contains($0.name) }.map { column in
+            "\(column.name) = " + (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
+        }
+        let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(parameter(key[0])))"]
+        let sql = """
+            UPDATE \(name) AS t SET \(sets.joined(separator: ", "))
+            FROM unnest(\(arrays.joined(separator: ", "))) AS r(\(selectList()))
+            WHERE \(matches.joined(separator: " AND "))
+            """
+        return SetWrite(label, width: columns.count) { values in
+            PostgresQuery(unsafeSQL: sql, bindings: values.map(\.postgresBinding))
+        }
     }
 
-    /// `shape` (an `insert` or an `upsert` of this table) for `rows`.
+    /// `shape` (an `insert` or an `update` of this table) for `rows`.
     func write(_ shape: SetWrite, _ rows: some Sequence<Row>) -> PostgresQuery {
         var arrays = Array(repeating: PostgresBatchColumn(), count: columns.count)
         for row in rows {
             for (index, column) in columns.enumerated() { arrays[index].append(column.encode(row)) }
         }
         return shape.statement(arrays)
+    }
+}
+
+extension ViewTable where Row: Equatable {
+    /// What a fold made of the rows it read (`before`, by `key`), written back: each row it
+    /// changed by `update`, each it made by `insert`, one statement each at most.
+    func writeBack<Key: Hashable>(
+        _ folded: some Sequence<Row>, before: [Key: Row], key: (Row) -> Key, update: SetWrite, insert: SetWrite,
+        _ session: inout PostgresSession
+    ) throws {
+        var changed = [Row](), made = [Row]()
+        for row in folded {
+            if let old = before[key(row)] {
+                if old != row { changed.append(row) }
+            } else {
+                made.append(row)
+            }
+        }
+        if !changed.isEmpty { try session.query(write(update, changed), prepared: true) }
+        if !made.isEmpty { try session.query(write(insert, made), prepared: true) }
     }
 }
 
