@@ -27,16 +27,20 @@ public struct LoansProjection: ReadingProjection {
                 borrowers.insert(forgotten.userID)
                 continue
             }
-            guard Aggregate.loan.owns(event.streamID), let loan = Aggregate.loan.id(of: event.streamID) else { continue }
-            loans.insert(loan)
+            guard Aggregate.loan.owns(event.streamID) else { continue }
+            // A posting names its loan; the fold changes no other loan but the stream's.
+            let loan = Aggregate.loan.id(of: event.streamID)
+            if let loan { loans.insert(loan) }
             switch try? Aggregate.loan.codec.decode(event) {
             case .posted(let posted):
                 loans.insert(posted.loanID)
                 countries.insert(posted.countryCode)
             case .sharePurchased(let purchase):
+                guard let loan else { break }
                 shares.insert(Rows.ShareKey(loan: loan, lender: purchase.lenderID))
                 buying.insert(loan)
             case .repaymentRecorded(let recorded):
+                guard let loan else { break }
                 for credit in recorded.credits { shares.insert(Rows.ShareKey(loan: loan, lender: credit.lenderID)) }
             default:
                 break
@@ -68,7 +72,8 @@ public struct LoansProjection: ReadingProjection {
     /// The rows `reads` found, the batch folded into them, and those it changed written back
     /// whole: loans, shares and countries' counts.
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
-        guard read.count == 4 else { return }
+        guard !read.isEmpty else { return }
+        guard read.count == 4 else { throw PostgresError(.decoding, message: "the loans' fold read \(read.count) answers, not 4") }
         let loans = try read[0].map(LoanRow.table.decode)
         let shares = try read[1].map(LoanShareRow.table.decode)
         let countries = try read[3].map(CountryLoansRow.table.decode)
@@ -84,15 +89,16 @@ public struct LoansProjection: ReadingProjection {
 
         try LoanRow.table.writeBack(
             rows.loans.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: loans.map { ($0.id, $0) }), key: \.id,
-            update: Self.updateLoans, insert: Self.insertLoans, &session)
+            keyColumns: "loan_id", insert: Self.insertLoans, &session)
         try LoanShareRow.table.writeBack(
             rows.shares.values.lazy.map(\.row),
             before: Dictionary(uniqueKeysWithValues: shares.map { (Rows.ShareKey(loan: $0.loan, lender: $0.lender), $0) }),
-            key: { Rows.ShareKey(loan: $0.loan, lender: $0.lender) }, update: Self.updateShares, insert: Self.insertShares, &session)
+            key: { Rows.ShareKey(loan: $0.loan, lender: $0.lender) }, keyColumns: "loan_id", "lender_id", insert: Self.insertShares,
+            &session)
         try CountryLoansRow.table.writeBack(
             rows.fundraising.lazy.map { CountryLoansRow(country: $0.key, fundraising: $0.value) },
             before: Dictionary(uniqueKeysWithValues: countries.map { ($0.country, $0) }), key: \.country,
-            update: Self.updateCounts, insert: Self.insertCounts, &session)
+            keyColumns: "country_code", insert: Self.insertCounts, &session)
     }
 
     /// A build from the first event holds each loan, share and country's count as its row
@@ -239,11 +245,8 @@ public struct LoansProjection: ReadingProjection {
         let bought: Int64
     }
 
-    /// A loan, share or country's count the fold changed, or made.
-    static let updateLoans = LoanRow.table.update("update loans", key: "loan_id")
+    /// A loan, share or country's count the fold made.
     static let insertLoans = LoanRow.table.insert("insert loans") { $0 }
-    static let updateShares = LoanShareRow.table.update("update shares", key: "loan_id", "lender_id")
     static let insertShares = LoanShareRow.table.insert("insert shares") { $0 }
-    static let updateCounts = CountryLoansRow.table.update("update country counts", key: "country_code")
     static let insertCounts = CountryLoansRow.table.insert("insert country counts") { $0 }
 }

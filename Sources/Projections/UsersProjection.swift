@@ -12,6 +12,11 @@ import UUIDs
 /// append reads the rows its batch touches by key (one statement per table), folds the
 /// batch into them, and writes back the rows it changed, one statement per table; a build
 /// from the first event holds every row in memory, folds, and copies them at its end.
+///
+/// A row written back holds what the fold read (a balance, not a change to it), so the read
+/// must be current: it runs after `append_batch` took the log head's lock, in READ COMMITTED,
+/// and every writer of these views appends (or, as a swap, holds that lock). A writer that
+/// did neither would have its change overwritten.
 public struct UsersProjection: ReadingProjection {
     public let name = "users"
     public init() {}
@@ -64,14 +69,14 @@ public struct UsersProjection: ReadingProjection {
         }
         try UserRow.table.writeBack(
             rows.users.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: users.map { ($0.id, $0) }), key: \.id,
-            update: Self.updateUsers, insert: Self.insertUsers, &session)
+            keyColumns: "user_id", insert: Self.insertUsers, &session)
         let removed = cards.lazy.map(\.id).filter { rows.cards[$0] == nil }
         if !removed.isEmpty {
             try session.query("DELETE FROM cards_view WHERE card_id = ANY (\(removed.map(\.description))::uuid[])", prepared: true)
         }
         try CardRow.table.writeBack(
             rows.cards.values.lazy.map(\.row), before: Dictionary(uniqueKeysWithValues: cards.map { ($0.id, $0) }), key: \.id,
-            update: Self.updateCards, insert: Self.insertCards, &session)
+            keyColumns: "card_id", insert: Self.insertCards, &session)
     }
 
     /// A build from the first event holds each user and card as its row stands, folded as an
@@ -189,10 +194,8 @@ public struct UsersProjection: ReadingProjection {
         let added: Int64
     }
 
-    /// A user or card the fold changed, or made.
-    static let updateUsers = UserRow.table.update("update users", key: "user_id")
+    /// A user or card the fold made.
     static let insertUsers = UserRow.table.insert("insert users") { $0 }
-    static let updateCards = CardRow.table.update("update cards", key: "card_id")
     static let insertCards = CardRow.table.insert("insert cards") { $0 }
 
     func userID(of event: ProjectedEvent) -> UserID? {

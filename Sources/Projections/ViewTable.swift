@@ -102,26 +102,35 @@ extension ViewTable {
         "SELECT \(unsafeRaw: selectList()) FROM \(unsafeRaw: name) WHERE \(unsafeRaw: column) = ANY (\(keys.map(\.description))::uuid[])"
     }
 
-    /// A set-based update of rows found by `key` (its first column also by `= ANY`, so that a
-    /// few rows are never a scan), every other column set as given: what a fold writes back of
-    /// the rows it read.
-    func update(_ label: String, key: String...) -> SetWrite {
-        let arrays = columns.map { parameter($0.name) }
-        let sets = columns.filter { !key.contains($0.name) }.map { column in
-            "\(column.name) = " + (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
+    /// A set-based update of the `changed` columns (by index) of rows found by `key` (its
+    /// first column also by `= ANY`, so that a few rows are never a scan), each set as given.
+    /// Only the columns a fold changed: a column set to its own value still costs, as the
+    /// inputs of a generated column (`items_view.search`, `loans_view.earth`) recompute it.
+    func update(_ changed: [Int], key: [String]) -> ViewUpdate {
+        let keys = key.map { name in
+            guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
+            return index
         }
-        let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(parameter(key[0])))"]
-        let sql = """
-            UPDATE \(name) AS t SET \(sets.joined(separator: ", "))
-            FROM unnest(\(arrays.joined(separator: ", "))) AS r(\(selectList()))
-            WHERE \(matches.joined(separator: " AND "))
-            """
-        return SetWrite(label, width: columns.count) { values in
-            PostgresQuery(unsafeSQL: sql, bindings: values.map(\.postgresBinding))
+        let sent = keys + changed.filter { !keys.contains($0) }
+        func array(_ place: Int) -> String {
+            let type = columns[sent[place]].type
+            return "$\(place + 1)::\(type.hasSuffix("[]") ? "text" : type)[]"
         }
+        let sets = sent.dropFirst(keys.count).map { index in
+            let column = columns[index]
+            return "\(column.name) = " + (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
+        }
+        let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(array(0)))"]
+        return ViewUpdate(
+            sql: """
+                UPDATE \(name) AS t SET \(sets.joined(separator: ", "))
+                FROM unnest(\(sent.indices.map(array).joined(separator: ", "))) AS r(\(sent.map { columns[$0].name }.joined(separator: ", ")))
+                WHERE \(matches.joined(separator: " AND "))
+                """,
+            columns: sent)
     }
 
-    /// `shape` (an `insert` or an `update` of this table) for `rows`.
+    /// `shape` (an `insert` of this table) for `rows`.
     func write(_ shape: SetWrite, _ rows: some Sequence<Row>) -> PostgresQuery {
         var arrays = Array(repeating: PostgresBatchColumn(), count: columns.count)
         for row in rows {
@@ -132,23 +141,40 @@ extension ViewTable {
 }
 
 extension ViewTable where Row: Equatable {
-    /// What a fold made of the rows it read (`before`, by `key`), written back: each row it
-    /// changed by `update`, each it made by `insert`, one statement each at most.
+    /// What a fold made of the rows it read (`before`, by `key`; `keyColumns` name it), written
+    /// back: each row it made by `insert`, one statement; each it changed by an update of the
+    /// columns it changed, one statement for each set of them (a batch's share purchases are
+    /// one; a forgetting's redaction another).
     func writeBack<Key: Hashable>(
-        _ folded: some Sequence<Row>, before: [Key: Row], key: (Row) -> Key, update: SetWrite, insert: SetWrite,
+        _ folded: some Sequence<Row>, before: [Key: Row], key: (Row) -> Key, keyColumns: String..., insert: SetWrite,
         _ session: inout PostgresSession
     ) throws {
-        var changed = [Row](), made = [Row]()
+        var changed = [[Int]: [Row]](), made = [Row]()
         for row in folded {
-            if let old = before[key(row)] {
-                if old != row { changed.append(row) }
-            } else {
+            guard let old = before[key(row)] else {
                 made.append(row)
+                continue
             }
+            // Fields that differ by less than a column holds (a time's nanoseconds) are no change.
+            let differing = columns.indices.filter { columns[$0].encode(old).postgresBinding != columns[$0].encode(row).postgresBinding }
+            if !differing.isEmpty { changed[differing, default: []].append(row) }
         }
-        if !changed.isEmpty { try session.query(write(update, changed), prepared: true) }
+        for (differing, rows) in changed.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            let shape = update(differing, key: keyColumns)
+            var arrays = Array(repeating: PostgresBatchColumn(), count: shape.columns.count)
+            for row in rows {
+                for (place, index) in shape.columns.enumerated() { arrays[place].append(columns[index].encode(row)) }
+            }
+            try session.query(PostgresQuery(unsafeSQL: shape.sql, bindings: arrays.map(\.postgresBinding)), prepared: true)
+        }
         if !made.isEmpty { try session.query(write(insert, made), prepared: true) }
     }
+}
+
+/// An update's text and the columns (by index in their table) whose arrays it takes, in order.
+struct ViewUpdate {
+    let sql: String
+    let columns: [Int]
 }
 
 /// One column of a `ViewTable`: its name and type, and how its field is written and read.
