@@ -120,6 +120,7 @@ extension ViewTable {
             let column = columns[index]
             return "\(column.name) = " + (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
         }
+        precondition(!sets.isEmpty, "an update of \(name) that changes no column but its key")
         let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(array(0)))"]
         return ViewUpdate(
             sql: """
@@ -155,8 +156,17 @@ extension ViewTable where Row: Equatable {
                 made.append(row)
                 continue
             }
-            // Fields that differ by less than a column holds (a time's nanoseconds) are no change.
-            let differing = columns.indices.filter { columns[$0].encode(old).postgresBinding != columns[$0].encode(row).postgresBinding }
+            // Fields that differ by less than a column holds (a time's nanoseconds) are no change;
+            // texts are compared byte by byte, as PostgreSQL does (Swift's `==` holds "é" spelt
+            // in one code point or two equal).
+            let differing = columns.indices.filter { index in
+                let (was, now) = (columns[index].encode(old).postgresBinding, columns[index].encode(row).postgresBinding)
+                switch (was.text, now.text) {
+                case (nil, nil): return false
+                case (let was?, let now?): return !was.utf8.elementsEqual(now.utf8)
+                default: return true
+                }
+            }
             if !differing.isEmpty { changed[differing, default: []].append(row) }
         }
         for (differing, rows) in changed.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
