@@ -6,9 +6,9 @@ import Postgres
 
 /// A row of `items_view`: an item as the log leaves it. `table` is its one declaration.
 struct ItemRow: Sendable {
-    var id = UUID.none
+    var id = ItemID.none
     var kind = ItemKind.rental
-    var owner = UUID.none
+    var owner = UserID.none
     var ownerHandle = ""
     var title = ""
     var description = ""
@@ -25,7 +25,7 @@ struct ItemRow: Sendable {
     var reviewStars = 0
     var photos: [String] = []
     /// The bidder of the deal it is reserved for (a second release's request).
-    var deal: UUID?
+    var deal: UserID?
     var createdAt = Date(timeIntervalSince1970: 0)
     var updatedAt = Date(timeIntervalSince1970: 0)
     var position: Int64 = 0
@@ -67,13 +67,13 @@ struct ItemRow: Sendable {
         switch event {
         case .rentalPosted(let posted):
             (id, kind, owner, title, description, category) =
-                (posted.itemID.rawValue, .rental, posted.ownerID.rawValue, posted.title, posted.description, posted.category)
+                (posted.itemID, .rental, posted.ownerID, posted.title, posted.description, posted.category)
             (priceCents, location, from, until) = (posted.dailyPriceCents, posted.location, posted.availableFrom, posted.availableUntil)
             // As the log has it: none is NULL, which a rental's answer reads as 0 (`ItemResource`).
             deposit = posted.securityDepositCents
         case .requestPosted(let posted):
             (id, kind, owner, title, description, category) =
-                (posted.itemID.rawValue, .request, posted.ownerID.rawValue, posted.title, posted.description, posted.category)
+                (posted.itemID, .request, posted.ownerID, posted.title, posted.description, posted.category)
             (priceCents, location, from, until) = (posted.maxDailyPriceCents, posted.location, posted.neededFrom, posted.neededUntil)
         default:
             return nil
@@ -103,10 +103,10 @@ struct ItemRow: Sendable {
 
 /// A row of `bids_view`: a bid and its fate. `table` is its one declaration.
 struct BidRow: Sendable {
-    var id = UUID.none
-    var item: UUID?
-    var owner: UUID?
-    var bidder = UUID.none
+    var id = BidID.none
+    var item: ItemID?
+    var owner: UserID?
+    var bidder = UserID.none
     var bidderHandle = ""
     var dailyPriceCents = 0
     var from = Day(year: 2000, month: 1, day: 1)!
@@ -137,8 +137,8 @@ struct BidRow: Sendable {
 
     /// A bid as its placing makes it. The appends insert this row, a rebuild holds it until
     /// its fate, and the command answers with it.
-    init(placed: BidPlaced, item: UUID?, owner: UUID?, bidderHandle: String, at recordedAt: Date) {
-        (id, self.item, self.owner, bidder, self.bidderHandle) = (placed.bidID.rawValue, item, owner, placed.bidderID.rawValue, bidderHandle)
+    init(placed: BidPlaced, item: ItemID?, owner: UserID?, bidderHandle: String, at recordedAt: Date) {
+        (id, self.item, self.owner, bidder, self.bidderHandle) = (placed.bidID, item, owner, placed.bidderID, bidderHandle)
         (dailyPriceCents, from, until, message) = (placed.dailyPriceCents, placed.from, placed.until, placed.message)
         (createdAt, updatedAt) = (recordedAt, recordedAt)
     }

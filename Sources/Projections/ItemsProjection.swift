@@ -42,35 +42,35 @@ public struct ItemsProjection: InlineProjection {
     /// only, as `items_view` keeps it), written at the build's end. And the bids not yet
     /// decided (`held`), written once when their fate comes.
     struct Memory: Sendable {
-        var handles: [UUID: String] = [:]
-        var items: [UUID: HeldItem] = [:]
+        var handles: [UserID: String] = [:]
+        var items: [ItemID: HeldItem] = [:]
         /// Each owner's items, for their forgetting.
-        var itemsByOwner: [UUID: [UUID]] = [:]
-        var bids: Set<UUID> = []
-        var held: [UUID: BidRow] = [:]
+        var itemsByOwner: [UserID: [ItemID]] = [:]
+        var bids: Set<BidID> = []
+        var held: [BidID: BidRow] = [:]
         /// Each registered user's completed deals and ratings, which the users projection
         /// writes with their row at the build's end.
-        var userCounts: [UUID: UserCounts] = [:]
+        var userCounts: [UserID: UserCounts] = [:]
         /// A booking's reviews held unpublished: counted when `ReviewsPublished` comes.
-        var heldReviews: [UUID: [HeldReview]] = [:]
+        var heldReviews: [BidID: [HeldReview]] = [:]
 
         /// One more deal or review for `user`, if they are registered: the appends' update of
         /// `users_view` finds no row otherwise.
-        mutating func count(_ user: UUID, _ body: (inout UserCounts) -> Void) {
+        mutating func count(_ user: UserID, _ body: (inout UserCounts) -> Void) {
             guard handles[user] != nil else { return }
             body(&userCounts[user, default: UserCounts()])
         }
 
         /// `body` made to the item's row, if the log posted it: an update of the appends finds
         /// no row otherwise.
-        mutating func change(_ item: UUID?, _ body: (inout ItemRow) -> Void) {
+        mutating func change(_ item: ItemID?, _ body: (inout ItemRow) -> Void) {
             guard let item, items[item] != nil else { return }
             body(&items[item]!.row)
         }
 
         /// A forgotten owner's items keep their listing but lose the place, the texts and the
         /// photos, and show `former user`, as the forget's update does to the rows of the appends.
-        mutating func forget(owner: UUID, _ event: ProjectedEvent) {
+        mutating func forget(owner: UserID, _ event: ProjectedEvent) {
             for id in itemsByOwner[owner] ?? [] {
                 items[id]!.row.ownerHandle = Redacted.name
                 items[id]!.row.location = Location(lat: 0, lng: 0, place: Redacted.text)
@@ -83,7 +83,7 @@ public struct ItemsProjection: InlineProjection {
 
         /// A forgotten bidder's undecided bids lose their handle and message, as the forget's
         /// update does to the bids already written.
-        mutating func forget(bidder: UUID) {
+        mutating func forget(bidder: UserID) {
             for (id, bid) in held where bid.bidder == bidder {
                 held[id]!.bidderHandle = Redacted.name
                 if bid.message != nil { held[id]!.message = Redacted.text }
@@ -95,14 +95,14 @@ public struct ItemsProjection: InlineProjection {
         mutating func register(_ events: [ProjectedEvent]) throws {
             for event in events where event.type == UserRegistered.eventType && Aggregate.user.owns(event.streamID) {
                 guard case .registered(let registered) = try Aggregate.user.codec.decode(event) else { continue }
-                if handles[registered.userID.rawValue] == nil { handles[registered.userID.rawValue] = registered.handle }
+                if handles[registered.userID] == nil { handles[registered.userID] = registered.handle }
             }
         }
     }
 
     /// A booking's review held unpublished: whom it rates, as whom, with how many stars.
     struct HeldReview: Sendable {
-        var subject: UUID
+        var subject: UserID
         var role: ReviewerRole
         var stars: Int
     }
@@ -166,7 +166,7 @@ public struct ItemsProjection: InlineProjection {
                 continue
             }
             guard Aggregate.item.owns(event.streamID) else { continue }
-            let item = Aggregate.item.id(of: event.streamID)?.rawValue
+            let item = Aggregate.item.id(of: event.streamID)
             let row = WritePlan.Row(.item, item)
             let at = event.recordedAt
             let decoded = try Aggregate.item.codec.decode(event)
@@ -229,7 +229,7 @@ public struct ItemsProjection: InlineProjection {
             case .expired:
                 setStatus(&plan, item, .expired, event, building: building, &known)
             case .reserved(let reserved):
-                setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID.rawValue), building: building, &known)
+                setStatus(&plan, item, .reserved, event, deal: .some(reserved.bidderID), building: building, &known)
             case .closed:
                 setStatus(&plan, item, .closed, event, building: building, &known)
                 // A completed deal for both parties: the owner and the bidder it was reserved for.
@@ -252,14 +252,14 @@ public struct ItemsProjection: InlineProjection {
                     held.touch(event)
                 }
             case .photoAdded(let added):
-                plan.add([Gallery.items.add(added.digest, to: item, event)], writes: [row])
+                plan.add([Gallery.items.add(added.digest, to: item?.rawValue, event)], writes: [row])
             case .photoRemoved(let removed):
-                plan.add([Gallery.items.remove(removed.digest, from: item, event)], writes: [row])
+                plan.add([Gallery.items.remove(removed.digest, from: item?.rawValue, event)], writes: [row])
             case .bidPlaced(let placed) where building:
-                if known.bids.insert(placed.bidID.rawValue).inserted {
-                    known.held[placed.bidID.rawValue] = BidRow(
+                if known.bids.insert(placed.bidID).inserted {
+                    known.held[placed.bidID] = BidRow(
                         placed: placed, item: item, owner: item.flatMap { known.items[$0]?.row.owner },
-                        bidderHandle: known.handles[placed.bidderID.rawValue] ?? "", at: at)
+                        bidderHandle: known.handles[placed.bidderID] ?? "", at: at)
                 }
                 known.change(item) { held in
                     held.bidCount += 1
@@ -280,12 +280,12 @@ public struct ItemsProjection: InlineProjection {
             case .reviewWritten(let review) where review.held == true:
                 // A booking's review: written, shown and counted once published.
                 if building {
-                    known.heldReviews[review.bidID.rawValue, default: []].append(
-                        HeldReview(subject: review.subjectID.rawValue, role: review.role, stars: review.stars))
+                    known.heldReviews[review.bidID, default: []].append(
+                        HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
                 }
                 plan.add([Self.insertReview(review, item, event, published: false)], writes: [row])
             case .reviewsPublished(let published) where building:
-                let reviews = known.heldReviews.removeValue(forKey: published.bookingID.rawValue) ?? []
+                let reviews = known.heldReviews.removeValue(forKey: published.bookingID) ?? []
                 for review in reviews {
                     known.count(review.subject) { counts in
                         counts.reviewCount += 1
@@ -333,7 +333,7 @@ public struct ItemsProjection: InlineProjection {
             case .reviewWritten(let review):
                 var statements: [PostgresQuery] = [Self.insertReview(review, item, event, published: true)]
                 if building {
-                    known.count(review.subjectID.rawValue) { counts in
+                    known.count(review.subjectID) { counts in
                         counts.reviewCount += 1
                         counts.reviewStars += review.stars
                     }
@@ -362,7 +362,7 @@ public struct ItemsProjection: InlineProjection {
                 plan.add(statements, writes: [row])
             case .bookingCompleted(let completed) where building:
                 for user in [completed.ownerID, completed.renterID] {
-                    known.count(user.rawValue) { $0.completedDeals += 1 }
+                    known.count(user) { $0.completedDeals += 1 }
                 }
             case .bookingCompleted(let completed):
                 plan.add(
@@ -403,11 +403,11 @@ public struct ItemsProjection: InlineProjection {
             case .reviewHidden(let hidden):
                 // Out of the lists, and out of the ratings it was counted in; a held one is
                 // never counted at its publication.
-                let bid = hidden.bidID.rawValue
+                let bid = hidden.bidID
                 if building {
-                    known.heldReviews[bid]?.removeAll { $0.role == hidden.role && $0.subject == hidden.subjectID.rawValue }
+                    known.heldReviews[bid]?.removeAll { $0.role == hidden.role && $0.subject == hidden.subjectID }
                     if hidden.counted {
-                        known.count(hidden.subjectID.rawValue) { counts in
+                        known.count(hidden.subjectID) { counts in
                             counts.reviewCount -= 1
                             counts.reviewStars -= hidden.stars
                         }
@@ -509,7 +509,7 @@ public struct ItemsProjection: InlineProjection {
     /// bids lose their message; what they wrote in reviews and messages is removed (their stars stay). Both show `former user`, in step with the sealed fields' redaction.
     private func forget(_ event: ProjectedEvent, _ plan: inout WritePlan, building: Bool, _ known: inout Memory) throws {
         guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
-        let user = forgotten.userID.rawValue
+        let user = forgotten.userID
         // Rows of any item or bid: after what came before, before what comes after.
         if building {
             known.forget(bidder: user)
@@ -539,7 +539,7 @@ public struct ItemsProjection: InlineProjection {
 
     /// What a forgotten person wrote on others' rows, redacted: their bids' handle and message,
     /// their reviews' and messages' text.
-    private static func redactions(of user: UUID) -> [PostgresQuery] {
+    private static func redactions(of user: UserID) -> [PostgresQuery] {
         [
             """
             UPDATE bids_view SET bidder_handle = \(Redacted.name),
@@ -555,7 +555,7 @@ public struct ItemsProjection: InlineProjection {
     /// `deal`: the bidder of the deal it is reserved for (`.some(nil)`: none any more); nil
     /// keeps it.
     private func setStatus(
-        _ plan: inout WritePlan, _ item: UUID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UUID?? = nil, building: Bool,
+        _ plan: inout WritePlan, _ item: ItemID?, _ status: ItemStatus, _ event: ProjectedEvent, deal: UserID?? = nil, building: Bool,
         _ known: inout Memory
     ) {
         if building {
@@ -572,7 +572,7 @@ public struct ItemsProjection: InlineProjection {
     }
 
     /// A review into `reviews_view`, shown at once or held for its booking's publication.
-    static func insertReview(_ review: ReviewWritten, _ item: UUID?, _ event: ProjectedEvent, published: Bool) -> PostgresQuery {
+    static func insertReview(_ review: ReviewWritten, _ item: ItemID?, _ event: ProjectedEvent, published: Bool) -> PostgresQuery {
         """
         INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position, published)
         VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
@@ -593,7 +593,7 @@ public struct ItemsProjection: InlineProjection {
         _ plan: inout WritePlan, _ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent, building: Bool,
         _ known: inout Memory
     ) {
-        if building, var held = known.held.removeValue(forKey: bid.rawValue) {
+        if building, var held = known.held.removeValue(forKey: bid) {
             (held.status, held.reason, held.updatedAt) = (status, reason, event.recordedAt)
             plan.add(copy: BidRow.table.target, BidRow.table.values(held), writes: [WritePlan.Row(.bid, bid.rawValue)])
             return
@@ -745,9 +745,9 @@ public struct ItemsProjection: InlineProjection {
 /// `position` become the last bid's only where no later event of the batch set them (every
 /// statement that sets one sets both), so the row ends as event by event.
 private struct BidCounts {
-    private var items: [UUID: (bids: Int, at: Date, position: Int64)] = [:]
+    private var items: [ItemID: (bids: Int, at: Date, position: Int64)] = [:]
 
-    mutating func add(_ item: UUID?, _ event: ProjectedEvent) {
+    mutating func add(_ item: ItemID?, _ event: ProjectedEvent) {
         guard let item else { return }
         items[item] = ((items[item]?.bids ?? 0) + 1, event.recordedAt, event.position)
     }

@@ -103,7 +103,7 @@ public struct UsersProjection: ReadingProjection {
             let users = UserRow.table.copy(
                 known.users.values.sorted(by: { $0.registered < $1.registered }).lazy.map { held in
                     var row = held.row
-                    let counted = counts[row.id.rawValue] ?? ItemsProjection.UserCounts()
+                    let counted = counts[row.id] ?? ItemsProjection.UserCounts()
                     (row.completedDeals, row.reviewCount, row.reviewStars) = (counted.completedDeals, counted.reviewCount, counted.reviewStars)
                     return row
                 })

@@ -1,4 +1,5 @@
 import Foundation
+import Marketplace
 import Postgres
 
 /// A projection's writes for a batch of events, run set-based: one statement per shape of
@@ -25,6 +26,8 @@ struct WritePlan {
             self.table = table
             self.key = key
         }
+
+        init<Tag>(_ table: Table, _ key: Identifier<Tag>?) { self.init(table, key?.rawValue) }
     }
 
     /// The tables whose rows conflict.

@@ -46,15 +46,15 @@ struct ViewTablesTests {
         try await TestDatabase.withMigrated { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
                 var row = ItemRow()
-                row.id = UUID()
-                row.owner = UUID()
+                row.id = ItemID()
+                row.owner = UserID()
                 row.ownerHandle = "ada"
                 row.title = "A \"quoted\" {brace}, comma\\"
                 row.priceCents = 1_500
                 row.location = Location(lat: 52.5, lng: 13.4, place: "Berlin")
                 row.from = Day("2026-12-01")
                 row.photos = ["a\"b", "c,d", "{e}"]
-                row.deal = UUID()
+                row.deal = UserID()
                 row.createdAt = Date(timeIntervalSince1970: 1_800_000_000.5)
                 row.updatedAt = row.createdAt
                 row.position = 42

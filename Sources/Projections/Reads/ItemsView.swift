@@ -378,7 +378,7 @@ public struct ItemResource: Codable, Sendable {
     /// The row as clients read it: a rental's price and window under names of their own, a
     /// request's under theirs.
     init(_ row: ItemRow, distanceKm: Double?, position: Int64?) {
-        id = ItemID(row.id)
+        id = row.id
         kind = row.kind.rawValue
         title = row.title
         description = row.description
@@ -391,7 +391,7 @@ public struct ItemResource: Codable, Sendable {
             (maxDailyPriceCents, neededFrom, neededUntil) = (row.priceCents, from, until)
         }
         status = row.status.rawValue
-        ownerId = UserID(row.owner)
+        ownerId = row.owner
         ownerHandle = row.ownerHandle
         location = row.location
         bidCount = row.bidCount
@@ -412,7 +412,7 @@ extension ItemResource {
         posted event: ItemEvent, at recordedAt: Date, position: Int64?, ownerHandle: (UserID) async throws -> String
     ) async rethrows {
         guard var row = ItemRow(posted: event, ownerHandle: "", at: recordedAt, position: position ?? 0) else { return nil }
-        row.ownerHandle = try await ownerHandle(UserID(row.owner))
+        row.ownerHandle = try await ownerHandle(row.owner)
         self.init(row, distanceKm: nil, position: position)
     }
 }
@@ -463,10 +463,10 @@ public struct BidResource: Codable, Sendable {
 
     /// The row as clients read it, with what a row of bids draws beside it.
     init(_ row: BidRow, itemTitle: String, itemKind: String, itemPhoto: String?, payment: RentalPayment?, position: Int64?) {
-        id = BidID(row.id)
+        id = row.id
         // A bid's item is always known to a read (`ItemsProjection` keys it by its stream).
-        itemId = ItemID(row.item ?? .none)
-        bidderId = UserID(row.bidder)
+        itemId = row.item ?? .none
+        bidderId = row.bidder
         bidderHandle = row.bidderHandle
         dailyPriceCents = row.dailyPriceCents
         from = row.from.description
@@ -545,7 +545,7 @@ extension BidResource {
         bidderHandle: (UserID) async throws -> String
     ) async rethrows {
         let row = BidRow(
-            placed: placed, item: item.id.rawValue, owner: item.ownerID.rawValue,
+            placed: placed, item: item.id, owner: item.ownerID,
             bidderHandle: try await bidderHandle(placed.bidderID), at: recordedAt)
         self.init(
             row, itemTitle: item.title, itemKind: item.kind.rawValue, itemPhoto: item.photos.first,
