@@ -23,12 +23,17 @@ public struct CartsProjection: InlineProjection {
         }
         var plan = WritePlan()
         for (index, event) in events.enumerated() where Aggregate.cart.owns(event.streamID) {
-            let user = Aggregate.cart.id(of: event.streamID)?.rawValue
+            let owner = Aggregate.cart.id(of: event.streamID)
+            let user = owner?.rawValue
             if let user, let last = emptiedLast[user], index < last { continue }
             let cart = [WritePlan.Row(.cart, user)]
             switch try Aggregate.cart.codec.decode(event) {
             case .itemAdded(let added):
-                plan.add(Self.addLines, [user, added.loanID.rawValue, added.amountCents, event.recordedAt, event.position], writes: cart)
+                // A cart's stream is its user's (as the updates and deletes below, none else).
+                guard let owner else { break }
+                let line = CartLineRow(
+                    user: owner, loan: added.loanID, amountCents: added.amountCents, addedAt: event.recordedAt, position: event.position)
+                plan.add(Self.addLines, CartLineRow.table.values(line), writes: cart)
             case .amountChanged(let changed):
                 plan.add(
                     [
@@ -46,15 +51,31 @@ public struct CartsProjection: InlineProjection {
         try plan.run(&session)
     }
 
-    static let addLines = SetWrite("add cart lines", width: 5) { c in
-        """
-        INSERT INTO cart_lines_view (user_id, loan_id, amount_cents, added_at, position)
-        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[], \(c[2])::int4[], \(c[3])::timestamptz[], \(c[4])::int8[])
-        ON CONFLICT (user_id, loan_id) DO NOTHING
-        """
-    }
+    /// A line added; a loan already in the cart keeps its line.
+    static let addLines = CartLineRow.table.insert("add cart lines") { "\($0)\nON CONFLICT (user_id, loan_id) DO NOTHING" }
 
     static let emptyCarts = SetWrite("empty carts", width: 1) { c in
         "DELETE FROM cart_lines_view WHERE user_id = ANY (\(c[0])::uuid[])"
     }
+}
+
+/// A row of `cart_lines_view`: a loan in a user's cart, and how much of it. `table` is its
+/// one declaration.
+struct CartLineRow: Sendable, Equatable {
+    var user = UserID.none
+    var loan = LoanID.none
+    var amountCents = 0
+    var addedAt = Date(timeIntervalSince1970: 0)
+    /// The order lines were added in.
+    var position: Int64 = 0
+
+    static let table = ViewTable<CartLineRow>(
+        "cart_lines_view", blank: CartLineRow(),
+        [
+            ViewColumn("user_id", "uuid", \.user),
+            ViewColumn("loan_id", "uuid", \.loan),
+            ViewColumn("amount_cents", "integer", \.amountCents),
+            ViewColumn("added_at", "timestamp with time zone", \.addedAt),
+            ViewColumn("position", "bigint", \.position),
+        ])
 }

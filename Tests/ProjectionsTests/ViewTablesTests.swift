@@ -21,6 +21,7 @@ struct ViewTablesTests {
                     (LoanRow.table.name, LoanRow.table.columns.map { [$0.name, $0.type] }),
                     (LoanShareRow.table.name, LoanShareRow.table.columns.map { [$0.name, $0.type] }),
                     (CountryLoansRow.table.name, CountryLoansRow.table.columns.map { [$0.name, $0.type] }),
+                    (CartLineRow.table.name, CartLineRow.table.columns.map { [$0.name, $0.type] }),
                 ] {
                     let rows = try await pool.query(
                         """
