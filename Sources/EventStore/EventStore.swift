@@ -231,7 +231,7 @@ public final class EventStore: Sendable {
         // What the projections read before they write, sent with the batch in one round trip:
         // made from every event the batch may append, so a few rows more than its appends
         // need, at most.
-        let asked = InlineProjections.reads(projections, Self.provisional(batch))
+        let asked = projections.isEmpty ? [] : InlineProjections.reads(projections, Self.provisional(batch))
         do {
             let rows: [BatchRow]
             var responses = [String: JSONB]()

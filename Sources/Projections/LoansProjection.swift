@@ -69,8 +69,8 @@ public struct LoansProjection: ReadingProjection {
         ]
     }
 
-    /// The rows `reads` found, the batch folded into them, and those it changed written back
-    /// whole: loans, shares and countries' counts.
+    /// The rows `reads` found, the batch folded into them, and what it made or changed of
+    /// loans, shares and countries' counts written back (`ViewTable.writeBack`).
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
         guard !read.isEmpty else { return }
         guard read.count == 4 else { throw PostgresError(.decoding, message: "the loans' fold read \(read.count) answers, not 4") }

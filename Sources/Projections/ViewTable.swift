@@ -66,7 +66,7 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// array (`$3::text[]`): for what else the statement makes of them.
     func parameter(_ name: String) -> String {
         guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
-        return "$\(index + 1)::\(columns[index].type.hasSuffix("[]") ? "text" : columns[index].type)[]"
+        return columns[index].parameter(index + 1)
     }
 
     /// A set-based insert of whole rows (`values`, one array per column): `SELECT` over their
@@ -74,15 +74,13 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// `r.`'s columns, for a value only the database knows, such as another view's). `around`
     /// gets the insert and makes the statement (a conflict clause, a `RETURNING`, what follows).
     func insert(_ label: String, computed: [String: String] = [:], around: @escaping @Sendable (String) -> String) -> SetWrite {
-        // An array column travels as its literal's text, each element of a one-dimensional
-        // `text[]`: `unnest` flattens arrays of arrays.
-        let arrays = columns.map { parameter($0.name) }
+        let arrays = columns.enumerated().map { $1.parameter($0 + 1) }
         // A misspelt name would leave its column to the row's placeholder, silently.
         for name in computed.keys where !columns.contains(where: { $0.name == name }) {
             preconditionFailure("\(self.name) has no \(name) to compute")
         }
         let selected = columns.map { column in
-            computed[column.name] ?? (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
+            computed[column.name] ?? column.unnested
         }
         let sql = around(
             """
@@ -112,14 +110,8 @@ extension ViewTable {
             return index
         }
         let sent = keys + changed.filter { !keys.contains($0) }
-        func array(_ place: Int) -> String {
-            let type = columns[sent[place]].type
-            return "$\(place + 1)::\(type.hasSuffix("[]") ? "text" : type)[]"
-        }
-        let sets = sent.dropFirst(keys.count).map { index in
-            let column = columns[index]
-            return "\(column.name) = " + (column.type.hasSuffix("[]") ? "r.\(column.name)::\(column.type)" : "r.\(column.name)")
-        }
+        func array(_ place: Int) -> String { columns[sent[place]].parameter(place + 1) }
+        let sets = sent.dropFirst(keys.count).map { "\(columns[$0].name) = \(columns[$0].unnested)" }
         precondition(!sets.isEmpty, "an update of \(name) that changes no column but its key")
         let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(array(0)))"]
         return ViewUpdate(
@@ -194,6 +186,14 @@ struct ViewColumn<Row: Sendable>: Sendable {
     let encode: @Sendable (Row) -> any PostgresEncodable
     /// Reads the field from the row's column at this index.
     let decode: @Sendable (PostgresRow, Int, inout Row) throws -> Void
+
+    /// Its values as the set-based writes' `number`th parameter, an array (`$3::integer[]`).
+    /// An array column travels as its literal's text, each element of a one-dimensional
+    /// `text[]`: `unnest` flattens arrays of arrays.
+    func parameter(_ number: Int) -> String { "$\(number)::\(type.hasSuffix("[]") ? "text" : type)[]" }
+
+    /// Its value in a row of that `unnest` (`AS r`), an array column's cast back from its text.
+    var unnested: String { type.hasSuffix("[]") ? "r.\(name)::\(type)" : "r.\(name)" }
 }
 
 extension ViewColumn {
