@@ -2,7 +2,9 @@
 // (`Style.responses`: problems and server-sent events too) and every event's body
 // (`Style.foundationDefaults`); `JSONWriter` and `JSONWritable` (JSONWriter.swift) let the
 // hottest resources write the same bytes by hand; `JSONStream.decode` (JSONTapeDecoder.swift)
-// reads the events' bodies back.
+// reads the events' bodies back. `JSONDocument` (JSONDocument.swift) is the same tape for the
+// readers that walk JSON instead: a body's shape check, the idempotency digest's canonical
+// form (JSONCanonical.swift), the sealing of an event's top-level fields.
 //
 // Why Foundation is still imported, use by use (none is for its JSON coders, which this
 // module replaces; the tests hold the output to theirs):
@@ -15,6 +17,7 @@
 //   the output must be their value; a Codable value that holds one is written and read the
 //   same here. They are only named, compared by type, never built for other values.
 // - `Data` again: `JSONStream.decode(_:from: Data)`, for request bodies held as `Data`.
+// - `memcmp`, re-exported from the C library: keys compared in place (tape, canonical sort).
 // Everything else (escapes, numbers, the calendar through `Civil`) is the standard library.
 import Civil
 import Foundation
@@ -146,7 +149,7 @@ public final class JSONSink {
     }
 
     /// A control character as `\u00xx`, lower-case hex: the one spelling the encoder and
-    /// `CanonicalJSON` share.
+    /// `JSONDocument.canonical` share.
     public static func appendUnicodeEscape(_ byte: UInt8, to bytes: inout [UInt8]) {
         let hex = Array("0123456789abcdef".utf8)
         bytes.append(contentsOf: #"\u00"#.utf8)

@@ -7,9 +7,11 @@ struct TapeEntry {
         case null, `true`, `false`, number, string, escapedString, array, object
     }
     var kind: Kind
-    /// A string's first byte after its quote, a number's first byte.
+    /// A container's count of members (beside `kind`: an entry stays four words).
+    var count: UInt32 = 0
+    /// A string's first byte after its quote, a number's first byte, a container's opener.
     var start: Int
-    /// A string's closing quote, a number's end; a container's count of members.
+    /// A string's closing quote; the byte after a number, a literal or a container's closer.
     var end: Int
     /// The entry after this value and everything inside it.
     var next: Int
@@ -22,9 +24,14 @@ struct TapeParser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     var tape: [TapeEntry] = []
+    /// Bounds checked as the bytes are read, so that a body far past one stops there.
+    let limits: JSONDocument.Limits?
+    /// Commas read: one fewer than the values, container by container.
+    private var separators = 0
 
-    init(bytes: UnsafeBufferPointer<UInt8>) {
+    init(bytes: UnsafeBufferPointer<UInt8>, limits: JSONDocument.Limits? = nil) {
         self.bytes = bytes
+        self.limits = limits
         tape.reserveCapacity(32)
     }
 
@@ -76,6 +83,7 @@ struct TapeParser {
     }
 
     private mutating func parseContainer(_ kind: TapeEntry.Kind, closer: UInt8, depth: Int) throws {
+        if let limits, depth >= limits.depth { throw JSONDocument.LimitExceeded.depth }
         guard depth < maximumDepth else { throw corrupted("Too many nested arrays or objects") }
         let at = tape.count
         append(kind, start: index, end: 0)
@@ -98,6 +106,8 @@ struct TapeParser {
                 guard index < bytes.count else { throw corrupted("Unexpected end of input") }
                 if bytes[index] == UInt8(ascii: ",") {
                     index += 1
+                    separators += 1
+                    if let limits, separators >= limits.values { throw JSONDocument.LimitExceeded.values }
                     // JSONDecoder takes a trailing comma.
                     skipWhitespace()
                     if index < bytes.count, bytes[index] == closer {
@@ -112,7 +122,8 @@ struct TapeParser {
                 }
             }
         }
-        tape[at].end = count
+        tape[at].count = UInt32(count)
+        tape[at].end = index
         tape[at].next = tape.count
     }
 
@@ -132,7 +143,10 @@ struct TapeParser {
         index += 1
         let start = index
         var escaped = false
+        // Past the limit is refused there, whether or not the string ends.
+        let longest = limits.map { start + $0.stringBytes } ?? Int.max
         while true {
+            if index > longest { throw JSONDocument.LimitExceeded.stringBytes }
             guard index < bytes.count else { throw corrupted("Unterminated string") }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { break }

@@ -13,7 +13,7 @@ struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func members() -> [(key: Int, value: Int)] {
         var result: [(key: Int, value: Int)] = []
         var entry = object + 1
-        for _ in 0..<decoder.tape[object].end {
+        for _ in 0..<decoder.tape[object].count {
             result.append((entry, entry + 1))
             entry = decoder.tape[entry + 1].next
         }
@@ -32,7 +32,7 @@ struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return name.withUTF8 { wanted -> Int? in
             decoder.bytes.withUnsafeBufferPointer { bytes -> Int? in
                 var entry = object + 1
-                for _ in 0..<tape[object].end {
+                for _ in 0..<tape[object].count {
                     let candidate = tape[entry]
                     if candidate.kind == .string {
                         if candidate.end - candidate.start == wanted.count,
@@ -166,7 +166,7 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
         self.entry = array + 1
     }
 
-    var count: Int? { decoder.tape[array].end }
+    var count: Int? { Int(decoder.tape[array].count) }
     var isAtEnd: Bool { currentIndex >= count! }
 
     private var key: any CodingKey { TapeKey(intValue: currentIndex) }

@@ -150,51 +150,7 @@ final class TapeDecoder: Decoder {
 
     /// An escaped string's value: nil for invalid UTF-8 or a lone surrogate, which
     /// `JSONDecoder` refuses too.
-    func unescape(_ range: Range<Int>) -> String? {
-        var out: [UInt8] = []
-        out.reserveCapacity(range.count)
-        var index = range.lowerBound
-        func hex4(_ at: Int) -> UInt32 {
-            (0..<4).reduce(0) { $0 << 4 | UInt32(hexValue(bytes[at + $1])!) }
-        }
-        func appendScalar(_ scalar: Unicode.Scalar) {
-            out.append(contentsOf: UTF8.encode(scalar)!)
-        }
-        while index < range.upperBound {
-            let byte = bytes[index]
-            guard byte == UInt8(ascii: "\\") else {
-                out.append(byte)
-                index += 1
-                continue
-            }
-            let escape = bytes[index + 1]
-            index += 2
-            switch escape {
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                let unit = hex4(index)
-                index += 4
-                if (0xD800..<0xDC00).contains(unit) {
-                    // A high surrogate is only valid followed by an escaped low one.
-                    guard range.upperBound - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
-                    else { return nil }
-                    let low = hex4(index + 2)
-                    guard (0xDC00..<0xE000).contains(low) else { return nil }
-                    index += 6
-                    appendScalar(Unicode.Scalar(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))!)
-                } else {
-                    guard let scalar = Unicode.Scalar(unit) else { return nil }
-                    appendScalar(scalar)
-                }
-            default: out.append(escape)  // ", \ and /
-            }
-        }
-        return String(validating: out, as: UTF8.self)
-    }
+    func unescape(_ range: Range<Int>) -> String? { unescapeJSON(bytes, range) }
 
     func double(at entry: Int, _ path: @autoclosure () -> [any CodingKey]) throws -> Double {
         try floatingPoint(Double.self, at: entry, path())
@@ -280,4 +236,52 @@ final class TapeDecoder: Decoder {
     func unrepresentable(_ text: String, _ type: Any.Type, _ path: [any CodingKey]) -> DecodingError {
         .dataCorrupted(.init(codingPath: path, debugDescription: "Number \(text) is not representable in Swift as \(type)."))
     }
+}
+
+/// An escaped string's value: nil for invalid UTF-8 or a lone surrogate, which
+/// `JSONDecoder` refuses too.
+func unescapeJSON(_ bytes: [UInt8], _ range: Range<Int>) -> String? {
+    var out: [UInt8] = []
+    out.reserveCapacity(range.count)
+    var index = range.lowerBound
+    func hex4(_ at: Int) -> UInt32 {
+        (0..<4).reduce(0) { $0 << 4 | UInt32(hexValue(bytes[at + $1])!) }
+    }
+    func appendScalar(_ scalar: Unicode.Scalar) {
+        out.append(contentsOf: UTF8.encode(scalar)!)
+    }
+    while index < range.upperBound {
+        let byte = bytes[index]
+        guard byte == UInt8(ascii: "\\") else {
+            out.append(byte)
+            index += 1
+            continue
+        }
+        let escape = bytes[index + 1]
+        index += 2
+        switch escape {
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            let unit = hex4(index)
+            index += 4
+            if (0xD800..<0xDC00).contains(unit) {
+                // A high surrogate is only valid followed by an escaped low one.
+                guard range.upperBound - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                else { return nil }
+                let low = hex4(index + 2)
+                guard (0xDC00..<0xE000).contains(low) else { return nil }
+                index += 6
+                appendScalar(Unicode.Scalar(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))!)
+            } else {
+                guard let scalar = Unicode.Scalar(unit) else { return nil }
+                appendScalar(scalar)
+            }
+        default: out.append(escape)  // ", \ and /
+        }
+    }
+    return String(validating: out, as: UTF8.self)
 }

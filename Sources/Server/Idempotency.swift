@@ -40,13 +40,14 @@ struct IdempotencyMiddleware: RouterMiddleware {
         var request = request
         let body = try await request.collectBodyWithinLimit(context: context)
         // The one reading of the body's shape, duplicate keys included, before anything digests it.
-        // The digest is of the canonical JSON (`CanonicalJSON`: a client retrying with its keys
-        // in another order, or other spacing, sends the same request), in one pass and a sort.
+        // The digest is of the canonical JSON (`JSONDocument.canonical`: a client retrying with
+        // its keys in another order, or other spacing, sends the same request), off the tape
+        // the check read; a body that is not JSON, of its bytes.
         let bytes = body.withUnsafeReadableBytes { Array($0) }
-        let checked = JSONShape.CheckedBody(bytes: bytes, keys: try JSONShape.check(bytes))
+        let checked = try JSONShape.CheckedBody(bytes)
         var digest = HMAC<SHA256>(key: digestKey)
         digest.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
-        digest.update(data: CanonicalJSON.canonical(bytes) ?? bytes)
+        digest.update(data: checked.document?.canonical() ?? bytes)
         let idempotency = Idempotency(actor: user.description, key: key, requestHash: Data(digest.finalize()).hexString)
 
         let recorded = try await store.idempotencyRecord(actor: idempotency.actor, key: key)

@@ -23,7 +23,7 @@ extension Request {
         // Read through one contiguous pointer: a ByteBufferView walked byte by byte costs a
         // bounds-checked call per byte, seconds for a 1 MiB body in a debug build.
         let keys = try buffer.withUnsafeReadableBytes { bytes in
-            try JSONShape.checkedBody.flatMap { $0.keys(of: bytes) } ?? JSONShape.check(bytes)
+            try JSONShape.checkedBody.flatMap { $0.keys(of: bytes) } ?? JSONShape.check(Array(bytes))
         }
         let value: T
         let body = Self.composed(buffer)
@@ -152,11 +152,22 @@ enum JSONShape {
     /// them cost the decoder 54 to 130 ms of a cooperative thread (issue 48).
     static let maxValues = 1_000
 
-    /// A body already checked in this request (by `IdempotencyMiddleware`, which reads the
-    /// body before the route does), so the route's `decodeBody` does not scan it again.
+    static let limits = JSONDocument.Limits(depth: maxDepth, stringBytes: maxStringBytes, values: maxValues)
+
+    /// A body checked in this request: its keys, and the body read onto the tape (nil when it
+    /// is not JSON: the route's decoding refuses it, saying why). `IdempotencyMiddleware` reads
+    /// the body before the route does, and digests this; the route's `decodeBody` does not scan
+    /// it again.
     struct CheckedBody: Sendable {
         let bytes: [UInt8]
         let keys: Set<String>
+        let document: JSONDocument?
+
+        /// The body checked: its shape refused (400, 422) as `check` says.
+        init(_ bytes: [UInt8]) throws {
+            self.bytes = bytes
+            (keys, document) = try JSONShape.read(bytes)
+        }
 
         /// The keys found, when `other` holds these very bytes (one `memcmp`): any other body
         /// is checked anew.
@@ -169,128 +180,85 @@ enum JSONShape {
 
     @TaskLocal static var checkedBody: CheckedBody?
 
-    /// An object or array being read, and for an object the keys seen so far and the last.
-    private struct Container {
-        var isObject: Bool
-        var expectsKey = true
+    /// Checks the body's shape; returns the keys of its objects, nested ones as `location.lat`
+    /// (not those inside arrays). A body that is not JSON passes with none: the route's
+    /// decoding refuses it, naming what is wrong.
+    @discardableResult
+    static func check(_ bytes: [UInt8]) throws -> Set<String> { try read(bytes).keys }
+
+    /// The body read onto the tape (`JSONDocument`), within `limits`, then walked for what
+    /// the tape does not refuse itself: a key twice in one object, a control character in text.
+    private static func read(_ bytes: [UInt8]) throws -> (keys: Set<String>, document: JSONDocument?) {
+        let document: JSONDocument
+        do {
+            document = try JSONDocument(bytes, limits: limits)
+        } catch let exceeded as JSONDocument.LimitExceeded {
+            switch exceeded {
+            case .depth: throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
+            case .stringBytes:
+                throw Problem(.badRequest, code: "string_too_long", detail: "A string in the body is longer than \(maxStringBytes) bytes.")
+            case .values:
+                throw Problem(.badRequest, code: "too_many_values", detail: "The body holds more than \(maxValues) members and elements.")
+            }
+        } catch {
+            return ([], nil)
+        }
         var keys: Set<String> = []
-        var lastKey = ""
+        try walk(document, document.root, path: [], inArray: false, &keys)
+        return (keys, document)
     }
 
-    /// Where a value stands: its objects' keys, joined by dots (`location.place`).
-    private static func path(_ containers: [Container]) -> String {
-        containers.filter(\.isObject).map(\.lastKey).filter { !$0.isEmpty }.joined(separator: ".")
+    /// `value` and what it holds. `path`: its objects' keys (arrays add none); `inArray`
+    /// when an array holds it, whose objects' keys are not the body's fields.
+    private static func walk(_ document: JSONDocument, _ value: Int, path: [String], inArray: Bool, _ keys: inout Set<String>) throws {
+        switch document.kind(value) {
+        case .string:
+            try refuseControlCharacter(document, value, path)
+        case .array:
+            for element in document.elements(of: value) { try walk(document, element, path: path, inArray: true, &keys) }
+        case .object:
+            var seen: Set<String> = []
+            for (key, member) in document.members(of: value) {
+                try refuseControlCharacter(document, key, path)
+                // Escapes are read as the decoder reads them: `"a"` and `"\u0061"` are one key.
+                let name = document.string(key) ?? String(decoding: document.written(key), as: UTF8.self)
+                guard seen.insert(name).inserted else {
+                    throw Problem(
+                        .badRequest, code: "duplicate_key", detail: "The key \"\(name)\" appears twice in one object of the body.",
+                        errors: [FieldError(field: name, code: "duplicate_key", message: "\(name) is given twice")])
+                }
+                if !inArray { keys.insert((path + [name]).joined(separator: ".")) }
+                try walk(document, member, path: path + [name], inArray: inArray, &keys)
+            }
+        case .null, .bool, .number:
+            break
+        }
     }
 
     /// A control character in text (NUL above all: PostgreSQL's text cannot hold it, and C
     /// strings end there) is refused, 422 naming the field; tab, line feed and carriage
-    /// return are text.
-    private static func refuseControlCharacter(_ containers: [Container]) throws -> Never {
-        let field = path(containers)
+    /// return are text. Written raw (DEL, a C1 control in UTF-8: C2 80 to C2 9F; the tape
+    /// refuses the rest) or escaped (`\u0000`, `\b`, `\f`).
+    private static func refuseControlCharacter(_ document: JSONDocument, _ string: Int, _ path: [String]) throws {
+        let holdsOne: Bool
+        if document.isPlain(string) {
+            var previous: UInt8 = 0
+            holdsOne = document.written(string).contains { byte in
+                defer { previous = byte }
+                return byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte))
+            }
+        } else {
+            // A string that is not text is the decoder's to refuse.
+            holdsOne = document.string(string)?.unicodeScalars.contains { $0.isControl && !"\t\n\r".unicodeScalars.contains($0) } ?? false
+        }
+        guard holdsOne else { return }
+        let field = path.joined(separator: ".")
         throw Problem(
             DomainError.invalid([
                 FieldError(
                     field: field.isEmpty ? "body" : field, code: "control_character",
                     message: "text may not hold control characters such as NUL (U+0000)")
             ]))
-    }
-
-    /// Checks the body's shape; returns the keys of its objects, nested ones as `location.lat`
-    /// (not those inside arrays).
-    @discardableResult
-    static func check(_ bytes: some Sequence<UInt8>) throws -> Set<String> {
-        var containers: [Container] = []
-        var fields: Set<String> = []
-        var inString = false
-        var escaped = false
-        var stringBytes = 0
-        var isKey = false
-        var key: [UInt8] = []
-        // The four hex digits of a `\u` escape being read, nil outside one.
-        var unicodeEscape: [UInt8]?
-        var previous: UInt8 = 0
-        // Commas between members and elements: one fewer than the values, container by container.
-        var separators = 0
-        for byte in bytes {
-            defer { previous = byte }
-            if inString {
-                stringBytes += 1
-                if stringBytes > maxStringBytes {
-                    throw Problem(.badRequest, code: "string_too_long", detail: "A string in the body is longer than \(maxStringBytes) bytes.")
-                }
-                if var digits = unicodeEscape {
-                    digits.append(byte)
-                    unicodeEscape = digits.count == 4 ? nil : digits
-                    if digits.count == 4, let value = UInt32(String(decoding: digits, as: UTF8.self), radix: 16),
-                        let scalar = Unicode.Scalar(value), scalar.isControl, !"\t\n\r".unicodeScalars.contains(scalar)
-                    {
-                        try refuseControlCharacter(containers)
-                    }
-                } else if escaped {
-                    escaped = false
-                    if byte == UInt8(ascii: "u") { unicodeEscape = [] }
-                    // `\b` and `\f`: backspace and form feed, controls too.
-                    if byte == UInt8(ascii: "b") || byte == UInt8(ascii: "f") { try refuseControlCharacter(containers) }
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                    if isKey { try note(key, in: &containers[containers.count - 1]) }
-                    continue
-                } else if byte == 0x7F || (previous == 0xC2 && (0x80...0x9F).contains(byte)) {
-                    // DEL, or a C1 control in UTF-8 (C2 80 to C2 9F).
-                    try refuseControlCharacter(containers)
-                }
-                if isKey { key.append(byte) }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""):
-                inString = true
-                stringBytes = 0
-                isKey = containers.last.map { $0.isObject && $0.expectsKey } ?? false
-                key.removeAll(keepingCapacity: true)
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                containers.append(Container(isObject: byte == UInt8(ascii: "{")))
-                if containers.count > maxDepth {
-                    throw Problem(.badRequest, code: "too_deeply_nested", detail: "The body nests deeper than \(maxDepth) levels.")
-                }
-            case UInt8(ascii: "]"), UInt8(ascii: "}"):
-                if let closing = containers.last, closing.isObject, containers.allSatisfy(\.isObject) {
-                    let prefix = containers.dropLast().map(\.lastKey).joined(separator: ".")
-                    for key in closing.keys { fields.insert(prefix.isEmpty ? key : prefix + "." + key) }
-                }
-                _ = containers.popLast()
-            case UInt8(ascii: ":"):
-                if !containers.isEmpty { containers[containers.count - 1].expectsKey = false }
-            case UInt8(ascii: ","):
-                if !containers.isEmpty { containers[containers.count - 1].expectsKey = true }
-                separators += 1
-                if separators >= maxValues {
-                    throw Problem(
-                        .badRequest, code: "too_many_values", detail: "The body holds more than \(maxValues) members and elements.")
-                }
-            default:
-                break
-            }
-        }
-        return fields
-    }
-
-    /// Notes a key of an object; a second time is a 400 that names it.
-    private static func note(_ raw: [UInt8], in container: inout Container) throws {
-        // Escapes are read as the decoder reads them: `"a"` and `"\u0061"` are one key.
-        let name =
-            raw.contains(UInt8(ascii: "\\"))
-            ? (try? JSONDecoder().decode(String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])))
-                ?? String(decoding: raw, as: UTF8.self)
-            : String(decoding: raw, as: UTF8.self)
-        container.lastKey = name
-        guard container.keys.insert(name).inserted else {
-            throw Problem(
-                .badRequest, code: "duplicate_key", detail: "The key \"\(name)\" appears twice in one object of the body.",
-                errors: [FieldError(field: name, code: "duplicate_key", message: "\(name) is given twice")])
-        }
     }
 }
 

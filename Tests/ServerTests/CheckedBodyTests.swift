@@ -9,7 +9,7 @@ import Testing
 struct CheckedBodyTests {
     @Test func theKeysStandOnlyForTheBytesThatWereChecked() throws {
         let checked = Array(#"{"title": "Drill" }"#.utf8)
-        let body = JSONShape.CheckedBody(bytes: checked, keys: try JSONShape.check(checked))
+        let body = try JSONShape.CheckedBody(checked)
         #expect(checked.withUnsafeBytes { body.keys(of: $0) } == ["title"])
         // Same length, other bytes: a duplicate key the scan would refuse.
         let other = Array(#"{"a":1,"a":2,"b":3}"#.utf8)
@@ -17,7 +17,7 @@ struct CheckedBodyTests {
         #expect(other.withUnsafeBytes { body.keys(of: $0) } == nil)
         #expect(throws: Problem.self) { try JSONShape.check(other) }
         #expect(Array("{}".utf8).withUnsafeBytes { body.keys(of: $0) } == nil)
-        let empty = JSONShape.CheckedBody(bytes: [], keys: [])
+        let empty = try JSONShape.CheckedBody([])
         #expect([UInt8]().withUnsafeBytes { empty.keys(of: $0) } == [])
     }
 }
