@@ -121,7 +121,8 @@ let package = Package(
         .target(
             name: "Projections",
             dependencies: [
-                "Aggregates", "EventStore", "Marketplace", "Postgres", "UUIDs", .product(name: "Logging", package: "swift-log"),
+                "Aggregates", "EventStore", "JSONStream", "Marketplace", "Postgres", "UUIDs",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Card fingerprints and the payment processor port, with its sandbox.

@@ -78,6 +78,13 @@ public struct JSONWriter {
         needsComma = false
     }
 
+    /// A member's key named at run time (a declared column's member), escaped as a string is.
+    public mutating func key(_ key: String) {
+        value(key)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     @inlinable
     mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }

@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import Marketplace
 import Postgres
@@ -186,6 +187,10 @@ struct ViewColumn<Row: Sendable>: Sendable {
     let encode: @Sendable (Row) -> any PostgresEncodable
     /// Reads the field from the row's column at this index.
     let decode: @Sendable (PostgresRow, Int, inout Row) throws -> Void
+    /// The member clients read the column under, as it is stored (`ShownColumns.swift`); nil
+    /// for a column the resource shapes itself, or does not show.
+    var member: String? = nil
+    var show: (@Sendable (Row) -> JSONValue)? = nil
 
     /// Its values as the set-based writes' `number`th parameter, an array (`$3::integer[]`).
     /// An array column travels as its literal's text, each element of a one-dimensional

@@ -1,3 +1,4 @@
+import EventStore
 import Foundation
 import JSONStream
 import Marketplace
@@ -78,7 +79,31 @@ extension ItemResource: JSONWritable {
         json.field("contactEmail", contactEmail)
         try json.field("distanceKm", distanceKm)
         json.field("position", position)
+        for member in shown {
+            json.key(member.name)
+            try json.shown(member.value)
+        }
         json.endObject()
+    }
+}
+
+extension JSONWriter {
+    /// A shown column's value (`ShownMember`), as its `Encodable` form writes it: a scalar, or
+    /// an array of them (no column holds an object).
+    mutating func shown(_ value: JSONValue) throws {
+        switch value {
+        case .null: null()
+        case .bool(let flag): self.value(flag)
+        case .int(let number): self.value(number)
+        case .double(let number): try self.value(number)
+        case .string(let text): self.value(text)
+        case .array(let elements):
+            beginArray()
+            for element in elements { try shown(element) }
+            endArray()
+        case .object:
+            preconditionFailure("a shown column holds no object")
+        }
     }
 }
 

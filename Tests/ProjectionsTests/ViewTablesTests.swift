@@ -94,3 +94,43 @@ struct PostedRowTests {
         #expect(ItemRow(posted: .rentalPosted(deposit), ownerHandle: "ada", at: Date(), position: 1)?.deposit == 5_000)
     }
 }
+
+/// A column clients read as stored is declared `shown:` and needs nothing more: the resource
+/// writes it after its own members, in the declaration's order, as the answers write values.
+@Suite("Columns shown as stored")
+struct ShownColumnsTests {
+    struct Row: Sendable {
+        var id = ItemID.none
+        var title = ""
+        var count: Int?
+        var at = Date(timeIntervalSince1970: 0)
+        var tags: [String] = []
+        var hidden = 0
+    }
+
+    static let table = ViewTable<Row>(
+        "shown", blank: Row(),
+        [
+            ViewColumn("id", "uuid", \.id, shown: "id"),
+            ViewColumn("hidden", "integer", \.hidden),
+            ViewColumn("title", "text", \.title, shown: "title"),
+            ViewColumn("count", "integer", \.count, shown: "count"),
+            ViewColumn("at", "timestamp with time zone", \.at, shown: "at"),
+            ViewColumn("tags", "text[]", \.tags, shown: "tags"),
+        ])
+
+    @Test func shownColumnsAreTheResourcesMembersInOrder() throws {
+        let id = ItemID(UUID(uuidString: "8D40177B-1CC4-49B1-A12A-A96354B7B13C")!)
+        let row = Row(id: id, title: "Drill", count: nil, at: Date(timeIntervalSince1970: 1_764_000_000), tags: ["a", "b"], hidden: 7)
+        #expect(
+            Self.table.shown(row) == [
+                ShownMember(name: "id", value: .string("8d40177b-1cc4-49b1-a12a-a96354b7b13c")),
+                ShownMember(name: "title", value: .string("Drill")),
+                ShownMember(name: "count", value: .null),
+                ShownMember(name: "at", value: .string("2025-11-24T16:00:00Z")),
+                ShownMember(name: "tags", value: .array([.string("a"), .string("b")])),
+            ])
+        // items_view shows none of its columns as stored today: the resource shapes each.
+        #expect(ItemRow.table.shown(ItemRow()).isEmpty)
+    }
+}

@@ -102,6 +102,18 @@ struct JSONWriterTests {
         try expectSameBytes(open)
     }
 
+    @Test("an item's shown columns follow its members, the same bytes both ways")
+    func shownColumns() throws {
+        var rental = try decode(ItemResource.self, Self.item)
+        rental.shown = [
+            ShownMember(name: "watchers", value: .int(3)), ShownMember(name: "note", value: .string("\"x\" é")),
+            ShownMember(name: "gone", value: .null), ShownMember(name: "tags", value: .array([.string("a"), .double(1.5)])),
+        ]
+        try expectSameBytes(rental)
+        let written = String(decoding: try StreamingJSONEncoder.encode(rental), as: UTF8.self)
+        #expect(written.hasSuffix(#""position":9007199254740993,"watchers":3,"note":"\"x\" é","gone":null,"tags":["a",1.5]}"#), "\(written)")
+    }
+
     @Test("a rental's calendar writes the bytes its Encodable form writes")
     func calendar() throws {
         let calendar = try decode(

@@ -367,6 +367,47 @@ public struct ItemResource: Codable, Sendable {
     /// From the point a market query was `near`.
     public var distanceKm: Double?
     public var position: Int64?
+    /// The columns of `items_view` its declaration marks `shown:` (`ShownColumns.swift`), after
+    /// the members above. Written, never decoded: a client reads them by their names.
+    public var shown: [ShownMember] = []
+
+    enum CodingKeys: String, CodingKey {
+        case id, kind, title, description, category, dailyPriceCents, maxDailyPriceCents, status, ownerId, ownerHandle, location,
+            availableFrom, availableUntil, securityDepositCents, neededFrom, neededUntil, bidCount, rating, reviewCount, photos,
+            createdAt, updatedAt, contactEmail, distanceKm, position
+    }
+
+    /// As the synthesized form writes the members (an absent optional left out), then the
+    /// shown columns; `write(to:)` (Server's JSONWriter.swift) writes the same bytes.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: MemberKey.self)
+        try container.encode(id, forKey: "id")
+        try container.encode(kind, forKey: "kind")
+        try container.encode(title, forKey: "title")
+        try container.encode(description, forKey: "description")
+        try container.encode(category, forKey: "category")
+        try container.encodeIfPresent(dailyPriceCents, forKey: "dailyPriceCents")
+        try container.encodeIfPresent(maxDailyPriceCents, forKey: "maxDailyPriceCents")
+        try container.encode(status, forKey: "status")
+        try container.encode(ownerId, forKey: "ownerId")
+        try container.encode(ownerHandle, forKey: "ownerHandle")
+        try container.encode(location, forKey: "location")
+        try container.encodeIfPresent(availableFrom, forKey: "availableFrom")
+        try container.encodeIfPresent(availableUntil, forKey: "availableUntil")
+        try container.encodeIfPresent(securityDepositCents, forKey: "securityDepositCents")
+        try container.encodeIfPresent(neededFrom, forKey: "neededFrom")
+        try container.encodeIfPresent(neededUntil, forKey: "neededUntil")
+        try container.encode(bidCount, forKey: "bidCount")
+        try container.encodeIfPresent(rating, forKey: "rating")
+        try container.encode(reviewCount, forKey: "reviewCount")
+        try container.encode(photos, forKey: "photos")
+        try container.encode(createdAt, forKey: "createdAt")
+        try container.encode(updatedAt, forKey: "updatedAt")
+        try container.encodeIfPresent(contactEmail, forKey: "contactEmail")
+        try container.encodeIfPresent(distanceKm, forKey: "distanceKm")
+        try container.encodeIfPresent(position, forKey: "position")
+        for member in shown { try container.encode(member.value, forKey: MemberKey(member.name)) }
+    }
 
     /// What `init(_:position:)` reads, besides `distance_km`: `items_view`'s row.
     static let columns = ItemRow.table.selectList()
@@ -402,6 +443,7 @@ public struct ItemResource: Codable, Sendable {
         updatedAt = row.updatedAt
         self.distanceKm = distanceKm
         self.position = position
+        shown = ItemRow.table.shown(row)
     }
 }
 
