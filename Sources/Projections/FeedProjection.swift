@@ -65,53 +65,150 @@ extension NoticeKind {
 }
 
 /// `feed_view`: one notice per user for each event that concerns them, keyed by the event's
-/// position, so a feed resumes after any position and a replay makes the same feed. Runs
-/// after the items projection, whose bids it reads to know whom a bid's fate concerns.
+/// position, so a feed resumes after any position and a replay makes the same feed.
 ///
-/// Set-based (`WritePlan`): a batch's notices are written a statement a shape, rather than one
-/// a notice. That is the same feed: every notice reads the other views as the batch leaves
-/// them, as before, and is keyed by its own position. A loan's news reads its lenders, and a
-/// share bought writes one, so a lender hears only of what happens after they lent. Each row
-/// finds what it reads by key (`LATERAL ... OFFSET 0`, which the planner cannot turn into a
-/// join over a whole view).
+/// Stated once, as a fold (`Memory.fold`): what each event tells whom, from what the log said
+/// before it (each item's owner, each bid's bidder, item and owner, each booking's held
+/// reviews, each loan's lenders). An append reads those the batch needs by key, with the
+/// batch's own append (`reads`: the views hold the same, and never change it once written),
+/// folds the batch, and inserts its notices and new lenders, one statement each; a build from
+/// the first event holds them in memory and copies the notices.
 ///
 /// A notice is inserted without `ON CONFLICT`: an event is applied once, and each makes at
 /// most one notice per person (a loan's news one per lender, each once in
 /// `feed_loan_lenders`), so a key taken twice is a defect to hear of, not to hide. The
 /// conflict check cost 1.7–1.9 times the insert itself (300,000 rows, psql).
-public struct FeedProjection: InlineProjection {
+public struct FeedProjection: ReadingProjection {
     public let name = "feed"
     public init() {}
 
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        var plan = WritePlan()
-        var forgotten: [UUID] = []
-        for event in events {
-            if Aggregate.item.owns(event.streamID) {
-                try item(event, &plan)
-            } else if Aggregate.loan.owns(event.streamID) {
-                try loan(event, &plan)
-            } else if Aggregate.user.owns(event.streamID) {
-                try user(event, &plan, &forgotten)
+    /// What a batch's notices read of earlier events, by key: the items bid on, the bids
+    /// decided, the bookings whose reviews are published, the loans with news or a new lender.
+    struct Keys {
+        var items = Set<ItemID>(), bids = Set<BidID>(), bookings = Set<BidID>(), loans = Set<LoanID>()
+
+        init(_ events: [ProjectedEvent]) {
+            for event in events {
+                if Aggregate.item.owns(event.streamID) {
+                    switch event.type {
+                    case BidPlaced.eventType:
+                        if let item = Aggregate.item.id(of: event.streamID) { items.insert(item) }
+                    case BidApproved.eventType, BidRejected.eventType, ReviewsPublished.eventType:
+                        switch try? Aggregate.item.codec.decode(event) {
+                        case .bidApproved(let approved): bids.insert(approved.bidID)
+                        case .bidRejected(let rejected): bids.insert(rejected.bidID)
+                        case .reviewsPublished(let published): bookings.insert(published.bookingID)
+                        default: break
+                        }
+                    default: break
+                    }
+                } else if Aggregate.loan.owns(event.streamID), let loan = Aggregate.loan.id(of: event.streamID) {
+                    switch event.type {
+                    case LoanSharePurchased.eventType, LoanFunded.eventType, LoanRepaid.eventType, LoanExpired.eventType: loans.insert(loan)
+                    default: break
+                    }
+                }
             }
         }
-        try plan.run(&session)
+
+        /// One read for each kind of key the batch has, in this order.
+        var reads: [PostgresQuery] {
+            var reads: [PostgresQuery] = []
+            if !items.isEmpty {
+                reads.append("SELECT item_id, owner_id FROM items_view WHERE item_id = ANY (\(items.map(\.description))::uuid[])")
+            }
+            if !bids.isEmpty {
+                reads.append(
+                    "SELECT bid_id, bidder_id, item_id, owner_id FROM bids_view WHERE bid_id = ANY (\(bids.map(\.description))::uuid[])")
+            }
+            if !bookings.isEmpty {
+                // Its reviews held unpublished, as the fold holds them.
+                reads.append(
+                    """
+                    SELECT bid_id, author_id, subject_id, stars FROM reviews_view
+                    WHERE bid_id = ANY (\(bookings.map(\.description))::uuid[]) AND NOT published ORDER BY position
+                    """)
+            }
+            if !loans.isEmpty {
+                reads.append(
+                    "SELECT loan_id, lender_id FROM feed_loan_lenders WHERE loan_id = ANY (\(loans.map(\.description))::uuid[])")
+            }
+            return reads
+        }
+
+        /// What `reads` found, as the fold holds it.
+        func memory(_ read: [PostgresRows]) throws -> Memory {
+            var known = Memory(), rows = read[...]
+            if !items.isEmpty, let found = rows.popFirst() {
+                for row in found { known.owners[try row.decode("item_id", as: ItemID.self)] = try row.decode("owner_id", as: UserID.self) }
+            }
+            if !bids.isEmpty, let found = rows.popFirst() {
+                for row in found {
+                    known.bids[try row.decode("bid_id", as: BidID.self)] = Memory.Bid(
+                        bidder: try row.decode("bidder_id", as: UserID.self), item: try row.decode("item_id", as: ItemID?.self),
+                        owner: try row.decode("owner_id", as: UserID?.self))
+                }
+            }
+            if !bookings.isEmpty, let found = rows.popFirst() {
+                for row in found {
+                    let booking = try row.decode("bid_id", as: BidID.self)
+                    known.heldReviews[booking, default: []].append(
+                        Memory.HeldReview(
+                            booking: booking, author: try row.decode("author_id", as: UserID.self), subject: try row.decode("subject_id", as: UserID.self),
+                            stars: try row.decode("stars")))
+                }
+            }
+            if !loans.isEmpty, let found = rows.popFirst() {
+                for row in found { known.lenders[try row.decode("loan_id", as: LoanID.self), default: []].append(try row.decode("lender_id", as: UserID.self)) }
+            }
+            return known
+        }
+    }
+
+    public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] { Keys(events).reads }
+
+    /// The batch folded from what `reads` found; its notices and new lenders inserted, one
+    /// statement each, and the feeds of whoever it forgot removed. A notice to someone
+    /// forgotten by the batch's end is not written (`stillHere`, read as the users projection
+    /// leaves `users_view`).
+    public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
+        var known = try Keys(events).memory(read)
+        var notices: [Notice] = [], lenders: [(LoanID, UserID)] = [], forgotten: [UserID] = []
+        for event in events {
+            try known.fold(event, into: &notices, lenders: &lenders, forgotten: &forgotten)
+        }
+        if !lenders.isEmpty {
+            var loans = PostgresBatchColumn(), lending = PostgresBatchColumn()
+            for (loan, lender) in lenders {
+                loans.append(loan)
+                lending.append(lender)
+            }
+            try session.query(Self.addLenders.statement([loans, lending]), prepared: true)
+        }
+        if !notices.isEmpty {
+            var columns = Array(repeating: PostgresBatchColumn(), count: Self.insertNotices.width)
+            for notice in notices {
+                for (index, value) in notice.values.enumerated() { columns[index].append(value) }
+            }
+            try session.query(Self.insertNotices.statement(columns), prepared: true)
+        }
         if !forgotten.isEmpty { try Self.removeFeeds(of: forgotten, &session) }
     }
 
-    /// A build from the first event: the same notices, worked out here from what the log
-    /// has said so far (`Memory`) rather than read back from the views, and sent by `COPY`.
+    /// A build from the first event: the same fold, over what the log has said so far, held in
+    /// memory (`Memory`) rather than read back from the views, and its notices sent by `COPY`.
     /// The notices were a rebuild's largest table, and their inserts its costliest statements
     /// (433,800 rows of 1.08M events, 4.7 s, each looking up what it reads by key).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         var notices = PostgresCopyRows(unsafeRawTarget: Self.noticeColumns, width: 11)
         var lenders = PostgresCopyRows(unsafeRawTarget: "feed_loan_lenders (loan_id, lender_id)", width: 2)
-        var forgotten: [UUID] = []
+        var forgotten: [UserID] = []
         try memory.with(name, initial: Memory()) { known in
-            var batch: [Notice] = []
+            var batch: [Notice] = [], lent: [(LoanID, UserID)] = []
             for event in events {
-                try known.fold(event, into: &batch, lenders: &lenders, forgotten: &forgotten)
+                try known.fold(event, into: &batch, lenders: &lent, forgotten: &forgotten)
             }
+            for (loan, lender) in lent { lenders.append([loan, lender]) }
             // Whoever is forgotten by the batch's end hears nothing of it, as `stillHere` reads,
             // and whoever the batch forgets loses what it said to them, as the deletion after
             // the appends' inserts does (even someone `users_view` never held).
@@ -151,8 +248,8 @@ public struct FeedProjection: InlineProjection {
     }
 
     /// A forgotten person has no feed; notices about them elsewhere read `former user`.
-    static func removeFeeds(of users: [UUID], _ session: inout PostgresSession) throws {
-        try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(users.map(\.lowercaseText))::uuid[])", prepared: true)
+    static func removeFeeds(of users: [UserID], _ session: inout PostgresSession) throws {
+        try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(users.map(\.description))::uuid[])", prepared: true)
     }
 
     static let noticeColumns =
@@ -160,151 +257,133 @@ public struct FeedProjection: InlineProjection {
 
     /// A notice as a row of `feed_view`.
     struct Notice {
-        var user: UUID
+        var user: UserID
         var values: [any PostgresEncodable]
 
         init(
-            _ kind: NoticeKind, to user: UUID, _ event: ProjectedEvent, item: UUID? = nil, bid: UUID? = nil, loan: UUID? = nil,
-            message: UUID? = nil, from: UUID? = nil, amount: Int? = nil, stars: Int? = nil
+            _ kind: NoticeKind, to user: UserID, _ event: ProjectedEvent, item: ItemID? = nil, bid: BidID? = nil, loan: LoanID? = nil,
+            message: MessageID? = nil, from: UserID? = nil, amount: Int? = nil, stars: Int? = nil
         ) {
             self.user = user
             values = [user, event.position, kind.rawValue, item, bid, loan, message, from, amount, stars, event.recordedAt]
         }
     }
 
-    /// What a rebuild's notices read, folded from the log in its order: each item's owner,
-    /// each bid's bidder, item and owner, each loan's lenders (in the order they first lent),
-    /// who is registered and who of them forgotten. The views hold the same, and never change
-    /// it once written: an item keeps its owner, a bid its bidder, item and owner. About 100
-    /// bytes a bid.
+    /// What the notices read, folded from the log in its order: each item's owner, each bid's
+    /// bidder, item and owner, each booking's held reviews, each loan's lenders (in the order
+    /// they first lent), who is registered and who of them forgotten. An append holds what
+    /// its batch reads (`Keys.memory`); a build, all of it (about 100 bytes a bid).
     struct Memory: Sendable {
         struct Bid: Sendable {
-            var bidder: UUID
-            var item: UUID?
+            var bidder: UserID
+            var item: ItemID?
             /// As `bids_view` has it: the item's owner when the bid was placed.
-            var owner: UUID?
+            var owner: UserID?
         }
 
-        var owners: [UUID: UUID] = [:]
-        var bids: [UUID: Bid] = [:]
+        /// A booking's review held unpublished: who wrote it about whom, with how many stars.
+        struct HeldReview: Sendable {
+            var booking: BidID
+            var author: UserID
+            var subject: UserID
+            var stars: Int
+        }
+
+        var owners: [ItemID: UserID] = [:]
+        var bids: [BidID: Bid] = [:]
         /// Each booking's reviews held unpublished, told when `ReviewsPublished` comes.
-        var heldReviews: [UUID: [ReviewWritten]] = [:]
-        var lenders: [UUID: [UUID]] = [:]
-        var registered: Set<UUID> = []
+        var heldReviews: [BidID: [HeldReview]] = [:]
+        var lenders: [LoanID: [UserID]] = [:]
+        var registered: Set<UserID> = []
         /// As `users_view.forgotten_at` says: only a registered user's is set.
-        var forgotten: Set<UUID> = []
+        var forgotten: Set<UserID> = []
         /// Everyone forgotten (registered or not), and the first position of the last batch
         /// that forgot them: their notices before it are deleted at the build's end.
-        var removals: [UUID: Int64] = [:]
+        var removals: [UserID: Int64] = [:]
 
+        /// `event`'s notices, and what it tells the fold: the projection's one statement of
+        /// who hears of what. `lenders`: each loan's new lenders, for `feed_loan_lenders`.
         mutating func fold(
-            _ event: ProjectedEvent, into notices: inout [Notice], lenders newLenders: inout PostgresCopyRows,
-            forgotten newlyForgotten: inout [UUID]
+            _ event: ProjectedEvent, into notices: inout [Notice], lenders newLenders: inout [(LoanID, UserID)],
+            forgotten newlyForgotten: inout [UserID]
         ) throws {
             if Aggregate.item.owns(event.streamID) {
                 // As the views key them: an item by its posting's id, a bid's item by its stream.
-                let item = Aggregate.item.id(of: event.streamID)?.rawValue
+                let item = Aggregate.item.id(of: event.streamID)
                 switch try Aggregate.item.codec.decode(event) {
                 case .rentalPosted(let posted):
-                    if owners[posted.itemID.rawValue] == nil { owners[posted.itemID.rawValue] = posted.ownerID.rawValue }
+                    if owners[posted.itemID] == nil { owners[posted.itemID] = posted.ownerID }
                 case .requestPosted(let posted):
-                    if owners[posted.itemID.rawValue] == nil { owners[posted.itemID.rawValue] = posted.ownerID.rawValue }
+                    if owners[posted.itemID] == nil { owners[posted.itemID] = posted.ownerID }
                 case .bidPlaced(let placed):
                     let owner = item.flatMap { owners[$0] }
-                    if bids[placed.bidID.rawValue] == nil {
-                        bids[placed.bidID.rawValue] = Bid(bidder: placed.bidderID.rawValue, item: item, owner: owner)
-                    }
+                    if bids[placed.bidID] == nil { bids[placed.bidID] = Bid(bidder: placed.bidderID, item: item, owner: owner) }
                     guard let owner else { return }
                     notices.append(
-                        Notice(
-                            .bidReceived, to: owner, event, item: item, bid: placed.bidID.rawValue, from: placed.bidderID.rawValue,
-                            amount: placed.dailyPriceCents))
+                        Notice(.bidReceived, to: owner, event, item: item, bid: placed.bidID, from: placed.bidderID, amount: placed.dailyPriceCents))
                 case .bidApproved(let approved):
-                    fate(.bidApproved, of: approved.bidID.rawValue, event, &notices)
+                    fate(.bidApproved, of: approved.bidID, event, &notices)
                 case .bidRejected(let rejected):
-                    fate(NoticeKind.rejection(rejected), of: rejected.bidID.rawValue, event, &notices)
+                    fate(NoticeKind.rejection(rejected), of: rejected.bidID, event, &notices)
                 case .bookingConfirmed(let confirmed):
-                    notices.append(
-                        Notice(
-                            .bookingConfirmed, to: confirmed.renterID.rawValue, event, item: item, bid: confirmed.bookingID.rawValue,
-                            from: confirmed.ownerID.rawValue))
+                    notices.append(Notice(.bookingConfirmed, to: confirmed.renterID, event, item: item, bid: confirmed.bookingID, from: confirmed.ownerID))
                 case .bookingCompleted(let completed):
-                    notices.append(
-                        Notice(
-                            .reviewWanted, to: completed.renterID.rawValue, event, item: item, bid: completed.bookingID.rawValue,
-                            from: completed.ownerID.rawValue))
-                    notices.append(
-                        Notice(
-                            .reviewWanted, to: completed.ownerID.rawValue, event, item: item, bid: completed.bookingID.rawValue,
-                            from: completed.renterID.rawValue))
+                    notices.append(Notice(.reviewWanted, to: completed.renterID, event, item: item, bid: completed.bookingID, from: completed.ownerID))
+                    notices.append(Notice(.reviewWanted, to: completed.ownerID, event, item: item, bid: completed.bookingID, from: completed.renterID))
                 case .bookingCancelled(let cancelled):
                     for user in cancelled.told {
                         notices.append(
                             Notice(
-                                .bookingCancelled, to: user.rawValue, event, item: item, bid: cancelled.bookingID.rawValue,
-                                from: cancelled.teller?.rawValue, amount: user == cancelled.renterID ? cancelled.refundCents : nil))
+                                .bookingCancelled, to: user, event, item: item, bid: cancelled.bookingID, from: cancelled.teller,
+                                amount: user == cancelled.renterID ? cancelled.refundCents : nil))
                     }
                 case .disputeOpened(let opened):
-                    notices.append(
-                        Notice(
-                            .bookingDisputed, to: opened.told.rawValue, event, item: item, bid: opened.bookingID.rawValue,
-                            from: opened.openedBy.rawValue))
+                    notices.append(Notice(.bookingDisputed, to: opened.told, event, item: item, bid: opened.bookingID, from: opened.openedBy))
                 case .depositClaimed(let claimed):
                     notices.append(
                         Notice(
-                            .bookingDisputed, to: claimed.renterID.rawValue, event, item: item, bid: claimed.bookingID.rawValue,
-                            from: claimed.ownerID.rawValue, amount: claimed.amountCents))
+                            .bookingDisputed, to: claimed.renterID, event, item: item, bid: claimed.bookingID, from: claimed.ownerID,
+                            amount: claimed.amountCents))
                 case .disputeResolved(let resolved):
                     for (user, amount) in [(resolved.renterID, resolved.renterCents), (resolved.ownerID, resolved.ownerCents)] {
-                        notices.append(
-                            Notice(
-                                .disputeResolved, to: user.rawValue, event, item: item, bid: resolved.bookingID.rawValue,
-                                amount: amount))
+                        notices.append(Notice(.disputeResolved, to: user, event, item: item, bid: resolved.bookingID, amount: amount))
                     }
                 case .bookingReminded(let reminded):
                     notices.append(
-                        Notice(
-                            .bookingStartsTomorrow, to: reminded.renterID.rawValue, event, item: item,
-                            bid: reminded.bookingID.rawValue, from: reminded.ownerID.rawValue))
+                        Notice(.bookingStartsTomorrow, to: reminded.renterID, event, item: item, bid: reminded.bookingID, from: reminded.ownerID))
                     notices.append(
-                        Notice(
-                            .bookingStartsTomorrow, to: reminded.ownerID.rawValue, event, item: item,
-                            bid: reminded.bookingID.rawValue, from: reminded.renterID.rawValue))
+                        Notice(.bookingStartsTomorrow, to: reminded.ownerID, event, item: item, bid: reminded.bookingID, from: reminded.renterID))
                 case .messageSent(let message):
                     notices.append(
                         Notice(
-                            .messageReceived, to: message.recipientID.rawValue, event, item: item, bid: message.bidID.rawValue,
-                            message: message.messageID.rawValue, from: message.authorID.rawValue))
+                            .messageReceived, to: message.recipientID, event, item: item, bid: message.bidID, message: message.messageID,
+                            from: message.authorID))
                 case .reviewWritten(let review) where review.held == true:
-                    heldReviews[review.bidID.rawValue, default: []].append(review)
+                    // News once published (not before: its stars stay hidden till then).
+                    heldReviews[review.bidID, default: []].append(
+                        HeldReview(booking: review.bidID, author: review.authorID, subject: review.subjectID, stars: review.stars))
                 case .reviewWritten(let review):
                     notices.append(
-                        Notice(
-                            .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
-                            from: review.authorID.rawValue, stars: review.stars))
+                        Notice(.reviewReceived, to: review.subjectID, event, item: item, bid: review.bidID, from: review.authorID, stars: review.stars))
                 case .savedSearchesMatched(let matched):
-                    for user in matched.users {
-                        notices.append(Notice(.newMatch, to: user.rawValue, event, item: item, from: matched.ownerID.rawValue))
-                    }
+                    for user in matched.users { notices.append(Notice(.newMatch, to: user, event, item: item, from: matched.ownerID)) }
                 case .reviewsPublished(let published):
-                    for review in heldReviews.removeValue(forKey: published.bookingID.rawValue) ?? [] {
+                    for review in heldReviews.removeValue(forKey: published.bookingID) ?? [] {
                         notices.append(
-                            Notice(
-                                .reviewReceived, to: review.subjectID.rawValue, event, item: item, bid: review.bidID.rawValue,
-                                from: review.authorID.rawValue, stars: review.stars))
+                            Notice(.reviewReceived, to: review.subject, event, item: item, bid: review.booking, from: review.author, stars: review.stars))
                     }
                 default:
                     break
                 }
             } else if Aggregate.loan.owns(event.streamID) {
-                guard let loan = Aggregate.loan.id(of: event.streamID)?.rawValue else { return }
+                guard let loan = Aggregate.loan.id(of: event.streamID) else { return }
                 let kind: NoticeKind
                 switch try Aggregate.loan.codec.decode(event) {
                 case .sharePurchased(let share):
-                    let lender = share.lenderID.rawValue
-                    if !lenders[loan, default: []].contains(lender) {
-                        lenders[loan, default: []].append(lender)
-                        newLenders.append([loan, lender])
+                    // A lender hears only of what happens after they lent.
+                    if !lenders[loan, default: []].contains(share.lenderID) {
+                        lenders[loan, default: []].append(share.lenderID)
+                        newLenders.append((loan, share.lenderID))
                     }
                     return
                 case .funded: kind = .loanFunded
@@ -316,16 +395,16 @@ public struct FeedProjection: InlineProjection {
             } else if Aggregate.user.owns(event.streamID) {
                 switch try Aggregate.user.codec.decode(event) {
                 case .registered(let registered):
-                    self.registered.insert(registered.userID.rawValue)
+                    self.registered.insert(registered.userID)
                 case .balanceCredited(let credit):
-                    guard let user = Aggregate.user.id(of: event.streamID)?.rawValue else { return }
-                    notices.append(Notice(.balanceCredited, to: user, event, loan: credit.loanID.rawValue, amount: credit.amountCents))
+                    guard let user = Aggregate.user.id(of: event.streamID) else { return }
+                    notices.append(Notice(.balanceCredited, to: user, event, loan: credit.loanID, amount: credit.amountCents))
                 case .payoutSent(let sent):
-                    guard let user = Aggregate.user.id(of: event.streamID)?.rawValue else { return }
+                    guard let user = Aggregate.user.id(of: event.streamID) else { return }
                     notices.append(Notice(.payoutSent, to: user, event, amount: sent.amountCents))
                 case .forgotten(let gone):
-                    if registered.contains(gone.userID.rawValue) { forgotten.insert(gone.userID.rawValue) }
-                    newlyForgotten.append(gone.userID.rawValue)
+                    if registered.contains(gone.userID) { forgotten.insert(gone.userID) }
+                    newlyForgotten.append(gone.userID)
                 default:
                     break
                 }
@@ -333,120 +412,10 @@ public struct FeedProjection: InlineProjection {
         }
 
         /// A bid approved or rejected: its bidder hears of it, from the item's owner.
-        private func fate(_ kind: NoticeKind, of bid: UUID, _ event: ProjectedEvent, _ notices: inout [Notice]) {
+        private func fate(_ kind: NoticeKind, of bid: BidID, _ event: ProjectedEvent, _ notices: inout [Notice]) {
             guard let known = bids[bid] else { return }
             notices.append(Notice(kind, to: known.bidder, event, item: known.item, bid: bid, from: known.owner))
         }
-    }
-
-    private func item(_ event: ProjectedEvent, _ plan: inout WritePlan) throws {
-        let item = Aggregate.item.id(of: event.streamID)?.rawValue
-        switch try Aggregate.item.codec.decode(event) {
-        case .bidPlaced(let placed):
-            plan.add(
-                Self.bidsReceived,
-                [event.position, event.recordedAt, item, placed.bidID.rawValue, placed.bidderID.rawValue, placed.dailyPriceCents],
-                writes: [])
-        case .bidApproved(let approved):
-            plan.add(Self.bidFates, [event.position, event.recordedAt, NoticeKind.bidApproved.rawValue, approved.bidID.rawValue], writes: [])
-        case .bidRejected(let rejected):
-            plan.add(
-                Self.bidFates, [event.position, event.recordedAt, NoticeKind.rejection(rejected).rawValue, rejected.bidID.rawValue],
-                writes: [])
-        case .bookingConfirmed(let confirmed):
-            notice(
-                .bookingConfirmed, to: confirmed.renterID, event, &plan, item: item, bid: confirmed.bookingID.rawValue,
-                from: confirmed.ownerID)
-        case .bookingCompleted(let completed):
-            notice(
-                .reviewWanted, to: completed.renterID, event, &plan, item: item, bid: completed.bookingID.rawValue,
-                from: completed.ownerID)
-            notice(
-                .reviewWanted, to: completed.ownerID, event, &plan, item: item, bid: completed.bookingID.rawValue,
-                from: completed.renterID)
-        case .bookingCancelled(let cancelled):
-            for user in cancelled.told {
-                notice(
-                    .bookingCancelled, to: user, event, &plan, item: item, bid: cancelled.bookingID.rawValue, from: cancelled.teller,
-                    amount: user == cancelled.renterID ? cancelled.refundCents : nil)
-            }
-        case .disputeOpened(let opened):
-            notice(.bookingDisputed, to: opened.told, event, &plan, item: item, bid: opened.bookingID.rawValue, from: opened.openedBy)
-        case .depositClaimed(let claimed):
-            notice(
-                .bookingDisputed, to: claimed.renterID, event, &plan, item: item, bid: claimed.bookingID.rawValue,
-                from: claimed.ownerID, amount: claimed.amountCents)
-        case .disputeResolved(let resolved):
-            for (user, amount) in [(resolved.renterID, resolved.renterCents), (resolved.ownerID, resolved.ownerCents)] {
-                notice(.disputeResolved, to: user, event, &plan, item: item, bid: resolved.bookingID.rawValue, amount: amount)
-            }
-        case .bookingReminded(let reminded):
-            notice(
-                .bookingStartsTomorrow, to: reminded.renterID, event, &plan, item: item, bid: reminded.bookingID.rawValue,
-                from: reminded.ownerID)
-            notice(
-                .bookingStartsTomorrow, to: reminded.ownerID, event, &plan, item: item, bid: reminded.bookingID.rawValue,
-                from: reminded.renterID)
-        case .messageSent(let message):
-            notice(
-                .messageReceived, to: message.recipientID, event, &plan, item: item, bid: message.bidID.rawValue,
-                message: message.messageID.rawValue, from: message.authorID)
-        case .reviewWritten(let review) where review.held != true:
-            // A held review is news once published (not before: its stars stay hidden till then).
-            notice(
-                .reviewReceived, to: review.subjectID, event, &plan, item: item, bid: review.bidID.rawValue, from: review.authorID,
-                stars: review.stars)
-        case .savedSearchesMatched(let matched):
-            for user in matched.users { notice(.newMatch, to: user, event, &plan, item: item, from: matched.ownerID) }
-        case .reviewsPublished(let published):
-            // The booking's reviews, published by this event (every review of a booking is held
-            // until then), as the items projection has just written them.
-            plan.add(Self.publishedReviews, [event.position, event.recordedAt, published.bookingID.rawValue], writes: [])
-        default:
-            break
-        }
-    }
-
-    private func loan(_ event: ProjectedEvent, _ plan: inout WritePlan) throws {
-        let loan = Aggregate.loan.id(of: event.streamID)?.rawValue
-        let lenders = [WritePlan.Row(.loanLenders, loan)]
-        let kind: NoticeKind
-        switch try Aggregate.loan.codec.decode(event) {
-        case .sharePurchased(let share):
-            plan.add(Self.addLenders, [loan, share.lenderID.rawValue], writes: lenders)
-            return
-        case .funded: kind = .loanFunded
-        case .repaid: kind = .loanRepaid
-        case .expired: kind = .loanExpired
-        default: return
-        }
-        plan.add(Self.loanNews, [event.position, event.recordedAt, kind.rawValue, loan], reads: lenders, writes: [])
-    }
-
-    private func user(_ event: ProjectedEvent, _ plan: inout WritePlan, _ forgotten: inout [UUID]) throws {
-        switch try Aggregate.user.codec.decode(event) {
-        case .balanceCredited(let credit):
-            guard let user = Aggregate.user.id(of: event.streamID) else { return }
-            notice(.balanceCredited, to: user, event, &plan, loan: credit.loanID.rawValue, amount: credit.amountCents)
-        case .payoutSent(let sent):
-            guard let user = Aggregate.user.id(of: event.streamID) else { return }
-            notice(.payoutSent, to: user, event, &plan, amount: sent.amountCents)
-        case .forgotten(let gone):
-            forgotten.append(gone.userID.rawValue)
-        default:
-            break
-        }
-    }
-
-    /// A notice to a named user.
-    private func notice(
-        _ kind: NoticeKind, to user: UserID, _ event: ProjectedEvent, _ plan: inout WritePlan, item: UUID? = nil,
-        bid: UUID? = nil, loan: UUID? = nil, message: UUID? = nil, from: UserID? = nil, amount: Int? = nil, stars: Int? = nil
-    ) {
-        plan.add(
-            Self.direct,
-            [event.position, event.recordedAt, user.rawValue, kind.rawValue, item, bid, loan, message, from?.rawValue, amount, stars],
-            writes: [])
     }
 
     /// A forgotten person has no feed, now or later (a repayment still credits them). A scalar
@@ -456,8 +425,6 @@ public struct FeedProjection: InlineProjection {
         "(SELECT gone.forgotten_at FROM users_view gone WHERE gone.user_id = \(column)) IS NULL"
     }
 
-    // MARK: The notices' shapes.
-
     /// Who lent to a loan, for its news.
     static let addLenders = SetWrite("add loan lenders", width: 2) { c in
         """
@@ -466,61 +433,14 @@ public struct FeedProjection: InlineProjection {
         """
     }
 
-    /// A bid on an item: its owner hears of it.
-    static let bidsReceived = SetWrite("bids received", width: 6) { c in
+    /// A batch's notices, in `Notice.values`' order, but to whoever is forgotten by its end.
+    static let insertNotices = SetWrite("notices", width: 11) { c in
         """
-        INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, amount_cents, created_at)
-        SELECT i.owner_id, n.position, \(NoticeKind.bidReceived.rawValue), i.item_id, n.bid, n.bidder, n.amount, n.at
-        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::uuid[], \(c[3])::uuid[], \(c[4])::uuid[], \(c[5])::int8[])
-             AS n(position, at, item, bid, bidder, amount),
-             LATERAL (SELECT owner_id, item_id FROM items_view WHERE item_id = n.item OFFSET 0) i
-        WHERE \(unsafeRaw: stillHere("i.owner_id"))
-        """
-    }
-
-    /// A bid approved or rejected: its bidder hears of it.
-    static let bidFates = SetWrite("bid fates", width: 4) { c in
-        """
-        INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, created_at)
-        SELECT b.bidder_id, n.position, n.kind, b.item_id, b.bid_id, b.owner_id, n.at
-        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::text[], \(c[3])::uuid[]) AS n(position, at, kind, bid),
-             LATERAL (SELECT bidder_id, item_id, bid_id, owner_id FROM bids_view WHERE bid_id = n.bid OFFSET 0) b
-        WHERE \(unsafeRaw: stillHere("b.bidder_id"))
-        """
-    }
-
-    /// A notice to a named user.
-    static let direct = SetWrite("notices", width: 11) { c in
-        """
-        INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, loan_id, message_id, from_user_id, amount_cents,
-                               stars, created_at)
-        SELECT n.user_id, n.position, n.kind, n.item, n.bid, n.loan, n.message, n.from_user, n.amount, n.stars, n.at
-        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::uuid[], \(c[3])::text[], \(c[4])::uuid[], \(c[5])::uuid[],
-                    \(c[6])::uuid[], \(c[7])::uuid[], \(c[8])::uuid[], \(c[9])::int8[], \(c[10])::int4[])
-             AS n(position, at, user_id, kind, item, bid, loan, message, from_user, amount, stars)
+        INSERT INTO \(unsafeRaw: noticeColumns)
+        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::int8[], \(c[2])::text[], \(c[3])::uuid[], \(c[4])::uuid[], \(c[5])::uuid[],
+                             \(c[6])::uuid[], \(c[7])::uuid[], \(c[8])::int8[], \(c[9])::int4[], \(c[10])::timestamptz[])
+             AS n(user_id, position, kind, item_id, bid_id, loan_id, message_id, from_user_id, amount_cents, stars, created_at)
         WHERE \(unsafeRaw: stillHere("n.user_id"))
-        """
-    }
-
-    /// A booking's reviews, published: each subject hears of the review about them.
-    static let publishedReviews = SetWrite("published reviews", width: 3) { c in
-        """
-        INSERT INTO feed_view (user_id, position, kind, item_id, bid_id, from_user_id, stars, created_at)
-        SELECT r.subject_id, n.position, 'review_received', r.item_id, r.bid_id, r.author_id, r.stars, n.at
-        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::uuid[]) AS n(position, at, booking),
-             LATERAL (SELECT subject_id, item_id, bid_id, author_id, stars FROM reviews_view WHERE bid_id = n.booking OFFSET 0) r
-        WHERE \(unsafeRaw: stillHere("r.subject_id"))
-        """
-    }
-
-    /// What happened to a loan: its lenders (so far) hear of it.
-    static let loanNews = SetWrite("loan news", width: 4) { c in
-        """
-        INSERT INTO feed_view (user_id, position, kind, loan_id, created_at)
-        SELECT l.lender_id, n.position, n.kind, l.loan_id, n.at
-        FROM unnest(\(c[0])::int8[], \(c[1])::timestamptz[], \(c[2])::text[], \(c[3])::uuid[]) AS n(position, at, kind, loan),
-             LATERAL (SELECT lender_id, loan_id FROM feed_loan_lenders WHERE loan_id = n.loan OFFSET 0) l
-        WHERE \(unsafeRaw: stillHere("l.lender_id"))
         """
     }
 }

@@ -206,6 +206,22 @@ struct SetBasedViewsTests {
                     "SELECT kind || ' ' || count(*) AS k FROM together.feed_view WHERE loan_id IS NOT NULL GROUP BY kind ORDER BY 1"
                 ).map { try $0.decode("k", as: String.self) }
                 #expect(news == ["loan_expired 1", "loan_funded 5", "loan_repaid 6"], "the forgotten lender hears nothing")
+                // Each notice to whom it concerns: a bid to the item's owner, its fate to its bidder.
+                let notices = try await pool.query(
+                    "SELECT kind || ' ' || count(*) AS k FROM together.feed_view WHERE loan_id IS NULL GROUP BY kind ORDER BY 1"
+                ).map { try $0.decode("k", as: String.self) }
+                #expect(
+                    notices == ["bid_approved 7", "bid_received 21", "bid_rejected 6", "message_received 6", "review_received 12"],
+                    "\(notices)")
+                let misdirected = try await pool.query(
+                    """
+                    SELECT count(*)::int AS n FROM together.feed_view f
+                    LEFT JOIN together.items_view i ON i.item_id = f.item_id LEFT JOIN together.bids_view b ON b.bid_id = f.bid_id
+                    WHERE (f.kind = 'bid_received' AND f.user_id IS DISTINCT FROM i.owner_id)
+                       OR (f.kind IN ('bid_approved', 'bid_rejected') AND f.user_id IS DISTINCT FROM b.bidder_id)
+                    """
+                ).single().decode("n", as: Int.self)
+                #expect(misdirected == 0)
                 let countries = try await pool.query(
                     "SELECT country_code || ' ' || fundraising_loans AS c FROM together.country_loans_view ORDER BY 1"
                 ).map { try $0.decode("c", as: String.self) }
