@@ -143,11 +143,14 @@ struct TapeParser {
         index += 1
         let start = index
         var escaped = false
-        // Past the limit is refused there, whether or not the string ends.
-        let longest = limits.map { start + $0.stringBytes } ?? Int.max
+        // Past the limit is refused there, whether or not the string ends: the limit is the
+        // loop's bound, so the events' decoding (no limits) pays nothing for it.
+        let stop = limits.map { min(bytes.count, start + $0.stringBytes + 1) } ?? bytes.count
         while true {
-            if index > longest { throw JSONDocument.LimitExceeded.stringBytes }
-            guard index < bytes.count else { throw corrupted("Unterminated string") }
+            guard index < stop else {
+                if stop < bytes.count { throw JSONDocument.LimitExceeded.stringBytes }
+                throw corrupted("Unterminated string")
+            }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { break }
             if byte < 0x20 { throw corrupted("Unescaped control character in a string") }

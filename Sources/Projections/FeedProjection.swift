@@ -111,7 +111,7 @@ public struct FeedProjection: ReadingProjection {
             }
         }
 
-        /// One read for each kind of key the batch has, in this order.
+        /// One read for each kind of key the batch has, each told by its first column.
         var reads: [PostgresQuery] {
             var reads: [PostgresQuery] = []
             if !items.isEmpty {
@@ -125,7 +125,7 @@ public struct FeedProjection: ReadingProjection {
                 // Its reviews held unpublished, as the fold holds them.
                 reads.append(
                     """
-                    SELECT bid_id, author_id, subject_id, stars FROM reviews_view
+                    SELECT bid_id AS booking_id, author_id, subject_id, stars FROM reviews_view
                     WHERE bid_id = ANY (\(bookings.map(\.description))::uuid[]) AND NOT published ORDER BY position
                     """)
             }
@@ -136,30 +136,36 @@ public struct FeedProjection: ReadingProjection {
             return reads
         }
 
-        /// What `reads` found, as the fold holds it.
-        func memory(_ read: [PostgresRows]) throws -> Memory {
-            var known = Memory(), rows = read[...]
-            if !items.isEmpty, let found = rows.popFirst() {
-                for row in found { known.owners[try row.decode("item_id", as: ItemID.self)] = try row.decode("owner_id", as: UserID.self) }
-            }
-            if !bids.isEmpty, let found = rows.popFirst() {
-                for row in found {
-                    known.bids[try row.decode("bid_id", as: BidID.self)] = Memory.Bid(
-                        bidder: try row.decode("bidder_id", as: UserID.self), item: try row.decode("item_id", as: ItemID?.self),
-                        owner: try row.decode("owner_id", as: UserID?.self))
+        /// What `reads` found, as the fold holds it. Each result is told by its first column,
+        /// not by its place: the reads were made from every event the batch might append, and
+        /// `apply` gets those it did append (an append refused for its version drops out).
+        static func memory(_ read: [PostgresRows]) throws -> Memory {
+            var known = Memory()
+            for found in read {
+                switch found.columns.first?.name {
+                case "item_id":
+                    for row in found { known.owners[try row.decode("item_id", as: ItemID.self)] = try row.decode("owner_id", as: UserID.self) }
+                case "bid_id":
+                    for row in found {
+                        known.bids[try row.decode("bid_id", as: BidID.self)] = Memory.Bid(
+                            bidder: try row.decode("bidder_id", as: UserID.self), item: try row.decode("item_id", as: ItemID?.self),
+                            owner: try row.decode("owner_id", as: UserID?.self))
+                    }
+                case "booking_id":
+                    for row in found {
+                        let booking = try row.decode("booking_id", as: BidID.self)
+                        known.heldReviews[booking, default: []].append(
+                            Memory.HeldReview(
+                                booking: booking, author: try row.decode("author_id", as: UserID.self),
+                                subject: try row.decode("subject_id", as: UserID.self), stars: try row.decode("stars")))
+                    }
+                case "loan_id":
+                    for row in found {
+                        known.lenders[try row.decode("loan_id", as: LoanID.self), default: []].append(try row.decode("lender_id", as: UserID.self))
+                    }
+                default:
+                    throw PostgresError(.decoding, message: "a read FeedProjection.Keys does not make")
                 }
-            }
-            if !bookings.isEmpty, let found = rows.popFirst() {
-                for row in found {
-                    let booking = try row.decode("bid_id", as: BidID.self)
-                    known.heldReviews[booking, default: []].append(
-                        Memory.HeldReview(
-                            booking: booking, author: try row.decode("author_id", as: UserID.self), subject: try row.decode("subject_id", as: UserID.self),
-                            stars: try row.decode("stars")))
-                }
-            }
-            if !loans.isEmpty, let found = rows.popFirst() {
-                for row in found { known.lenders[try row.decode("loan_id", as: LoanID.self), default: []].append(try row.decode("lender_id", as: UserID.self)) }
             }
             return known
         }
@@ -172,7 +178,7 @@ public struct FeedProjection: ReadingProjection {
     /// forgotten by the batch's end is not written (`stillHere`, read as the users projection
     /// leaves `users_view`).
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
-        var known = try Keys(events).memory(read)
+        var known = try Keys.memory(read)
         var notices: [Notice] = [], lenders: [(LoanID, UserID)] = [], forgotten: [UserID] = []
         for event in events {
             try known.fold(event, into: &notices, lenders: &lenders, forgotten: &forgotten)

@@ -63,7 +63,7 @@ extension ViewColumn {
 extension ViewTable {
     /// The row's shown columns, in the declaration's order.
     func shown(_ row: Row) -> [ShownMember] {
-        columns.compactMap { column in
+        shownColumns.compactMap { column in
             guard let member = column.member, let show = column.show else { return nil }
             return ShownMember(name: member, value: show(row))
         }

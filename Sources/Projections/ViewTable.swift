@@ -21,11 +21,16 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// every bid it copies.
     let target: String
 
+    /// The columns clients read as stored (`ShownColumns.swift`): most tables have none, and
+    /// a resource asks for each row's.
+    let shownColumns: [ViewColumn<Row>]
+
     init(_ name: String, blank: Row, _ columns: [ViewColumn<Row>]) {
         self.name = name
         self.blank = blank
         self.columns = columns
         target = "\(name) (\(columns.map(\.name).joined(separator: ", ")))"
+        shownColumns = columns.filter { $0.member != nil }
     }
 
     /// `a, b, …`, each under `alias.` when given: a read's select list, in the columns' order.

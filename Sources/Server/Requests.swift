@@ -154,25 +154,27 @@ enum JSONShape {
 
     static let limits = JSONDocument.Limits(depth: maxDepth, stringBytes: maxStringBytes, values: maxValues)
 
-    /// A body checked in this request: its keys, and the body read onto the tape (nil when it
-    /// is not JSON: the route's decoding refuses it, saying why). `IdempotencyMiddleware` reads
-    /// the body before the route does, and digests this; the route's `decodeBody` does not scan
-    /// it again.
+    /// A body checked in this request: its keys, and the body read onto the tape.
+    /// `IdempotencyMiddleware` reads the body before the route does, and digests this; the
+    /// route's `decodeBody` does not scan it again.
     struct CheckedBody: Sendable {
         let bytes: [UInt8]
         let keys: Set<String>
+        /// Nil for a body that is empty or not JSON: the middleware digests its bytes, and a
+        /// route that reads it refuses it (`check`).
         let document: JSONDocument?
 
-        /// The body checked: its shape refused (400, 422) as `check` says.
+        /// The body checked: its shape refused (400, 422) as `check` says; one that is not
+        /// JSON passed on, since a route that takes no body may be sent anything.
         init(_ bytes: [UInt8]) throws {
             self.bytes = bytes
-            (keys, document) = try JSONShape.read(bytes)
+            (keys, document) = try JSONShape.read(bytes) ?? ([], nil)
         }
 
-        /// The keys found, when `other` holds these very bytes (one `memcmp`): any other body
-        /// is checked anew.
+        /// The keys found, when `other` holds these very bytes (one `memcmp`): any other body,
+        /// or one that was not JSON, is checked anew.
         func keys(of other: UnsafeRawBufferPointer) -> Set<String>? {
-            guard other.count == bytes.count else { return nil }
+            guard document != nil || bytes.isEmpty, other.count == bytes.count else { return nil }
             let same = bytes.withUnsafeBytes { mine in mine.count == 0 || memcmp(mine.baseAddress!, other.baseAddress!, mine.count) == 0 }
             return same ? keys : nil
         }
@@ -181,14 +183,22 @@ enum JSONShape {
     @TaskLocal static var checkedBody: CheckedBody?
 
     /// Checks the body's shape; returns the keys of its objects, nested ones as `location.lat`
-    /// (not those inside arrays). A body that is not JSON passes with none: the route's
-    /// decoding refuses it, naming what is wrong.
+    /// (not those inside arrays). A body that is not JSON (UTF-8, RFC 8259) is refused, 400:
+    /// whatever else the decoder would take (a byte-order mark, UTF-16) would pass unchecked.
+    /// An empty one passes with none, for a route whose body is optional.
     @discardableResult
-    static func check(_ bytes: [UInt8]) throws -> Set<String> { try read(bytes).keys }
+    static func check(_ bytes: [UInt8]) throws -> Set<String> {
+        if let read = try read(bytes) { return read.keys }
+        guard bytes.isEmpty else {
+            throw Problem(.badRequest, code: "malformed_body", detail: "The body is not JSON (RFC 8259, in UTF-8).")
+        }
+        return []
+    }
 
     /// The body read onto the tape (`JSONDocument`), within `limits`, then walked for what
-    /// the tape does not refuse itself: a key twice in one object, a control character in text.
-    private static func read(_ bytes: [UInt8]) throws -> (keys: Set<String>, document: JSONDocument?) {
+    /// the tape does not refuse itself: a key twice in one object, a control character in
+    /// text. Nil when it is not JSON.
+    private static func read(_ bytes: [UInt8]) throws -> (keys: Set<String>, document: JSONDocument)? {
         let document: JSONDocument
         do {
             document = try JSONDocument(bytes, limits: limits)
@@ -201,7 +211,7 @@ enum JSONShape {
                 throw Problem(.badRequest, code: "too_many_values", detail: "The body holds more than \(maxValues) members and elements.")
             }
         } catch {
-            return ([], nil)
+            return nil
         }
         var keys: Set<String> = []
         try walk(document, document.root, path: [], inArray: false, &keys)

@@ -19,32 +19,9 @@ struct FoldedViewsTests {
                 // Four flushers: four batches in flight at once, each in its own transaction.
                 let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections, maxBatchesInFlight: 4)
                 let users = (0..<3).map { _ in UserID() }
-                for (index, user) in users.enumerated() {
-                    _ = try await store.append([
-                        StreamAppend(
-                            .user(user), expectedVersion: .any,
-                            events: [
-                                try Aggregate.user.codec.encode(
-                                    .registered(
-                                        UserRegistered(
-                                            userID: user, handle: "f\(index)", displayName: "F \(index)", email: "f\(index)@example.org",
-                                            country: "NP")))
-                            ])
-                    ])
-                }
+                for (index, user) in users.enumerated() { try await register(user, "f\(index)", store) }
                 let loan = LoanID()
-                _ = try await store.append([
-                    StreamAppend(
-                        .loan(loan), expectedVersion: .any,
-                        events: [
-                            try Aggregate.loan.codec.encode(
-                                .posted(
-                                    LoanPosted(
-                                        loanID: loan, borrowerID: users[0], title: "Loom", description: "For weaving", sector: "Arts",
-                                        activity: "Weaving", countryCode: "NP", location: Location(lat: 27.7, lng: 85.3, place: "Kathmandu"),
-                                        amountCents: 1_000_000, deadline: Day(year: 2027, month: 1, day: 1)!)))
-                        ])
-                ])
+                try await post(loan, by: users[0], store)
                 let appends = 120
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for index in 1...appends {
@@ -86,5 +63,82 @@ struct FoldedViewsTests {
                 #expect(try fundraising.decode(0, as: Int.self) == 1)
             }
         }
+    }
+
+    /// A batch's reads are made from every append it may commit; an append refused for its
+    /// version then drops out of what is applied, and each read must still be taken for what
+    /// it is: a refused publication's (empty) reviews are not a loan's lenders.
+    @Test func aRefusedAppendInTheBatchLeavesTheOthersNoticesWhole() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
+                let (borrower, lender, loan) = (UserID(), UserID(), LoanID())
+                for (user, handle) in [(borrower, "borrower"), (lender, "lender")] { try await register(user, handle, store) }
+                try await post(loan, by: borrower, store)
+                _ = try await store.append([
+                    StreamAppend(
+                        .loan(loan), expectedVersion: .any,
+                        events: [try Aggregate.loan.codec.encode(.sharePurchased(LoanSharePurchased(lenderID: lender, amountCents: 2_500)))])
+                ])
+                // Publications refused for their version, beside news of the loan, all at once:
+                // the group commit puts some of each in one batch.
+                let rounds = 40
+                let refused = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<rounds {
+                        group.addTask {
+                            do {
+                                _ = try await store.append([
+                                    StreamAppend(
+                                        .item(ItemID()), expectedVersion: .exact(7),
+                                        events: [try Aggregate.item.codec.encode(.reviewsPublished(ReviewsPublished(bookingID: BidID())))])
+                                ])
+                                return false
+                            } catch {
+                                return true
+                            }
+                        }
+                        group.addTask {
+                            _ = try await store.append([
+                                StreamAppend(.loan(loan), expectedVersion: .any, events: [try Aggregate.loan.codec.encode(.repaid(LoanRepaid()))])
+                            ])
+                            return false
+                        }
+                    }
+                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+                #expect(refused == rounds)
+                let told = try await pool.query(
+                    "SELECT count(*)::int AS n FROM feed_view WHERE user_id = \(lender.rawValue) AND kind = 'loan_repaid'"
+                ).single()
+                #expect(try told.decode("n", as: Int.self) == rounds, "each repayment told to the lender")
+            }
+        }
+    }
+
+    func register(_ user: UserID, _ handle: String, _ store: EventStore) async throws {
+        _ = try await store.append([
+            StreamAppend(
+                .user(user), expectedVersion: .any,
+                events: [
+                    try Aggregate.user.codec.encode(
+                        .registered(
+                            UserRegistered(userID: user, handle: handle, displayName: handle, email: "\(handle)@example.org", country: "NP")))
+                ])
+        ])
+    }
+
+    func post(_ loan: LoanID, by borrower: UserID, _ store: EventStore) async throws {
+        _ = try await store.append([
+            StreamAppend(
+                .loan(loan), expectedVersion: .any,
+                events: [
+                    try Aggregate.loan.codec.encode(
+                        .posted(
+                            LoanPosted(
+                                loanID: loan, borrowerID: borrower, title: "Loom", description: "For weaving", sector: "Arts",
+                                activity: "Weaving", countryCode: "NP", location: Location(lat: 27.7, lng: 85.3, place: "Kathmandu"),
+                                amountCents: 1_000_000, deadline: Day(year: 2027, month: 1, day: 1)!)))
+                ])
+        ])
     }
 }

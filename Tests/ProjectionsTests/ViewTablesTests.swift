@@ -133,4 +133,11 @@ struct ShownColumnsTests {
         // items_view shows none of its columns as stored today: the resource shapes each.
         #expect(ItemRow.table.shown(ItemRow()).isEmpty)
     }
+
+    /// A shown column under a name the resource writes itself would write the key twice.
+    @Test func noShownColumnTakesAMembersName() {
+        let shown = ItemRow.table.columns.compactMap(\.member)
+        #expect(Set(shown).count == shown.count)
+        for member in shown { #expect(ItemResource.CodingKeys(stringValue: member) == nil, "items_view shows \(member) twice") }
+    }
 }
