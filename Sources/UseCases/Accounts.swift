@@ -111,6 +111,9 @@ public struct Accounts: Sendable {
     public var maxFailuresPerAddress = 20
     public var maxFailuresPerHandle = 50
     public var loginWindow = 15 * 60
+    /// How long an attempt waits for the checks in flight on its handle or address before it
+    /// is refused (429, `Retry-After: 1`): a crowd at one handle waits a bounded time.
+    public var busyWait = Duration.seconds(5)
 
     /// Checks the password, after the rate limits. Each attempt takes its place under the
     /// limits *before* bcrypt runs, under locks on its handle and address; one that finds the
@@ -186,7 +189,7 @@ public struct Accounts: Sendable {
         // checks in flight, it answers `busy`, and this one tries again shortly, holding no
         // connection meanwhile.
         let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(5)
+        let deadline = clock.now + busyWait
         var pause = Duration.milliseconds(2)
         while true {
             let row = try await pool.query(
