@@ -5,7 +5,7 @@ import Marketplace
 import Postgres
 
 /// A row of `items_view`: an item as the log leaves it. `table` is its one declaration.
-struct ItemRow: Sendable {
+struct ItemRow: Sendable, Equatable {
     var id = ItemID.none
     var kind = ItemKind.rental
     var owner = UserID.none
@@ -102,7 +102,7 @@ struct ItemRow: Sendable {
 }
 
 /// A row of `bids_view`: a bid and its fate. `table` is its one declaration.
-struct BidRow: Sendable {
+struct BidRow: Sendable, Equatable {
     var id = BidID.none
     var item: ItemID?
     var owner: UserID?

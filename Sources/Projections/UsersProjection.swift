@@ -92,9 +92,9 @@ public struct UsersProjection: ReadingProjection {
     }
 
     /// The users and cards as the log left them. Each user's completed deals and ratings are
-    /// counted by the items projection, from the items' events (`ItemsProjection.Memory`).
+    /// counted by the items projection, from the items' events (`ItemsProjection.Rows`).
     public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
-        let counts = memory.with(ItemsProjection().name, initial: ItemsProjection.Memory()) { items in
+        let counts = memory.with(ItemsProjection().name, initial: ItemsProjection.Rows()) { items in
             defer { items.userCounts = [:] }
             return items.userCounts
         }
