@@ -207,8 +207,10 @@ public struct PostgresSession: ~Copyable {
         let types = query.bindings.map { Oid($0.type.rawValue) }
         let count = Int32(query.bindings.count)
         var sent: Int32
-        if usePrepared {
-            let name = PostgresQuery.preparedName(query)
+        // Past the limit a new shape is sent unprepared (the folds' write-backs prepare one
+        // update per set of columns changed); `query` outside a pipeline starts afresh.
+        let name = usePrepared ? PostgresQuery.preparedName(query) : ""
+        if usePrepared && (prepared.contains(name) || prepared.count < Self.preparedLimit) {
             if !prepared.contains(name) {
                 guard PQsendPrepare(pg, name, query.sql, count, types) == 1 else { throw sendError() }
                 prepared.insert(name)

@@ -278,4 +278,30 @@ struct SnapshotTests {
             }
         }
     }
+
+    /// A pipeline keeps no more statements prepared than a connection's limit: past it, a new
+    /// shape (a write-back's set of columns, as many as a revision's fields combine to) is
+    /// sent unprepared, and still runs.
+    @Test func aPipelinePreparesNoMoreThanTheLimit() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                try await pool.query("CREATE TABLE t (n integer PRIMARY KEY)")
+                let shapes = PostgresSession.preparedLimit + 50
+                try await pool.withConnection { connection in
+                    try await connection.withBlockingSession { session in
+                        try session.withTransaction { session in
+                            try session.pipelined { session in
+                                for n in 1...shapes {
+                                    try session.query(PostgresQuery(unsafeSQL: "INSERT INTO t VALUES ($1) -- \(n)", bindings: [n.postgresBinding]), prepared: true)
+                                }
+                            }
+                        }
+                        let kept = try session.query("SELECT count(*)::int AS n FROM pg_prepared_statements").single()
+                        #expect(try kept.decode("n", as: Int.self) <= PostgresSession.preparedLimit)
+                    }
+                }
+                #expect(try await pool.query("SELECT count(*)::int AS c FROM t").single().decode("c", as: Int.self) == shapes)
+            }
+        }
+    }
 }
