@@ -16,6 +16,8 @@ extension ItemsProjection {
         var bids: [BidID: BidRow] = [:]
         /// A build's bids decided in an earlier batch, copied and no longer held.
         var copiedBids: Set<BidID> = []
+        /// Fates for bids copied already (`decide`).
+        var lateFates: [BidRow] = []
         /// What the batch (or, in a build, the log so far) adds to each user's completed deals
         /// and ratings.
         var userCounts: [UserID: UserCounts] = [:]
@@ -103,9 +105,9 @@ extension ItemsProjection {
             case .reviewWritten(let review) where review.held == true:
                 // A booking's review: written, shown and counted once published.
                 heldReviews[review.bidID, default: []].append(HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
-                statements.append(ItemsProjection.insertReview(review, item, event, published: false))
+                statements.append(ReviewRow.table.write(ItemsProjection.insertReviews, [ReviewRow(review, item: item, event)]))
             case .reviewWritten(let review):
-                statements.append(ItemsProjection.insertReview(review, item, event, published: true))
+                statements.append(ReviewRow.table.write(ItemsProjection.insertReviews, [ReviewRow(review, item: item, event)]))
                 rate(review.subjectID, review.role, item, by: 1, review.stars, event)
             case .reviewsPublished(let published):
                 // Each counts as a review written at once: its subject, and the item when the renter wrote it.
@@ -133,7 +135,7 @@ extension ItemsProjection {
                 // refresh (`updatedSince`) hears of it.
                 change(item) { $0.touch(event) }
             case .messageSent(let message):
-                statements.append(ItemsProjection.insertMessage(message, item, event))
+                statements.append(MessageRow.table.write(ItemsProjection.insertMessages, [MessageRow(message, item: item, event)]))
             case .messageHidden(let hidden):
                 statements.append(
                     "UPDATE messages_view SET text = \(MessageHidden.hiddenText) WHERE message_id = \(hidden.messageID.rawValue)")
@@ -186,9 +188,17 @@ extension ItemsProjection {
             }
         }
 
-        /// A bid's fate, if the log placed it.
+        /// A bid's fate, if the log placed it. A build copies a bid at its fate; a second fate
+        /// (which the deciders refuse: a bid no longer pending has none) is kept in
+        /// `lateFates`, for its row as written.
         private mutating func decide(_ bid: BidID, _ status: BidStatus, reason: String?, _ event: ProjectedEvent) {
-            guard bids[bid] != nil else { return }
+            guard bids[bid] != nil else {
+                guard copiedBids.contains(bid) else { return }
+                var late = BidRow()
+                (late.id, late.status, late.reason, late.updatedAt) = (bid, status, reason, event.recordedAt)
+                lateFates.append(late)
+                return
+            }
             (bids[bid]!.status, bids[bid]!.reason, bids[bid]!.updatedAt) = (status, reason, event.recordedAt)
         }
 

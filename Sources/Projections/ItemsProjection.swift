@@ -57,31 +57,22 @@ public struct ItemsProjection: ReadingProjection {
     /// per cell touched.
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
         try memory.with(name, initial: Rows()) { rows in
-            // A fate for a bid decided and copied in an earlier batch (never in today's
-            // log, where a bid has one fate): read back, to be written as an append would.
-            var before: [BidID: BidRow] = [:]
-            let again = Keys(events).fates.filter { rows.bids[$0] == nil && rows.copiedBids.contains($0) }
-            if !again.isEmpty {
-                for bid in try session.query(BidRow.table.rows(where: "bid_id", in: again)).map(BidRow.table.decode) {
-                    before[bid.id] = bid
-                    rows.bids[bid.id] = bid
-                }
-            }
             try rows.register(events)
             var statements: [PostgresQuery] = []
             for event in events { try rows.fold(event, &statements) }
             for statement in statements { try session.query(statement, prepared: true) }
-            // The bids decided, out of memory: written now, and never read back.
+            // The bids decided, out of memory: copied now, and never read back.
             let decided = rows.bids.values.filter { $0.status != .pending }
             for bid in decided {
                 rows.bids[bid.id] = nil
                 rows.copiedBids.insert(bid.id)
             }
-            try BidRow.table.writeBack(
-                decided.filter { before[$0.id] != nil }, before: before, key: \.id, keyColumns: "bid_id", insert: Self.insertBids,
-                &session)
-            let copied = decided.filter { before[$0.id] == nil }
-            if !copied.isEmpty { try session.copy(BidRow.table.copy(copied)) }
+            if !decided.isEmpty { try session.copy(BidRow.table.copy(decided)) }
+            if !rows.lateFates.isEmpty {
+                let fates = BidRow.table.update(BidRow.table.indices("status", "reason", "updated_at"), key: ["bid_id"])
+                try session.query(BidRow.table.write(fates, rows.lateFates), prepared: true)
+                rows.lateFates = []
+            }
         }
     }
 

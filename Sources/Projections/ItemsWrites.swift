@@ -19,24 +19,10 @@ extension ItemsProjection {
     /// not decide).
     static let insertBids = BidRow.table.insert("insert bids") { "\($0)\nON CONFLICT (bid_id) DO NOTHING" }
 
-    /// A review into `reviews_view`, shown at once or held for its booking's publication.
-    static func insertReview(_ review: ReviewWritten, _ item: ItemID?, _ event: ProjectedEvent, published: Bool) -> PostgresQuery {
-        """
-        INSERT INTO reviews_view (bid_id, role, item_id, author_id, subject_id, stars, text, created_at, position, published)
-        VALUES (\(review.bidID.rawValue), \(review.role.rawValue), \(item), \(review.authorID.rawValue),
-                \(review.subjectID.rawValue), \(review.stars), \(review.text), \(event.recordedAt), \(event.position), \(published))
-        ON CONFLICT (bid_id, role) DO NOTHING
-        """
-    }
-
-    static func insertMessage(_ message: MessageSent, _ item: ItemID?, _ event: ProjectedEvent) -> PostgresQuery {
-        """
-        INSERT INTO messages_view (message_id, bid_id, item_id, author_id, recipient_id, text, created_at, position)
-        VALUES (\(message.messageID.rawValue), \(message.bidID.rawValue), \(item), \(message.authorID.rawValue),
-                \(message.recipientID.rawValue), \(message.text), \(event.recordedAt), \(event.position))
-        ON CONFLICT (message_id) DO NOTHING
-        """
-    }
+    /// A review, shown at once or held for its booking's publication, and a message: each
+    /// statement its event's, in the events' order, before what publishes, hides or redacts it.
+    static let insertReviews = ReviewRow.table.insert("insert reviews") { "\($0)\nON CONFLICT (bid_id, role) DO NOTHING" }
+    static let insertMessages = MessageRow.table.insert("insert messages") { "\($0)\nON CONFLICT (message_id) DO NOTHING" }
 
     /// What a forgotten person wrote on rows the fold does not hold, redacted as it redacts
     /// those it holds: their bids' handle and message, their reviews' and messages' text.

@@ -168,14 +168,28 @@ extension ViewTable where Row: Equatable {
             if !differing.isEmpty { changed[differing, default: []].append(row) }
         }
         for (differing, rows) in changed.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
-            let shape = update(differing, key: keyColumns)
-            var arrays = Array(repeating: PostgresBatchColumn(), count: shape.columns.count)
-            for row in rows {
-                for (place, index) in shape.columns.enumerated() { arrays[place].append(columns[index].encode(row)) }
-            }
-            try session.query(PostgresQuery(unsafeSQL: shape.sql, bindings: arrays.map(\.postgresBinding)), prepared: true)
+            try session.query(write(update(differing, key: keyColumns), rows), prepared: true)
         }
         if !made.isEmpty { try session.query(write(insert, made), prepared: true) }
+    }
+}
+
+extension ViewTable {
+    /// The columns `names`, by index.
+    func indices(_ names: String...) -> [Int] {
+        names.map { name in
+            guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
+            return index
+        }
+    }
+
+    /// `shape` (an `update` of this table) for `rows`.
+    func write(_ shape: ViewUpdate, _ rows: some Sequence<Row>) -> PostgresQuery {
+        var arrays = Array(repeating: PostgresBatchColumn(), count: shape.columns.count)
+        for row in rows {
+            for (place, index) in shape.columns.enumerated() { arrays[place].append(columns[index].encode(row)) }
+        }
+        return PostgresQuery(unsafeSQL: shape.sql, bindings: arrays.map(\.postgresBinding))
     }
 }
 

@@ -22,6 +22,8 @@ struct ViewTablesTests {
                     (LoanShareRow.table.name, LoanShareRow.table.columns.map { [$0.name, $0.type] }),
                     (CountryLoansRow.table.name, CountryLoansRow.table.columns.map { [$0.name, $0.type] }),
                     (CartLineRow.table.name, CartLineRow.table.columns.map { [$0.name, $0.type] }),
+                    (ReviewRow.table.name, ReviewRow.table.columns.map { [$0.name, $0.type] }),
+                    (MessageRow.table.name, MessageRow.table.columns.map { [$0.name, $0.type] }),
                 ] {
                     let rows = try await pool.query(
                         """

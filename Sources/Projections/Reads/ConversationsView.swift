@@ -119,25 +119,20 @@ public struct ReviewResource: Codable, Sendable {
     /// reviews too or the review window closes.
     public var published: Bool
 
-    /// What `init` reads, from `reviews_view r` with its author's handle (`former user` once forgotten).
+    /// What `init` reads, from `reviews_view r` (its declared columns first) with its author's
+    /// handle (`former user` once forgotten).
     static let selection = """
-        r.review_id, r.bid_id, r.role, r.item_id, r.author_id, r.subject_id, r.stars, r.text, r.created_at, r.published,
+        \(ReviewRow.table.selectList("r")), r.review_id,
         CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
         FROM reviews_view r LEFT JOIN users_view u ON u.user_id = r.author_id
         """
 
     init(_ row: PostgresRow) throws {
+        let review = try ReviewRow.table.decode(row)
         id = try row.decode("review_id")
-        itemId = ItemID(try row.decode("item_id", as: UUID.self))
-        bidId = BidID(try row.decode("bid_id", as: UUID.self))
-        authorId = UserID(try row.decode("author_id", as: UUID.self))
+        (itemId, bidId, authorId, subjectId) = (review.item, review.bid, review.author, review.subject)
         authorHandle = try row.decode("author_handle")
-        subjectId = UserID(try row.decode("subject_id", as: UUID.self))
-        role = try row.decode("role")
-        stars = try row.decode("stars")
-        text = try row.decode("text")
-        createdAt = try row.decode("created_at")
-        published = try row.decode("published")
+        (role, stars, text, createdAt, published) = (review.role.rawValue, review.stars, review.text, review.createdAt, review.published)
     }
 }
 
@@ -152,21 +147,19 @@ public struct MessageResource: Codable, Sendable {
     /// Its log position: the order of a conversation, and its cursor.
     public var position: Int64
 
-    /// What `init` reads, from `messages_view m` with its author's handle (`former user` once forgotten).
+    /// What `init` reads, from `messages_view m` (its declared columns first) with its author's
+    /// handle (`former user` once forgotten).
     static let selection = """
-        m.message_id, m.bid_id, m.author_id, m.text, m.created_at, m.position,
+        \(MessageRow.table.selectList("m")),
         CASE WHEN u.forgotten_at IS NULL THEN coalesce(u.handle, '') ELSE '\(Redacted.name)' END AS author_handle
         FROM messages_view m LEFT JOIN users_view u ON u.user_id = m.author_id
         """
 
     init(_ row: PostgresRow) throws {
-        id = MessageID(try row.decode("message_id", as: UUID.self))
-        bidId = BidID(try row.decode("bid_id", as: UUID.self))
-        authorId = UserID(try row.decode("author_id", as: UUID.self))
+        let message = try MessageRow.table.decode(row)
+        (id, bidId, authorId, text, createdAt, position) =
+            (message.id, message.bid, message.author, message.text, message.createdAt, message.position)
         authorHandle = try row.decode("author_handle")
-        text = try row.decode("text")
-        createdAt = try row.decode("created_at")
-        position = try row.decode("position")
     }
 }
 
