@@ -242,6 +242,7 @@ let package = Package(
             name: "ServerTestSupport",
             dependencies: [
                 "EventStore",
+                "LenderClient",
                 "Marketplace",
                 "Media",
                 "Postgres",
@@ -311,6 +312,7 @@ let package = Package(
             name: "ServerTests",
             dependencies: [
                 "Server",
+                "LenderClient",
                 "Aggregates",
                 "ImageFixtures",
                 "LineLog",

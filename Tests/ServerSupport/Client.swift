@@ -51,14 +51,14 @@ extension TestClientProtocol {
     public func register(_ handle: String, password: String = "correct horse battery") async throws -> RegisteredUser {
         let reply = try await send(
             .post, "/v1/users",
-            json: ["handle": handle, "displayName": "User \(handle)", "email": "\(handle)@example.org", "password": password])
+            body: API.RegisterBody(handle: handle, displayName: "User \(handle)", email: "\(handle)@example.org", password: password))
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode()
     }
 
     /// Logs in; the session's token.
     public func login(_ handle: String, password: String = "correct horse battery") async throws -> String {
-        let reply = try await send(.post, "/v1/sessions", json: ["handle": handle, "password": password])
+        let reply = try await send(.post, "/v1/sessions", body: API.LoginBody(handle: handle, password: password))
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode(Session.self).token
     }
@@ -72,11 +72,11 @@ extension TestClientProtocol {
     public func postRental(_ token: String, title: String = "Road bike") async throws -> ItemResource {
         let reply = try await send(
             .post, "/v1/rentals",
-            json: [
-                "title": title, "description": "Fast", "category": "bikes", "dailyPriceCents": 1500,
-                "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"], "availableFrom": "2026-12-01",
-                "availableUntil": "2026-12-31",
-            ], token: token)
+            body: API.RentalBody(
+                title: title, description: "Fast", category: .bikes, dailyPriceCents: 1500,
+                location: API.LocationInput(lat: 27.7, lng: 85.3, place: "Kathmandu"), availableFrom: "2026-12-01",
+                availableUntil: "2026-12-31"
+            ), token: token)
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode()
     }
@@ -85,11 +85,11 @@ extension TestClientProtocol {
     public func postRequest(_ token: String, title: String = "Tent") async throws -> ItemResource {
         let reply = try await send(
             .post, "/v1/requests",
-            json: [
-                "title": title, "description": "For a trek", "category": "sports",
-                "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"], "neededFrom": "2026-12-01",
-                "neededUntil": "2026-12-31",
-            ], token: token)
+            body: API.RequestBody(
+                title: title, description: "For a trek", category: .sports,
+                location: API.LocationInput(lat: 27.7, lng: 85.3, place: "Kathmandu"), neededFrom: "2026-12-01",
+                neededUntil: "2026-12-31"
+            ), token: token)
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode()
     }
@@ -103,7 +103,7 @@ extension TestClientProtocol {
     /// A bid of 1400 a day for 5 to 7 December; the answer, which may be a refusal.
     public func bid(_ item: ItemID, _ token: String) async throws -> Reply {
         try await send(
-            .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07"],
+            .post, "/v1/items/\(item)/bids", body: API.BidBody(dailyPriceCents: 1400, from: "2026-12-05", until: "2026-12-07"),
             token: token)
     }
 
@@ -113,11 +113,11 @@ extension TestClientProtocol {
     ) async throws -> LoanID {
         let reply = try await send(
             .post, "/v1/loans",
-            json: [
-                "title": title, "description": "A second machine for the workshop", "sector": sector,
-                "activity": "Tailoring", "country": country, "location": ["lat": lat, "lng": lng, "place": "Pokhara"],
-                "amountCents": amount, "deadline": dayFromToday(deadlineDays),
-            ], token: token)
+            body: API.LoanBody(
+                title: title, description: "A second machine for the workshop", sector: sector,
+                activity: "Tailoring", country: country, location: API.LocationInput(lat: lat, lng: lng, place: "Pokhara"),
+                amountCents: amount, deadline: dayFromToday(deadlineDays)
+            ), token: token)
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode(LoanResource.self).id
     }
@@ -128,22 +128,21 @@ extension TestClientProtocol {
     ) async throws -> Reply {
         try await send(
             .post, "/v1/me/cards",
-            json: ["number": number, "expMonth": expMonth, "expYear": expYear, "cvv": cvv, "holderName": "Ada Lovelace"],
+            body: API.CardBody(number: number, expMonth: expMonth, expYear: expYear, cvv: cvv, holderName: "Ada Lovelace"),
             token: token)
     }
 
     /// Adds an approved card and deposits `amount` with it.
     public func fund(_ token: String, _ amount: Int) async throws {
         let card = try await addCard(token).decode(CardResource.self)
-        let deposit = try await send(.post, "/v1/me/deposits", json: ["amountCents": amount, "cardId": "\(card.id)"], token: token)
+        let deposit = try await send(
+            .post, "/v1/me/deposits", body: API.DepositBody(amountCents: amount, cardId: card.id.rawValue), token: token)
         #expect(deposit.status == .created, "\(deposit)")
     }
 
     /// Puts `amount` of a loan in the cart (the default share without one); the answer.
     public func addToCart(_ token: String, _ loan: LoanID, _ amount: Int? = nil) async throws -> Reply {
-        var json: [String: Any] = ["loanId": "\(loan)"]
-        if let amount { json["amountCents"] = amount }
-        return try await send(.post, "/v1/cart/items", json: json, token: token)
+        try await send(.post, "/v1/cart/items", body: API.CartLineBody(loanId: loan.rawValue, amountCents: amount), token: token)
     }
 
     public func me(_ token: String) async throws -> PrivateProfile {
@@ -168,7 +167,7 @@ extension TestClientProtocol {
             let lender = try await user("lender\(index)")
             try await fund(lender.token, 2500)
             _ = try await addToCart(lender.token, loan, 2500)
-            let checkout = try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: lender.token)
+            let checkout = try await send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: lender.token)
             #expect(checkout.status == .ok, "\(checkout)")
             lenders.append(lender.token)
         }

@@ -21,7 +21,9 @@ struct AbuseTests {
             #expect(try await client.send(.post, "/v1/rentals", raw: nested, token: ada.token).code == "too_deeply_nested")
             let long = try await client.send(
                 .post, "/v1/rentals",
-                json: ["title": String(repeating: "x", count: 30_000), "category": "tools", "dailyPriceCents": 1, "location": ["lat": 1, "lng": 2]],
+                body: API.RentalBody(
+                    title: String(repeating: "x", count: 30_000), category: .tools, dailyPriceCents: 1,
+                    location: API.LocationInput(lat: 1, lng: 2)),
                 token: ada.token)
             #expect(long.status == .badRequest)
             #expect(long.code == "string_too_long")
@@ -44,7 +46,9 @@ struct AbuseTests {
             // An escaped quote does not end a string early, and a plain body still works.
             let quoted = try await client.send(
                 .post, "/v1/rentals",
-                json: ["title": #"The "best" bike [really] {yes}"#, "category": "bikes", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                body: API.RentalBody(
+                    title: #"The "best" bike [really] {yes}"#, category: .bikes, dailyPriceCents: 100,
+                    location: API.LocationInput(lat: 1, lng: 2)),
                 token: ada.token)
             #expect(quoted.status == .created, "\(quoted)")
             #expect(try await eventCount(admin) == before + 1)

@@ -20,7 +20,7 @@ struct AccountsTests {
             #expect(user.email == "ada@example.org")
             #expect(user.position > 0)
 
-            let login = try await client.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+            let login = try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "correct horse battery"))
             #expect(login.status == .created)
             let session = try login.decode(Session.self)
             #expect(session.userId == user.id)
@@ -59,7 +59,7 @@ struct AccountsTests {
             _ = try await client.register("ada")
             let again = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "ada", "displayName": "Other", "email": "other@example.org", "password": "another password"])
+                body: API.RegisterBody(handle: "ada", displayName: "Other", email: "other@example.org", password: "another password"))
             #expect(again.status == .conflict)
             #expect(again.code == "handle_taken")
             #expect(again.headers[.contentType] == "application/problem+json")
@@ -77,8 +77,9 @@ struct AccountsTests {
                     group.addTask {
                         let response = try await client.send(
                             .post, "/v1/users",
-                            json: ["handle": "ada", "displayName": "Ada \(index)", "email": "ada\(index)@example.org",
-                                   "password": "correct horse battery"])
+                            body: API.RegisterBody(
+                                handle: "ada", displayName: "Ada \(index)", email: "ada\(index)@example.org",
+                                password: "correct horse battery"))
                         return (response.status, response.code)
                     }
                 }
@@ -183,7 +184,7 @@ struct AccountsTests {
         try await withServer { client, admin in
             _ = try await client.register("ada")
             for (handle, password) in [("ada", "wrong password!"), ("nobody", "correct horse battery")] {
-                let response = try await client.send(.post, "/v1/sessions", json: ["handle": handle, "password": password])
+                let response = try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: handle, password: password))
                 #expect(response.status == .unauthorized)
                 #expect(response.code == "invalid_credentials")
             }

@@ -27,7 +27,9 @@ struct BlockTests {
                 }
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(5))
-                    return Int(try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token).status.code)
+                    let blocked = try await client.send(
+                        .post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token)
+                    return Int(blocked.status.code)
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
@@ -52,7 +54,8 @@ struct BlockTests {
             let ada = try await client.user("ada")
             let before = try await eventCount(admin)
             let response = try await client.send(
-                .post, "/v1/me/blocks", json: ["userId": "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11"], token: ada.token)
+                .post, "/v1/me/blocks", body: API.BlockBody(userId: UUID(uuidString: "6f1c1b4e-7e5a-4c5e-9a53-0a8f2f4d3c11")!),
+                token: ada.token)
             #expect(response.status == .notFound)
             #expect(response.code == "user_not_found")
             #expect(try await eventCount(admin) == before)

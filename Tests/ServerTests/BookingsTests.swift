@@ -18,7 +18,7 @@ struct BookingsTests {
         -> Reply
     {
         try await client.send(
-            .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1400, "from": from, "until": until], token: token)
+            .post, "/v1/items/\(item)/bids", body: API.BidBody(dailyPriceCents: 1400, from: from, until: until), token: token)
     }
 
     @Test func approvalBooksTheDaysTheRentalStaysInTheMarketAndOnlyOverlappingBidsAreRejected() async throws {
@@ -111,7 +111,7 @@ struct BookingsTests {
             let drill = try await client.postRental(owner.token, title: "Drill").id
             let adas = try await bid(client, drill, ada.token, "2026-12-03", "2026-12-05").decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(adas)/approve", token: owner.token).status == .ok)
-            let notYet = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 5], token: ada.token)
+            let notYet = try await client.send(.post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 5), token: ada.token)
             #expect(notYet.problem?.code == "booking_not_completed")
             clock.set("2026-12-05")
             let early = try await client.send(.post, "/v1/bookings/\(adas)/complete", token: owner.token)
@@ -137,24 +137,27 @@ struct BookingsTests {
             #expect(try await client.send(.get, "/v1/me/bookings?when=past", token: ada.token).decode(Page<BookingResource>.self).data.map(\.id) == [adas])
             #expect(try await client.send(.get, "/v1/me/bookings", token: ada.token).decode(Page<BookingResource>.self).data.isEmpty)
             // Reviews: on the booking's route, by its two parties only, held until both have written.
-            let oldRoute = try await client.send(.post, "/v1/items/\(drill)/reviews", json: ["stars": 5], token: ada.token)
+            let oldRoute = try await client.send(.post, "/v1/items/\(drill)/reviews", body: API.ReviewBody(stars: 5), token: ada.token)
             #expect(oldRoute.problem?.code == "review_the_booking")
             let stranger = try await client.user("eve")
-            let byStranger = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 1], token: stranger.token)
+            let byStranger = try await client.send(
+                .post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 1), token: stranger.token)
             #expect(byStranger.status == .notFound)
-            let badStars = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 6], token: ada.token)
+            let badStars = try await client.send(.post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 6), token: ada.token)
             #expect(badStars.status == .unprocessableContent)
-            let held = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 5, "text": "Great"], token: ada.token)
+            let held = try await client.send(
+                .post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 5, text: "Great"), token: ada.token)
             #expect(held.status == .created, "\(held)")
             #expect(held.json["published"] as? Bool == false)
-            #expect(try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 4], token: ada.token).problem?.code
-                == "already_reviewed")
+            #expect(
+                try await client.send(.post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 4), token: ada.token).problem?.code
+                    == "already_reviewed")
             let hidden = try await client.send(.get, "/v1/items/\(drill)/reviews", token: stranger.token).decode(Page<ReviewResource>.self)
             #expect(hidden.data.isEmpty, "not listed until published")
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: stranger.token).decode(ItemResource.self).reviewCount == 0)
             let ownerFeed = try await client.send(.get, "/v1/me/feed?after=0&limit=100", token: owner.token).text
             #expect(!ownerFeed.contains("review_received"), "a held review's stars are not told")
-            let answer = try await client.send(.post, "/v1/bookings/\(adas)/reviews", json: ["stars": 3], token: owner.token)
+            let answer = try await client.send(.post, "/v1/bookings/\(adas)/reviews", body: API.ReviewBody(stars: 3), token: owner.token)
             #expect(answer.json["published"] as? Bool == true)
             let shown = try await client.send(.get, "/v1/items/\(drill)/reviews", token: stranger.token).decode(Page<ReviewResource>.self)
             #expect(shown.data.map(\.stars) == [5])
@@ -182,15 +185,15 @@ struct BookingsTests {
 
             // Blackouts: by the owner only, never over a booking; the pending bids on them rejected.
             let notOwner = try await client.send(
-                .post, "/v1/items/\(drill)/blackouts", json: ["from": "2026-12-11", "until": "2026-12-12"], token: ada.token)
+                .post, "/v1/items/\(drill)/blackouts", body: API.BlackoutBody(from: "2026-12-11", until: "2026-12-12"), token: ada.token)
             #expect(notOwner.status == .forbidden)
             #expect(notOwner.problem?.code == "not_owner")
             let overBooking = try await client.send(
-                .post, "/v1/items/\(drill)/blackouts", json: ["from": "2026-12-05", "until": "2026-12-06"], token: owner.token)
+                .post, "/v1/items/\(drill)/blackouts", body: API.BlackoutBody(from: "2026-12-05", until: "2026-12-06"), token: owner.token)
             #expect(overBooking.status == .conflict)
             #expect(overBooking.problem?.code == "dates_booked")
             let blackout = try await client.send(
-                .post, "/v1/items/\(drill)/blackouts", json: ["from": "2026-12-11", "until": "2026-12-12"], token: owner.token)
+                .post, "/v1/items/\(drill)/blackouts", body: API.BlackoutBody(from: "2026-12-11", until: "2026-12-12"), token: owner.token)
             #expect(blackout.status == .created, "\(blackout)")
             #expect(blackout.json["from"] as? String == "2026-12-11")
             #expect(blackout.json["position"] is NSNumber)
@@ -246,7 +249,7 @@ struct BookingsTests {
             let positionSQL: PostgresQuery = "SELECT position FROM items_view WHERE item_id = \(drill.rawValue)"
             let before = try await admin.query(positionSQL).single().decode("position", as: Int64.self)
             let another = try await client.send(
-                .post, "/v1/items/\(drill)/blackouts", json: ["from": "2026-12-28", "until": "2026-12-29"], token: owner.token)
+                .post, "/v1/items/\(drill)/blackouts", body: API.BlackoutBody(from: "2026-12-28", until: "2026-12-29"), token: owner.token)
             #expect(another.status == .created)
             let touched = try await admin.query(positionSQL).single().decode("position", as: Int64.self)
             #expect(touched == (another.json["position"] as? NSNumber)?.int64Value && touched > before, "updatedSince returns it")
@@ -260,7 +263,8 @@ struct BookingsTests {
             #expect(try await bid(client, drill, bob.token, "2026-12-11", "2026-12-12").status == .created)
 
             // The window: revised, never to leave out a booking; null opens an end.
-            let excludes = try await client.send(.patch, "/v1/items/\(drill)", json: ["availableFrom": "2026-12-04"], token: owner.token)
+            let excludes = try await client.send(
+                .patch, "/v1/items/\(drill)", body: API.RevisionBody(availableFrom: "2026-12-04"), token: owner.token)
             #expect(excludes.status == .conflict)
             #expect(excludes.problem?.code == "dates_booked")
             let opened = try await client.send(
@@ -276,7 +280,8 @@ struct BookingsTests {
             // A request has no calendar.
             let request = try await client.postRequest(ada.token, title: "Ladder").id
             #expect(try await client.send(.get, "/v1/items/\(request)/availability", token: bob.token).problem?.code == "not_a_rental")
-            let requestWindow = try await client.send(.patch, "/v1/items/\(request)", json: ["availableFrom": "2026-12-10"], token: ada.token)
+            let requestWindow = try await client.send(
+                .patch, "/v1/items/\(request)", body: API.RevisionBody(availableFrom: "2026-12-10"), token: ada.token)
             #expect(requestWindow.status == .unprocessableContent)
             #expect(requestWindow.problem?.errors?.first?.code == "not_for_this_kind")
         }

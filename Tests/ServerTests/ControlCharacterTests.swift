@@ -108,11 +108,11 @@ struct ControlCharacterTests {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
             for name in ["ad\u{202E}nimda", "ada\u{200B}", "\u{2066}ada\u{2069}", "a\u{FEFF}da"] {
-                let response = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                let response = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: name), token: ada.token)
                 #expect(response.status == .unprocessableContent, "\(name.unicodeScalars.map { String($0.value, radix: 16) })")
                 #expect(response.fieldCodes["displayName"] == "invalid_display_name")
             }
-            let decomposed = try await client.send(.patch, "/v1/me", json: ["displayName": "Jose\u{301}"], token: ada.token)
+            let decomposed = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Jose\u{301}"), token: ada.token)
             #expect(decomposed.status == .ok)
             let name = try decomposed.decode(PrivateProfile.self).displayName
             #expect(name == "Jos\u{E9}")

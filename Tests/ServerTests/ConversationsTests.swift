@@ -48,21 +48,21 @@ struct ConversationsTests {
             let renter = try await client.user("renter")
             let stranger = try await client.user("stranger")
             let deal = try await client.bidOnRequest(owner: owner.token, bidder: renter.token)
-            let review: [String: Any] = ["stars": 5, "text": "Smooth ride"]
+            let review = API.ReviewBody(stars: 5, text: "Smooth ride")
             let before = try await eventCount(admin)
 
-            let pending = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            let pending = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: review, token: renter.token)
             #expect(pending.status == .forbidden && pending.code == "not_a_party", "a pending bid is no deal: \(pending)")
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
-            let reserved = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            let reserved = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: review, token: renter.token)
             #expect(reserved.status == .conflict && reserved.code == "deal_not_completed", "\(reserved)")
-            let early = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: owner.token)
+            let early = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: review, token: owner.token)
             #expect(early.status == .conflict && early.code == "deal_not_completed", "\(early)")
             #expect(try await client.complete(deal.item, owner.token, clock: clock).status == .ok)
             let afterCompletion = try await eventCount(admin)
             #expect(afterCompletion == before + 3, "approved, reserved, closed: the refusals wrote nothing")
 
-            let outsider = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: stranger.token)
+            let outsider = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: review, token: stranger.token)
             #expect(outsider.status == .forbidden && outsider.code == "not_a_party", "\(outsider)")
             for (body, field, code) in [
                 (["stars": 0] as [String: Any], "stars", "invalid_stars"), (["stars": 6], "stars", "invalid_stars"),
@@ -75,15 +75,15 @@ struct ConversationsTests {
             }
             #expect(try await eventCount(admin) == afterCompletion, "no refusal wrote anything")
 
-            let written = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: review, token: renter.token)
+            let written = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: review, token: renter.token)
             #expect(written.status == .created, "\(written)")
             let renterReview = try written.decode(ReviewResource.self)
             #expect(renterReview.stars == 5 && renterReview.role == "bidder" && renterReview.subjectId == owner.id)
             #expect(renterReview.authorHandle == "renter" && renterReview.text == "Smooth ride")
-            let again = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 1], token: renter.token)
+            let again = try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: API.ReviewBody(stars: 1), token: renter.token)
             #expect(again.status == .conflict && again.code == "already_reviewed", "\(again)")
             let ownerReview = try await client.send(
-                .post, "/v1/items/\(deal.item)/reviews", json: ["stars": 2], token: owner.token)
+                .post, "/v1/items/\(deal.item)/reviews", body: API.ReviewBody(stars: 2), token: owner.token)
             #expect(ownerReview.status == .created, "\(ownerReview)")
             #expect(try ownerReview.decode(ReviewResource.self).subjectId == renter.id)
 
@@ -103,12 +103,16 @@ struct ConversationsTests {
             // A second deal with the same owner (a request cannot be relisted): a second request,
             // met by the stranger; a new deal, so a new review each, and the first one stands.
             let second = try await client.completedDeal(owner: owner.token, bidder: stranger.token, title: "Stove", clock: clock)
-            let oldRenter = try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 3], token: renter.token)
+            let oldRenter = try await client.send(
+                .post, "/v1/items/\(deal.item)/reviews", body: API.ReviewBody(stars: 3), token: renter.token)
             #expect(oldRenter.code == "already_reviewed", "the first deal is still reviewed: \(oldRenter)")
-            let notTheirs = try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 3], token: renter.token)
+            let notTheirs = try await client.send(
+                .post, "/v1/items/\(second.item)/reviews", body: API.ReviewBody(stars: 3), token: renter.token)
             #expect(notTheirs.status == .forbidden && notTheirs.code == "not_a_party", "the first renter has no part in the second deal: \(notTheirs)")
-            #expect(try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 3], token: stranger.token).status == .created)
-            #expect(try await client.send(.post, "/v1/items/\(second.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
+            #expect(try await client.send(
+                .post, "/v1/items/\(second.item)/reviews", body: API.ReviewBody(stars: 3), token: stranger.token).status == .created)
+            #expect(try await client.send(
+                .post, "/v1/items/\(second.item)/reviews", body: API.ReviewBody(stars: 4), token: owner.token).status == .created)
             let first = try await client.send(.get, "/v1/items/\(deal.item)", token: stranger.token).decode(ItemResource.self)
             #expect(first.rating == 5.0 && first.reviewCount == 1, "the second deal's reviews do not rate the first item")
             let rated = try await client.send(.get, "/v1/items/\(second.item)", token: renter.token).decode(ItemResource.self)
@@ -136,7 +140,7 @@ struct ConversationsTests {
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<12 {
                     group.addTask {
-                        try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: renter.token)
+                        try await client.send(.post, "/v1/items/\(deal.item)/reviews", body: API.ReviewBody(stars: 4), token: renter.token)
                             .status.code
                     }
                 }
@@ -156,13 +160,13 @@ struct ConversationsTests {
             let stranger = try await client.user("stranger")
             let deal = try await client.bidOn(owner: owner.token, bidder: bidder.token)
             let path = "/v1/bids/\(deal.bid)/messages"
-            let asked = try await client.send(.post, path, json: ["text": "Is the saddle adjustable?"], token: bidder.token)
+            let asked = try await client.send(.post, path, body: API.MessageBody(text: "Is the saddle adjustable?"), token: bidder.token)
             #expect(asked.status == .created, "\(asked)")
             #expect(try asked.decode(MessageResource.self).authorId == bidder.id)
-            #expect(try await client.send(.post, path, json: ["text": "Yes."], token: owner.token).status == .created)
+            #expect(try await client.send(.post, path, body: API.MessageBody(text: "Yes."), token: owner.token).status == .created)
 
             let before = try await eventCount(admin)
-            let intruder = try await client.send(.post, path, json: ["text": "Hello"], token: stranger.token)
+            let intruder = try await client.send(.post, path, body: API.MessageBody(text: "Hello"), token: stranger.token)
             #expect(intruder.status == .forbidden && intruder.code == "not_a_party", "\(intruder)")
             let peek = try await client.send(.get, path, token: stranger.token)
             #expect(peek.status == .forbidden && peek.code == "not_a_party", "messages are invisible to a third user: \(peek)")
@@ -175,10 +179,12 @@ struct ConversationsTests {
                 #expect(refused.status == .unprocessableContent || refused.status == .badRequest, "\(body): \(refused)")
                 #expect(refused.fieldCodes["text"] == code || refused.code == code, "\(body): \(refused)")
             }
-            let missing = try await client.send(.post, "/v1/bids/\(BidID())/messages", json: ["text": "Hi"], token: bidder.token)
+            let missing = try await client.send(
+                .post, "/v1/bids/\(BidID())/messages", body: API.MessageBody(text: "Hi"), token: bidder.token)
             #expect(missing.status == .notFound, "\(missing)")
-            #expect(try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bidder.id)"], token: owner.token).status == .ok)
-            let blocked = try await client.send(.post, path, json: ["text": "Please?"], token: bidder.token)
+            #expect(try await client.send(
+                .post, "/v1/me/blocks", body: API.BlockBody(userId: bidder.id.rawValue), token: owner.token).status == .ok)
+            let blocked = try await client.send(.post, path, body: API.MessageBody(text: "Please?"), token: bidder.token)
             #expect(blocked.status == .forbidden && blocked.code == "blocked", "\(blocked)")
             #expect(try await eventCount(admin) == before + 1, "only the block was written")
 
@@ -204,15 +210,18 @@ struct ConversationsTests {
             let stranger = try await client.user("stranger")
             let deal = try await client.bidOnRequest(owner: owner.token, bidder: renter.token)
             #expect(try await client.bid(deal.item, loser.token).status == .created)
-            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "When?"], token: owner.token).status == .created)
+            #expect(try await client.send(
+                .post, "/v1/bids/\(deal.bid)/messages", body: API.MessageBody(text: "When?"), token: owner.token).status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/approve", token: owner.token).status == .ok)
             #expect(try await client.complete(deal.item, owner.token, clock: clock).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(deal.item)/reviews", json: ["stars": 4], token: owner.token).status == .created)
+            #expect(try await client.send(
+                .post, "/v1/items/\(deal.item)/reviews", body: API.ReviewBody(stars: 4), token: owner.token).status == .created)
 
             let borrower = try await client.user("borrower")
             try await client.fund(borrower.token, 5000)
             let (loan, lenders) = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2500)
-            let repaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 2500, "payWith": "balance"], token: borrower.token)
+            let repaid = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 2500, payWith: .balance), token: borrower.token)
             #expect(repaid.status == .created || repaid.status == .ok, "\(repaid)")
 
             func feed(_ token: String, after: Int64 = 0) async throws -> [Notice] {
@@ -264,8 +273,10 @@ struct ConversationsTests {
                                                           lastEventID: rentersFeed[0].position)
             let backlog = await Self.read(reader) { Self.ids($0).count >= 2 }
             #expect(Self.ids(backlog) == rentersFeed.dropFirst().map(\.position), "\(backlog)")
-            #expect(try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Thanks!"], token: owner.token).status == .created)
-            _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Not for the stranger"], token: renter.token)
+            #expect(try await client.send(
+                .post, "/v1/bids/\(deal.bid)/messages", body: API.MessageBody(text: "Thanks!"), token: owner.token).status == .created)
+            _ = try await client.send(
+                .post, "/v1/bids/\(deal.bid)/messages", body: API.MessageBody(text: "Not for the stranger"), token: renter.token)
             let live = await Self.read(reader) { Self.ids($0).count >= 1 }
             let liveIDs = Self.ids(live)
             #expect(liveIDs.count == 1 && live.contains("event: message_received"), "\(live)")
@@ -275,7 +286,7 @@ struct ConversationsTests {
             reader.close()
 
             // Gone while one more happens; back with the last id it saw: exactly the one it missed.
-            _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", json: ["text": "Missed?"], token: owner.token)
+            _ = try await client.send(.post, "/v1/bids/\(deal.bid)/messages", body: API.MessageBody(text: "Missed?"), token: owner.token)
             // As an EventSource reconnects: to the URL it opened (`after=0` here), with the last id it saw.
             let resumed = try EventStreamTests.StreamReader(port: port, path: "/v1/me/feed/stream?after=0", token: renter.token,
                                                            lastEventID: try #require(liveIDs.last))
@@ -296,10 +307,11 @@ struct ConversationsTests {
             let (loan, lenders) = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2500)
             let lender = try await client.me(lenders[0]).id
             #expect(try await count(admin, "SELECT count(*) FROM feed_view WHERE user_id = \(lender.rawValue)") == 1, "loan_funded")
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: lenders[0])
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: lenders[0])
             #expect(closed.status == .noContent, "\(closed)")
             let repaid = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 2500, "payWith": "balance"], token: borrower.token)
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 2500, payWith: .balance), token: borrower.token)
             #expect(repaid.status == .created || repaid.status == .ok, "\(repaid)")
             #expect(try await count(admin, "SELECT count(*) FROM feed_view WHERE user_id = \(lender.rawValue)") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'BalanceCredited'") == 1, "credited all the same")

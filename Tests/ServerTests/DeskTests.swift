@@ -30,17 +30,18 @@ struct DeskTests {
         _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
         let registered = try await client.send(
             .post, "/v1/users",
-            json: ["handle": "mallory", "displayName": hostileName, "email": "mallory@example.org", "password": "correct horse battery"])
+            body: API.RegisterBody(
+                handle: "mallory", displayName: hostileName, email: "mallory@example.org", password: "correct horse battery"))
         #expect(registered.status == .created, "\(registered)")
         let mallory = try await client.login("mallory")
         let hostile = try await client.postRental(mallory, title: hostileTitle).id
         let report = try await client.send(
-            .post, "/v1/reports", json: ["subjectType": "item", "subjectId": "\(hostile)", "reason": "scam", "text": hostileReport],
-            token: renter.token)
+            .post, "/v1/reports",
+            body: API.ReportBody(subjectType: .item, subjectId: hostile.rawValue, reason: .scam, text: hostileReport), token: renter.token)
         #expect(report.status == .created, "\(report)")
         clock.set("2026-12-05")
         let opened = try await client.send(
-            .post, "/v1/bookings/\(booking)/disputes", json: ["reason": "no_show", "text": "Nobody home"], token: renter.token)
+            .post, "/v1/bookings/\(booking)/disputes", body: API.DisputeBody(reason: .noShow, text: "Nobody home"), token: renter.token)
         #expect(opened.status == .created, "\(opened)")
         let store = EventStore(pool: admin, logger: TestDatabase.logger)
         try await store.store(try await store.checkpoint(signingKey: key))
@@ -237,7 +238,7 @@ struct DeskTests {
             let deskToken = try await client.login("desk")
             let two2ID = try #require(try await client.send(.get, "/v1/admin/users?q=desk2", token: deskToken).decode(Page<AdminUserSummary>.self).data.first?.id)
             let suspended = try await client.send(
-                .post, "/v1/admin/users/\(two2ID)/suspend", json: ["reason": "Under review"], token: deskToken)
+                .post, "/v1/admin/users/\(two2ID)/suspend", body: API.SuspendBody(reason: "Under review"), token: deskToken)
             #expect(suspended.status == .ok, "\(suspended)")
             #expect(try await Self.get(client, "/desk/reports", cookie: two.cookie).status == .seeOther, "its session ended")
             let again = try #require(try await Self.signIn(client, "desk2").1)
@@ -305,7 +306,7 @@ struct DeskTests {
             for index in 0..<55 {
                 let subject = try await client.register("sub\(index)").id
                 let filed = try await client.send(
-                    .post, "/v1/reports", json: ["subjectType": "user", "subjectId": "\(subject)", "reason": "spam"],
+                    .post, "/v1/reports", body: API.ReportBody(subjectType: .user, subjectId: subject.rawValue, reason: .spam),
                     token: reporters[index % 3].token)
                 #expect(filed.status == .created, "\(filed)")
             }
@@ -325,7 +326,8 @@ struct DeskTests {
             let gone = try await client.user("gone")
             _ = try await client.user("desk")
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: gone.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: gone.token)
             #expect(closed.status == .noContent, "\(closed)")
             let desk = try #require(try await Self.signIn(client, "desk").1)
             let page = try await Self.get(client, "/desk/users/\(gone.id)", cookie: desk.cookie)
@@ -382,27 +384,31 @@ struct AdminReadsTests {
             let desk = try await client.user("desk")
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let path = "/v1/admin/users/\(rita.id)/verify-identity"
-            let bare = try await client.send(.post, path, json: ["reason": " "], token: desk.token)
+            let bare = try await client.send(.post, path, body: API.ReasonBody(reason: " "), token: desk.token)
             #expect(bare.status == .unprocessableContent && bare.fieldCodes["reason"] == "reason_required", "\(bare)")
-            let stranger = try await client.send(.post, path, json: ["reason": "Passport seen"], token: rita.token)
+            let stranger = try await client.send(.post, path, body: API.ReasonBody(reason: "Passport seen"), token: rita.token)
             #expect(stranger.status == .forbidden && stranger.code == "not_operator")
             for _ in 0..<2 {
-                let verified = try await client.send(.post, path, json: ["reason": "Passport seen"], token: desk.token)
+                let verified = try await client.send(.post, path, body: API.ReasonBody(reason: "Passport seen"), token: desk.token)
                 #expect(verified.status == .ok && verified.json["identityVerified"] as? Bool == true, "\(verified)")
             }
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'IdentityVerified'") == 1)
             let sanctions = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token).decode(AdminUser.self).sanctions
             #expect(sanctions.map(\.type) == ["IdentityVerified"] && sanctions[0].reason == "Passport seen", "\(sanctions)")
             #expect(sanctions[0].operatorId?.contains(desk.id.description) == true, "\(sanctions)")
-            let unknown = try await client.send(.post, "/v1/admin/users/\(UUID())/verify-identity", json: ["reason": "x"], token: desk.token)
+            let unknown = try await client.send(
+                .post, "/v1/admin/users/\(UUID())/verify-identity", body: API.ReasonBody(reason: "x"), token: desk.token)
             #expect(unknown.status == .notFound, "\(unknown)")
-            let own = try await client.send(.post, "/v1/admin/users/\(desk.id)/verify-identity", json: ["reason": "me"], token: desk.token)
+            let own = try await client.send(
+                .post, "/v1/admin/users/\(desk.id)/verify-identity", body: API.ReasonBody(reason: "me"), token: desk.token)
             #expect(own.status == .forbidden && own.code == "own_account", "\(own)")
             // The operator's words are sealed for the user, never in the log in clear.
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE data::text LIKE '%Passport seen%'") == 0)
 
             // Forgotten: personal fields removed, not shown.
-            #expect(try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: rita.token).status == .noContent)
+            #expect(
+                try await client.send(.delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: rita.token)
+                    .status == .noContent)
             let gone = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token).decode(AdminUser.self).user
             #expect(gone.forgotten && gone.email == nil && gone.displayName == nil, "\(gone)")
             let forgottenSanctions = try await client.send(.get, "/v1/admin/users/\(rita.id)", token: desk.token)

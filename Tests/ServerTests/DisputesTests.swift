@@ -23,21 +23,20 @@ struct DisputesTests {
         let renter = try await client.user("rita")
         let posted = try await client.send(
             .post, "/v1/rentals",
-            json: [
-                "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "securityDepositCents": 5000,
-                "location": ["lat": 27.7, "lng": 85.3],
-            ], token: owner.token)
+            body: API.RentalBody(
+                title: "Drill", category: .tools, dailyPriceCents: 1400, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                securityDepositCents: 5000), token: owner.token)
         #expect(posted.status == .created, "\(posted)")
         #expect(posted.json["securityDepositCents"] as? Int == 5000, "a renter sees it before bidding: \(posted)")
         let item = try posted.decode(ItemResource.self).id
         let read = try await client.send(.get, "/v1/items/\(item)", token: renter.token)
         #expect(read.json["securityDepositCents"] as? Int == 5000, "\(read)")
-        var bid: [String: Any] = ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07"]
+        var bid = API.BidBody(dailyPriceCents: 1400, from: "2026-12-05", until: "2026-12-07")
         if !card {
             try await client.fund(renter.token, 20_000)
-            bid["payWith"] = "balance"
+            bid.payWith = .balance
         }
-        let placed = try await client.send(.post, "/v1/items/\(item)/bids", json: bid, token: renter.token)
+        let placed = try await client.send(.post, "/v1/items/\(item)/bids", body: bid, token: renter.token)
         let booking = try #require(placed.json["id"] as? String, "\(placed)")
         #expect((placed.json["payment"] as? [String: Any])?["depositCents"] as? Int == 5000, "the bid shows what it holds: \(placed)")
         if !card { #expect(try await client.send(.get, "/v1/me", token: renter.token).json["availableCents"] as? Int == 20_000 - 9_410) }
@@ -63,28 +62,28 @@ struct DisputesTests {
             let (owner, renter, _, booking) = try await Self.bookedDrill(client)
             let desk = try await client.user("desk")
             let claims = "/v1/bookings/\(booking)/claims"
-            let claim: [String: Any] = ["amountCents": 2000, "text": "The chuck came back cracked"]
+            let claim = API.ClaimBody(amountCents: 2000, text: "The chuck came back cracked")
 
             clock.set("2026-12-07")
-            let early = try await client.send(.post, claims, json: claim, token: owner.token)
+            let early = try await client.send(.post, claims, body: claim, token: owner.token)
             #expect(early.status == .conflict && early.code == "booking_not_ended", "\(early)")
             clock.set("2026-12-08")
-            let uncompleted = try await client.send(.post, claims, json: claim, token: owner.token)
+            let uncompleted = try await client.send(.post, claims, body: claim, token: owner.token)
             #expect(uncompleted.status == .conflict && uncompleted.code == "booking_not_completed", "a claim is on the deposit alone: \(uncompleted)")
             let completed = try await client.send(.post, "/v1/bookings/\(booking)/complete", token: owner.token)
             #expect(completed.status == .ok && completed.json["depositStatus"] as? String == "held", "\(completed)")
             #expect(try await Self.balance(client, owner.token) == 3_780, "paid at completion; the deposit stays in escrow")
 
-            let byRenter = try await client.send(.post, claims, json: claim, token: renter.token)
+            let byRenter = try await client.send(.post, claims, body: claim, token: renter.token)
             #expect(byRenter.status == .forbidden && byRenter.code == "not_owner", "\(byRenter)")
-            let tooMuch = try await client.send(.post, claims, json: ["amountCents": 5001, "text": "All"], token: owner.token)
+            let tooMuch = try await client.send(.post, claims, body: API.ClaimBody(amountCents: 5001, text: "All"), token: owner.token)
             #expect(tooMuch.status == .unprocessableContent && tooMuch.fieldCodes["amountCents"] == "invalid_amount", "\(tooMuch)")
             let wordless = try await client.send(.post, claims, json: ["amountCents": 100], token: owner.token)
             #expect(wordless.status == .unprocessableContent && wordless.fieldCodes["text"] == "required", "\(wordless)")
-            let claimed = try await client.send(.post, claims, json: claim, token: owner.token)
+            let claimed = try await client.send(.post, claims, body: claim, token: owner.token)
             #expect(claimed.status == .created, "\(claimed)")
             #expect((claimed.json["claim"] as? [String: Any])?["status"] as? String == "open", "\(claimed)")
-            let twice = try await client.send(.post, claims, json: claim, token: owner.token)
+            let twice = try await client.send(.post, claims, body: claim, token: owner.token)
             #expect(twice.status == .conflict && twice.code == "claim_exists", "\(twice)")
 
             // The renter disputes it within the window; the jobs past the window leave the deposit.
@@ -93,22 +92,22 @@ struct DisputesTests {
             let bad = try await client.send(.post, disputes, json: ["reason": "bored"], token: renter.token)
             #expect(bad.status == .unprocessableContent && bad.fieldCodes["reason"] == "invalid_reason", "\(bad)")
             let disputed = try await client.send(
-                .post, disputes, json: ["reason": "damaged", "text": "It was cracked when I got it"], token: renter.token)
+                .post, disputes, body: API.DisputeBody(reason: .damaged, text: "It was cracked when I got it"), token: renter.token)
             #expect(disputed.status == .created, "\(disputed)")
-            let again = try await client.send(.post, disputes, json: ["reason": "other"], token: owner.token)
+            let again = try await client.send(.post, disputes, body: API.DisputeBody(reason: .other), token: owner.token)
             #expect(again.status == .conflict && again.code == "dispute_exists", "\(again)")
             #expect(try await runJobs(admin, on: "2026-12-12").items == 0, "a claimed, disputed deposit waits")
 
             let resolve = "/v1/admin/bookings/\(booking)/resolve"
-            let division: [String: Any] = ["renterCents": 3000, "ownerCents": 2000, "reason": "Half the chuck's price"]
-            let stranger = try await client.send(.post, resolve, json: division, token: renter.token)
+            let division = API.ResolutionBody(renterCents: 3000, ownerCents: 2000, reason: "Half the chuck's price")
+            let stranger = try await client.send(.post, resolve, body: division, token: renter.token)
             #expect(stranger.status == .forbidden && stranger.code == "not_operator", "\(stranger)")
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let uneven = try await client.send(
-                .post, resolve, json: ["renterCents": 3000, "ownerCents": 2001, "reason": "x"], token: desk.token)
+                .post, resolve, body: API.ResolutionBody(renterCents: 3000, ownerCents: 2001, reason: "x"), token: desk.token)
             #expect(uneven.status == .unprocessableContent && uneven.fieldCodes["renterCents"] == "amounts_do_not_add_up", "\(uneven)")
             let negative = try await client.send(
-                .post, resolve, json: ["renterCents": 6000, "ownerCents": -1000, "reason": "x"], token: desk.token)
+                .post, resolve, body: API.ResolutionBody(renterCents: 6000, ownerCents: -1000, reason: "x"), token: desk.token)
             #expect(negative.status == .unprocessableContent, "\(negative)")
             let huge = try await client.send(
                 .post, resolve, raw: #"{"renterCents": 9223372036854775807, "ownerCents": 1, "reason": "x"}"#, token: desk.token)
@@ -118,7 +117,7 @@ struct DisputesTests {
                 for _ in 0..<8 {
                     group.addTask {
                         try await client.send(
-                            .post, resolve, json: ["renterCents": 3000, "ownerCents": 2000, "reason": "Half the chuck's price"],
+                            .post, resolve, body: API.ResolutionBody(renterCents: 3000, ownerCents: 2000, reason: "Half the chuck's price"),
                             token: desk.token)
                     }
                 }
@@ -130,7 +129,7 @@ struct DisputesTests {
             #expect(resolved.json["depositStatus"] as? String == "divided")
             let dispute = resolved.json["dispute"] as? [String: Any]
             #expect(dispute?["status"] as? String == "resolved" && dispute?["renterCents"] as? Int == 3000, "\(resolved)")
-            let done = try await client.send(.post, resolve, json: division, token: desk.token)
+            let done = try await client.send(.post, resolve, body: division, token: desk.token)
             #expect(done.status == .conflict && done.code == "nothing_to_resolve", "\(done)")
 
             #expect(try await Self.balance(client, renter.token) == 20_000 - 9_410 + 3_000)
@@ -159,10 +158,10 @@ struct DisputesTests {
             #expect(read.json["depositStatus"] as? String == "released" && read.json["depositCents"] as? Int == 5000, "\(read)")
             clock.set("2026-12-11")
             let late = try await client.send(
-                .post, "/v1/bookings/\(booking)/claims", json: ["amountCents": 100, "text": "Late"], token: owner.token)
+                .post, "/v1/bookings/\(booking)/claims", body: API.ClaimBody(amountCents: 100, text: "Late"), token: owner.token)
             #expect(late.status == .conflict && late.code == "claim_window_closed", "\(late)")
             let lateDispute = try await client.send(
-                .post, "/v1/bookings/\(booking)/disputes", json: ["reason": "other"], token: owner.token)
+                .post, "/v1/bookings/\(booking)/disputes", body: API.DisputeBody(reason: .other), token: owner.token)
             #expect(lateDispute.status == .conflict && lateDispute.code == "dispute_window_closed", "\(lateDispute)")
             // The card's capture was refunded the deposit at the processor: the audit asks it.
             try await Self.moneyAddsUp(admin)
@@ -180,12 +179,13 @@ struct DisputesTests {
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let disputes = "/v1/bookings/\(booking)/disputes"
             clock.set("2026-12-04")
-            let early = try await client.send(.post, disputes, json: ["reason": "no_show"], token: renter.token)
+            let early = try await client.send(.post, disputes, body: API.DisputeBody(reason: .noShow), token: renter.token)
             #expect(early.status == .conflict && early.code == "dispute_window_closed", "\(early)")
-            let nobody = try await client.send(.post, disputes, json: ["reason": "no_show"], token: desk.token)
+            let nobody = try await client.send(.post, disputes, body: API.DisputeBody(reason: .noShow), token: desk.token)
             #expect(nobody.status == .notFound, "a stranger learns nothing of it: \(nobody)")
             clock.set("2026-12-05")
-            let opened = try await client.send(.post, disputes, json: ["reason": "no_show", "text": "Nobody home"], token: renter.token)
+            let opened = try await client.send(
+                .post, disputes, body: API.DisputeBody(reason: .noShow, text: "Nobody home"), token: renter.token)
             #expect(opened.status == .created, "\(opened)")
             let ownersFeed = try await client.send(.get, "/v1/me/feed", token: owner.token).json["data"] as? [[String: Any]] ?? []
             #expect(ownersFeed.contains { $0["kind"] as? String == "booking_disputed" }, "\(ownersFeed)")
@@ -199,10 +199,11 @@ struct DisputesTests {
             // The operator divides all it holds (4,410 and the deposit): the booking ends with it.
             let resolve = "/v1/admin/bookings/\(booking)/resolve"
             let short = try await client.send(
-                .post, resolve, json: ["renterCents": 5000, "ownerCents": 4409, "reason": "x"], token: desk.token)
+                .post, resolve, body: API.ResolutionBody(renterCents: 5000, ownerCents: 4409, reason: "x"), token: desk.token)
             #expect(short.status == .unprocessableContent && short.fieldCodes["renterCents"] == "amounts_do_not_add_up", "\(short)")
             let resolved = try await client.send(
-                .post, resolve, json: ["renterCents": 9410, "ownerCents": 0, "reason": "The owner never came"], token: desk.token)
+                .post, resolve, body: API.ResolutionBody(renterCents: 9410, ownerCents: 0, reason: "The owner never came"),
+                token: desk.token)
             #expect(resolved.status == .ok && resolved.json["status"] as? String == "completed", "\(resolved)")
             #expect(try await Self.balance(client, renter.token) == 20_000)
             #expect(try await Self.balance(client, owner.token) == 0)
@@ -217,7 +218,8 @@ struct DisputesTests {
         try await withServer(today: clock.today) { client, admin in
             let (_, renter, _, booking) = try await Self.bookedDrill(client)
             clock.set("2026-12-08")
-            async let disputed = client.send(.post, "/v1/bookings/\(booking)/disputes", json: ["reason": "damaged"], token: renter.token)
+            async let disputed = client.send(
+                .post, "/v1/bookings/\(booking)/disputes", body: API.DisputeBody(reason: .damaged), token: renter.token)
             async let jobs = runJobs(admin, on: "2026-12-08")
             let (reply, _) = try await (disputed, jobs)
             #expect(reply.status == .created, "the dispute is taken either way, before the completion or on the deposit after it")
@@ -236,12 +238,12 @@ struct DisputesTests {
             let (owner, renter, _, booking) = try await Self.bookedDrill(client)
             let desk = try await client.user("desk")
             let cancel = "/v1/admin/bookings/\(booking)/cancel"
-            let refused = try await client.send(.post, cancel, json: ["reason": "Stolen drill"], token: owner.token)
+            let refused = try await client.send(.post, cancel, body: API.ReasonBody(reason: "Stolen drill"), token: owner.token)
             #expect(refused.status == .forbidden && refused.code == "not_operator", "\(refused)")
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let reasonless = try await client.send(.post, cancel, json: [:], token: desk.token)
             #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
-            let cancelled = try await client.send(.post, cancel, json: ["reason": "Stolen drill"], token: desk.token)
+            let cancelled = try await client.send(.post, cancel, body: API.ReasonBody(reason: "Stolen drill"), token: desk.token)
             #expect(cancelled.status == .ok, "\(cancelled)")
             #expect(cancelled.json["status"] as? String == "cancelled" && cancelled.json["cancelledBy"] as? String == desk.id.description)
             #expect(cancelled.json["refundCents"] as? Int == 9_410, "the charge and the deposit, all of it: \(cancelled)")
@@ -256,10 +258,9 @@ struct DisputesTests {
             for deposit in [-1, 100_001] {
                 let posted = try await client.send(
                     .post, "/v1/rentals",
-                    json: [
-                        "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "securityDepositCents": deposit,
-                        "location": ["lat": 27.7, "lng": 85.3],
-                    ], token: owner.token)
+                    body: API.RentalBody(
+                        title: "Drill", category: .tools, dailyPriceCents: 1400, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                        securityDepositCents: deposit), token: owner.token)
                 #expect(posted.status == .unprocessableContent && posted.fieldCodes["securityDepositCents"] == "invalid_deposit", "\(posted)")
             }
         }
@@ -278,15 +279,14 @@ struct DisputesTests {
             _ = try runLender(["users", "grant-operator", "desk"], database: database)
             let posted = try await client.send(
                 .post, "/v1/rentals",
-                json: [
-                    "title": "Kayak", "category": "sports", "dailyPriceCents": 1000, "securityDepositCents": 3000,
-                    "cancellationPolicy": "strict", "location": ["lat": 27.7, "lng": 85.3],
-                ], token: owner.token)
+                body: API.RentalBody(
+                    title: "Kayak", category: .sports, dailyPriceCents: 1000, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                    cancellationPolicy: .strict, securityDepositCents: 3000), token: owner.token)
             let item = try posted.decode(ItemResource.self).id
             var bookings = [String]()
             for (from, until) in [("2026-12-02", "2026-12-03"), ("2026-12-10", "2026-12-11")] {
                 let placed = try await client.send(
-                    .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1000, "from": from, "until": until], token: rita.token)
+                    .post, "/v1/items/\(item)/bids", body: API.BidBody(dailyPriceCents: 1000, from: from, until: until), token: rita.token)
                 let id = try #require(placed.json["id"] as? String, "\(placed)")
                 #expect(try await client.send(.post, "/v1/bids/\(id)/approve", token: owner.token).status == .ok)
                 bookings.append(id)
@@ -297,11 +297,13 @@ struct DisputesTests {
 
             clock.set("2026-12-11")
             let disputed = try await client.send(
-                .post, "/v1/bookings/\(bookings[1])/disputes", json: ["reason": "not_as_described", "text": "Leaks"], token: rita.token)
+                .post, "/v1/bookings/\(bookings[1])/disputes", body: API.DisputeBody(reason: .notAsDescribed, text: "Leaks"),
+                token: rita.token)
             #expect(disputed.status == .created, "\(disputed)")
             let resolved = try await client.send(
                 .post, "/v1/admin/bookings/\(bookings[1])/resolve",
-                json: ["renterCents": 2_100 + 3_000 - 500, "ownerCents": 500, "reason": "It leaked on day two"], token: desk.token)
+                body: API.ResolutionBody(renterCents: 2_100 + 3_000 - 500, ownerCents: 500, reason: "It leaked on day two"),
+                token: desk.token)
             #expect(resolved.status == .ok, "\(resolved)")
             let refunded = try await admin.query("SELECT coalesce(sum(amount_cents), 0)::int8 AS cents FROM sandbox_refunds")
                 .single().decode("cents", as: Int.self)

@@ -74,16 +74,17 @@ struct ExportsTests {
             let quentin = try await client.user("quentin_forgets")
             try await Self.verifyEmail(client, admin, quentin)
             let method = try await client.send(
-                .put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_quentin"], token: quentin.token)
+                .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_quentin"),
+                token: quentin.token)
             #expect(method.status == .ok, "\(method)")
             let card = try await client.addCard(quentin.token).decode(CardResource.self)
             let deposited = try await client.send(
-                .post, "/v1/me/deposits", json: ["amountCents": 50_000, "cardId": "\(card.id)"], token: quentin.token)
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 50_000, cardId: card.id.rawValue), token: quentin.token)
             #expect(deposited.status == .created, "\(deposited)")
             let deposit = try deposited.decode(Deposit.self)
             var payouts = [String]()
             for amount in [20_000, 30_000] {
-                let paid = try await client.send(.post, "/v1/me/payouts", json: ["amountCents": amount], token: quentin.token)
+                let paid = try await client.send(.post, "/v1/me/payouts", body: API.PayoutBody(amountCents: amount), token: quentin.token)
                 #expect(paid.status == .created, "\(paid)")
                 payouts.append(try paid.decode(PayoutResource.self).id.description)
             }
@@ -110,7 +111,8 @@ struct ExportsTests {
             _ = try await admin.query("UPDATE users_view SET display_name = \(awkward) WHERE user_id = \(multiLine.rawValue)")
             named[multiLine.description] = awkward
 
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: quentin.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: quentin.token)
             #expect(closed.status == .noContent, "\(closed)")
 
             // The ledger: every money event, in log order, with the processor's ids.
@@ -403,7 +405,8 @@ struct ExportsTests {
     static func register(_ client: any TestClientProtocol, _ handle: String, displayName: String) async throws -> UserID {
         let reply = try await client.send(
             .post, "/v1/users",
-            json: ["handle": handle, "displayName": displayName, "email": "\(handle)@example.org", "password": "correct horse battery"])
+            body: API.RegisterBody(
+                handle: handle, displayName: displayName, email: "\(handle)@example.org", password: "correct horse battery"))
         #expect(reply.status == .created, "\(displayName): \(reply)")
         return try reply.decode(RegisteredUser.self).id
     }
@@ -415,6 +418,8 @@ struct ExportsTests {
             "SELECT subject FROM outbox WHERE user_id = \(user.id.rawValue) AND kind = 'email_verification' ORDER BY id DESC LIMIT 1"
         ).single().decode("subject", as: String.self)
         let code = try #require(subject.split(separator: " ").last.map(String.init))
-        #expect(try await client.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: user.token).status == .ok)
+        #expect(
+            try await client.send(.post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: user.token)
+                .status == .ok)
     }
 }

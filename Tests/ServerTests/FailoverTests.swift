@@ -288,7 +288,7 @@ struct LogBehindTests {
 
             let refused = try await client.send(
                 .post, "/v1/rentals",
-                json: ["title": "After", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                body: API.RentalBody(title: "After", category: .tools, dailyPriceCents: 100, location: API.LocationInput(lat: 1, lng: 2)),
                 token: ada.token)
             #expect(refused.status == .serviceUnavailable)
             #expect(refused.code == "log_behind", "\(refused)")
@@ -296,7 +296,7 @@ struct LogBehindTests {
             // Sticky: a later command is refused too, and readiness says why.
             let again = try await client.send(
                 .post, "/v1/rentals",
-                json: ["title": "Again", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                body: API.RentalBody(title: "Again", category: .tools, dailyPriceCents: 100, location: API.LocationInput(lat: 1, lng: 2)),
                 token: ada.token)
             #expect(again.code == "log_behind", "\(again)")
             let ready = try await client.send(.get, "/health/ready")

@@ -104,11 +104,11 @@ struct HTTPContractTests {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
             for name in ["Ada 👩‍💻", "🏳️‍🌈 Pride", "👨‍👩‍👧‍👦", "Zoë 👍🏽"] {
-                let changed = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                let changed = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: name), token: ada.token)
                 #expect(changed.status == .ok, "\(name): \(changed)")
             }
             for name in ["Ada\u{200D}", "A\u{200D}da", "\u{202E}adA", "\u{3164}", "\u{2800}\u{2800}", "Ada\u{200B}"] {
-                let refused = try await client.send(.patch, "/v1/me", json: ["displayName": name], token: ada.token)
+                let refused = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: name), token: ada.token)
                 #expect(refused.fieldCodes["displayName"] == "invalid_display_name", "\(name.unicodeScalars.map { String($0.value, radix: 16) })")
             }
 
@@ -116,7 +116,8 @@ struct HTTPContractTests {
             let decomposed = "Cafe\u{301} grinder"
             let posted = try await client.send(
                 .post, "/v1/rentals",
-                json: ["title": decomposed, "category": "tools", "dailyPriceCents": 300, "location": ["lat": 27.7, "lng": 85.3]],
+                body: API.RentalBody(
+                    title: decomposed, category: .tools, dailyPriceCents: 300, location: API.LocationInput(lat: 27.7, lng: 85.3)),
                 token: ada.token)
             #expect(posted.status == .created, "\(posted)")
             #expect(Array((posted.json["title"] as? String ?? "").utf8) == Array("Caf\u{E9} grinder".utf8), "stored composed")
@@ -132,10 +133,12 @@ struct HTTPContractTests {
         try await withServer { client, _ in
             _ = try await client.user("ada")
             let handle = try await client.send(
-                .post, "/v1/users", json: ["handle": "ada", "displayName": "Other", "email": "other@example.org", "password": "correct horse battery"])
+                .post, "/v1/users",
+                body: API.RegisterBody(handle: "ada", displayName: "Other", email: "other@example.org", password: "correct horse battery"))
             #expect(handle.status == .conflict && handle.fieldCodes["handle"] == "handle_taken", "\(handle)")
             let email = try await client.send(
-                .post, "/v1/users", json: ["handle": "other", "displayName": "Other", "email": "ada@example.org", "password": "correct horse battery"])
+                .post, "/v1/users",
+                body: API.RegisterBody(handle: "other", displayName: "Other", email: "ada@example.org", password: "correct horse battery"))
             #expect(email.status == .conflict && email.fieldCodes["email"] == "email_taken", "\(email)")
             let bob = try await client.user("bob")
             let drill = try await client.postRental(bob.token, title: "Drill").id
@@ -161,13 +164,15 @@ struct HTTPContractTests {
             func post(_ title: String) async throws -> Reply {
                 try await client.send(
                     .post, "/v1/rentals",
-                    json: ["title": title, "category": "tools", "dailyPriceCents": 300, "location": ["lat": 27.7, "lng": 85.3]],
+                    body: API.RentalBody(
+                        title: title, category: .tools, dailyPriceCents: 300, location: API.LocationInput(lat: 27.7, lng: 85.3)),
                     token: ada.token)
             }
             let flood = "a" + String(repeating: "\u{301}", count: 6_000)
             #expect(flood.count == 1)
             #expect(try await post(flood).fieldCodes["title"] == "invalid_title")
-            let name = try await client.send(.patch, "/v1/me", json: ["displayName": "A" + String(repeating: "\u{308}", count: 1_000)], token: ada.token)
+            let name = try await client.send(
+                .patch, "/v1/me", body: API.ProfileBody(displayName: "A" + String(repeating: "\u{308}", count: 1_000)), token: ada.token)
             #expect(name.fieldCodes["displayName"] == "invalid_display_name")
             let families = String(repeating: "👨‍👩‍👧‍👦", count: 120)
             #expect(try await post(families).status == .created, "120 characters of seven scalars each")
@@ -197,7 +202,7 @@ struct HTTPContractTests {
             let added = try await client.upload("/v1/items/\(drill)/photos", photo, type: "image/jpeg", token: owner.token)
             let digest = try #require(try added.decode(ItemResource.self).photos.first?.digest)
             let placed = try await client.send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 400, "from": "2026-12-03", "until": "2026-12-04"],
+                .post, "/v1/items/\(drill)/bids", body: API.BidBody(dailyPriceCents: 400, from: "2026-12-03", until: "2026-12-04"),
                 token: bea.token)
             #expect(placed.status == .created, "\(placed)")
             let answered = try placed.decode(BidResource.self)

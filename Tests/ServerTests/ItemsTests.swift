@@ -14,7 +14,7 @@ import TestSupport
 extension TestClientProtocol {
     /// A bid of 1400 a day for the days given; the answer, which may be a refusal.
     fileprivate func bid(_ item: ItemID, _ token: String, from: String, until: String) async throws -> Reply {
-        try await send(.post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 1400, "from": from, "until": until], token: token)
+        try await send(.post, "/v1/items/\(item)/bids", body: API.BidBody(dailyPriceCents: 1400, from: from, until: until), token: token)
     }
 }
 
@@ -76,15 +76,15 @@ struct ItemsTests {
         try await withServer { client, _ in
             let owner = try await client.user("owner")
             let item = try await client.postRental(owner.token)
-            let bodies: [[String: Any]] = [
-                ["dailyPriceCents": 1234, "from": "2026-12-02", "until": "2026-12-09", "message": "Fine \"bike\" ✓\nthanks"],
-                ["dailyPriceCents": 1, "from": "2026-12-10", "until": "2026-12-10"],
+            let bodies = [
+                API.BidBody(dailyPriceCents: 1234, from: "2026-12-02", until: "2026-12-09", message: "Fine \"bike\" ✓\nthanks"),
+                API.BidBody(dailyPriceCents: 1, from: "2026-12-10", until: "2026-12-10"),
             ]
             for (index, body) in bodies.enumerated() {
                 // One pending bid a bidder.
                 let bidder = try await client.user("bidder\(index)")
                 let key = "bid-\(index)"
-                let placed = try await client.send(.post, "/v1/items/\(item.id)/bids", json: body, token: bidder.token, idempotencyKey: key)
+                let placed = try await client.send(.post, "/v1/items/\(item.id)/bids", body: body, token: bidder.token, idempotencyKey: key)
                 #expect(placed.status == .created, "\(index): \(placed)")
                 let answered = placed.json
                 let id = try #require(answered["id"] as? String)
@@ -93,7 +93,7 @@ struct ItemsTests {
                 let rows = try #require(list.json["data"] as? [[String: Any]])
                 let stored = try #require(rows.first { $0["id"] as? String == id }, "\(rows)")
                 #expect(Self.sameButPosition(answered, stored), "\(answered) against \(stored)")
-                let repeated = try await client.send(.post, "/v1/items/\(item.id)/bids", json: body, token: bidder.token, idempotencyKey: key)
+                let repeated = try await client.send(.post, "/v1/items/\(item.id)/bids", body: body, token: bidder.token, idempotencyKey: key)
                 #expect(Self.sameButPosition(repeated.json, stored))
             }
         }
@@ -204,12 +204,15 @@ struct ItemsTests {
             let bob = try await client.user("bob")
             let itemID = try await client.postRental(owner.token).id
 
-            let revised = try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Gravel bike", "dailyPriceCents": 1200], token: owner.token)
+            let revised = try await client.send(
+                .patch, "/v1/items/\(itemID)", body: API.RevisionBody(title: "Gravel bike", dailyPriceCents: 1200), token: owner.token)
             #expect(revised.status == .ok)
             let revision = try revised.decode(ItemResource.self)
             #expect(revision.title == "Gravel bike")
             #expect(revision.dailyPriceCents == 1200)
-            #expect(try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Mine"], token: alice.token).status == .forbidden)
+            #expect(
+                try await client.send(.patch, "/v1/items/\(itemID)", body: API.RevisionBody(title: "Mine"), token: alice.token).status
+                    == .forbidden)
 
             let aliceBid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             let bobBid = try await client.bid(itemID, bob.token).decode(BidResource.self).id
@@ -243,7 +246,8 @@ struct ItemsTests {
             let onLamp = try await client.bid(lamp, bob.token).decode(BidResource.self).id
             let gone = try await client.send(.post, "/v1/items/\(lamp)/withdraw", token: owner.token)
             #expect(try gone.decode(ItemResource.self).status == "withdrawn")
-            let rejected = try await client.send(.post, "/v1/bids/\(onLamp)/reject", json: ["reason": "too late"], token: owner.token)
+            let rejected = try await client.send(
+                .post, "/v1/bids/\(onLamp)/reject", body: API.RejectionBody(reason: "too late"), token: owner.token)
             #expect(rejected.status == .conflict)
             #expect(rejected.code == "bid_not_pending")
             _ = again
@@ -269,7 +273,8 @@ struct ItemsTests {
             let itemID = try await client.postRental(owner.token).id
             let first = try await client.bid(itemID, try await client.user("alice").token).decode(BidResource.self).id
             let second = try await client.bid(itemID, try await client.user("bob").token).decode(BidResource.self).id
-            let withReason = try await client.send(.post, "/v1/bids/\(first)/reject", json: ["reason": "too cheap"], token: owner.token)
+            let withReason = try await client.send(
+                .post, "/v1/bids/\(first)/reject", body: API.RejectionBody(reason: "too cheap"), token: owner.token)
             #expect(withReason.status == .ok)
             #expect(try withReason.decode(BidResource.self).reason == "too cheap")
             let bare = try await client.send(.post, "/v1/bids/\(second)/reject", token: owner.token)
@@ -363,7 +368,7 @@ struct ItemsTests {
             #expect(early.code == "item_not_reserved")
             let bid = try await client.bid(itemID, alice.token).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(bid)/approve", token: owner.token).status == .ok)
-            let revise = try await client.send(.patch, "/v1/items/\(itemID)", json: ["title": "Late"], token: owner.token)
+            let revise = try await client.send(.patch, "/v1/items/\(itemID)", body: API.RevisionBody(title: "Late"), token: owner.token)
             #expect(revise.status == .conflict)
             #expect(revise.code == "item_not_available")
             let lateBid = try await client.bid(itemID, bob.token)
@@ -380,7 +385,9 @@ struct ItemsTests {
             let first = try await client.bid(rental, alice.token).decode(BidResource.self).id
             let overlapping = try await client.bid(rental, bob.token).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(first)/approve", token: owner.token).status == .ok)
-            #expect(try await client.send(.patch, "/v1/items/\(rental)", json: ["title": "Still open"], token: owner.token).status == .ok)
+            #expect(
+                try await client.send(.patch, "/v1/items/\(rental)", body: API.RevisionBody(title: "Still open"), token: owner.token).status
+                    == .ok)
             let rejectedApproval = try await client.send(.post, "/v1/bids/\(overlapping)/approve", token: owner.token)
             #expect(rejectedApproval.status == .conflict)
             #expect(rejectedApproval.code == "bid_not_pending")
@@ -445,7 +452,7 @@ struct ItemsTests {
             #expect(twice.status == .conflict)
             #expect(twice.code == "pending_bid_exists")
             let outside = try await client.send(
-                .post, "/v1/items/\(itemID)/bids", json: ["dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07"],
+                .post, "/v1/items/\(itemID)/bids", body: API.BidBody(dailyPriceCents: 1400, from: "2027-01-05", until: "2027-01-07"),
                 token: try await client.user("bob").token)
             #expect(outside.status == .unprocessableContent)
             #expect(outside.code == "outside_window")

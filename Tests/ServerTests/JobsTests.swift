@@ -20,18 +20,19 @@ struct JobsTests {
             // Available from 3 days on for a month; booked on days 5 to 7.
             let drill = try await client.send(
                 .post, "/v1/rentals",
-                json: [
-                    "title": "Drill", "category": "tools", "dailyPriceCents": 1400, "location": ["lat": 27.7, "lng": 85.3],
-                    "availableFrom": dayFromToday(3), "availableUntil": dayFromToday(33),
-                ], token: owner.token
+                body: API.RentalBody(
+                    title: "Drill", category: .tools, dailyPriceCents: 1400, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                    availableFrom: dayFromToday(3), availableUntil: dayFromToday(33)
+                ), token: owner.token
             ).decode(ItemResource.self).id
             let booked = try await client.send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": dayFromToday(5), "until": dayFromToday(7)],
+                .post, "/v1/items/\(drill)/bids", body: API.BidBody(dailyPriceCents: 1400, from: dayFromToday(5), until: dayFromToday(7)),
                 token: ada.token
             ).decode(BidResource.self).id
             #expect(try await client.send(.post, "/v1/bids/\(booked)/approve", token: owner.token).status == .ok)
             let late = try await client.send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1400, "from": dayFromToday(22), "until": dayFromToday(23)],
+                .post, "/v1/items/\(drill)/bids",
+                body: API.BidBody(dailyPriceCents: 1400, from: dayFromToday(22), until: dayFromToday(23)),
                 token: bob.token
             ).decode(BidResource.self).id
             let database = try await ownerURL(admin)
@@ -65,13 +66,13 @@ struct JobsTests {
 
             // A review held after the booking's end; fourteen days after its completion the jobs
             // close its window and publish what was written; no review comes after that.
-            let held = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 4], token: ada.token)
+            let held = try await client.send(.post, "/v1/bookings/\(booked)/reviews", body: API.ReviewBody(stars: 4), token: ada.token)
             #expect(held.json["published"] as? Bool == false, "\(held)")
             let early = try runLender(["jobs", "run", "--as-of", dayFromToday(21)], database: database)
             #expect(early.contains("(0 items written)"), "\(early)")
             _ = try runLender(["jobs", "run", "--as-of", dayFromToday(22)], database: database)
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'ReviewWindowClosed'") == 1)
-            let tooLate = try await client.send(.post, "/v1/bookings/\(booked)/reviews", json: ["stars": 2], token: owner.token)
+            let tooLate = try await client.send(.post, "/v1/bookings/\(booked)/reviews", body: API.ReviewBody(stars: 2), token: owner.token)
             #expect(tooLate.problem?.code == "review_window_closed")
             let shown = try await client.send(.get, "/v1/items/\(drill)/reviews", token: bob.token).decode(Page<ReviewResource>.self)
             #expect(shown.data.map(\.stars) == [4], "published when the window closed")

@@ -72,18 +72,19 @@ struct CardsTests {
             let ada = try await client.user("ada")
             let card = try await client.addCard(ada.token).decode(CardResource.self).id
             let deposit = try await client.send(
-                .post, "/v1/me/deposits", json: ["amountCents": 10_000, "cardId": "\(card)"], token: ada.token)
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 10_000, cardId: card.rawValue), token: ada.token)
             #expect(deposit.status == .created, "\(deposit)")
             let deposited = try deposit.decode(Deposit.self)
             #expect(deposited.balanceCents == 10_000)
             #expect((deposited.position ?? 0) > 0)
             #expect(try await client.balance(ada.token) == 10_000)
 
-            let tooSmall = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 499, "cardId": "\(card)"], token: ada.token)
+            let tooSmall = try await client.send(
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 499, cardId: card.rawValue), token: ada.token)
             #expect(tooSmall.status == .unprocessableContent)
             #expect(tooSmall.fieldCodes["amountCents"] == "invalid_amount")
             let unknown = try await client.send(
-                .post, "/v1/me/deposits", json: ["amountCents": 1000, "cardId": UUID().uuidString], token: ada.token)
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 1000, cardId: UUID()), token: ada.token)
             #expect(unknown.status == .notFound)
 
             // The sandbox's decline number: the card is kept, every charge is declined.
@@ -92,7 +93,7 @@ struct CardsTests {
             let declinedCard = try declining.decode(CardResource.self).id
             let before = try await eventCount(admin)
             let declined = try await client.send(
-                .post, "/v1/me/deposits", json: ["amountCents": 5000, "cardId": "\(declinedCard)"], token: ada.token)
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 5000, cardId: declinedCard.rawValue), token: ada.token)
             #expect(declined.status.code == 402)
             #expect(declined.code == "card_declined")
             #expect(declined.headers[.contentType] == "application/problem+json")
@@ -118,7 +119,8 @@ struct CardsTests {
                 let added = try await client.addCard(ada.token, number: number, cvv: cvv)
                 #expect(added.status == .created, "\(added)")
                 if let id = try? added.decode(CardResource.self).id {
-                    _ = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 700, "cardId": "\(id)"], token: ada.token)
+                    _ = try await client.send(
+                        .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 700, cardId: id.rawValue), token: ada.token)
                 }
                 // A refused card too, with the number in it.
                 _ = try await client.addCard(ada.token, number: number, expMonth: 13, cvv: cvv)
@@ -175,10 +177,9 @@ struct LoansTests {
             let rita = try await client.user("rita")
             let bad = try await client.send(
                 .post, "/v1/loans",
-                json: [
-                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "country": "XX",
-                    "location": ["lat": 95, "lng": 10], "amountCents": 2600, "deadline": dayFromToday(91),
-                ], token: rita.token)
+                body: API.LoanBody(
+                    title: "Loom", sector: "Arts", activity: "Weaving", country: "XX",
+                    location: API.LocationInput(lat: 95, lng: 10), amountCents: 2600, deadline: dayFromToday(91)), token: rita.token)
             #expect(bad.status == .unprocessableContent)
             #expect(
                 bad.fieldCodes
@@ -240,7 +241,7 @@ struct LoansTests {
             #expect(try await client.addToCart(ada.token, LoanID()).status == .notFound)
 
             // The default share from the profile, else 2500.
-            _ = try await client.send(.patch, "/v1/me", json: ["defaultShareCents": 5000], token: ada.token)
+            _ = try await client.send(.patch, "/v1/me", body: API.ProfileBody(defaultShareCents: 5000), token: ada.token)
             let added = try await client.addToCart(ada.token, loan)
             #expect(added.status == .created, "\(added)")
             let cart = try added.decode(CartResource.self)
@@ -253,7 +254,8 @@ struct LoansTests {
             #expect(cart.totalCents == 5000)
             #expect(try await client.addToCart(ada.token, loan).code == "already_in_cart")
 
-            let changed = try await client.send(.patch, "/v1/cart/items/\(loan)", json: ["amountCents": 7500], token: ada.token)
+            let changed = try await client.send(
+                .patch, "/v1/cart/items/\(loan)", body: API.CartAmountBody(amountCents: 7500), token: ada.token)
             #expect(changed.status == .ok)
             #expect(try changed.decode(CartResource.self).totalCents == 7500)
 
@@ -261,7 +263,8 @@ struct LoansTests {
             let bo = try await client.user("bob")
             try await client.fund(bo.token, 5000)
             _ = try await client.addToCart(bo.token, loan, 5000)
-            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bo.token).status == .ok)
+            #expect(
+                try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: bo.token).status == .ok)
             let later = try await client.send(.get, "/v1/cart", token: ada.token).decode(CartResource.self)
             let stale = try #require(later.lines.first)
             #expect(stale.stillNeededCents == 5000)
@@ -273,7 +276,7 @@ struct LoansTests {
             _ = try await client.addToCart(ada.token, loan, 2500)
             let cleared = try await client.send(.delete, "/v1/cart", token: ada.token)
             #expect(try cleared.decode(CartResource.self).totalCents == 0)
-            let empty = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            let empty = try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token)
             #expect(empty.code == "cart_empty")
         }
     }
@@ -290,10 +293,11 @@ struct LoansTests {
             let bo = try await client.user("bob")
             try await client.fund(bo.token, 5000)
             _ = try await client.addToCart(bo.token, second, 2500)
-            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bo.token).status == .ok)
+            #expect(
+                try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: bo.token).status == .ok)
 
             let before = try await eventCount(admin)
-            let refused = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            let refused = try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token)
             #expect(refused.status == .conflict)
             #expect(refused.code == "checkout_blocked")
             #expect(refused.fieldCodes == ["lines[1]": "exceeds_need"])
@@ -304,7 +308,7 @@ struct LoansTests {
 
             // Without the line, it goes through, and the purchases say what was bought.
             _ = try await client.send(.delete, "/v1/cart/items/\(second)", token: ada.token)
-            let done = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            let done = try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token)
             #expect(done.status == .ok, "\(done)")
             let paid = try done.decode(PaidCart.self)
             #expect(paid.totalCents == 2500)
@@ -331,7 +335,8 @@ struct LoansTests {
             let outcomes = try await withThrowingTaskGroup(of: (String, HTTPResponse.Status, String?).self) { group in
                 for token in lenders {
                     group.addTask {
-                        let response = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: token)
+                        let response = try await client.send(
+                            .post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: token)
                         return (token, response.status, response.code)
                     }
                 }
@@ -359,13 +364,14 @@ struct LoansTests {
             _ = try await client.addToCart(ada.token, loan, 2500)
             let before = try await eventCount(admin)
             let declined = try await client.send(
-                .post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": "\(declining)"], token: ada.token)
+                .post, "/v1/cart/checkout", body: API.CartPayment(payWith: .card, cardId: declining.rawValue), token: ada.token)
             #expect(declined.status.code == 402)
             #expect(declined.code == "card_declined")
             #expect(try await eventCount(admin) == before)
 
             let card = try await client.addCard(ada.token, number: "5555 5555 5555 4444").decode(CardResource.self).id
-            let paid = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": "\(card)"], token: ada.token)
+            let paid = try await client.send(
+                .post, "/v1/cart/checkout", body: API.CartPayment(payWith: .card, cardId: card.rawValue), token: ada.token)
             #expect(paid.status == .ok, "\(paid)")
             #expect(try paid.decode(Paid.self).paidWith.cardId == "\(card)")
             #expect(try await client.balance(ada.token) == 0)
@@ -373,7 +379,7 @@ struct LoansTests {
 
             let noFunds = try await client.addToCart(ada.token, loan, 2500)
             #expect(noFunds.status == .created)
-            let broke = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            let broke = try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token)
             #expect(broke.status == .conflict)
             #expect(broke.code == "insufficient_funds")
             let wrong = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "cash"], token: ada.token)
@@ -390,9 +396,10 @@ struct LoansTests {
             // The borrower pays the repayments (SPEC §11.1): from a balance of exactly the loan.
             try await client.fund(rita.token, 7500)
             let notMine = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: lenders[0])
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 100, payWith: .balance), token: lenders[0])
             #expect(notMine.status == .forbidden)
-            let repaid = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: rita.token)
+            let repaid = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 100, payWith: .balance), token: rita.token)
             #expect(repaid.status == .created, "\(repaid)")
             let repayment = try repaid.decode(Repayment.self)
             #expect(repayment.credits.map(\.amountCents) == [34, 33, 33])
@@ -402,16 +409,19 @@ struct LoansTests {
             #expect(balances == [34, 33, 33])
             #expect(try await client.me(lenders[0]).loans.first?.repaidCents == 34)
 
-            let over = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7401, "payWith": "balance"], token: rita.token)
+            let over = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 7401, payWith: .balance), token: rita.token)
             #expect(over.status == .conflict)
             #expect(over.code == "exceeds_outstanding")
-            let rest = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 7400, "payWith": "balance"], token: rita.token)
+            let rest = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 7400, payWith: .balance), token: rita.token)
             #expect(rest.status == .created)
             let repaidLoan = try rest.decode(Repayment.self).loan
             #expect(repaidLoan.status == "repaid")
             #expect(repaidLoan.repaidCents == 7500)
             for token in lenders { #expect(try await client.balance(token) == 2500) }
-            let after = try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1, "payWith": "balance"], token: rita.token)
+            let after = try await client.send(
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 1, payWith: .balance), token: rita.token)
             #expect(after.code == "loan_not_repayable")
         }
     }

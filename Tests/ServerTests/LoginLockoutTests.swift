@@ -23,7 +23,8 @@ struct LoginLockoutTests {
                     for index in 0..<50 {
                         group.addTask {
                             let password = index == 25 ? "correct horse battery" : "wrong guess \(index)"
-                            return Int(try await client.send(.post, "/v1/sessions", json: ["handle": "ada", "password": password]).status.code)
+                            let reply = try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: password))
+                            return Int(reply.status.code)
                         }
                     }
                     return try await group.reduce(into: [Int]()) { $0.append($1) }

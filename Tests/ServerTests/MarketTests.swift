@@ -36,17 +36,18 @@ extension TestClientProtocol {
         _ token: String, title: String, at point: (Double, Double), category: String = "bikes", price: Int = 1000,
         request: Bool = false
     ) async throws -> ItemID {
-        var body: [String: Any] = [
-            "title": title, "category": category, "location": ["lat": point.0, "lng": point.1, "place": title],
-        ]
+        let kind = try #require(API.Category(rawValue: category))
+        let location = API.LocationInput(lat: point.0, lng: point.1, place: title)
+        let response: Reply
         if request {
-            body["neededFrom"] = "2026-12-01"
-            body["neededUntil"] = "2026-12-03"
-            body["maxDailyPriceCents"] = price
+            let body = API.RequestBody(
+                title: title, category: kind, maxDailyPriceCents: price, location: location, neededFrom: "2026-12-01",
+                neededUntil: "2026-12-03")
+            response = try await send(.post, "/v1/requests", body: body, token: token)
         } else {
-            body["dailyPriceCents"] = price
+            let body = API.RentalBody(title: title, category: kind, dailyPriceCents: price, location: location)
+            response = try await send(.post, "/v1/rentals", body: body, token: token)
         }
-        let response = try await send(.post, request ? "/v1/requests" : "/v1/rentals", json: body, token: token)
         #expect(response.status == .created, "\(response)")
         return try response.decode(ItemResource.self).id
     }
@@ -54,7 +55,7 @@ extension TestClientProtocol {
     /// A bid that fits a request `post` made: 900 a day (under its default maximum) for its days.
     fileprivate func offerOnRequest(_ item: ItemID, _ token: String) async throws -> Reply {
         try await send(
-            .post, "/v1/items/\(item)/bids", json: ["dailyPriceCents": 900, "from": "2026-12-01", "until": "2026-12-03"], token: token)
+            .post, "/v1/items/\(item)/bids", body: API.BidBody(dailyPriceCents: 900, from: "2026-12-01", until: "2026-12-03"), token: token)
     }
 
     func market(_ query: String, _ token: String) async throws -> Reply {
@@ -247,14 +248,16 @@ struct MarketTests {
             leaving.sort()
             var staying = ""
             while staying <= leaving[1] { staying = "\(try await client.post(owner.token, title: "Staying", at: spot))" }
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: leaver.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: leaver.token)
             #expect(closed.status == .noContent, "\(closed)")
             for item in items[0..<20] {
                 #expect(try await client.send(.post, "/v1/items/\(item)/withdraw", token: owner.token).status == .ok)
             }
             for item in items[20..<40] {
                 let moved = try await client.send(
-                    .patch, "/v1/items/\(item)", json: ["location": ["lat": 28.0, "lng": 84.0, "place": "Moved"]], token: owner.token)
+                    .patch, "/v1/items/\(item)", body: API.RevisionBody(location: .init(lat: 28.0, lng: 84.0, place: "Moved")),
+                    token: owner.token)
                 #expect(moved.status == .ok)
             }
             // Booked rentals stay in the market, but for one withdrawn instead (a booked one is

@@ -87,7 +87,8 @@ struct MediaLimitsTests {
             #expect(second.status == .tooManyRequests && second.code == "too_many_writes", "\(second)")
             #expect(second.headers[.retryAfter] != nil)
             // Other changes are not held up by it.
-            let revised = try await client.send(.patch, "/v1/items/\(item)", json: ["title": "Red road bike"], token: owner.token)
+            let revised = try await client.send(
+                .patch, "/v1/items/\(item)", body: API.RevisionBody(title: "Red road bike"), token: owner.token)
             #expect(revised.status == .ok, "\(revised)")
         }
     }
@@ -99,21 +100,23 @@ struct MediaLimitsTests {
             // Probing whether an address has an account counts too.
             let taken = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "second", "displayName": "S", "email": "first@example.org", "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "second", displayName: "S", email: "first@example.org", password: "correct horse battery"))
             #expect(taken.status == .conflict && taken.code == "email_taken", "\(taken)")
             let users = try await count(admin, "SELECT count(*)::int FROM credentials")
             let refused = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "third", "displayName": "T", "email": "third@example.org", "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "third", displayName: "T", email: "third@example.org", password: "correct horse battery"))
             #expect(refused.status == .tooManyRequests && refused.code == "too_many_registrations", "\(refused)")
             #expect(refused.headers[.retryAfter] != nil)
             let probe = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "fourth", "displayName": "F", "email": "first@example.org", "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "fourth", displayName: "F", email: "first@example.org", password: "correct horse battery"))
             #expect(probe.status == .tooManyRequests, "an enumeration gets no answer past the limit: \(probe)")
             #expect(try await count(admin, "SELECT count(*)::int FROM credentials") == users)
             // Logging in is not a registration.
-            #expect(try await client.send(.post, "/v1/sessions", json: ["handle": "first", "password": "correct horse battery"]).status == .created)
+            #expect(
+                try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: "first", password: "correct horse battery")).status
+                    == .created)
         }
     }
 

@@ -26,7 +26,7 @@ struct MetricsTests {
             _ = try await client.postRental(ada.token)
             let bad = try await client.send(.post, "/v1/rentals", json: ["title": ""], token: ada.token)
             #expect(bad.status == .unprocessableContent)
-            let empty = try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token)
+            let empty = try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token)
             #expect(empty.code == "cart_empty")
             let after = try await scrape()
 

@@ -26,7 +26,7 @@ struct MoneyTests {
                 for _ in 0..<10 {
                     group.addTask {
                         let response = try await client.send(
-                            .post, "/v1/me/deposits", json: ["amountCents": 5000, "cardId": "\(card)"], token: ada.token,
+                            .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 5000, cardId: card.rawValue), token: ada.token,
                             idempotencyKey: "deposit-1")
                         return (response.status, try? response.decode(Deposit.self).chargeId)
                     }
@@ -49,7 +49,7 @@ struct MoneyTests {
 
             // No balance: refused, nothing credited, nothing written.
             let broke = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1000, "payWith": "balance"], token: rita.token)
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 1000, payWith: .balance), token: rita.token)
             #expect(broke.status == .conflict)
             #expect(broke.code == "insufficient_funds")
             #expect(try await eventCount(admin) == before)
@@ -61,7 +61,7 @@ struct MoneyTests {
             // From the balance: the borrower loses exactly what the lenders gain.
             try await client.fund(rita.token, 3000)
             let paid = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 1001, "payWith": "balance"], token: rita.token)
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 1001, payWith: .balance), token: rita.token)
             #expect(paid.status == .created, "\(paid)")
             #expect(try paid.decode(Repayment.self).balanceCents == 1999)
             #expect(try await client.balance(rita.token) == 1999)
@@ -72,7 +72,7 @@ struct MoneyTests {
             // By card: charged at the processor, recorded with its charge id, lenders credited.
             let card = try await client.addCard(rita.token, number: "5555555555554444").decode(CardResource.self).id
             let byCard = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 999, "payWith": "card", "cardId": "\(card)"],
+                .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 999, payWith: .card, cardId: card.rawValue),
                 token: rita.token)
             #expect(byCard.status == .created, "\(byCard)")
             #expect(try byCard.decode(Repayment.self).paidWith.cardId == "\(card)")
@@ -97,10 +97,10 @@ struct MoneyTests {
             let loan = try await client.postLoan(rita.token, amount: 5000)
             let card = try await client.addCard(lena.token).decode(CardResource.self).id
             #expect(try await client.addToCart(lena.token, loan, 5000).status == .created)
-            let checkout: [String: Any] = ["payWith": "card", "cardId": "\(card)"]
-            let first = try await client.send(.post, "/v1/cart/checkout", json: checkout, token: lena.token, idempotencyKey: "co-1")
+            let checkout = API.CartPayment(payWith: .card, cardId: card.rawValue)
+            let first = try await client.send(.post, "/v1/cart/checkout", body: checkout, token: lena.token, idempotencyKey: "co-1")
             #expect(first.status == .ok, "\(first)")
-            let again = try await client.send(.post, "/v1/cart/checkout", json: checkout, token: lena.token, idempotencyKey: "co-1")
+            let again = try await client.send(.post, "/v1/cart/checkout", body: checkout, token: lena.token, idempotencyKey: "co-1")
             #expect(again.status == .ok, "\(again)")
             #expect(again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
             let answered = try again.decode(PaidCart.self)
@@ -110,12 +110,12 @@ struct MoneyTests {
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 1)
 
             try await client.fund(rita.token, 2000)
-            let repayment: [String: Any] = ["amountCents": 1500, "payWith": "balance"]
+            let repayment = API.RepaymentBody(amountCents: 1500, payWith: .balance)
             let paid = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: repayment, token: rita.token, idempotencyKey: "r-1")
+                .post, "/v1/loans/\(loan)/repayments", body: repayment, token: rita.token, idempotencyKey: "r-1")
             #expect(paid.status == .created, "\(paid)")
             let repeated = try await client.send(
-                .post, "/v1/loans/\(loan)/repayments", json: repayment, token: rita.token, idempotencyKey: "r-1")
+                .post, "/v1/loans/\(loan)/repayments", body: repayment, token: rita.token, idempotencyKey: "r-1")
             #expect(repeated.status == .created)
             #expect(repeated.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
             let answer = try repeated.decode(Repayment.self)
@@ -185,10 +185,12 @@ struct MoneyTests {
             let ada = try await client.user("ada")
             let card = try await client.addCard(ada.token).decode(CardResource.self).id
             for _ in 0..<10 {
-                let deposit = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+                let deposit = try await client.send(
+                    .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 500, cardId: card.rawValue), token: ada.token)
                 #expect(deposit.status == .created, "\(deposit)")
             }
-            let eleventh = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+            let eleventh = try await client.send(
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 500, cardId: card.rawValue), token: ada.token)
             #expect(eleventh.status == .tooManyRequests)
             #expect(eleventh.code == "too_many_payment_attempts")
             #expect(Int(eleventh.headers[.retryAfter] ?? "") ?? 0 > 0)
@@ -214,7 +216,8 @@ struct MoneyTests {
             // The hour slides (issue 47): ten charges 50 minutes ago are a wait of 10 minutes,
             // not until the clock's next hour; once the oldest is an hour old, one more goes.
             try await admin.query("UPDATE payment_attempt_times SET at = now() - interval '50 minutes' WHERE kind = 'card_charge'")
-            let waiting = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+            let waiting = try await client.send(
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 500, cardId: card.rawValue), token: ada.token)
             #expect(waiting.status == .tooManyRequests)
             #expect((590...600).contains(Int(waiting.headers[.retryAfter] ?? "") ?? 0), "\(waiting.headers)")
             try await admin.query(
@@ -222,7 +225,8 @@ struct MoneyTests {
                 UPDATE payment_attempt_times SET at = now() - interval '61 minutes'
                 WHERE ctid = (SELECT ctid FROM payment_attempt_times WHERE kind = 'card_charge' LIMIT 1)
                 """)
-            let again = try await client.send(.post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": "\(card)"], token: ada.token)
+            let again = try await client.send(
+                .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 500, cardId: card.rawValue), token: ada.token)
             #expect(again.status == .created, "\(again)")
         }
     }
@@ -255,14 +259,18 @@ struct MoneyTests {
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
             let carl = try await client.user("carl")
-            #expect(try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token).status == .ok)
+            #expect(
+                try await client.send(.post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token).status == .ok)
             // Blocking bob again decides nothing, and still spends the key.
-            let again = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token, idempotencyKey: "b-1")
+            let again = try await client.send(
+                .post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token, idempotencyKey: "b-1")
             #expect(again.status == .ok)
-            let other = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(carl.id)"], token: ada.token, idempotencyKey: "b-1")
+            let other = try await client.send(
+                .post, "/v1/me/blocks", body: API.BlockBody(userId: carl.id.rawValue), token: ada.token, idempotencyKey: "b-1")
             #expect(other.status == .unprocessableContent)
             #expect(other.code == "idempotency_key_reused")
-            let repeated = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token, idempotencyKey: "b-1")
+            let repeated = try await client.send(
+                .post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token, idempotencyKey: "b-1")
             #expect(repeated.status == .ok)
         }
     }

@@ -24,7 +24,8 @@ struct OneNamePerFieldTests {
             #expect(try unchanged.decode(ItemResource.self).dailyPriceCents == 1500, "a refused revision changes nothing: \(unchanged)")
             let badPrice = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 0], token: ada.token)
             #expect(badPrice.fieldCodes == ["dailyPriceCents": "invalid_price"], "named as sent, not priceCents")
-            let revised = try await client.send(.patch, "/v1/items/\(rental)", json: ["dailyPriceCents": 1800], token: ada.token)
+            let revised = try await client.send(
+                .patch, "/v1/items/\(rental)", body: API.RevisionBody(dailyPriceCents: 1800), token: ada.token)
             #expect(try revised.decode(ItemResource.self).dailyPriceCents == 1800)
         }
     }
@@ -33,8 +34,8 @@ struct OneNamePerFieldTests {
         try await withServer { client, _ in
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
-            _ = try await client.send(.patch, "/v1/me", json: ["country": "NP"], token: ada.token)
-            _ = try await client.send(.patch, "/v1/me", json: ["country": "KE"], token: bob.token)
+            _ = try await client.send(.patch, "/v1/me", body: API.ProfileBody(country: "NP"), token: ada.token)
+            _ = try await client.send(.patch, "/v1/me", body: API.ProfileBody(country: "KE"), token: bob.token)
             let nepali = try await client.postRental(ada.token, title: "Nepali bike").id
             _ = try await client.postRental(bob.token, title: "Kenyan bike")
             let market = try await client.send(.get, "/v1/market?country=np", token: ada.token)
@@ -54,8 +55,8 @@ struct OneNamePerFieldTests {
             let ada = try await client.user("ada")
             let bob = try await client.user("bob")
             _ = try await client.postRental(ada.token)
-            let patched = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada L."], token: ada.token)
-            let blocked = try await client.send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token)
+            let patched = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada L."), token: ada.token)
+            let blocked = try await client.send(.post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token)
             let read = try await client.send(.get, "/v1/me", token: ada.token)
             // One resource: the same keys in every answer, read from the JSON itself.
             let (patchedKeys, blockedKeys, readKeys) = (Set(patched.json.keys), Set(blocked.json.keys), Set(read.json.keys))

@@ -25,7 +25,9 @@ struct PayoutsTests {
             "SELECT subject FROM outbox WHERE user_id = \(user.rawValue) AND kind = 'email_verification' ORDER BY id DESC LIMIT 1"
         ).single().decode("subject", as: String.self)
         let code = try #require(subject.split(separator: " ").last.map(String.init))
-        #expect(try await client.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: token).status == .ok)
+        #expect(
+            try await client.send(.post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: token)
+                .status == .ok)
     }
 
     /// A user ready to pay out: `balance` deposited, address verified, a sandbox account.
@@ -36,13 +38,13 @@ struct PayoutsTests {
         if balance > 0 { try await client.fund(user.token, balance) }
         try await verify(client, admin, user.token, user.id)
         let method = try await client.send(
-            .put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_\(handle)"], token: user.token)
+            .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_\(handle)"), token: user.token)
         #expect(method.status == .ok, "\(method)")
         return user
     }
 
     func payout(_ client: any TestClientProtocol, _ token: String, _ amount: Int, key: String? = nil) async throws -> Reply {
-        try await client.send(.post, "/v1/me/payouts", json: ["amountCents": amount], token: token, idempotencyKey: key)
+        try await client.send(.post, "/v1/me/payouts", body: API.PayoutBody(amountCents: amount), token: token, idempotencyKey: key)
     }
 
     func auditClean(_ admin: PostgresPool) async throws {
@@ -60,7 +62,8 @@ struct PayoutsTests {
 
             // Account numbers never: an IBAN, a bare number, one inside a token.
             func method(_ token: String) async throws -> Reply {
-                try await client.send(.put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": token], token: ada.token)
+                try await client.send(
+                    .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: token), token: ada.token)
             }
             for raw in ["DE89370400440532013000", "12345678", "ba_test_0012345678", "GB29 NWBK 6016 1331 9268 19".replacingOccurrences(of: " ", with: "")] {
                 #expect(try await method(raw).fieldCodes == ["token": "raw_account_number"], "\(raw)")
@@ -92,10 +95,12 @@ struct PayoutsTests {
             #expect(feed.contains { $0["kind"] as? String == "payout_sent" && $0["amountCents"] as? Int == 20_000 }, "\(feed)")
 
             // Money is not forgotten with its owner.
-            let close = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            let close = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token)
             #expect(close.code == "balance_not_empty", "\(close)")
             #expect(try await payout(client, ada.token, 30_000).status == .created)
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
             try await auditClean(admin)
         }
@@ -114,7 +119,10 @@ struct PayoutsTests {
             #expect(try await payout(client, bob.token, 50_000).status == .created)
 
             // A transfer that fails: 402, the amount back, the payout listed as failed.
-            #expect(try await client.send(.put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_fail"], token: bob.token).status == .ok)
+            #expect(
+                try await client.send(
+                    .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_fail"), token: bob.token
+                ).status == .ok)
             let failed = try await payout(client, bob.token, 10_000)
             #expect(failed.status.code == 402 && failed.code == "payout_failed", "\(failed)")
             #expect(try await client.balance(bob.token) == 90_000)
@@ -123,7 +131,10 @@ struct PayoutsTests {
             #expect(listed.json["nextCursor"] as? String != nil)
 
             // Five a day, failures counted: the sixth is 429.
-            #expect(try await client.send(.put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_bob"], token: bob.token).status == .ok)
+            #expect(
+                try await client.send(
+                    .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_bob"), token: bob.token
+                ).status == .ok)
             #expect(try await payout(client, bob.token, 1_000).status == .created)
             #expect(try await payout(client, bob.token, 1_000).status == .created)
             let sixth = try await payout(client, bob.token, 1_000)
@@ -152,7 +163,7 @@ struct PayoutsTests {
             let bob = try await payee(client, admin, "bob", balance: 5_000)
             _ = try await client.addToCart(bob.token, loan, 5_000)
             async let paid = payout(client, bob.token, 5_000)
-            async let checkout = client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token)
+            async let checkout = client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: bob.token)
             let (out, cart) = try await (paid, checkout)
             let codes: [Int] = [out.status.code, cart.status.code]
             let succeeded = codes.filter { $0 == 201 || $0 == 200 }.count
@@ -188,7 +199,8 @@ struct PayoutsTests {
         try await withServer { client, admin in
             let zoe = try await client.user("zoe")
             try await client.fund(zoe.token, 600)
-            let closing = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zoe.token)
+            let closing = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: zoe.token)
             #expect(closing.code == "balance_not_empty", "\(closing)")
             #expect(try await payout(client, zoe.token, 600).fieldCodes == ["amountCents": "invalid_amount"])
             let settled = try runLender(
@@ -196,7 +208,8 @@ struct PayoutsTests {
             #expect(settled.contains("600 cents settled by operator:carol"), "\(settled)")
             let history = try await client.send(.get, "/v1/me/balance-history", token: zoe.token).json["data"] as? [[String: Any]] ?? []
             #expect(history.first?["kind"] as? String == "settlement" && history.first?["balanceCents"] as? Int == 0)
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zoe.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: zoe.token)
             #expect(closed.status == .noContent, "\(closed)")
             let audit = try runLender(["audit", "money"], database: try await ownerURL(admin))
             #expect(audit.contains("Money adds up") && audit.contains("settled by operators 600"), "\(audit)")
@@ -212,7 +225,7 @@ struct PayoutsTests {
             let drill = try await client.postRental(owner.token).id
             let bid = try await client.send(
                 .post, "/v1/items/\(drill)/bids",
-                json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "payWith": "balance"], token: ada.token)
+                body: API.BidBody(dailyPriceCents: 1400, from: "2026-12-05", until: "2026-12-07", payWith: .balance), token: ada.token)
             #expect(bid.status == .created, "\(bid)")
             let bidID = try #require(bid.json["id"] as? String)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token).status == .ok)
@@ -225,10 +238,17 @@ struct PayoutsTests {
             let borrower = try await client.user("borrower")
             try await client.fund(borrower.token, 5_000)
             let (loan, lenders) = try await client.fundedLoan(borrower: borrower.token, lenders: 1, amount: 2_500)
-            #expect(try await client.send(.post, "/v1/loans/\(loan)/repayments", json: ["amountCents": 2500, "payWith": "balance"], token: borrower.token).status.code < 300)
+            #expect(
+                try await client.send(
+                    .post, "/v1/loans/\(loan)/repayments", body: API.RepaymentBody(amountCents: 2500, payWith: .balance),
+                    token: borrower.token
+                ).status.code < 300)
             let lender = try await client.me(lenders[0])
             try await verify(client, admin, lenders[0], lender.id)
-            #expect(try await client.send(.put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_lender"], token: lenders[0]).status == .ok)
+            #expect(
+                try await client.send(
+                    .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_lender"), token: lenders[0]
+                ).status == .ok)
             #expect(try await payout(client, lenders[0], 2_500).status == .created)
             #expect(try await client.balance(lenders[0]) == 0)
             try await auditClean(admin)

@@ -29,7 +29,7 @@ struct PersonalDataTests {
             let loanTitle = "Loom \(mark)"
             let registered = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "zelda", "displayName": name, "email": email, "password": "correct horse battery", "country": "NP"])
+                body: API.RegisterBody(handle: "zelda", displayName: name, email: email, password: "correct horse battery", country: "NP"))
             #expect(registered.status == .created, "\(registered)")
             let zelda = try await client.login("zelda")
             let bob = try await client.user("bob")
@@ -40,10 +40,9 @@ struct PersonalDataTests {
             try await client.fund(zelda, 2500)
             let rental = try await client.send(
                 .post, "/v1/rentals",
-                json: [
-                    "title": title, "description": description, "category": "tools", "dailyPriceCents": 500,
-                    "location": ["lat": 12.3456789, "lng": 98.7654321, "place": place],
-                ], token: zelda)
+                body: API.RentalBody(
+                    title: title, description: description, category: .tools, dailyPriceCents: 500,
+                    location: API.LocationInput(lat: 12.3456789, lng: 98.7654321, place: place)), token: zelda)
             #expect(rental.status == .created, "\(rental)")
             let ladder = try rental.decode(ItemResource.self)
             let photo = try await client.upload(
@@ -52,23 +51,23 @@ struct PersonalDataTests {
             let bikes = try await client.postRental(bob.token)
             let bid = try await client.send(
                 .post, "/v1/items/\(bikes.id)/bids",
-                json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "message": message], token: zelda)
+                body: API.BidBody(dailyPriceCents: 1400, from: "2026-12-05", until: "2026-12-07", message: message), token: zelda)
             #expect(bid.status == .created, "\(bid)")
             #expect(try await client.bid(ladder.id, bob.token).status == .created)
             let zeldasLoan = try await client.send(
                 .post, "/v1/loans",
-                json: [
-                    "title": loanTitle, "description": "For weaving", "sector": "Manufacturing", "activity": "Weaving",
-                    "country": "NP", "location": ["lat": 27.1234567, "lng": 84.7654321, "place": "Loom Street \(mark)"],
-                    "amountCents": 10_000, "deadline": dayFromToday(30),
-                ], token: zelda)
+                body: API.LoanBody(
+                    title: loanTitle, description: "For weaving", sector: "Manufacturing", activity: "Weaving",
+                    country: "NP", location: API.LocationInput(lat: 27.1234567, lng: 84.7654321, place: "Loom Street \(mark)"),
+                    amountCents: 10_000, deadline: dayFromToday(30)), token: zelda)
             #expect(zeldasLoan.status == .created, "\(zeldasLoan)")
             let bobsLoan = try await client.postLoan(bob.token)
             _ = try await client.addToCart(zelda, bobsLoan, 2500)
-            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: zelda).status == .ok)
+            #expect(try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: zelda).status == .ok)
             try await client.fund(bob.token, 2500)
             _ = try await client.addToCart(bob.token, try zeldasLoan.decode(LoanResource.self).id, 2500)
-            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token).status == .ok)
+            #expect(
+                try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: bob.token).status == .ok)
 
             // Sealed in the log already: the auditors' copy holds none of it in clear.
             let log = try await admin.query("SELECT string_agg(data::text, ' ') AS t FROM events").single().decode("t", as: String.self)
@@ -85,7 +84,7 @@ struct PersonalDataTests {
             let before = try await eventCount(admin)
             let missing = try await client.send(.delete, "/v1/me", json: [:], token: zelda)
             #expect(missing.status == .unprocessableContent, "\(missing)")
-            let wrong = try await client.send(.delete, "/v1/me", json: ["password": "not the password"], token: zelda)
+            let wrong = try await client.send(.delete, "/v1/me", body: API.CloseAccountBody(password: "not the password"), token: zelda)
             // 403, not 401: a client takes a 401 for a dead session and signs the user out.
             #expect(wrong.status == .forbidden && wrong.json["code"] as? String == "wrong_password", "\(wrong)")
             #expect(wrong.fieldCodes["password"] == "wrong_password", "\(wrong)")
@@ -94,24 +93,28 @@ struct PersonalDataTests {
 
             // A failed login of hers from elsewhere, kept with its address for the rate limits.
             try await admin.query("INSERT INTO login_failures (handle, address) VALUES ('zelda', '203.0.113.77')")
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zelda)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: zelda)
             #expect(closed.status == .noContent, "\(closed)")
 
             // Her sessions are dead, her login closed (the failed attempt, with its address, gone
             // too), her handle still taken.
             #expect(try await count(admin, "SELECT count(*) FROM login_failures WHERE handle = 'zelda'") == 0)
             #expect(try await client.send(.get, "/v1/me", token: zelda).status == .unauthorized)
-            #expect(try await client.send(.post, "/v1/sessions", json: ["handle": "zelda", "password": "correct horse battery"]).status == .unauthorized)
+            #expect(
+                try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: "zelda", password: "correct horse battery"))
+                    .status == .unauthorized)
             let again = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "zelda", "displayName": "New", "email": "new@example.org", "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "zelda", displayName: "New", email: "new@example.org", password: "correct horse battery"))
             #expect(again.status == .conflict, "\(again)")
             // Her e-mail may serve a new account: its index entry went with her.
             let reuse = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "newcomer", "displayName": "New", "email": email, "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "newcomer", displayName: "New", email: email, password: "correct horse battery"))
             #expect(reuse.status == .created, "\(reuse)")
-            _ = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: try await client.login("newcomer"))
+            _ = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: try await client.login("newcomer"))
 
             // Her items and bids show a former user; her open ones were withdrawn.
             let item = try await client.send(.get, "/v1/items/\(ladder.id)", token: bob.token).decode(ItemResource.self)
@@ -171,10 +174,9 @@ struct PersonalDataTests {
             let before = try await eventCount(admin)
             let late = try await client.send(
                 .post, "/v1/rentals",
-                json: [
-                    "title": "Late", "description": "", "category": "tools", "dailyPriceCents": 500,
-                    "location": ["lat": 1.5, "lng": 2.5, "place": "Somewhere"],
-                ], token: ada.token)
+                body: API.RentalBody(
+                    title: "Late", description: "", category: .tools, dailyPriceCents: 500,
+                    location: API.LocationInput(lat: 1.5, lng: 2.5, place: "Somewhere")), token: ada.token)
             #expect(late.status == .unauthorized && late.json["code"] as? String == "unauthenticated", "\(late)")
             #expect(try await eventCount(admin) == before)
             #expect(try await count(admin, "SELECT count(*) FROM items_view WHERE place = 'Somewhere'") == 0)
@@ -191,7 +193,10 @@ struct PersonalDataTests {
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<10 {
                     group.addTask {
-                        Int(try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token).status.code)
+                        Int(
+                            try await client.send(
+                                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token
+                            ).status.code)
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -213,7 +218,9 @@ struct PersonalDataTests {
             // Revoked in the database (a server that cached the session hears of it by
             // `lender_sessions`, which the router-only test server does not listen to).
             #expect(try await count(admin, "SELECT count(*) FROM sessions WHERE user_id = \(ada.id.rawValue) AND revoked_at IS NULL") == 0)
-            #expect(try await client.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"]).status == .unauthorized)
+            #expect(
+                try await client.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "correct horse battery"))
+                    .status == .unauthorized)
             #expect(try await count(admin, "SELECT count(*) FROM users_view WHERE display_name = 'User ada'") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM data_keys WHERE forgotten_at IS NOT NULL AND wrapped IS NULL") == 1)
             _ = try runLender(["users", "forget", "ada"], database: database, expectedStatus: 1)
@@ -235,22 +242,32 @@ struct PersonalDataTests {
             let bid = try await client.bid(bikes.id, ada.token)
             #expect(bid.status == .created)
             let bidID = try bid.decode(BidResource.self).id
-            #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Is it fast?"], token: ada.token).status == .created)
-            #expect(try await client.send(.post, "/v1/bids/\(bidID)/messages", json: ["text": "Very"], token: bob.token).status == .created)
+            #expect(
+                try await client.send(.post, "/v1/bids/\(bidID)/messages", body: API.MessageBody(text: "Is it fast?"), token: ada.token)
+                    .status == .created)
+            #expect(
+                try await client.send(.post, "/v1/bids/\(bidID)/messages", body: API.MessageBody(text: "Very"), token: bob.token)
+                    .status == .created)
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: bob.token).status == .ok)
             #expect(try await client.complete(bikes.id, bob.token, clock: clock).status == .ok)
-            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 5, "text": "Fast indeed"], token: ada.token).status == .created)
-            #expect(try await client.send(.post, "/v1/items/\(bikes.id)/reviews", json: ["stars": 4], token: bob.token).status == .created)
+            #expect(
+                try await client.send(
+                    .post, "/v1/items/\(bikes.id)/reviews", body: API.ReviewBody(stars: 5, text: "Fast indeed"), token: ada.token
+                ).status == .created)
+            #expect(
+                try await client.send(.post, "/v1/items/\(bikes.id)/reviews", body: API.ReviewBody(stars: 4), token: bob.token)
+                    .status == .created)
             let loan = try await client.postLoan(bob.token)
             _ = try await client.addToCart(ada.token, loan, 2500)
-            #expect(try await client.send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
+            #expect(
+                try await client.send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token).status == .ok)
             let own = try await client.postLoan(ada.token, title: "Oven")
 
             let search = try await client.send(
-                .post, "/v1/me/saved-searches", json: ["name": "Bikes", "query": "q=bike&category=bikes"], token: ada.token)
+                .post, "/v1/me/saved-searches", body: API.SavedSearchBody(name: "Bikes", query: "q=bike&category=bikes"), token: ada.token)
             #expect(search.status == .created, "\(search)")
             let reported = try await client.send(
-                .post, "/v1/reports", json: ["subjectType": "loan", "subjectId": loan.description, "reason": "spam", "text": "Again"],
+                .post, "/v1/reports", body: API.ReportBody(subjectType: .loan, subjectId: loan.rawValue, reason: .spam, text: "Again"),
                 token: ada.token)
             #expect(reported.status == .created, "\(reported)")
 

@@ -193,7 +193,8 @@ struct PhotosTests {
             let seen = try await client.send(.get, "/v1/users/\(zelda.id)", token: zelda.token).decode(PublicProfile.self)
             #expect(seen.photos.map(\.digest) == [digest])
 
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: zelda.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: zelda.token)
             #expect(closed.status == .noContent, "\(closed)")
             #expect(try await client.media("/v1/media/\(digest)").status == .notFound, "the face went with the account")
             #expect(try await count(admin, "SELECT count(*) FROM media WHERE digest = \(digest)") == 0)

@@ -23,14 +23,14 @@ struct RentalPaymentsTests {
         _ client: any TestClientProtocol, _ item: ItemID, _ token: String, _ from: String = "2026-12-05",
         _ until: String = "2026-12-07", paying: String, price: Int = 1400, key: String? = nil
     ) async throws -> Reply {
-        var body: [String: Any] = ["dailyPriceCents": price, "from": from, "until": until]
+        var body = API.BidBody(dailyPriceCents: price, from: from, until: until)
         if paying == "balance" {
-            body["payWith"] = "balance"
+            body.payWith = .balance
         } else {
-            body["payWith"] = "card"
-            body["cardId"] = paying
+            body.payWith = .card
+            body.cardId = try #require(UUID(uuidString: paying), "a card's id: \(paying)")
         }
-        return try await client.send(.post, "/v1/items/\(item)/bids", json: body, token: token, idempotencyKey: key)
+        return try await client.send(.post, "/v1/items/\(item)/bids", body: body, token: token, idempotencyKey: key)
     }
 
     func card(_ client: any TestClientProtocol, _ token: String, number: String = "4242424242424242") async throws -> String {
@@ -44,10 +44,11 @@ struct RentalPaymentsTests {
     {
         let posted = try await client.send(
             .post, "/v1/rentals",
-            json: [
-                "title": "Drill", "description": "Cordless", "category": "tools", "dailyPriceCents": price,
-                "location": ["lat": 27.7, "lng": 85.3, "place": "Kathmandu"], "cancellationPolicy": policy,
-            ], token: token)
+            body: API.RentalBody(
+                title: "Drill", description: "Cordless", category: .tools, dailyPriceCents: price,
+                location: API.LocationInput(lat: 27.7, lng: 85.3, place: "Kathmandu"),
+                cancellationPolicy: try #require(API.CancellationPolicy(rawValue: policy), "a policy: \(policy)")
+            ), token: token)
         #expect(posted.status == .created, "\(posted)")
         return try posted.decode(ItemResource.self).id
     }
@@ -189,7 +190,10 @@ struct RentalPaymentsTests {
             let rejected = try await bid(client, saw, ada.token, paying: "balance").json["id"] as! String
             #expect(try await me(client, ada.token) == (10_000, 10_000 - 2 * 4410))
             let deposit = try await client.send(
-                .post, "/v1/me/deposits", json: ["amountCents": 500, "cardId": try await card(client, ada.token, number: "5555555555554444")], token: ada.token)
+                .post, "/v1/me/deposits",
+                body: API.DepositBody(
+                    amountCents: 500, cardId: UUID(uuidString: try await card(client, ada.token, number: "5555555555554444"))!),
+                token: ada.token)
             #expect(deposit.json["availableCents"] as? Int == 10_500 - 2 * 4410, "\(deposit)")
             #expect(try await client.send(.post, "/v1/bids/\(withdrawn)/withdraw", token: ada.token).status == .ok)
             #expect(try await client.send(.post, "/v1/bids/\(rejected)/reject", token: owner.token).status == .ok)
@@ -289,7 +293,8 @@ struct RentalPaymentsTests {
 
             // Ada cancels six days before, under `moderate`: half of 4200 and half of 210 back.
             clock.set("2026-12-04")
-            let cancelled = try await client.send(.post, "/v1/bookings/\(adas)/cancel", json: ["reason": "Plans changed"], token: ada.token)
+            let cancelled = try await client.send(
+                .post, "/v1/bookings/\(adas)/cancel", body: API.CancellationBody(reason: "Plans changed"), token: ada.token)
             #expect(cancelled.status == .ok, "\(cancelled)")
             #expect(cancelled.json["status"] as? String == "cancelled")
             #expect(cancelled.json["refundCents"] as? Int == 2100 + 105)
@@ -397,7 +402,8 @@ struct RentalPaymentsTests {
             let ada = try await client.user("ada")
             let drill = try await rental(client, owner.token)
             #expect(try await bid(client, drill, ada.token, paying: try await card(client, ada.token)).status == .created)
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalHoldReleased'") == 1)
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE voided_at IS NOT NULL") == 1)
@@ -414,7 +420,8 @@ struct RentalPaymentsTests {
             let drill = try await rental(client, owner.token, policy: "strict")
             let bidID = try await bid(client, drill, ada.token, dayFromToday(20), dayFromToday(21), paying: "balance").json["id"] as! String
             #expect(try await client.send(.post, "/v1/bids/\(bidID)/approve", token: owner.token).status == .ok)
-            let closed = try await client.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: owner.token)
+            let closed = try await client.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: owner.token)
             #expect(closed.status == .noContent, "\(closed)")
             let booking = try await client.send(.get, "/v1/bookings/\(bidID)", token: ada.token).json
             #expect(booking["status"] as? String == "cancelled", "\(booking)")

@@ -17,47 +17,51 @@ extension TestClientProtocol {
         let rita = try await user("rita")
         let ada = try await user("ada")
         let bob = try await user("bob")
-        _ = try await send(.patch, "/v1/me", json: ["displayName": "Ada L.", "country": "GB", "defaultShareCents": 5000], token: ada.token)
-        _ = try await send(.post, "/v1/me/blocks", json: ["userId": "\(bob.id)"], token: ada.token)
+        _ = try await send(
+            .patch, "/v1/me", body: API.ProfileBody(displayName: "Ada L.", country: "GB", defaultShareCents: 5000), token: ada.token)
+        _ = try await send(.post, "/v1/me/blocks", body: API.BlockBody(userId: bob.id.rawValue), token: ada.token)
         _ = try await send(.delete, "/v1/me/blocks/\(bob.id)", token: ada.token)
 
         // Items and bids: revise, withdraw, reject, approve (a rental's booking of its days, the
         // overlapping bid rejected with it), a blackout added and one removed, the window revised.
         let bike = try await postRental(rita.token).id
-        _ = try await send(.patch, "/v1/items/\(bike)", json: ["title": "Road bike, serviced"], token: rita.token)
+        _ = try await send(.patch, "/v1/items/\(bike)", body: API.RevisionBody(title: "Road bike, serviced"), token: rita.token)
         let first = try await bid(bike, ada.token).decode(BidResource.self).id
         _ = try await send(.post, "/v1/bids/\(first)/withdraw", token: ada.token)
         let again = try await bid(bike, ada.token).decode(BidResource.self).id
         let other = try await bid(bike, bob.token).decode(BidResource.self).id
         #expect(try await send(.post, "/v1/bids/\(again)/approve", token: rita.token).status == .ok)
         _ = other
-        _ = try await send(.post, "/v1/bids/\(again)/messages", json: ["text": "Where do we meet?"], token: ada.token)
+        _ = try await send(.post, "/v1/bids/\(again)/messages", body: API.MessageBody(text: "Where do we meet?"), token: ada.token)
         let blackout = try await send(
-            .post, "/v1/items/\(bike)/blackouts", json: ["from": "2026-12-20", "until": "2026-12-22"], token: rita.token)
+            .post, "/v1/items/\(bike)/blackouts", body: API.BlackoutBody(from: "2026-12-20", until: "2026-12-22"), token: rita.token)
         #expect(blackout.status == .created, "\(blackout)")
         let brief = try await send(
-            .post, "/v1/items/\(bike)/blackouts", json: ["from": "2026-12-25", "until": "2026-12-25"], token: rita.token)
+            .post, "/v1/items/\(bike)/blackouts", body: API.BlackoutBody(from: "2026-12-25", until: "2026-12-25"), token: rita.token)
         _ = try await send(.delete, "/v1/items/\(bike)/blackouts/\(brief.json["id"] as? String ?? "")", token: rita.token)
         #expect(
-            try await send(.patch, "/v1/items/\(bike)", json: ["availableUntil": "2027-01-31"], token: rita.token).status == .ok)
+            try await send(.patch, "/v1/items/\(bike)", body: API.RevisionBody(availableUntil: "2027-01-31"), token: rita.token).status
+                == .ok)
         // A request, reserved whole, completed and reviewed by both sides.
         let ladder = try await send(
             .post, "/v1/requests",
-            json: [
-                "title": "Step ladder", "category": "tools", "neededFrom": "2026-12-10", "neededUntil": "2026-12-12",
-                "location": ["lat": 27.7, "lng": 85.3],
-            ], token: ada.token
+            body: API.RequestBody(
+                title: "Step ladder", category: .tools, location: API.LocationInput(lat: 27.7, lng: 85.3), neededFrom: "2026-12-10",
+                neededUntil: "2026-12-12"
+            ), token: ada.token
         ).decode(ItemResource.self).id
         let offer = try await send(
-            .post, "/v1/items/\(ladder)/bids", json: ["dailyPriceCents": 300, "from": "2026-12-10", "until": "2026-12-11"],
+            .post, "/v1/items/\(ladder)/bids", body: API.BidBody(dailyPriceCents: 300, from: "2026-12-10", until: "2026-12-11"),
             token: rita.token
         ).decode(BidResource.self).id
         #expect(try await send(.post, "/v1/bids/\(offer)/approve", token: ada.token).status == .ok)
         #expect(try await complete(ladder, ada.token, clock: clock).status == .ok)
-        _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 5, "text": "Lovely ladder"], token: ada.token)
-        _ = try await send(.post, "/v1/items/\(ladder)/reviews", json: ["stars": 4], token: rita.token)
+        _ = try await send(.post, "/v1/items/\(ladder)/reviews", body: API.ReviewBody(stars: 5, text: "Lovely ladder"), token: ada.token)
+        _ = try await send(.post, "/v1/items/\(ladder)/reviews", body: API.ReviewBody(stars: 4), token: rita.token)
         // A revision that moves an available item on the map, and a photo added and removed.
-        _ = try await send(.patch, "/v1/items/\(bike)", json: ["location": ["lat": 28.2, "lng": 83.98, "place": "Pokhara"]], token: rita.token)
+        _ = try await send(
+            .patch, "/v1/items/\(bike)",
+            body: API.RevisionBody(location: API.RevisionBody.LocationPayload(lat: 28.2, lng: 83.98, place: "Pokhara")), token: rita.token)
         let image = try Fixture.image(width: 64, height: 48, as: ".png")
         let photos = try await upload("/v1/items/\(bike)/photos", image, type: "image/png", token: rita.token)
             .decode(ItemResource.self).photos
@@ -67,34 +71,35 @@ extension TestClientProtocol {
         _ = try await upload("/v1/me/photo", image, type: "image/png", token: ada.token, method: .put)
         // Booked again by another, on other days.
         let second = try await send(
-            .post, "/v1/items/\(bike)/bids", json: ["dailyPriceCents": 1400, "from": "2026-12-10", "until": "2026-12-12"],
+            .post, "/v1/items/\(bike)/bids", body: API.BidBody(dailyPriceCents: 1400, from: "2026-12-10", until: "2026-12-12"),
             token: bob.token
         ).decode(BidResource.self).id
         #expect(try await send(.post, "/v1/bids/\(second)/approve", token: rita.token).status == .ok)
         // A profile changed again, in part, and the photo taken away: a rebuild folds each
         // user's changes within its batch, keeping the last value of each field.
-        #expect(try await send(.patch, "/v1/me", json: ["displayName": "Ada Lovelace"], token: ada.token).status == .ok)
+        #expect(try await send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada Lovelace"), token: ada.token).status == .ok)
         #expect(try await send(.delete, "/v1/me/photo", token: ada.token).status == .ok)
         #expect(try await upload("/v1/me/photo", loomPhoto, type: "image/jpeg", token: bob.token, method: .put).status == .ok)
         let lamp = try await postRental(rita.token, title: "Lamp").id
         let rejected = try await bid(lamp, ada.token).decode(BidResource.self).id
-        _ = try await send(.post, "/v1/bids/\(rejected)/reject", json: ["reason": "too low"], token: rita.token)
+        _ = try await send(.post, "/v1/bids/\(rejected)/reject", body: API.RejectionBody(reason: "too low"), token: rita.token)
         _ = try await bid(lamp, bob.token)
         _ = try await send(.post, "/v1/items/\(lamp)/withdraw", token: rita.token)
         _ = try await send(
             .post, "/v1/requests",
-            json: [
-                "title": "Ladder", "category": "tools", "neededFrom": "2026-12-10", "neededUntil": "2026-12-11",
-                "location": ["lat": 27.7, "lng": 85.3],
-            ], token: ada.token)
+            body: API.RequestBody(
+                title: "Ladder", category: .tools, location: API.LocationInput(lat: 27.7, lng: 85.3), neededFrom: "2026-12-10",
+                neededUntil: "2026-12-11"
+            ), token: ada.token)
 
         // Cards, deposits, loans, cart, checkout, repayments, expiry.
         let card = try await addCard(ada.token).decode(CardResource.self).id
         _ = try await addCard(ada.token, expMonth: 6, expYear: 2032)
-        _ = try await send(.post, "/v1/me/deposits", json: ["amountCents": 20_000, "cardId": "\(card)"], token: ada.token)
+        _ = try await send(.post, "/v1/me/deposits", body: API.DepositBody(amountCents: 20_000, cardId: card.rawValue), token: ada.token)
         #expect(
             (200..<300).contains(
-                try await send(.post, "/v1/me/deposits", json: ["amountCents": 1_500, "cardId": "\(card)"], token: ada.token).status.code))
+                try await send(.post, "/v1/me/deposits", body: API.DepositBody(amountCents: 1_500, cardId: card.rawValue), token: ada.token)
+                    .status.code))
         let spare = try await addCard(ada.token, number: "5555555555554444").decode(CardResource.self).id
         _ = try await send(.delete, "/v1/me/cards/\(spare)", token: ada.token)
         try await fund(bob.token, 10_000)
@@ -102,20 +107,21 @@ extension TestClientProtocol {
         let seeds = try await postLoan(rita.token, amount: 10_000, country: "KE", title: "Seeds", deadlineDays: 5)
         _ = try await upload("/v1/loans/\(loom)/photos", loomPhoto, type: "image/jpeg", token: rita.token)
         _ = try await addToCart(ada.token, loom)
-        _ = try await send(.patch, "/v1/cart/items/\(loom)", json: ["amountCents": 2500], token: ada.token)
+        _ = try await send(.patch, "/v1/cart/items/\(loom)", body: API.CartAmountBody(amountCents: 2500), token: ada.token)
         _ = try await addToCart(ada.token, seeds, 2500)
         _ = try await send(.delete, "/v1/cart/items/\(seeds)", token: ada.token)
         _ = try await send(.delete, "/v1/cart", token: ada.token)
         _ = try await addToCart(ada.token, loom, 2500)
         _ = try await addToCart(ada.token, seeds, 2500)
-        #expect(try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: ada.token).status == .ok)
+        #expect(try await send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: ada.token).status == .ok)
         _ = try await addToCart(bob.token, loom, 5000)
         #expect(
-            try await send(.post, "/v1/cart/checkout", json: ["payWith": "card", "cardId": "\(card)"], token: bob.token).status
-                == .notFound, "not bob's card")
-        #expect(try await send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: bob.token).status == .ok)
+            try await send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .card, cardId: card.rawValue), token: bob.token)
+                .status == .notFound, "not bob's card")
+        #expect(try await send(.post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: bob.token).status == .ok)
         try await fund(rita.token, 1000)
-        _ = try await send(.post, "/v1/loans/\(loom)/repayments", json: ["amountCents": 100, "payWith": "balance"], token: rita.token)
+        _ = try await send(
+            .post, "/v1/loans/\(loom)/repayments", body: API.RepaymentBody(amountCents: 100, payWith: .balance), token: rita.token)
         _ = try await addToCart(bob.token, seeds, 2500)  // left in the cart
         _ = try runLender(["loans", "expire", "--as-of", dayFromToday(6)], database: try await ownerURL(admin))
 
@@ -126,48 +132,60 @@ extension TestClientProtocol {
         _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
         let drill = try await send(
             .post, "/v1/rentals",
-            json: [
-                "title": "Drill", "category": "tools", "dailyPriceCents": 1000, "securityDepositCents": 2000,
-                "location": ["lat": 27.7, "lng": 85.3],
-            ], token: rita.token
+            body: API.RentalBody(
+                title: "Drill", category: .tools, dailyPriceCents: 1000, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                securityDepositCents: 2000
+            ), token: rita.token
         ).decode(ItemResource.self).id
         var drillBookings = [String]()
         for (from, until) in [("2026-12-01", "2026-12-02"), ("2026-12-03", "2026-12-04"), ("2026-12-20", "2026-12-21")] {
             let placed = try await send(
-                .post, "/v1/items/\(drill)/bids", json: ["dailyPriceCents": 1000, "from": from, "until": until, "payWith": "balance"],
+                .post, "/v1/items/\(drill)/bids", body: API.BidBody(dailyPriceCents: 1000, from: from, until: until, payWith: .balance),
                 token: ada.token)
             let id = try #require(placed.json["id"] as? String, "\(placed)")
             #expect(try await send(.post, "/v1/bids/\(id)/approve", token: rita.token).status == .ok)
             drillBookings.append(id)
         }
         let disputed = try await clock.on("2026-12-01") {
-            try await send(.post, "/v1/bookings/\(drillBookings[0])/disputes", json: ["reason": "damaged", "text": "Bent"], token: ada.token)
+            try await send(
+                .post, "/v1/bookings/\(drillBookings[0])/disputes", body: API.DisputeBody(reason: .damaged, text: "Bent"), token: ada.token)
         }
         #expect(disputed.status == .created, "\(disputed)")
         #expect(
             try await send(
-                .post, "/v1/admin/bookings/\(drillBookings[0])/resolve", json: ["renterCents": 2100, "ownerCents": 2000, "reason": "Split"],
+                .post, "/v1/admin/bookings/\(drillBookings[0])/resolve",
+                body: API.ResolutionBody(renterCents: 2100, ownerCents: 2000, reason: "Split"),
                 token: desk.token
             ).status == .ok)
         let claimed = try await clock.on("2026-12-05") {
             _ = try await send(.post, "/v1/bookings/\(drillBookings[1])/complete", token: rita.token)
             return try await send(
-                .post, "/v1/bookings/\(drillBookings[1])/claims", json: ["amountCents": 500, "text": "Dull bit"], token: rita.token)
+                .post, "/v1/bookings/\(drillBookings[1])/claims", body: API.ClaimBody(amountCents: 500, text: "Dull bit"),
+                token: rita.token)
         }
         #expect(claimed.status == .created, "\(claimed)")
-        #expect(try await send(.post, "/v1/admin/bookings/\(drillBookings[2])/cancel", json: ["reason": "Recall"], token: desk.token).status == .ok)
+        #expect(
+            try await send(
+                .post, "/v1/admin/bookings/\(drillBookings[2])/cancel", body: API.ReasonBody(reason: "Recall"), token: desk.token
+            ).status == .ok)
         let report = try #require(
-            try await send(.post, "/v1/reports", json: ["subjectType": "item", "subjectId": "\(lamp)", "reason": "spam"], token: bob.token)
-                .json["id"] as? String)
-        _ = try await send(.post, "/v1/admin/reports/\(report)/resolve", json: ["action": "none", "reason": "Fine"], token: desk.token)
+            try await send(
+                .post, "/v1/reports", body: API.ReportBody(subjectType: .item, subjectId: lamp.rawValue, reason: .spam), token: bob.token
+            ).json["id"] as? String)
+        _ = try await send(
+            .post, "/v1/admin/reports/\(report)/resolve", body: API.ResolveReportBody(action: .none, reason: "Fine"), token: desk.token)
         let sham = try await postLoan(bob.token, amount: 5000, title: "Sham")
-        _ = try await send(.post, "/v1/admin/loans/\(sham)/takedown", json: ["reason": "Sham"], token: desk.token)
+        _ = try await send(.post, "/v1/admin/loans/\(sham)/takedown", body: API.ReasonBody(reason: "Sham"), token: desk.token)
         let scam = try await postRental(bob.token, title: "Scam").id
-        _ = try await send(.post, "/v1/admin/items/\(scam)/takedown", json: ["reason": "Scam"], token: desk.token)
+        _ = try await send(.post, "/v1/admin/items/\(scam)/takedown", body: API.ReasonBody(reason: "Scam"), token: desk.token)
         let tent = try await postRental(bob.token, title: "Tent").id
         _ = try await postLoan(bob.token, amount: 5000, title: "Kiln")
-        #expect(try await send(.post, "/v1/admin/users/\(bob.id)/suspend", json: ["reason": "Spam"], token: desk.token).status == .ok)
-        #expect(try await send(.post, "/v1/admin/users/\(bob.id)/reinstate", json: ["reason": "Fine"], token: desk.token).status == .ok)
+        #expect(
+            try await send(.post, "/v1/admin/users/\(bob.id)/suspend", body: API.SuspendBody(reason: "Spam"), token: desk.token).status
+                == .ok)
+        #expect(
+            try await send(.post, "/v1/admin/users/\(bob.id)/reinstate", body: API.ReasonBody(reason: "Fine"), token: desk.token).status
+                == .ok)
         _ = tent
     }
 }
@@ -182,10 +200,10 @@ extension TestClientProtocol {
                     for round in 0..<each {
                         _ = try await send(
                             .post, "/v1/rentals",
-                            json: [
-                                "title": "Thing \(round)", "category": "tools", "dailyPriceCents": 500,
-                                "location": ["lat": 27.7, "lng": 85.3],
-                            ], token: token)
+                            body: API.RentalBody(
+                                title: "Thing \(round)", category: .tools, dailyPriceCents: 500,
+                                location: API.LocationInput(lat: 27.7, lng: 85.3)
+                            ), token: token)
                     }
                 }
             }
@@ -271,10 +289,10 @@ struct ReplayTests {
                             rounds += 1
                             let response = try await client.send(
                                 .post, "/v1/rentals",
-                                json: [
-                                    "title": "Item \(index)-\(rounds)", "category": "tools", "dailyPriceCents": 100 + rounds,
-                                    "location": ["lat": 27.7, "lng": 85.3],
-                                ], token: token)
+                                body: API.RentalBody(
+                                    title: "Item \(index)-\(rounds)", category: .tools, dailyPriceCents: 100 + rounds,
+                                    location: API.LocationInput(lat: 27.7, lng: 85.3)
+                                ), token: token)
                             if response.status == .created, let id = try? response.decode(ItemResource.self).id { posted.append(id) } else {
                                 failures.append(Int(response.status.code))
                             }

@@ -19,10 +19,10 @@ struct SearchTests {
     ) async throws -> ItemID {
         let reply = try await client.send(
             .post, "/v1/rentals",
-            json: [
-                "title": title, "description": description, "category": category, "dailyPriceCents": price,
-                "location": ["lat": kathmandu.0, "lng": kathmandu.1, "place": "Thamel"],
-            ], token: token)
+            body: API.RentalBody(
+                title: title, description: description, category: try #require(API.Category(rawValue: category), "a category: \(category)"),
+                dailyPriceCents: price, location: API.LocationInput(lat: kathmandu.0, lng: kathmandu.1, place: "Thamel")
+            ), token: token)
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode(ItemResource.self).id
     }
@@ -230,11 +230,11 @@ struct SearchTests {
             for (title, description) in [("Sewing machine", "For a tailoring shop in Pokhara"), ("Two cows", "Milk for the café")] {
                 let reply = try await client.send(
                     .post, "/v1/loans",
-                    json: [
-                        "title": title, "description": description, "sector": "Retail", "activity": "Shop", "country": "NP",
-                        "amountCents": 50_000, "location": ["lat": 28.2, "lng": 83.98, "place": "Pokhara"],
-                        "deadline": dayFromToday(30),
-                    ], token: rita.token)
+                    body: API.LoanBody(
+                        title: title, description: description, sector: "Retail", activity: "Shop", country: "NP",
+                        location: API.LocationInput(lat: 28.2, lng: 83.98, place: "Pokhara"), amountCents: 50_000,
+                        deadline: dayFromToday(30)
+                    ), token: rita.token)
                 #expect(reply.status == .created, "\(reply)")
             }
             func titles(_ query: String) async throws -> [String] {
@@ -251,7 +251,7 @@ struct SearchTests {
     // MARK: Saved searches
 
     func save(_ client: any TestClientProtocol, _ token: String, _ name: String, _ query: String) async throws -> Reply {
-        try await client.send(.post, "/v1/me/saved-searches", json: ["name": name, "query": query], token: token)
+        try await client.send(.post, "/v1/me/saved-searches", body: API.SavedSearchBody(name: name, query: query), token: token)
     }
 
     func newMatches(_ client: any TestClientProtocol, _ token: String) async throws -> [[String: Any]] {

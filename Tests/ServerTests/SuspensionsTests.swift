@@ -59,13 +59,13 @@ struct SuspensionsTests {
             let tent = try await client.postRental(carol.token, title: "Tent").id
             let adasBid = try await client.send(
                 .post, "/v1/items/\(tent)/bids",
-                json: ["dailyPriceCents": 1400, "from": "2026-12-05", "until": "2026-12-07", "payWith": "balance"], token: ada.token)
+                body: API.BidBody(dailyPriceCents: 1400, from: "2026-12-05", until: "2026-12-07", payWith: .balance), token: ada.token)
             let adasBidID = try #require(adasBid.json["id"] as? String, "\(adasBid)")
             let available = { try await client.send(.get, "/v1/me", token: $0).json["availableCents"] as? Int }
             #expect(try await available(ada.token) ?? 10_000 < 10_000, "the bid holds part of her balance")
 
             let path = "/v1/admin/users/\(ada.id)/suspend"
-            let stranger = try await client.send(.post, path, json: ["reason": "Scam"], token: bob.token)
+            let stranger = try await client.send(.post, path, body: API.SuspendBody(reason: "Scam"), token: bob.token)
             #expect(stranger.status == .forbidden && stranger.code == "not_operator", "\(stranger)")
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let reasonless = try await client.send(.post, path, json: [:], token: desk.token)
@@ -74,12 +74,14 @@ struct SuspensionsTests {
             #expect(past.status == .unprocessableContent && past.fieldCodes["until"] == "invalid_until", "\(past)")
             let garbled = try await client.send(.post, path, json: ["reason": "Scam", "until": "soon"], token: desk.token)
             #expect(garbled.status == .unprocessableContent && garbled.fieldCodes["until"] == "invalid_time", "\(garbled)")
-            let nobody = try await client.send(.post, "/v1/admin/users/\(UUID())/suspend", json: ["reason": "x"], token: desk.token)
+            let nobody = try await client.send(
+                .post, "/v1/admin/users/\(UUID())/suspend", body: API.SuspendBody(reason: "x"), token: desk.token)
             #expect(nobody.status == .notFound, "\(nobody)")
-            let notYet = try await client.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "x"], token: desk.token)
+            let notYet = try await client.send(
+                .post, "/v1/admin/users/\(ada.id)/reinstate", body: API.ReasonBody(reason: "x"), token: desk.token)
             #expect(notYet.status == .conflict && notYet.code == "not_suspended", "\(notYet)")
 
-            let suspended = try await client.send(.post, path, json: ["reason": "Drills that are not hers"], token: desk.token)
+            let suspended = try await client.send(.post, path, body: API.SuspendBody(reason: "Drills that are not hers"), token: desk.token)
             #expect(suspended.status == .ok && suspended.json["suspended"] as? Bool == true, "\(suspended)")
 
             // Her session is gone; she may sign in again and read, but writes nothing.
@@ -122,14 +124,15 @@ struct SuspensionsTests {
 
             // Reinstated: she writes again, and her drill is back in the market.
             let reinstated = try await client.send(
-                .post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "The drills were hers"], token: desk.token)
+                .post, "/v1/admin/users/\(ada.id)/reinstate", body: API.ReasonBody(reason: "The drills were hers"), token: desk.token)
             #expect(reinstated.status == .ok && reinstated.json["suspended"] as? Bool == false, "\(reinstated)")
             let back = try await client.login("ada")
-            let changed = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada again"], token: back)
+            let changed = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada again"), token: back)
             #expect(changed.status == .ok, "\(changed)")
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: bob.token).json["status"] as? String == "available")
             #expect(try await client.send(.get, "/v1/loans/\(loan)", token: bob.token).json["status"] as? String == "fundraising")
-            let twice = try await client.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "x"], token: desk.token)
+            let twice = try await client.send(
+                .post, "/v1/admin/users/\(ada.id)/reinstate", body: API.ReasonBody(reason: "x"), token: desk.token)
             #expect(twice.status == .conflict && twice.code == "not_suspended", "\(twice)")
 
             let database = try await ownerURL(admin)
@@ -151,7 +154,8 @@ struct SuspensionsTests {
                 return until
             }
             try await suspend(for: 60)
-            let refused = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: try await client.login("ada"))
+            let refused = try await client.send(
+                .patch, "/v1/me", body: API.ProfileBody(displayName: "Ada"), token: try await client.login("ada"))
             #expect(refused.status == .forbidden && refused.code == "account_suspended", "\(refused)")
             // The jobs leave a suspension that still holds.
             #expect(try runLender(["jobs", "run"], database: database).contains(", 0 suspensions ended"))
@@ -161,7 +165,7 @@ struct SuspensionsTests {
             let token = try await client.login("ada")
             try await Task.sleep(for: .seconds(max(0, until.timeIntervalSinceNow) + 1.5))
             // Past `until` her writes are taken at once, before the jobs have ended it.
-            let taken = try await client.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
+            let taken = try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada"), token: token)
             #expect(taken.status == .ok, "\(taken)")
             #expect(try await client.send(.get, "/v1/items/\(drill)", token: token).json["status"] as? String == "suspended")
             #expect(try runLender(["jobs", "run"], database: database).contains(", 1 suspensions ended"))

@@ -37,7 +37,7 @@ struct TakenHandleAndEmailTests {
             let before = try await eventCount(admin)
             let again = try await client.send(
                 .post, "/v1/users",
-                json: ["handle": "ada2", "displayName": "Ada", "email": "ADA@Example.org", "password": "correct horse battery"])
+                body: API.RegisterBody(handle: "ada2", displayName: "Ada", email: "ADA@Example.org", password: "correct horse battery"))
             #expect(again.status == .conflict)
             #expect(again.code == "email_taken")
             #expect(try await eventCount(admin) == before)

@@ -19,27 +19,27 @@ struct ValueRangeTests {
             let bob = try await client.user("bob")
             let request = try await client.send(
                 .post, "/v1/requests",
-                json: [
-                    "title": "Ladder", "category": "tools", "maxDailyPriceCents": 800, "neededFrom": dayFromToday(3),
-                    "neededUntil": dayFromToday(5), "location": ["lat": 27.7, "lng": 85.3],
-                ], token: ada.token)
+                body: API.RequestBody(
+                    title: "Ladder", category: .tools, maxDailyPriceCents: 800, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                    neededFrom: dayFromToday(3), neededUntil: dayFromToday(5)
+                ), token: ada.token)
             let id = try request.decode(ItemResource.self).id
             let over = try await client.send(
-                .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 900, "from": dayFromToday(3), "until": dayFromToday(4)],
+                .post, "/v1/items/\(id)/bids", body: API.BidBody(dailyPriceCents: 900, from: dayFromToday(3), until: dayFromToday(4)),
                 token: bob.token)
             #expect(over.status == .unprocessableContent)
             #expect(over.fieldCodes["dailyPriceCents"] == "over_max_price")
             let within = try await client.send(
-                .post, "/v1/items/\(id)/bids", json: ["dailyPriceCents": 800, "from": dayFromToday(3), "until": dayFromToday(4)],
+                .post, "/v1/items/\(id)/bids", body: API.BidBody(dailyPriceCents: 800, from: dayFromToday(3), until: dayFromToday(4)),
                 token: bob.token)
             #expect(within.status == .created, "\(within)")
 
             let past = try await client.send(
                 .post, "/v1/requests",
-                json: [
-                    "title": "Tent", "category": "sports", "neededFrom": dayFromToday(-5), "neededUntil": "9999-12-31",
-                    "location": ["lat": 27.7, "lng": 85.3],
-                ], token: ada.token)
+                body: API.RequestBody(
+                    title: "Tent", category: .sports, location: API.LocationInput(lat: 27.7, lng: 85.3),
+                    neededFrom: dayFromToday(-5), neededUntil: "9999-12-31"
+                ), token: ada.token)
             #expect(past.fieldCodes == ["neededFrom": "in_the_past", "neededUntil": "too_far_ahead"], "\(past)")
         }
     }

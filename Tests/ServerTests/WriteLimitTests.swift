@@ -27,10 +27,9 @@ struct WriteLimitTests {
             #expect(Int(third.headers[.retryAfter] ?? "") ?? 0 > 60)
             let loan = try await client.send(
                 .post, "/v1/loans",
-                json: [
-                    "title": "Loom", "description": "For the workshop", "sector": "Manufacturing", "activity": "Weaving",
-                    "country": "NP", "location": ["lat": 27.7, "lng": 85.3], "amountCents": 10_000, "deadline": dayFromToday(20),
-                ], token: ada.token)
+                body: API.LoanBody(
+                    title: "Loom", description: "For the workshop", sector: "Manufacturing", activity: "Weaving", country: "NP",
+                    location: API.LocationInput(lat: 27.7, lng: 85.3), amountCents: 10_000, deadline: dayFromToday(20)), token: ada.token)
             #expect(loan.status == .tooManyRequests, "loans are postings too")
             // A repeat of an answered request is answered, not counted.
             let repeated = try await client.send(.post, "/v1/rentals", raw: IdempotencyDigestTests.rental, token: ada.token, idempotencyKey: "r1")
@@ -51,8 +50,8 @@ struct WriteLimitTests {
         try await withServer(writeLimits: WriteLimits(postingsPerHour: 0, bidsPerHour: 0, changesPerHour: 8)) { client, _ in
             let ada = try await client.user("ada")
             let item = try await client.postRental(ada.token).id
-            #expect(try await client.send(.patch, "/v1/me", json: ["displayName": "A"], token: ada.token).status == .ok)
-            #expect(try await client.send(.patch, "/v1/items/\(item)", json: ["title": "B"], token: ada.token).status == .ok)
+            #expect(try await client.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "A"), token: ada.token).status == .ok)
+            #expect(try await client.send(.patch, "/v1/items/\(item)", body: API.RevisionBody(title: "B"), token: ada.token).status == .ok)
             let third = try await client.send(.delete, "/v1/cart", token: ada.token)
             #expect(third.status == .tooManyRequests)
             #expect(third.code == "too_many_writes")
