@@ -67,7 +67,9 @@ public final class PostgresConnection: Sendable {
             // NOTICEs ("relation already exists, skipping") would go to stderr unasked.
             PQsetNoticeProcessor(pg, { _, _ in }, nil)
             do {
-                var setup = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex'"
+                // Floats as their shortest exact text, whatever the database says: a place read
+                // and written back (a market cell's move) must be the same double.
+                var setup = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex'; SET extra_float_digits = 1"
                 if let role = configuration.role {
                     guard let quoted = PQescapeIdentifier(pg, role, role.utf8.count) else {
                         throw PostgresError(.encoding, message: "cannot quote role name \(role)")

@@ -51,6 +51,23 @@ struct ValueTests {
 
     /// Numbers are read from a result's bytes, not through a `String` each: they read as their
     /// text reads, bit for bit, PostgreSQL's extremes and specials among them.
+    /// A double read back is the double written, even where the database is set to print
+    /// floats rounded (`extra_float_digits` 0, as before PostgreSQL 12).
+    @Test func aDoubleReadsBackExactlyWhateverTheDatabaseSays() async throws {
+        try await TestDatabase.withEmpty { configuration in
+            let name = "\"" + configuration.database.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            try await TestDatabase.withPool(try TestDatabase.adminConfiguration().database(configuration.database), size: 1) {
+                try await $0.query("ALTER DATABASE \(unsafeRaw: name) SET extra_float_digits = 0")
+            }
+            try await TestDatabase.withPool(configuration, size: 1) { pool in
+                for value in [27.717245000000001, 0.1 + 0.2] {
+                    let back: Double? = try await roundTrip(value, as: "double precision", on: pool)
+                    #expect(back == value)
+                }
+            }
+        }
+    }
+
     @Test func numbersReadFromTheirBytesAsFromTheirText() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in
