@@ -299,6 +299,10 @@ let package = Package(
             dependencies: ["Aggregates", "EventStore", "Marketplace"]
         ),
         .testTarget(
+            name: "PaymentsTests",
+            dependencies: ["Payments", "Marketplace", "Postgres", "TestSupport"]
+        ),
+        .testTarget(
             name: "ProjectionsTests",
             dependencies: ["Projections", "Aggregates", "EventStore", "Marketplace", "Postgres", "TestSupport"]
         ),
