@@ -218,7 +218,9 @@ struct SetBasedViewsTests {
                     "SELECT kind || ' ' || count(*) AS k FROM together.feed_view WHERE loan_id IS NULL GROUP BY kind ORDER BY 1"
                 ).map { try $0.decode("k", as: String.self) }
                 #expect(
-                    notices == ["bid_approved 7", "bid_received 21", "bid_rejected 6", "message_received 6", "review_received 12"],
+                    notices == [
+                        "bid_approved 7", "bid_received 21", "bid_rejected 6", "message_received 6", "payout_sent 1", "review_received 12",
+                    ],
                     "\(notices)")
                 let misdirected = try await pool.query(
                     """
@@ -244,8 +246,13 @@ struct SetBasedViewsTests {
                 let money = try await pool.query(
                     "SELECT handle || ' ' || balance_cents || ' ' || held_cents AS m FROM together.users_view ORDER BY handle"
                 ).map { try $0.decode("m", as: String.self) }
-                // Each deposit of 100,000, less 5,000 for each share bought from the balance.
-                #expect(money == ["late 0 0", "u0 100000 0", "u1 100000 0", "u2 95000 0", "u3 90000 0", "u4 95000 0", "u5 90000 0"])
+                // Each deposit of 100,000, less 5,000 for each share bought from the balance; u0's
+                // three payouts of 1,000 out of it, the failed one back.
+                #expect(money == ["late 0 0", "u0 98000 0", "u1 100000 0", "u2 95000 0", "u3 90000 0", "u4 95000 0", "u5 90000 0"])
+                let payouts = try await pool.query(
+                    "SELECT status || ' ' || coalesce(transfer_id, reason, '-') AS p FROM together.payouts_view ORDER BY position"
+                ).map { try $0.decode("p", as: String.self) }
+                #expect(payouts == ["sent tr_1", "failed account_closed", "pending -"])
                 // The fold's tallies, pinned: the appends and a build share it, so only these
                 // catch a wrong one (a bid counted twice, a hidden review still counted).
                 let ratings = try await pool.query(
@@ -311,6 +318,20 @@ struct InterleavedHistory {
                     .cardAdded(card),
                     .fundsDeposited(FundsDeposited(amountCents: 100_000, cardID: card.cardID, chargeID: "ch_\(index)")),
                 ].map(Aggregate.user.codec.encode))
+        }
+        // Payouts asked for now and settled at the history's end: one sent, one failed, one
+        // still pending.
+        let payouts = (sent: PayoutID(), failed: PayoutID(), pending: PayoutID())
+        for payout in [payouts.sent, payouts.failed, payouts.pending] {
+            try await add(
+                .user(users[0]),
+                [
+                    try Aggregate.user.codec.encode(
+                        .payoutRequested(
+                            PayoutRequested(
+                                payoutID: payout, amountCents: 1_000, requestedAt: Date(timeIntervalSince1970: 1_800_000_000),
+                                token: "ba_test_1")))
+                ])
         }
         // A card's expiry changed, then removed; another's changed twice. Photos set, taken
         // away and set again; a profile changed in part, then in another part; the photo of
@@ -586,6 +607,12 @@ struct InterleavedHistory {
         try await item(shed, .photoAdded(ItemPhotoAdded(digest: digest)))
         try await item(items[0], .bidApproved(BidApproved(bidID: lateBid)))
         try await item(items[0], .bidRejected(BidRejected(bidID: lateBid, reason: "Changed my mind")))
+        try await add(
+            .user(users[0]),
+            try [
+                .payoutSent(PayoutSent(payoutID: payouts.sent, amountCents: 1_000, transferID: "tr_1")),
+                .payoutFailed(PayoutFailed(payoutID: payouts.failed, amountCents: 1_000, reason: "account_closed")),
+            ].map(Aggregate.user.codec.encode))
         return count
     }
 }

@@ -24,6 +24,7 @@ struct ViewTablesTests {
                     (CartLineRow.table.name, CartLineRow.table.columns.map { [$0.name, $0.type] }),
                     (ReviewRow.table.name, ReviewRow.table.columns.map { [$0.name, $0.type] }),
                     (MessageRow.table.name, MessageRow.table.columns.map { [$0.name, $0.type] }),
+                    (PayoutRow.table.name, PayoutRow.table.columns.map { [$0.name, $0.type] }),
                 ] {
                     let rows = try await pool.query(
                         """

@@ -30,14 +30,15 @@ public struct PayoutsView: Sendable {
     public func payouts(of user: UserID, before: Int64?, limit: Int) async throws -> (rows: [PayoutResource], more: Bool) {
         let rows = try await pool.query(
             """
-            SELECT payout_id, amount_cents, status, created_at, position FROM payouts_view
+            SELECT \(unsafeRaw: PayoutRow.table.selectList()) FROM payouts_view
             WHERE user_id = \(user.rawValue) AND position < \(before ?? Int64.max)
             ORDER BY position DESC LIMIT \(limit + 1)
             """
         ).map { row in
-            PayoutResource(
-                id: PayoutID(try row.decode("payout_id", as: UUID.self)), amountCents: try row.decode("amount_cents"),
-                status: try row.decode("status"), createdAt: try row.decode("created_at"), position: try row.decode("position"))
+            let payout = try PayoutRow.table.decode(row)
+            return PayoutResource(
+                id: payout.id, amountCents: payout.amountCents, status: payout.status.rawValue, createdAt: payout.createdAt,
+                position: payout.position)
         }
         return (Array(rows.prefix(limit)), rows.count > limit)
     }
