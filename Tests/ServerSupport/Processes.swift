@@ -174,9 +174,9 @@ public final class ServerProcess: @unchecked Sendable {
     public func user(_ handle: String) async throws -> (id: UserID, token: String) {
         let registered = try await send(
             .post, "/v1/users",
-            json: ["handle": handle, "displayName": handle, "email": "\(handle)@example.org", "password": "correct horse battery"])
+            body: API.RegisterBody(handle: handle, displayName: handle, email: "\(handle)@example.org", password: "correct horse battery"))
         #expect(registered.status == .created, "\(registered)")
-        let session = try await send(.post, "/v1/sessions", json: ["handle": handle, "password": "correct horse battery"])
+        let session = try await send(.post, "/v1/sessions", body: API.LoginBody(handle: handle, password: "correct horse battery"))
         return (try registered.decode(RegisteredUser.self).id, try session.decode(Session.self).token)
     }
 

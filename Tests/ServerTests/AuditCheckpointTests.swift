@@ -268,7 +268,8 @@ struct ServerLoginRoleTests {
             let rita = try await server.user("rita")
             let posted = try await server.send(
                 .post, "/v1/rentals",
-                json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 500, "location": ["lat": 27.7, "lng": 85.3]],
+                body: API.RentalBody(
+                    title: "Bike", category: .bikes, dailyPriceCents: 500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
                 token: rita.token)
             #expect(posted.status == .created)
             let sessions = try await admin.query(

@@ -18,13 +18,16 @@ struct BackupTests {
         let user = try await server.user(handle)
         let card = try await server.send(
             .post, "/v1/me/cards",
-            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"], token: user.token)
+            body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Ada"), token: user.token)
         let deposit = try await server.send(
-            .post, "/v1/me/deposits", json: ["amountCents": 5_000, "cardId": try #require(card.json["id"] as? String)], token: user.token)
+            .post, "/v1/me/deposits",
+            body: API.DepositBody(amountCents: 5_000, cardId: UUID(uuidString: try #require(card.json["id"] as? String))!),
+            token: user.token)
         #expect(deposit.status == .created, "\(deposit)")
         let posted = try await server.send(
             .post, "/v1/rentals",
-            json: ["title": "Drill of \(handle)", "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+            body: API.RentalBody(
+                title: "Drill of \(handle)", category: .tools, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
             token: user.token)
         #expect(posted.status == .created, "\(posted)")
         return user.token
@@ -150,7 +153,9 @@ struct BackupTests {
                         while !writing.isSet {
                             let reply = try await server.send(
                                 .post, "/v1/rentals",
-                                json: ["title": "Thing \(posted)", "category": "tools", "dailyPriceCents": 900, "location": ["lat": 27.7, "lng": 85.3]],
+                                body: API.RentalBody(
+                                    title: "Thing \(posted)", category: .tools, dailyPriceCents: 900,
+                                    location: API.LocationInput(lat: 27.7, lng: 85.3)),
                                 token: token)
                             if reply.status == .created { posted += 1 }
                             // Steady, not flat out: the suite's other tests share two cores.

@@ -30,7 +30,8 @@ struct FailoverTests {
         func postThenRead(_ round: Int) async throws {
             let posted = try await server.send(
                 .post, "/v1/rentals",
-                json: ["title": "Round \(round)", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                body: API.RentalBody(
+                    title: "Round \(round)", category: .tools, dailyPriceCents: 100, location: API.LocationInput(lat: 1, lng: 2)),
                 token: ada.token)
             #expect(posted.status == .created)
             let item = try posted.decode(ItemResource.self)
@@ -137,7 +138,8 @@ struct FailoverTests {
             while clock.now - stoppedAt < .seconds(15) {
                 let probe = try await server.send(
                     .post, "/v1/rentals",
-                    json: ["title": "Probe", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]],
+                    body: API.RentalBody(
+                        title: "Probe", category: .tools, dailyPriceCents: 100, location: API.LocationInput(lat: 1, lng: 2)),
                     token: tokens[0])
                 if probe.status == .created {
                     recovered = clock.now - stoppedAt
@@ -221,7 +223,8 @@ struct FailoverTests {
             #expect(others.allSatisfy { $0 == 503 }, "anything but 201 is a 503: \(Set(others))")
             let probe = try await server.send(
                 .post, "/v1/rentals",
-                json: ["title": "After", "category": "tools", "dailyPriceCents": 100, "location": ["lat": 1, "lng": 2]], token: tokens[0])
+                body: API.RentalBody(title: "After", category: .tools, dailyPriceCents: 100, location: API.LocationInput(lat: 1, lng: 2)),
+                token: tokens[0])
             #expect(probe.status == .created, "writes without the monitor: \(probe)")
             try await TestDatabase.withPool(database, size: 1) { pool in
                 let head = try await pool.query("SELECT position FROM log_head").single().decode(0, as: Int64.self)

@@ -58,18 +58,19 @@ struct MailTests {
             #expect(code.count == 6 && code.allSatisfy(\.isNumber), "\(code)")
             let wrong = String((Int(code)! + 1) % 1_000_000).leftPadded(to: 6)
             let refused = try await lender.send(
-                .post, "/v1/me/email-verification/confirm", json: ["code": wrong], token: ada.token)
+                .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: wrong), token: ada.token)
             #expect(refused.status == .unprocessableContent, "\(refused)")
             #expect(refused.code == "wrong_code")
-            let verified = try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token)
+            let verified = try await lender.send(
+                .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: ada.token)
             #expect(verified.status == .ok, "\(verified)")
             #expect(verified.json["emailVerified"] as? Bool == true)
             #expect(try await lender.send(.get, "/v1/me", token: ada.token).json["emailVerified"] as? Bool == true)
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'EmailVerified'") == 1)
 
             // A reset: the same answer for an address no account has; a link by mail for ada's.
-            let unknown = try await lender.send(.post, "/v1/password-resets", json: ["email": "nobody@example.org"])
-            let known = try await lender.send(.post, "/v1/password-resets", json: ["email": "ADA@example.org"])
+            let unknown = try await lender.send(.post, "/v1/password-resets", body: API.PasswordResetBody(email: "nobody@example.org"))
+            let known = try await lender.send(.post, "/v1/password-resets", body: API.PasswordResetBody(email: "ADA@example.org"))
             #expect(unknown.status == .accepted && known.status == .accepted)
             #expect(unknown.data == known.data)
             let both = try await smtp.waitForMessages(2)
@@ -78,23 +79,25 @@ struct MailTests {
             #expect(resetMail.mailText.contains("https://lender.test/reset-password?token="), "\(resetMail.mailText)")
             #expect(resetMail.mailHTML.contains("<a href=\"https://lender.test/reset-password?token="), "\(resetMail.mailHTML)")
             let token = try #require(self.token(resetMail))
-            let weak = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": token, "password": "short"])
+            let weak = try await lender.send(
+                .post, "/v1/password-resets/confirm", body: API.PasswordResetConfirmBody(token: token, password: "short"))
             #expect(weak.status == .unprocessableContent)
             let reset = try await lender.send(
-                .post, "/v1/password-resets/confirm", json: ["token": token, "password": "a brand new password"])
+                .post, "/v1/password-resets/confirm", body: API.PasswordResetConfirmBody(token: token, password: "a brand new password"))
             #expect(reset.status == .noContent, "\(reset)")
             // Every session is revoked; the new password logs in, the old one no longer.
             #expect(try await lender.send(.get, "/v1/me", token: ada.token).status == .unauthorized)
-            let old = try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+            let old = try await lender.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "correct horse battery"))
             #expect(old.status == .unauthorized)
-            let session = try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "a brand new password"])
+            let session = try await lender.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "a brand new password"))
             #expect(session.status == .created, "\(session)")
             let again = try await lender.send(
-                .post, "/v1/password-resets/confirm", json: ["token": token, "password": "another new password"])
+                .post, "/v1/password-resets/confirm", body: API.PasswordResetConfirmBody(token: token, password: "another new password"))
             #expect(again.status == .gone)
             #expect(again.code == "token_invalid")
             let made = try await lender.send(
-                .post, "/v1/password-resets/confirm", json: ["token": "not-a-token", "password": "another new password"])
+                .post, "/v1/password-resets/confirm",
+                body: API.PasswordResetConfirmBody(token: "not-a-token", password: "another new password"))
             #expect(made.code == "token_invalid")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'PasswordChanged'") == 1)
             // Nothing of the token is kept but its digest.
@@ -166,7 +169,8 @@ struct MailTests {
                 .decode("subject", as: String.self)
             let code = try #require(subject.split(separator: " ").last.map(String.init))
             try await admin.query("UPDATE email_codes SET expires_at = now() - interval '1 second'")
-            let late = try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token)
+            let late = try await lender.send(
+                .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: ada.token)
             #expect(late.status == .gone && late.code == "code_expired", "\(late)")
             #expect(try await lender.send(.get, "/v1/me", token: ada.token).json["emailVerified"] as? Bool == false)
         }
@@ -180,15 +184,16 @@ struct MailTests {
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
             let other = try #require(
-                try await lender.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+                try await lender.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "correct horse battery"))
                     .json["token"] as? String)
             let wrong = try await lender.send(
-                .put, "/v1/me/password", json: ["currentPassword": "not it at all", "newPassword": "a brand new password"],
-                token: ada.token)
+                .put, "/v1/me/password",
+                body: API.PasswordChangeBody(currentPassword: "not it at all", newPassword: "a brand new password"), token: ada.token)
             #expect(wrong.status == .forbidden, "\(wrong)")
             #expect(wrong.code == "wrong_password")
             let changed = try await lender.send(
-                .put, "/v1/me/password", json: ["currentPassword": "correct horse battery", "newPassword": "a brand new password"],
+                .put, "/v1/me/password",
+                body: API.PasswordChangeBody(currentPassword: "correct horse battery", newPassword: "a brand new password"),
                 token: ada.token)
             #expect(changed.status == .noContent, "\(changed)")
             #expect(try await lender.send(.get, "/v1/me", token: ada.token).status == .ok, "this session stays")
@@ -204,7 +209,7 @@ struct MailTests {
             defer { lender.kill(SIGTERM) }
             _ = try await lender.user("ada")
             for _ in 0..<30 {
-                let asked = try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"])
+                let asked = try await lender.send(.post, "/v1/password-resets", body: API.PasswordResetBody(email: "ada@example.org"))
                 #expect(asked.status == .accepted)
             }
             try await Task.sleep(for: .seconds(2))
@@ -213,7 +218,10 @@ struct MailTests {
             var statuses = [Int]()
             for index in 0..<25 {
                 statuses.append(
-                    Int(try await lender.send(.post, "/v1/password-resets", json: ["email": "someone\(index)@example.org"]).status.code))
+                    Int(
+                        try await lender.send(
+                            .post, "/v1/password-resets", body: API.PasswordResetBody(email: "someone\(index)@example.org")
+                        ).status.code))
             }
             #expect(statuses.filter { $0 == 429 }.count == 6, "\(statuses)")  // ada's address was the first of 20
         }
@@ -226,21 +234,28 @@ struct MailTests {
             let lender = try await server(database, smtp)
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
-            for _ in 0..<2 { #expect(try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"]).status == .accepted) }
+            for _ in 0..<2 {
+                let asked = try await lender.send(.post, "/v1/password-resets", body: API.PasswordResetBody(email: "ada@example.org"))
+                #expect(asked.status == .accepted)
+            }
             let mails = try await smtp.waitForMessages(2)
             let tokens = mails.compactMap(token)
             #expect(tokens.count == 2)
             // The first an hour old: expired.
             try await admin.query("UPDATE password_resets SET expires_at = now() - interval '1 second' WHERE created_at = (SELECT min(created_at) FROM password_resets)")
-            let old = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": tokens[0], "password": "a brand new password"])
+            let old = try await lender.send(
+                .post, "/v1/password-resets/confirm",
+                body: API.PasswordResetConfirmBody(token: tokens[0], password: "a brand new password"))
             #expect(old.status == .gone)
             #expect(old.code == "token_expired")
             // The second dies with a change of password made meanwhile.
             let changed = try await lender.send(
-                .put, "/v1/me/password", json: ["currentPassword": "correct horse battery", "newPassword": "changed meanwhile"],
-                token: ada.token)
+                .put, "/v1/me/password",
+                body: API.PasswordChangeBody(currentPassword: "correct horse battery", newPassword: "changed meanwhile"), token: ada.token)
             #expect(changed.status == .noContent)
-            let late = try await lender.send(.post, "/v1/password-resets/confirm", json: ["token": tokens[1], "password": "a brand new password"])
+            let late = try await lender.send(
+                .post, "/v1/password-resets/confirm",
+                body: API.PasswordResetConfirmBody(token: tokens[1], password: "a brand new password"))
             #expect(late.code == "token_invalid", "\(late)")
         }
     }
@@ -250,18 +265,19 @@ struct MailTests {
             let lender = try await ServerProcess(database: database, environment: ["REQUIRE_VERIFIED_EMAIL": "on"])
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
-            let rental: [String: Any] = [
-                "title": "Drill", "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3],
-            ]
-            let refused = try await lender.send(.post, "/v1/rentals", json: rental, token: ada.token)
+            let rental = API.RentalBody(
+                title: "Drill", category: .tools, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3))
+            let refused = try await lender.send(.post, "/v1/rentals", body: rental, token: ada.token)
             #expect(refused.status == .forbidden, "\(refused)")
             #expect(refused.code == "email_unverified")
             // The code, as the mail waiting in the outbox says it (no SMTP here).
             #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
             let subject = try await admin.query("SELECT subject FROM outbox").single().decode(0, as: String.self)
             let code = String(subject.suffix(6))
-            #expect(try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token).status == .ok)
-            let posted = try await lender.send(.post, "/v1/rentals", json: rental, token: ada.token)
+            let confirmed = try await lender.send(
+                .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: ada.token)
+            #expect(confirmed.status == .ok)
+            let posted = try await lender.send(.post, "/v1/rentals", body: rental, token: ada.token)
             #expect(posted.status == .created, "\(posted)")
         }
     }
@@ -271,14 +287,15 @@ struct MailTests {
             let lender = try await ServerProcess(database: database)
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
-            #expect(try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": "123456"], token: ada.token).code
-                == "code_expired", "no code asked for")
+            let unasked = try await lender.send(
+                .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: "123456"), token: ada.token)
+            #expect(unasked.code == "code_expired", "no code asked for")
             #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
             var codes = [String]()
             for guess in 0..<6 {
                 // Not one of them the code, which would need a one-in-a-million guess.
                 let reply = try await lender.send(
-                    .post, "/v1/me/email-verification/confirm", json: ["code": "wrong\(guess)"], token: ada.token)
+                    .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: "wrong\(guess)"), token: ada.token)
                 codes.append(reply.code ?? "\(reply.status)")
             }
             #expect(codes == Array(repeating: "wrong_code", count: 5) + ["too_many_wrong_codes"], "\(codes)")
@@ -363,10 +380,12 @@ struct MailTests {
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
             #expect(try await lender.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
-            #expect(try await lender.send(.post, "/v1/password-resets", json: ["email": "ada@example.org"]).status == .accepted)
+            let asked = try await lender.send(.post, "/v1/password-resets", body: API.PasswordResetBody(email: "ada@example.org"))
+            #expect(asked.status == .accepted)
             try await Task.sleep(for: .milliseconds(500))
             #expect(try await count(admin, "SELECT count(*) FROM outbox") == 2)
-            let closed = try await lender.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            let closed = try await lender.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
             #expect(try await count(admin, "SELECT count(*) FROM outbox") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM password_resets") == 0)

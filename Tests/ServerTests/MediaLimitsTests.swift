@@ -170,10 +170,9 @@ struct MediaLimitsTests {
                         for round in 0..<6 {
                             let reply = try await server.send(
                                 .post, "/v1/users",
-                                json: [
-                                    "handle": "flood_\(index)_\(round)", "displayName": "F", "email": "f\(index).\(round)@example.org",
-                                    "password": "correct horse battery",
-                                ])
+                                body: API.RegisterBody(
+                                    handle: "flood_\(index)_\(round)", displayName: "F", email: "f\(index).\(round)@example.org",
+                                    password: "correct horse battery"))
                             statuses.append(reply.status.code)
                         }
                         return statuses.map { -$0 }

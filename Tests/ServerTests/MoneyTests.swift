@@ -285,7 +285,7 @@ struct MoneyCrashTests {
         let user = try await server.user(handle)
         let card = try await server.send(
             .post, "/v1/me/cards",
-            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"],
+            body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Ada"),
             token: user.token)
         #expect(card.status == .created)
         server.kill(SIGTERM)
@@ -294,12 +294,12 @@ struct MoneyCrashTests {
     }
 
     /// Sends `body` to a server armed with `failpoint`, which must die before answering.
-    func sendAndDie(_ database: PostgresConfiguration, failpoint: String, _ path: String, _ body: [String: Any], token: String, key: String)
+    func sendAndDie(_ database: PostgresConfiguration, failpoint: String, _ path: String, _ body: some Encodable, token: String, key: String)
         async throws
     {
         let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": failpoint])
         await #expect(throws: (any Error).self) {
-            _ = try await armed.send(.post, path, json: body, token: token, idempotencyKey: key)
+            _ = try await armed.send(.post, path, body: body, token: token, idempotencyKey: key)
         }
         #expect(await armed.waitForExit() != nil, "the server died at \(failpoint)")
     }
@@ -307,13 +307,13 @@ struct MoneyCrashTests {
     @Test func aDepositKilledAfterTheChargeAndRetriedChargesOnceAndCreditsOnce() async throws {
         try await withServerDatabase { database, admin in
             let ada = try await userWithCard(database, "ada")
-            let deposit: [String: Any] = ["amountCents": 7000, "cardId": "\(ada.card)"]
+            let deposit = API.DepositBody(amountCents: 7000, cardId: ada.card.rawValue)
             try await sendAndDie(database, failpoint: "charge.after", "/v1/me/deposits", deposit, token: ada.token, key: "dep-1")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "charged before the crash")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 0)
 
             let server = try await ServerProcess(database: database)
-            let retry = try await server.send(.post, "/v1/me/deposits", json: deposit, token: ada.token, idempotencyKey: "dep-1")
+            let retry = try await server.send(.post, "/v1/me/deposits", body: deposit, token: ada.token, idempotencyKey: "dep-1")
             #expect(retry.status == .created, "\(retry)")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges") == 1, "one charge")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1, "one credit")
@@ -328,13 +328,13 @@ struct MoneyCrashTests {
     @Test func aDepositKilledAfterTheCommitIsAnsweredAgainAndNotChargedAgain() async throws {
         try await withServerDatabase { database, admin in
             let ada = try await userWithCard(database, "ada")
-            let deposit: [String: Any] = ["amountCents": 6000, "cardId": "\(ada.card)"]
+            let deposit = API.DepositBody(amountCents: 6000, cardId: ada.card.rawValue)
             try await sendAndDie(database, failpoint: "append.after-commit", "/v1/me/deposits", deposit, token: ada.token, key: "dep-2")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'FundsDeposited'") == 1, "committed")
             let position = try await admin.query("SELECT max(position) FROM events").single().decode(0, as: Int.self)
 
             let server = try await ServerProcess(database: database)
-            let retry = try await server.send(.post, "/v1/me/deposits", json: deposit, token: ada.token, idempotencyKey: "dep-2")
+            let retry = try await server.send(.post, "/v1/me/deposits", body: deposit, token: ada.token, idempotencyKey: "dep-2")
             #expect(retry.status == .created, "\(retry)")
             #expect(retry.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
             let deposited = try retry.decode(Deposit.self)
@@ -355,17 +355,19 @@ struct MoneyCrashTests {
             let rita = try await setup.user("rita")
             let posted = try await setup.send(
                 .post, "/v1/loans",
-                json: [
-                    "title": "Loom", "description": "", "sector": "Textiles", "activity": "Weaving", "country": "NP",
-                    "location": ["lat": 28.2, "lng": 83.9], "amountCents": 5000, "deadline": dayFromToday(30),
-                ], token: rita.token)
+                body: API.LoanBody(
+                    title: "Loom", description: "", sector: "Textiles", activity: "Weaving", country: "NP",
+                    location: API.LocationInput(lat: 28.2, lng: 83.9), amountCents: 5000, deadline: dayFromToday(30)),
+                token: rita.token)
             #expect(posted.status == .created, "\(posted)")
             let loanID = try posted.decode(LoanResource.self).id
-            #expect(try await setup.send(.post, "/v1/cart/items", json: ["loanId": "\(loanID)", "amountCents": 2500], token: lender.token).status == .created)
+            let added = try await setup.send(
+                .post, "/v1/cart/items", body: API.CartLineBody(loanId: loanID.rawValue, amountCents: 2500), token: lender.token)
+            #expect(added.status == .created)
             setup.kill(SIGTERM)
             _ = await setup.waitForExit()
 
-            let checkout: [String: Any] = ["payWith": "card", "cardId": "\(lender.card)"]
+            let checkout = API.CartPayment(payWith: .card, cardId: lender.card.rawValue)
             try await sendAndDie(database, failpoint: "charge.after", "/v1/cart/checkout", checkout, token: lender.token, key: "co-1")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_charges WHERE refunded_at IS NULL") == 1)
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 0)
@@ -381,7 +383,7 @@ struct MoneyCrashTests {
 
             // The refunded charge never pays for anything: the same request again is refused.
             let server = try await ServerProcess(database: database)
-            let retry = try await server.send(.post, "/v1/cart/checkout", json: checkout, token: lender.token, idempotencyKey: "co-1")
+            let retry = try await server.send(.post, "/v1/cart/checkout", body: checkout, token: lender.token, idempotencyKey: "co-1")
             #expect(retry.status == .conflict)
             #expect(retry.code == "payment_refunded")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'CardCharged'") == 0)

@@ -31,14 +31,15 @@ struct NotificationsTests {
         #expect(try await lender.send(.post, "/v1/me/email-verification", token: token).status == .accepted)
         let mail = try #require(try await smtp.waitForMessages(seen).last)
         let code = try #require(mail.mailHeader("Subject")?.split(separator: " ").last.map(String.init))
-        let confirmed = try await lender.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: token)
+        let confirmed = try await lender.send(
+            .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: token)
         #expect(confirmed.status == .ok, "\(confirmed)")
     }
 
     func rental(_ lender: ServerProcess, _ token: String, title: String = "Drill") async throws -> ItemID {
         let posted = try await lender.send(
             .post, "/v1/rentals",
-            json: ["title": title, "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+            body: API.RentalBody(title: title, category: .tools, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
             token: token)
         #expect(posted.status == .created, "\(posted)")
         return try posted.decode(ItemResource.self).id
@@ -48,13 +49,12 @@ struct NotificationsTests {
     func bid(_ lender: ServerProcess, _ item: ItemID, _ token: String, from: Int = 10) async throws -> String {
         let card = try await lender.send(
             .post, "/v1/me/cards",
-            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"], token: token)
+            body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Ada"), token: token)
         let placed = try await lender.send(
             .post, "/v1/items/\(item)/bids",
-            json: [
-                "dailyPriceCents": 1400, "from": dayFromToday(from), "until": dayFromToday(from + 1), "payWith": "card",
-                "cardId": try #require(card.json["id"] as? String),
-            ], token: token)
+            body: API.BidBody(
+                dailyPriceCents: 1400, from: dayFromToday(from), until: dayFromToday(from + 1), payWith: .card,
+                cardId: UUID(uuidString: try #require(card.json["id"] as? String))!), token: token)
         #expect(placed.status == .created, "\(placed)")
         return try #require(placed.json["id"] as? String)
     }
@@ -86,7 +86,8 @@ struct NotificationsTests {
             let ada = try await lender.user("ada")
             try await verify(lender, smtp, owner.token, seen: 1)
             let phone = String(repeating: "ab", count: 32)
-            let device = try await lender.send(.post, "/v1/me/devices", json: ["platform": "ios", "token": phone], token: owner.token)
+            let device = try await lender.send(
+                .post, "/v1/me/devices", body: API.DeviceBody(platform: .ios, token: phone), token: owner.token)
             #expect(device.status == .created, "\(device)")
             #expect(device.json["platform"] as? String == "ios")
 
@@ -114,7 +115,8 @@ struct NotificationsTests {
 
             // The owner turns mail of bids off: the next bid is pushed, not mailed.
             let changed = try await lender.send(
-                .patch, "/v1/me/notification-settings", json: ["bid_received": ["email": false]], token: owner.token)
+                .patch, "/v1/me/notification-settings",
+                body: API.NotificationSettingsChange(bidReceived: API.NoticeChannelsChange(email: false)), token: owner.token)
             #expect(changed.status == .ok, "\(changed)")
             #expect((changed.json["bid_received"] as? [String: Bool]) == ["email": false, "push": true])
             #expect((changed.json["bid_approved"] as? [String: Bool]) == ["email": true, "push": true], "others as they were")
@@ -138,9 +140,12 @@ struct NotificationsTests {
             let bob = try await lender.user("bob")
             try await verify(lender, smtp, bob.token, seen: 1)
             let phone = String(repeating: "cd", count: 32)
-            #expect(try await lender.send(.post, "/v1/me/devices", json: ["platform": "ios", "token": phone], token: bob.token).status == .created)
+            #expect(
+                try await lender.send(.post, "/v1/me/devices", body: API.DeviceBody(platform: .ios, token: phone), token: bob.token).status
+                    == .created)
             let saved = try await lender.send(
-                .post, "/v1/me/saved-searches", json: ["name": "Drills", "query": "q=drill&category=tools"], token: bob.token)
+                .post, "/v1/me/saved-searches", body: API.SavedSearchBody(name: "Drills", query: "q=drill&category=tools"),
+                token: bob.token)
             #expect(saved.status == .created, "\(saved)")
             let drill = try await rental(lender, owner.token, title: "Cordless drill")
             let mail = try #require(try await smtp.waitForMessages(2).last)
@@ -265,13 +270,14 @@ struct NotificationsTests {
             // The export holds them; forgetting deletes them.
             #expect(try await patch(["loan_repaid": ["push": false]]).status == .ok)
             let saved = try await lender.send(
-                .post, "/v1/me/saved-searches", json: ["name": "Tents", "query": "q=tent"], token: ada.token)
+                .post, "/v1/me/saved-searches", body: API.SavedSearchBody(name: "Tents", query: "q=tent"), token: ada.token)
             #expect(saved.status == .created, "\(saved)")
             let export = try await lender.send(.get, "/v1/me/export", token: ada.token).json
             #expect((export["savedSearches"] as? [Any])?.count == 1)
             #expect((export["devices"] as? [Any])?.count == 9)
             #expect(((export["notificationSettings"] as? [String: Any])?["loan_repaid"] as? [String: Bool])?["push"] == false)
-            let closed = try await lender.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: ada.token)
+            let closed = try await lender.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: ada.token)
             #expect(closed.status == .noContent, "\(closed)")
             #expect(try await count(admin, "SELECT count(*) FROM devices WHERE user_id = \(ada.id.rawValue)") == 0)
             #expect(try await count(admin, "SELECT count(*) FROM notification_settings") == 0)
@@ -292,7 +298,9 @@ struct NotificationsTests {
             #expect(try await lender.send(.post, "/v1/bids/\(cancelled)/approve", token: owner.token).status == .ok)
 
             let phone = "apns-0123456789abcdef"
-            #expect(try await lender.send(.post, "/v1/me/devices", json: ["platform": "ios", "token": phone], token: ada.token).status == .created)
+            #expect(
+                try await lender.send(.post, "/v1/me/devices", body: API.DeviceBody(platform: .ios, token: phone), token: ada.token).status
+                    == .created)
             // The day before the first booking: both parties hear, once, however often the jobs run.
             let eve = dayFromToday(9)
             #expect(try runLender(["jobs", "run", "--as-of", eve], database: database).contains("1 bookings reminded"))
@@ -311,7 +319,7 @@ struct NotificationsTests {
 
             // The owner calls the second booking off: the renter hears, with her refund; he does not.
             let cancel = try await lender.send(
-                .post, "/v1/bookings/\(cancelled)/cancel", json: ["reason": "the drill broke"], token: owner.token)
+                .post, "/v1/bookings/\(cancelled)/cancel", body: API.CancellationBody(reason: "the drill broke"), token: owner.token)
             #expect(cancel.status == .ok, "\(cancel)")
             let told = (try await lender.send(.get, "/v1/me/feed", token: ada.token).json["data"] as? [[String: Any]] ?? [])
                 .first { $0["kind"] as? String == "booking_cancelled" }

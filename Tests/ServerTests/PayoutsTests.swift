@@ -265,15 +265,21 @@ struct PayoutCrashTests {
         let ada = try await server.user("ada")
         let card = try await server.send(
             .post, "/v1/me/cards",
-            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"], token: ada.token)
+            body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Ada"), token: ada.token)
         let deposit = try await server.send(
-            .post, "/v1/me/deposits", json: ["amountCents": 10_000, "cardId": try #require(card.json["id"] as? String)], token: ada.token)
+            .post, "/v1/me/deposits",
+            body: API.DepositBody(amountCents: 10_000, cardId: UUID(uuidString: try #require(card.json["id"] as? String))!),
+            token: ada.token)
         #expect(deposit.status == .created, "\(deposit)")
         #expect(try await server.send(.post, "/v1/me/email-verification", token: ada.token).status == .accepted)
         let subject = try await admin.query("SELECT subject FROM outbox ORDER BY id DESC LIMIT 1").single().decode("subject", as: String.self)
         let code = String(subject.split(separator: " ").last ?? "")
-        #expect(try await server.send(.post, "/v1/me/email-verification/confirm", json: ["code": code], token: ada.token).status == .ok)
-        #expect(try await server.send(.put, "/v1/me/payout-method", json: ["kind": "bank_account", "token": "ba_test_ada"], token: ada.token).status == .ok)
+        let confirmed = try await server.send(
+            .post, "/v1/me/email-verification/confirm", body: API.VerificationCodeBody(code: code), token: ada.token)
+        #expect(confirmed.status == .ok)
+        let method = try await server.send(
+            .put, "/v1/me/payout-method", body: API.PayoutMethodBody(kind: .bankAccount, token: "ba_test_ada"), token: ada.token)
+        #expect(method.status == .ok)
         server.kill(SIGTERM)
         _ = await server.waitForExit()
         return ada.token
@@ -282,7 +288,7 @@ struct PayoutCrashTests {
     func dieAfterTheTransfer(_ database: PostgresConfiguration, _ token: String, key: String, amount: Int = 4_000) async throws {
         let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": "payout.after"])
         await #expect(throws: (any Error).self) {
-            _ = try await armed.send(.post, "/v1/me/payouts", json: ["amountCents": amount], token: token, idempotencyKey: key)
+            _ = try await armed.send(.post, "/v1/me/payouts", body: API.PayoutBody(amountCents: amount), token: token, idempotencyKey: key)
         }
         #expect(await armed.waitForExit() != nil, "the server died after the transfer")
     }
@@ -295,7 +301,8 @@ struct PayoutCrashTests {
             #expect(try await count(admin, "SELECT count(*) FROM payouts_view WHERE status = 'pending'") == 1)
             let server = try await ServerProcess(database: database)
             defer { server.kill(SIGTERM) }
-            let retried = try await server.send(.post, "/v1/me/payouts", json: ["amountCents": 4_000], token: token, idempotencyKey: "out-1")
+            let retried = try await server.send(
+                .post, "/v1/me/payouts", body: API.PayoutBody(amountCents: 4_000), token: token, idempotencyKey: "out-1")
             #expect(retried.status == .created && retried.json["status"] as? String == "sent", "\(retried)")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_transfers") == 1, "one transfer")
             #expect(try await server.send(.get, "/v1/me", token: token).json["balanceCents"] as? Int == 6_000)
@@ -313,7 +320,8 @@ struct PayoutCrashTests {
             #expect(before.contains("Money adds up") && before.contains("paid out 10000 in 1 payouts"), "\(before)")
             // Nor can its owner be forgotten: its outcome may yet credit the balance.
             let server = try await ServerProcess(database: database)
-            let closing = try await server.send(.delete, "/v1/me", json: ["password": "correct horse battery"], token: token)
+            let closing = try await server.send(
+                .delete, "/v1/me", body: API.CloseAccountBody(password: "correct horse battery"), token: token)
             #expect(closing.code == "payout_pending", "\(closing)")
             server.kill(SIGTERM)
             _ = await server.waitForExit()

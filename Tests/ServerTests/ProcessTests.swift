@@ -22,12 +22,11 @@ func postUntilStopped(_ server: ServerProcess, tokens: [String], stop: Counter) 
                 // Cancelled (the test threw): stop too, or the test waits for this forever.
                 while stop.value == 0, !Task.isCancelled {
                     round += 1
-                    let json: [String: Any] = [
-                        "title": "Item \(writer)-\(round)", "category": "tools", "dailyPriceCents": 100,
-                        "location": ["lat": 27.7, "lng": 85.3],
-                    ]
+                    let body = API.RentalBody(
+                        title: "Item \(writer)-\(round)", category: .tools, dailyPriceCents: 100,
+                        location: API.LocationInput(lat: 27.7, lng: 85.3))
                     do {
-                        let reply = try await server.send(.post, "/v1/rentals", json: json, token: token)
+                        let reply = try await server.send(.post, "/v1/rentals", body: body, token: token)
                         if reply.status == .created, let item = try? reply.decode(ItemResource.self) {
                             acknowledged.append(item.id.description)
                         } else {
@@ -126,20 +125,22 @@ struct ProcessTests {
             // The approval race: nine bids, all approved at once through three servers; one wins.
             let itemID = try await servers[1].send(
                 .post, "/v1/rentals",
-                json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+                body: API.RentalBody(
+                    title: "Bike", category: .bikes, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
                 token: owner.token
             ).decode(ItemResource.self).id
             var bids = [BidID]()
             for bidder in bidders {
                 let card = try await bidder.server.send(
-                    .post, "/v1/me/cards", json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Bidder"],
+                    .post, "/v1/me/cards",
+                    body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Bidder"),
                     token: bidder.token
                 ).decode(CardResource.self).id
                 let bid = try await bidder.server.send(
                     .post, "/v1/items/\(itemID)/bids",
-                    json: [
-                        "dailyPriceCents": 1400, "from": "2027-01-05", "until": "2027-01-07", "payWith": "card", "cardId": "\(card)",
-                    ], token: bidder.token)
+                    body: API.BidBody(
+                        dailyPriceCents: 1400, from: "2027-01-05", until: "2027-01-07", payWith: .card, cardId: card.rawValue),
+                    token: bidder.token)
                 #expect(bid.status == .created, "\(bid)")
                 bids.append(try bid.decode(BidResource.self).id)
             }
@@ -157,10 +158,10 @@ struct ProcessTests {
             let deadline = dayFromToday(30)
             let loanID = try await servers[2].send(
                 .post, "/v1/loans",
-                json: [
-                    "title": "Loom", "sector": "Arts", "activity": "Weaving", "country": "NP",
-                    "location": ["lat": 28.2, "lng": 83.99], "amountCents": 10_000, "deadline": deadline,
-                ], token: borrower.token
+                body: API.LoanBody(
+                    title: "Loom", sector: "Arts", activity: "Weaving", country: "NP",
+                    location: API.LocationInput(lat: 28.2, lng: 83.99), amountCents: 10_000, deadline: deadline),
+                token: borrower.token
             ).decode(LoanResource.self).id
             var tokens = [String]()
             for index in 0..<10 {
@@ -168,18 +169,24 @@ struct ProcessTests {
                 let lender = try await server.user("lender\(index)")
                 let cardID = try await server.send(
                     .post, "/v1/me/cards",
-                    json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2030, "cvv": "123", "holderName": "L"],
+                    body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2030, cvv: "123", holderName: "L"),
                     token: lender.token
                 ).decode(CardResource.self).id
-                #expect(try await server.send(.post, "/v1/me/deposits", json: ["amountCents": 2500, "cardId": "\(cardID)"], token: lender.token).status == .created)
-                #expect(try await server.send(.post, "/v1/cart/items", json: ["loanId": "\(loanID)", "amountCents": 2500], token: lender.token).status == .created)
+                let deposited = try await server.send(
+                    .post, "/v1/me/deposits", body: API.DepositBody(amountCents: 2500, cardId: cardID.rawValue), token: lender.token)
+                #expect(deposited.status == .created)
+                let added = try await server.send(
+                    .post, "/v1/cart/items", body: API.CartLineBody(loanId: loanID.rawValue, amountCents: 2500), token: lender.token)
+                #expect(added.status == .created)
                 tokens.append(lender.token)
             }
             let lenders = tokens
             let checkouts = try await withThrowingTaskGroup(of: Int.self) { group in
                 for (index, token) in lenders.enumerated() {
                     group.addTask {
-                        try await servers[(index + 1) % 3].send(.post, "/v1/cart/checkout", json: ["payWith": "balance"], token: token).status.code
+                        try await servers[(index + 1) % 3].send(
+                            .post, "/v1/cart/checkout", body: API.CartPayment(payWith: .balance), token: token
+                        ).status.code
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -201,7 +208,8 @@ struct ProcessTests {
                 let ada = try await server.user("ada")
                 let posted = try await server.send(
                     .post, "/v1/rentals",
-                    json: ["title": "Bike", "category": "bikes", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+                    body: API.RentalBody(
+                        title: "Bike", category: .bikes, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
                     token: ada.token)
                 #expect(posted.status == .created, "the command and its answer: the primary")
                 #expect(try posted.decode(ItemResource.self).title == "Bike")

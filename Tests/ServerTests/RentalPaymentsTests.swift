@@ -482,28 +482,33 @@ struct RentalPaymentCrashTests {
         let renter = try await server.user("ada")
         let item = try await server.send(
             .post, "/v1/rentals",
-            json: ["title": "Drill", "category": "tools", "dailyPriceCents": 1500, "location": ["lat": 27.7, "lng": 85.3]],
+            body: API.RentalBody(
+                title: "Drill", category: .tools, dailyPriceCents: 1500, location: API.LocationInput(lat: 27.7, lng: 85.3)),
             token: owner.token
         ).decode(ItemResource.self).id
         let card = try await server.send(
             .post, "/v1/me/cards",
-            json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Ada"], token: renter.token)
+            body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Ada"), token: renter.token)
         server.kill(SIGTERM)
         _ = await server.waitForExit()
         return (owner.token, renter.token, item, try #require(card.json["id"] as? String))
     }
 
-    func bid(_ card: String) -> [String: Any] {
-        ["dailyPriceCents": 1400, "from": dayFromToday(10), "until": dayFromToday(12), "payWith": "card", "cardId": card]
+    func bid(_ card: String) -> API.BidBody {
+        API.BidBody(dailyPriceCents: 1400, from: dayFromToday(10), until: dayFromToday(12), payWith: .card, cardId: UUID(uuidString: card)!)
     }
 
     /// Sends to a server armed with `failpoint`, which must die before answering.
-    func sendAndDie(_ database: PostgresConfiguration, _ failpoint: String, _ path: String, _ body: [String: Any]?, token: String, key: String)
+    func sendAndDie(_ database: PostgresConfiguration, _ failpoint: String, _ path: String, _ body: API.BidBody?, token: String, key: String)
         async throws
     {
         let armed = try await ServerProcess(database: database, environment: ["LENDER_FAILPOINTS": failpoint])
         await #expect(throws: (any Error).self) {
-            _ = try await armed.send(.post, path, json: body, token: token, idempotencyKey: key)
+            if let body {
+                _ = try await armed.send(.post, path, body: body, token: token, idempotencyKey: key)
+            } else {
+                _ = try await armed.send(.post, path, token: token, idempotencyKey: key)
+            }
         }
         #expect(await armed.waitForExit() != nil, "the server died at \(failpoint)")
     }
@@ -518,7 +523,7 @@ struct RentalPaymentCrashTests {
             // Retried with its key: the same authorisation, held once.
             let server = try await ServerProcess(database: database)
             defer { server.kill(SIGTERM) }
-            let retry = try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter, idempotencyKey: "bid-1")
+            let retry = try await server.send(.post, "/v1/items/\(item)/bids", body: bid(card), token: renter, idempotencyKey: "bid-1")
             #expect(retry.status == .created, "\(retry)")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations") == 1, "one authorisation")
             #expect(try await count(admin, "SELECT count(*) FROM events WHERE type = 'RentalHoldPlaced'") == 1)
@@ -532,13 +537,14 @@ struct RentalPaymentCrashTests {
             let eve = try await second.user("eve")
             let eves = try await second.send(
                 .post, "/v1/me/cards",
-                json: ["number": "4242424242424242", "expMonth": 12, "expYear": 2031, "cvv": "123", "holderName": "Eve"], token: eve.token)
+                body: API.CardBody(number: "4242424242424242", expMonth: 12, expYear: 2031, cvv: "123", holderName: "Eve"),
+                token: eve.token)
             second.kill(SIGTERM)
             _ = await second.waitForExit()
             let evesCard = try #require(eves.json["id"] as? String)
             var late = bid(evesCard)
-            late["from"] = dayFromToday(20)
-            late["until"] = dayFromToday(21)
+            late.from = dayFromToday(20)
+            late.until = dayFromToday(21)
             try await sendAndDie(database, "authorize.after", "/v1/items/\(item)/bids", late, token: eve.token, key: "bid-2")
             #expect(try await count(admin, "SELECT count(*) FROM sandbox_authorizations WHERE voided_at IS NULL") == 2)
             let reconciled = try runLender(["payments", "reconcile", "--older-than", "0"], database: database)
@@ -555,7 +561,7 @@ struct RentalPaymentCrashTests {
         try await withServerDatabase { database, admin in
             let (owner, renter, item, card) = try await setUp(database)
             let server = try await ServerProcess(database: database)
-            let placed = try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter)
+            let placed = try await server.send(.post, "/v1/items/\(item)/bids", body: bid(card), token: renter)
             #expect(placed.status == .created, "\(placed)")
             let bidID = try #require(placed.json["id"] as? String)
             server.kill(SIGTERM)
@@ -584,7 +590,7 @@ struct RentalPaymentCrashTests {
             let (owner, renter, item, card) = try await setUp(database)
             let server = try await ServerProcess(database: database)
             let bidID = try #require(
-                try await server.send(.post, "/v1/items/\(item)/bids", json: bid(card), token: renter).json["id"] as? String)
+                try await server.send(.post, "/v1/items/\(item)/bids", body: bid(card), token: renter).json["id"] as? String)
             server.kill(SIGTERM)
             _ = await server.waitForExit()
             try await sendAndDie(database, "capture.after", "/v1/bids/\(bidID)/approve", nil, token: owner, key: "ap-2")

@@ -70,7 +70,9 @@ struct SuspensionsTests {
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             let reasonless = try await client.send(.post, path, json: [:], token: desk.token)
             #expect(reasonless.status == .unprocessableContent && reasonless.fieldCodes["reason"] == "reason_required", "\(reasonless)")
-            let past = try await client.send(.post, path, json: ["reason": "Scam", "until": "2020-01-01T00:00:00Z"], token: desk.token)
+            let past = try await client.send(
+                .post, path, body: API.SuspendBody(reason: "Scam", until: ISO8601DateFormatter().date(from: "2020-01-01T00:00:00Z")!),
+                token: desk.token)
             #expect(past.status == .unprocessableContent && past.fieldCodes["until"] == "invalid_until", "\(past)")
             let garbled = try await client.send(.post, path, json: ["reason": "Scam", "until": "soon"], token: desk.token)
             #expect(garbled.status == .unprocessableContent && garbled.fieldCodes["until"] == "invalid_time", "\(garbled)")
@@ -149,7 +151,7 @@ struct SuspensionsTests {
                 let until = Date().addingTimeInterval(seconds)
                 let suspended = try await client.send(
                     .post, "/v1/admin/users/\(ada.id)/suspend",
-                    json: ["reason": "A cooling-off", "until": ISO8601DateFormatter().string(from: until)], token: desk.token)
+                    body: API.SuspendBody(reason: "A cooling-off", until: until), token: desk.token)
                 #expect(suspended.status == .ok && suspended.json["until"] is String, "\(suspended)")
                 return until
             }
@@ -193,7 +195,8 @@ struct SuspensionsTests {
             _ = try runLender(["users", "grant-operator", "desk"], database: try await ownerURL(admin))
             #expect(try await b.send(.get, "/v1/me", token: ada.token).status == .ok, "B trusts her session now")
 
-            let suspended = try await a.send(.post, "/v1/admin/users/\(ada.id)/suspend", json: ["reason": "Spam"], token: desk.token)
+            let suspended = try await a.send(
+                .post, "/v1/admin/users/\(ada.id)/suspend", body: API.SuspendBody(reason: "Spam"), token: desk.token)
             #expect(suspended.status == .ok, "\(suspended)")
             func soon(_ check: () async throws -> Bool) async throws -> Bool {
                 let clock = ContinuousClock()
@@ -205,14 +208,16 @@ struct SuspensionsTests {
                 return false
             }
             #expect(try await soon { try await b.send(.get, "/v1/me", token: ada.token).status == .unauthorized })
-            let session = try await b.send(.post, "/v1/sessions", json: ["handle": "ada", "password": "correct horse battery"])
+            let session = try await b.send(.post, "/v1/sessions", body: API.LoginBody(handle: "ada", password: "correct horse battery"))
             let token = try #require(session.json["token"] as? String)
-            let refused = try await b.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token)
+            let refused = try await b.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada"), token: token)
             #expect(refused.status == .forbidden && refused.code == "account_suspended", "B read her suspension: \(refused)")
 
-            let reinstated = try await a.send(.post, "/v1/admin/users/\(ada.id)/reinstate", json: ["reason": "Fine"], token: desk.token)
+            let reinstated = try await a.send(
+                .post, "/v1/admin/users/\(ada.id)/reinstate", body: API.ReasonBody(reason: "Fine"), token: desk.token)
             #expect(reinstated.status == .ok, "\(reinstated)")
-            #expect(try await soon { try await b.send(.patch, "/v1/me", json: ["displayName": "Ada"], token: token).status == .ok })
+            #expect(
+                try await soon { try await b.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Ada"), token: token).status == .ok })
         }
     }
 
@@ -256,11 +261,10 @@ struct SuspensionsTests {
             let (ada, desk, database, drill) = try await Self.adaWithADrillAndAnOperator(client, admin)
             // Far enough ahead that a loaded machine (CI saw 3 s a request) still takes it as to come.
             let end = Date().addingTimeInterval(15)
-            let until = ISO8601DateFormatter().string(from: end)
             let key = "suspend-ada-once"
             for _ in 0..<2 {
                 let suspended = try await client.send(
-                    .post, "/v1/admin/users/\(ada.id)/suspend", json: ["reason": "Spam", "until": until], token: desk.token,
+                    .post, "/v1/admin/users/\(ada.id)/suspend", body: API.SuspendBody(reason: "Spam", until: end), token: desk.token,
                     idempotencyKey: key)
                 #expect(suspended.status == .ok, "\(suspended)")
             }

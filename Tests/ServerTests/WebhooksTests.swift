@@ -51,9 +51,8 @@ struct WebhooksTests {
     func register(
         _ lender: ServerProcess, _ token: String, _ url: String, types: [String] = ["*"], position: Int64? = 0
     ) async throws -> CreatedWebhook {
-        var json: [String: Any] = ["url": url, "types": types]
-        if let position { json["position"] = position }
-        let reply = try await lender.send(.post, "/v1/admin/webhooks", json: json, token: token)
+        let reply = try await lender.send(
+            .post, "/v1/admin/webhooks", body: API.WebhookBody(url: url, types: types, position: position), token: token)
         #expect(reply.status == .created, "\(reply)")
         return try reply.decode(CreatedWebhook.self)
     }
@@ -142,7 +141,8 @@ struct WebhooksTests {
                 // Personal data: e-mail addresses and display names, at registration and changed.
                 for handle in ["ada", "bob", "cyd"] {
                     let user = try await lender.user(handle)
-                    let changed = try await lender.send(.patch, "/v1/me", json: ["displayName": "Hidden \(handle) Name"], token: user.token)
+                    let changed = try await lender.send(
+                        .patch, "/v1/me", body: API.ProfileBody(displayName: "Hidden \(handle) Name"), token: user.token)
                     #expect(changed.status == .ok, "\(changed)")
                 }
 
@@ -219,7 +219,7 @@ struct WebhooksTests {
                 receiver.answer("dead", with: .status(503))
                 // From now on (the log's head), profile changes only.
                 let dead = try await register(lender, token, receiver.url("dead"), types: ["ProfileUpdated"], position: nil)
-                let first = try await lender.send(.patch, "/v1/me", json: ["displayName": "One"], token: ada.token)
+                let first = try await lender.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "One"), token: ada.token)
                 #expect(first.status == .ok, "\(first)")
                 let lost = try #require(try await positions(admin, types: ["ProfileUpdated"]).last)
                 #expect(dead.position < lost)
@@ -237,7 +237,7 @@ struct WebhooksTests {
 
                 // The receiver mended, the next event goes; the dead one is not sent again by itself.
                 receiver.answer("dead", with: .ok)
-                let second = try await lender.send(.patch, "/v1/me", json: ["displayName": "Two"], token: ada.token)
+                let second = try await lender.send(.patch, "/v1/me", body: API.ProfileBody(displayName: "Two"), token: ada.token)
                 #expect(second.status == .ok, "\(second)")
                 let next = try #require(try await positions(admin, types: ["ProfileUpdated"]).last)
                 let after = try await receiver.wait(for: "dead") { $0.count >= 4 }
@@ -245,12 +245,13 @@ struct WebhooksTests {
 
                 // Resumable by position: an operator replays from before the lost one.
                 let stranger = try await lender.send(
-                    .post, "/v1/admin/webhooks/\(dead.id)/position", json: ["position": lost - 1], token: ada.token)
+                    .post, "/v1/admin/webhooks/\(dead.id)/position", body: API.WebhookPositionBody(position: lost - 1), token: ada.token)
                 #expect(stranger.status == .forbidden && stranger.code == "not_operator", "\(stranger)")
                 let beyond = try await lender.send(
-                    .post, "/v1/admin/webhooks/\(dead.id)/position", json: ["position": Int64.max], token: token)
+                    .post, "/v1/admin/webhooks/\(dead.id)/position", body: API.WebhookPositionBody(position: Int64.max), token: token)
                 #expect(beyond.status == .unprocessableContent && beyond.fieldCodes["position"] == "beyond_head", "\(beyond)")
-                let rewound = try await lender.send(.post, "/v1/admin/webhooks/\(dead.id)/position", json: ["position": lost - 1], token: token)
+                let rewound = try await lender.send(
+                    .post, "/v1/admin/webhooks/\(dead.id)/position", body: API.WebhookPositionBody(position: lost - 1), token: token)
                 #expect(rewound.status == .ok, "\(rewound)")
                 #expect(try rewound.decode(WebhookResource.self).position == lost - 1)
                 let replayed = try await receiver.wait(for: "dead") { $0.count >= 6 }
@@ -364,11 +365,12 @@ struct WebhooksTests {
             let lender = try await server(database)
             defer { lender.kill(SIGTERM) }
             let ada = try await lender.user("ada")
-            let body: [String: Any] = ["url": "http://127.0.0.1:9/hooks/a", "types": ["*"]]
-            let post = try await lender.send(.post, "/v1/admin/webhooks", json: body, token: ada.token)
+            let body = API.WebhookBody(url: "http://127.0.0.1:9/hooks/a", types: ["*"])
+            let post = try await lender.send(.post, "/v1/admin/webhooks", body: body, token: ada.token)
             let list = try await lender.send(.get, "/v1/admin/webhooks", token: ada.token)
             let delete = try await lender.send(.delete, "/v1/admin/webhooks/\(UUID())", token: ada.token)
-            let move = try await lender.send(.post, "/v1/admin/webhooks/\(UUID())/position", json: ["position": 0], token: ada.token)
+            let move = try await lender.send(
+                .post, "/v1/admin/webhooks/\(UUID())/position", body: API.WebhookPositionBody(position: 0), token: ada.token)
             for reply in [post, list, delete, move] {
                 #expect(reply.status == .forbidden && reply.code == "not_operator", "\(reply)")
             }
@@ -410,7 +412,8 @@ struct WebhooksTests {
                 let listed = try await server(database, ["WEBHOOK_ALLOWED_HOSTS": "hooks.lender.test"])
                 let token = try await operatorToken(listed, admin)
                 for url in [receiver.url("x"), "http://169.254.169.254/latest/meta-data/", "https://other.lender.test/hooks"] {
-                    let reply = try await listed.send(.post, "/v1/admin/webhooks", json: ["url": url, "types": ["*"]], token: token)
+                    let reply = try await listed.send(
+                        .post, "/v1/admin/webhooks", body: API.WebhookBody(url: url, types: ["*"]), token: token)
                     #expect(reply.status == .unprocessableContent && reply.code == "host_not_allowed", "\(url): \(reply)")
                     #expect(reply.fieldCodes["url"] == "host_not_allowed", "\(url): \(reply)")
                 }
@@ -422,7 +425,8 @@ struct WebhooksTests {
                 // turn the sender inward); only a listed address reaches loopback.
                 let named = try await server(database, ["WEBHOOK_ALLOWED_HOSTS": "localhost"])
                 let inward = try await named.send(
-                    .post, "/v1/admin/webhooks", json: ["url": "http://localhost:\(receiver.port)/hooks/x", "types": ["*"]], token: token)
+                    .post, "/v1/admin/webhooks", body: API.WebhookBody(url: "http://localhost:\(receiver.port)/hooks/x", types: ["*"]),
+                    token: token)
                 #expect(inward.status == .unprocessableContent && inward.code == "host_not_allowed", "\(inward)")
                 named.kill(SIGTERM)
                 _ = await named.waitForExit()
@@ -445,13 +449,15 @@ struct WebhooksTests {
                     "http://0.0.0.0:\(receiver.port)/", "http://[fe80::1]/", "http://[fd00::1]/", "http://224.0.0.1/",
                 ]
                 for url in refused {
-                    let reply = try await wildcard.send(.post, "/v1/admin/webhooks", json: ["url": url, "types": ["*"]], token: token)
+                    let reply = try await wildcard.send(
+                        .post, "/v1/admin/webhooks", body: API.WebhookBody(url: url, types: ["*"]), token: token)
                     #expect(reply.status == .unprocessableContent && reply.code == "host_not_allowed", "\(url): \(reply)")
                 }
                 // 127.0.0.1 spelled as one number: refused, whether the resolver reads it as that
                 // address (as glibc does) or not at all.
                 let spelled = try await wildcard.send(
-                    .post, "/v1/admin/webhooks", json: ["url": "http://2130706433:\(receiver.port)/hooks/x", "types": ["*"]], token: token)
+                    .post, "/v1/admin/webhooks", body: API.WebhookBody(url: "http://2130706433:\(receiver.port)/hooks/x", types: ["*"]),
+                    token: token)
                 #expect(
                     spelled.status == .unprocessableContent && ["host_not_allowed", "host_unresolvable"].contains(spelled.code ?? ""),
                     "\(spelled)")
