@@ -16,8 +16,8 @@ extension ItemsProjection {
         var bids: [BidID: BidRow] = [:]
         /// A build's bids decided in an earlier batch, copied and no longer held.
         var copiedBids: Set<BidID> = []
-        /// Fates for bids copied already (`decide`).
-        var lateFates: [BidRow] = []
+        /// Fates for bids copied already (`decide`): each bid's last.
+        var lateFates: [BidID: BidRow] = [:]
         /// What the batch (or, in a build, the log so far) adds to each user's completed deals
         /// and ratings.
         var userCounts: [UserID: UserCounts] = [:]
@@ -103,8 +103,11 @@ extension ItemsProjection {
             case .bidApproved(let approved):
                 decide(approved.bidID, .approved, reason: nil, event)
             case .reviewWritten(let review) where review.held == true:
-                // A booking's review: written, shown and counted once published.
-                heldReviews[review.bidID, default: []].append(HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
+                // A booking's review: written, shown and counted once published. The first of a
+                // side stays, as its insert keeps it.
+                if !(heldReviews[review.bidID] ?? []).contains(where: { $0.role == review.role }) {
+                    heldReviews[review.bidID, default: []].append(HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
+                }
                 statements.append(ReviewRow.table.write(ItemsProjection.insertReviews, [ReviewRow(review, item: item, event)]))
             case .reviewWritten(let review):
                 statements.append(ReviewRow.table.write(ItemsProjection.insertReviews, [ReviewRow(review, item: item, event)]))
@@ -196,7 +199,7 @@ extension ItemsProjection {
                 guard copiedBids.contains(bid) else { return }
                 var late = BidRow()
                 (late.id, late.status, late.reason, late.updatedAt) = (bid, status, reason, event.recordedAt)
-                lateFates.append(late)
+                lateFates[bid] = late
                 return
             }
             (bids[bid]!.status, bids[bid]!.reason, bids[bid]!.updatedAt) = (status, reason, event.recordedAt)

@@ -49,8 +49,6 @@ struct ValueTests {
         }
     }
 
-    /// Numbers are read from a result's bytes, not through a `String` each: they read as their
-    /// text reads, bit for bit, PostgreSQL's extremes and specials among them.
     /// A double read back is the double written, even where the database is set to print
     /// floats rounded (`extra_float_digits` 0, as before PostgreSQL 12).
     @Test func aDoubleReadsBackExactlyWhateverTheDatabaseSays() async throws {
@@ -68,6 +66,8 @@ struct ValueTests {
         }
     }
 
+    /// Numbers are read from a result's bytes, not through a `String` each: they read as their
+    /// text reads, bit for bit, PostgreSQL's extremes and specials among them.
     @Test func numbersReadFromTheirBytesAsFromTheirText() async throws {
         try await TestDatabase.withEmpty { configuration in
             try await TestDatabase.withPool(configuration, size: 1) { pool in

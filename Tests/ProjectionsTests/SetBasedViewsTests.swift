@@ -115,6 +115,46 @@ struct SetBasedViewsTests {
         }
     }
 
+    /// A build copies a bid at its fate; fates after that (which the deciders refuse) are
+    /// written as the appends write them, the last one standing, however many a batch holds.
+    @Test func aBuildKeepsTheLastOfABidsLateFates() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 3) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger)
+                let (owner, item, bid) = (UserID(), ItemID(), BidID())
+                let day = Day(year: 2026, month: 12, day: 1)!
+                _ = try await store.append([
+                    StreamAppend(
+                        .user(owner), expectedVersion: .any,
+                        events: [
+                            try Aggregate.user.codec.encode(
+                                .registered(UserRegistered(userID: owner, handle: "o", displayName: "O", email: "o@example.org")))
+                        ]),
+                    StreamAppend(
+                        .item(item), expectedVersion: .any,
+                        events: try [
+                            .rentalPosted(
+                                RentalPosted(
+                                    itemID: item, ownerID: owner, title: "Drill", description: "", category: .tools, dailyPriceCents: 500,
+                                    location: Location(lat: 1, lng: 2, place: "Here"), availableFrom: nil, availableUntil: nil)),
+                            .bidPlaced(BidPlaced(bidID: bid, bidderID: UserID(), dailyPriceCents: 500, from: day, until: day, message: nil)),
+                            .bidApproved(BidApproved(bidID: bid)),
+                            .bidRejected(BidRejected(bidID: bid, reason: "first")),
+                            .bidWithdrawn(BidWithdrawn(bidID: bid)),
+                        ].map(Aggregate.item.codec.encode)),
+                ])
+                var rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
+                // The approval's batch copies the bid; the next holds both late fates.
+                rebuilder.batchSize = 4
+                try await rebuilder.createSchema("late")
+                #expect(try await rebuilder.build("late", after: 0) == 6)
+                let row = try await pool.query("SELECT status, reason FROM late.bids_view").single()
+                #expect(try row.decode("status", as: String.self) == "withdrawn")
+                #expect(try row.decode("reason", as: String?.self) == nil)
+            }
+        }
+    }
+
     @Test func oneBatchMakesTheViewsThatOneEventAtATimeMakes() async throws {
         try await TestDatabase.withMigrated { configuration in
             // Three connections, as `lender replay` opens: a batch is read and decoded while the
