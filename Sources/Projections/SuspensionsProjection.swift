@@ -4,6 +4,35 @@ import Foundation
 import Marketplace
 import Postgres
 
+/// A row of `suspensions_view`: a user suspended now, by whom, why and until when. `table` is
+/// its one declaration.
+struct SuspensionRow: Sendable {
+    var user = UserID.none
+    var operatorID = UserID.none
+    var reason = ""
+    /// Nil: until an operator reinstates them.
+    var until: Date?
+    var suspendedAt = Date(timeIntervalSince1970: 0)
+    var position: Int64 = 0
+
+    static let table = ViewTable<SuspensionRow>(
+        "suspensions_view", blank: SuspensionRow(),
+        [
+            ViewColumn("user_id", "uuid", \.user),
+            ViewColumn("operator_id", "uuid", \.operatorID),
+            ViewColumn("reason", "text", \.reason),
+            ViewColumn("until", "timestamp with time zone", \.until),
+            ViewColumn("suspended_at", "timestamp with time zone", \.suspendedAt),
+            ViewColumn("position", "bigint", \.position),
+        ])
+
+    /// A suspension, or a later one of the same user in its place.
+    static let upsert = table.insert("suspend") { insert in
+        "\(insert)\nON CONFLICT (user_id) DO UPDATE SET "
+            + table.columns.dropFirst().map { "\($0.name) = excluded.\($0.name)" }.joined(separator: ", ")
+    }
+}
+
 /// `suspensions_view`: who is suspended now (SPEC §12.5), and until when. Stated once: the
 /// appends and a rebuild run the same statements, one per event in log order (a suspension
 /// and its end on one user are keyed alike; suspensions are few).
@@ -20,16 +49,10 @@ public struct SuspensionsProjection: InlineProjection {
             else { continue }
             switch try Aggregate.user.codec.decode(event) {
             case .suspended(let suspended):
-                plan.barrier([
-                    """
-                    INSERT INTO suspensions_view (user_id, operator_id, reason, until, suspended_at, position)
-                    VALUES (\(user), \(suspended.operatorID.rawValue), \(suspended.reason), \(suspended.until),
-                            \(event.recordedAt), \(event.position))
-                    ON CONFLICT (user_id) DO UPDATE
-                    SET operator_id = excluded.operator_id, reason = excluded.reason, until = excluded.until,
-                        suspended_at = excluded.suspended_at, position = excluded.position
-                    """
-                ])
+                let row = SuspensionRow(
+                    user: UserID(user), operatorID: suspended.operatorID, reason: suspended.reason, until: suspended.until,
+                    suspendedAt: event.recordedAt, position: event.position)
+                plan.barrier([SuspensionRow.table.write(SuspensionRow.upsert, [row])])
             case .reinstated, .forgotten:
                 // A forgotten user's suspension goes with them (its reason may name them).
                 plan.barrier(["DELETE FROM suspensions_view WHERE user_id = \(user)"])

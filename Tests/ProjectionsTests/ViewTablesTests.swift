@@ -25,6 +25,8 @@ struct ViewTablesTests {
                     (ReviewRow.table.name, ReviewRow.table.columns.map { [$0.name, $0.type] }),
                     (MessageRow.table.name, MessageRow.table.columns.map { [$0.name, $0.type] }),
                     (PayoutRow.table.name, PayoutRow.table.columns.map { [$0.name, $0.type] }),
+                    (ReportRow.table.name, ReportRow.table.columns.map { [$0.name, $0.type] }),
+                    (SuspensionRow.table.name, SuspensionRow.table.columns.map { [$0.name, $0.type] }),
                 ] {
                     let rows = try await pool.query(
                         """

@@ -39,10 +39,7 @@ public struct ReportsView: Sendable {
 
     public init(_ pool: PostgresPool) { self.pool = pool }
 
-    static let columns: PostgresQuery = """
-        SELECT report_id, reporter_id, subject_type, subject_id, reason, text, status, action, resolution, resolved_by,
-               created_at, resolved_at, filed_position FROM reports_view
-        """
+    static let columns: PostgresQuery = "SELECT \(unsafeRaw: ReportRow.table.selectList()) FROM reports_view"
 
     public func report(_ id: ReportID) async throws -> ReportResource? {
         var query = Self.columns
@@ -94,13 +91,12 @@ public struct ReportsView: Sendable {
     }
 
     static func resource(_ row: PostgresRow) throws -> ReportResource {
-        ReportResource(
-            id: ReportID(try row.decode("report_id", as: UUID.self)), reporterId: UserID(try row.decode("reporter_id", as: UUID.self)),
-            subjectType: try row.decode("subject_type"), subjectId: try row.decode("subject_id"), reason: try row.decode("reason"),
-            text: try row.decode("text", as: String?.self), status: try row.decode("status"),
-            action: try row.decode("action", as: String?.self), resolution: try row.decode("resolution", as: String?.self), resolvedBy: try row.decode("resolved_by", as: UUID?.self).map(UserID.init),
-            createdAt: try row.decode("created_at"), resolvedAt: try row.decode("resolved_at", as: Date?.self),
-            position: try row.decode("filed_position"))
+        let report = try ReportRow.table.decode(row)
+        return ReportResource(
+            id: report.id, reporterId: report.reporter, subjectType: report.subjectType.rawValue, subjectId: report.subjectID,
+            reason: report.reason.rawValue, text: report.text, status: report.status, action: report.action,
+            resolution: report.resolution, resolvedBy: report.resolvedBy, createdAt: report.createdAt, resolvedAt: report.resolvedAt,
+            position: report.filedPosition)
     }
 }
 
