@@ -54,16 +54,8 @@ public struct BookingsProjection: InlineProjection {
             case .bidPlaced(let placed):
                 guard let price = placed.price, let hold = placed.hold else { break }
                 plan.add(
-                    [
-                        """
-                        INSERT INTO rental_prices_view (bid_id, days, total_cents, renter_fee_cents, owner_fee_cents, charge_cents,
-                                                        payout_cents, cancellation_policy, pay_with, deposit_cents)
-                        VALUES (\(placed.bidID.rawValue), \(price.days), \(price.totalCents), \(price.renterFeeCents),
-                                \(price.ownerFeeCents), \(price.chargeCents), \(price.payoutCents),
-                                \(price.cancellationPolicy.rawValue), \(hold.method.rawValue), \(price.depositCents))
-                        ON CONFLICT (bid_id) DO NOTHING
-                        """
-                    ], writes: [row])
+                    [RentalPriceRow.table.write(RentalPriceRow.insert, [RentalPriceRow(bid: placed.bidID, price, payWith: hold.method)])],
+                    writes: [row])
             case .bookingCancelled(let cancelled):
                 plan.add(
                     [
@@ -101,15 +93,8 @@ public struct BookingsProjection: InlineProjection {
                         """
                     ], writes: [row])
             case .blackoutAdded(let added):
-                plan.add(
-                    [
-                        """
-                        INSERT INTO blackouts_view (blackout_id, item_id, from_day, until_day, created_at)
-                        VALUES (\(added.blackoutID.rawValue), \(item), \(added.from.description)::date,
-                                \(added.until.description)::date, \(at))
-                        ON CONFLICT (blackout_id) DO NOTHING
-                        """
-                    ], writes: [row])
+                let blackout = BlackoutRow(id: added.blackoutID, item: ItemID(item), from: added.from, until: added.until, createdAt: at)
+                plan.add([BlackoutRow.table.write(BlackoutRow.insert, [blackout])], writes: [row])
             case .blackoutRemoved(let removed):
                 plan.add(["DELETE FROM blackouts_view WHERE blackout_id = \(removed.blackoutID.rawValue)"], writes: [row])
             case .reserved(let reserved):
