@@ -57,7 +57,8 @@ struct RentalPriceRow: Sendable {
     init(bid: BidID, _ price: RentalPrice, payWith: RentalPayMethod) {
         self.bid = bid
         (days, totalCents, renterFeeCents, ownerFeeCents) = (price.days, price.totalCents, price.renterFeeCents, price.ownerFeeCents)
-        (chargeCents, payoutCents, cancellationPolicy, depositCents) = (price.chargeCents, price.payoutCents, price.cancellationPolicy, price.depositCents)
+        (chargeCents, payoutCents, cancellationPolicy, depositCents) =
+            (price.chargeCents, price.payoutCents, price.cancellationPolicy, price.depositCents)
         self.payWith = payWith
     }
 

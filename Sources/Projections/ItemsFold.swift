@@ -106,7 +106,8 @@ extension ItemsProjection {
                 // A booking's review: written, shown and counted once published. The first of a
                 // side stays, as its insert keeps it.
                 if !(heldReviews[review.bidID] ?? []).contains(where: { $0.role == review.role }) {
-                    heldReviews[review.bidID, default: []].append(HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
+                    heldReviews[review.bidID, default: []].append(
+                        HeldReview(subject: review.subjectID, role: review.role, stars: review.stars))
                 }
                 statements.append(ReviewRow.table.write(ItemsProjection.insertReviews, [ReviewRow(review, item: item, event)]))
             case .reviewWritten(let review):
@@ -167,7 +168,9 @@ extension ItemsProjection {
         /// A review's stars counted (`by` 1) or taken back (-1): its subject's rating, and the
         /// item's when the renter wrote it. `event`: the change's, setting the item's time; nil
         /// for a hiding, which leaves it.
-        private mutating func rate(_ subject: UserID, _ role: ReviewerRole, _ item: ItemID?, by sign: Int, _ stars: Int, _ event: ProjectedEvent?) {
+        private mutating func rate(
+            _ subject: UserID, _ role: ReviewerRole, _ item: ItemID?, by sign: Int, _ stars: Int, _ event: ProjectedEvent?
+        ) {
             count(subject) { counts in
                 counts.reviewCount += sign
                 counts.reviewStars += sign * stars

@@ -69,8 +69,7 @@ public struct ItemsProjection: ReadingProjection {
             }
             if !decided.isEmpty { try session.copy(BidRow.table.copy(decided)) }
             if !rows.lateFates.isEmpty {
-                let fates = BidRow.table.update(BidRow.table.indices("status", "reason", "updated_at"), key: ["bid_id"])
-                try session.query(BidRow.table.write(fates, rows.lateFates.values), prepared: true)
+                try session.query(BidRow.table.write(Self.lateFates, rows.lateFates.values), prepared: true)
                 rows.lateFates = [:]
             }
         }

@@ -15,6 +15,9 @@ extension ItemsProjection {
     /// posted twice; were it, the first posting stays, as a build keeps it.)
     static let insertItems = ItemRow.table.insert("insert items") { "\($0)\nON CONFLICT (item_id) DO NOTHING" }
 
+    /// Fates for bids a build copied already (`Rows.decide`).
+    static let lateFates = BidRow.table.update(BidRow.table.indices("status", "reason", "updated_at"), key: ["bid_id"])
+
     /// Bids the fold made: the first placing of an id stays (the fold reads no bid it does
     /// not decide).
     static let insertBids = BidRow.table.insert("insert bids") { "\($0)\nON CONFLICT (bid_id) DO NOTHING" }

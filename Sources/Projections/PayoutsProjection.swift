@@ -57,15 +57,14 @@ public struct PayoutsProjection: ReadingProjection {
     }
 
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
-        let before = try read.flatMap { try $0.map(PayoutRow.table.decode) }
-        var rows = Dictionary(uniqueKeysWithValues: before.map { ($0.id, $0) })
+        let before = Dictionary(uniqueKeysWithValues: try read.flatMap { try $0.map(PayoutRow.table.decode) }.map { ($0.id, $0) })
+        var rows = before
         var made: [PayoutID] = []
         for event in events where Self.events.contains(event.type) && Aggregate.user.owns(event.streamID) {
             try Self.fold(event, &rows, &made)
         }
         try PayoutRow.table.writeBack(
-            made.compactMap { rows[$0] } + before.compactMap { rows[$0.id] },
-            before: Dictionary(uniqueKeysWithValues: before.map { ($0.id, $0) }), key: \.id, keyColumns: "payout_id",
+            made.compactMap { rows[$0] } + before.keys.compactMap { rows[$0] }, before: before, key: \.id, keyColumns: "payout_id",
             insert: Self.insert, &session)
     }
 

@@ -43,7 +43,8 @@ struct ReportRow: Sendable {
         ])
 
     /// The columns a resolution sets.
-    static let resolve = table.update(table.indices("status", "action", "resolution", "resolved_by", "resolved_at", "position"), key: ["report_id"])
+    static let resolve = table.update(
+        table.indices("status", "action", "resolution", "resolved_by", "resolved_at", "position"), key: ["report_id"])
     static let insert = table.insert("insert reports") { "\($0)\nON CONFLICT (report_id) DO NOTHING" }
 }
 

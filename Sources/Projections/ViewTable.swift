@@ -71,7 +71,7 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// The parameter of `insert`'s statement that holds the column `name`'s values, as an
     /// array (`$3::text[]`): for what else the statement makes of them.
     func parameter(_ name: String) -> String {
-        guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
+        let index = indices([name])[0]
         return columns[index].parameter(index + 1)
     }
 
@@ -111,10 +111,7 @@ extension ViewTable {
     /// Only the columns a fold changed: a column set to its own value still costs, as the
     /// inputs of a generated column (`items_view.search`, `loans_view.earth`) recompute it.
     func update(_ changed: [Int], key: [String]) -> ViewUpdate {
-        let keys = key.map { name in
-            guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
-            return index
-        }
+        let keys = indices(key)
         let sent = keys + changed.filter { !keys.contains($0) }
         func array(_ place: Int) -> String { columns[sent[place]].parameter(place + 1) }
         let sets = sent.dropFirst(keys.count).map { "\(columns[$0].name) = \(columns[$0].unnested)" }
@@ -176,7 +173,9 @@ extension ViewTable where Row: Equatable {
 
 extension ViewTable {
     /// The columns `names`, by index.
-    func indices(_ names: String...) -> [Int] {
+    func indices(_ names: String...) -> [Int] { indices(names) }
+
+    func indices(_ names: [String]) -> [Int] {
         names.map { name in
             guard let index = columns.firstIndex(where: { $0.name == name }) else { preconditionFailure("\(self.name) has no \(name)") }
             return index
