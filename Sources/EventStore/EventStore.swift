@@ -138,8 +138,10 @@ public final class EventStore: Sendable {
         acknowledged.withLock { $0.head = max($0.head, last) }
     }
 
-    /// `lender_events_appended_total`: events acknowledged as appended, by this process.
-    static let eventsAppended = Counter(label: "lender_events_appended_total")
+    /// `lender_events_appended_total`: events acknowledged as appended, by this process. Made
+    /// at each use, as every metric here: one made before the process bootstraps its metrics
+    /// (a store used before the server is built) would stay a no-op for good.
+    static var eventsAppended: Counter { Counter(label: "lender_events_appended_total") }
 
     /// Appends to one stream and returns what was written; for callers without idempotency.
     @discardableResult

@@ -330,13 +330,5 @@ public enum LoanDecider {
 
 extension Day {
     /// Whole days from this day to `other` (negative when `other` is earlier).
-    public func days(until other: Day) -> Int {
-        func ordinal(_ day: Day) -> Int {
-            // Days since 0000-03-01 (proleptic Gregorian), so leap days fall at the end of a year.
-            let year = day.month <= 2 ? day.year - 1 : day.year
-            let month = day.month <= 2 ? day.month + 9 : day.month - 3
-            return 365 * year + year / 4 - year / 100 + year / 400 + (153 * month + 2) / 5 + day.day - 1
-        }
-        return ordinal(other) - ordinal(self)
-    }
+    public func days(until other: Day) -> Int { other.ordinal - ordinal }
 }

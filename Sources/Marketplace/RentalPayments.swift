@@ -109,6 +109,10 @@ public struct Settlement: Hashable, Sendable, Codable {
     public var refundCents: Int
     public var payoutCents: Int
     public var feesCents: Int
+
+    public init(refundCents: Int, payoutCents: Int, feesCents: Int) {
+        (self.refundCents, self.payoutCents, self.feesCents) = (refundCents, payoutCents, feesCents)
+    }
 }
 
 // MARK: Holds

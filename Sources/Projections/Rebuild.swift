@@ -50,8 +50,8 @@ public struct ViewRebuilder: Sendable {
     static let lookups: [String: Set<String>] = [
         "items_view": ["owner_id"], "bids_view": ["bidder_id"], "reviews_view": ["author_id"],
         "messages_view": ["author_id"], "loans_view": ["borrower_id"], "cards_view": ["user_id"],
-        // A second release's closing completes its rental's booking, found by item; a forgotten party's words on
-        // a claim or a dispute are found by party.
+        // A catch-up's: a second release's closing completes its rental's booking, found by item; a forgotten
+        // party's words on a claim or a dispute are found by party.
         "bookings_view": ["item_id", "owner_id", "renter_id"],
         // A forgotten reporter's words, found by reporter.
         "reports_view": ["reporter_id"],
@@ -62,10 +62,8 @@ public struct ViewRebuilder: Sendable {
     /// primary keys before its first batch and makes them at its end with the indexes, over
     /// all the rows, where keeping them row by row cost the feed's 433,800 rows 1,091 ms
     /// against 332 ms and 180 ms (the built tables, by hand). A schema `createSchema` made
-    /// keeps them, for a catch-up. Not the bids': a second release's reservation reads its bid
-    /// by key (`BookingsProjection`), which without it scanned the bids for each, 15 of a
-    /// 200,000-event build's 18.5 s (their 192,800 rows of 1.04M events cost 665 ms with the
-    /// key, against 358 ms without it and after).
+    /// keeps them, for a catch-up. Not the bids': a bid decided after the batch that copied it
+    /// is updated by key (`ItemsProjection`'s late fates).
     static let keysAfterRows: Set<String> = ["feed_view"]
 
     static func dropKeysAfterRows(_ session: inout PostgresSession, _ schema: String, _ tables: [String]) throws {

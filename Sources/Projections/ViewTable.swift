@@ -33,6 +33,9 @@ struct ViewTable<Row: Sendable>: Sendable {
         shownColumns = columns.filter { $0.member != nil }
     }
 
+    /// The table without its first column, its key: for a row read beside another that has it.
+    var withoutKey: ViewTable { ViewTable(name, blank: blank, Array(columns.dropFirst())) }
+
     /// `a, b, …`, each under `alias.` when given: a read's select list, in the columns' order.
     func selectList(_ alias: String? = nil) -> String {
         columns.map { column in alias.map { "\($0).\(column.name)" } ?? column.name }.joined(separator: ", ")
@@ -51,19 +54,22 @@ struct ViewTable<Row: Sendable>: Sendable {
     /// A row read by `selectList`, its columns first, in their order (whatever the read selects
     /// after them): each found by its place, not looked up by name among the row's, which a page
     /// of 200 items paid for in every cell. The names are still held to the places.
-    func decode(_ row: PostgresRow) throws -> Row {
+    func decode(_ row: PostgresRow) throws -> Row { try decode(row, from: 0) }
+
+    /// The row read at `start` of the read's columns, after another's (a bid's price).
+    func decode(_ row: PostgresRow, from start: Int) throws -> Row {
         let names = row.columns
-        guard names.count >= columns.count else {
-            throw PostgresError(.decoding, message: "\(name) has \(columns.count) columns; the read has \(names.count)")
+        guard names.count >= start + columns.count else {
+            throw PostgresError(.decoding, message: "\(name) has \(columns.count) columns; the read has \(names.count - start)")
         }
         var decoded = blank
         for (index, column) in columns.enumerated() {
-            guard names[index].name == column.name else {
+            guard names[start + index].name == column.name else {
                 throw PostgresError(
-                    .decoding, message: "column \(index) of the read is \(names[index].name), not \(name).\(column.name)",
+                    .decoding, message: "column \(start + index) of the read is \(names[start + index].name), not \(name).\(column.name)",
                     column: column.name)
             }
-            try column.decode(row, index, &decoded)
+            try column.decode(row, start + index, &decoded)
         }
         return decoded
     }

@@ -23,7 +23,7 @@ public enum LenderMetrics {
         return registry
     }()
 
-    static let idempotentReplays = Counter(label: "lender_idempotent_replays_total")
+    static var idempotentReplays: Metrics.Counter { Metrics.Counter(label: "lender_idempotent_replays_total") }
 }
 
 struct MetricsController<Context: RequestContext>: Sendable {

@@ -12,5 +12,5 @@ public enum CommandMetrics {
         Counter(label: "lender_commands_total", dimensions: [("command", name), ("outcome", outcome)]).increment()
     }
 
-    static let retries = Counter(label: "lender_expected_version_retries_total")
+    static var retries: Counter { Counter(label: "lender_expected_version_retries_total") }
 }

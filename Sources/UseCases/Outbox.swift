@@ -250,6 +250,6 @@ enum OutboxMetrics {
         Counter(label: "lender_outbox_deliveries_total", dimensions: [("outcome", outcome.rawValue)])
     }
 
-    static let pending = Gauge(label: "lender_outbox_pending")
-    static let oldest = Gauge(label: "lender_outbox_oldest_seconds")
+    static var pending: Gauge { Gauge(label: "lender_outbox_pending") }
+    static var oldest: Gauge { Gauge(label: "lender_outbox_oldest_seconds") }
 }

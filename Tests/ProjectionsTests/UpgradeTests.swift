@@ -17,7 +17,7 @@ struct UpgradeTests {
                 // A log of the second release's shape (rentals reserved, closed and relisted), its
                 // views written as the appends write them.
                 let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
-                _ = try await InterleavedHistory().append(to: store)
+                _ = try await InterleavedHistory(bookingsByDate: false).append(to: store)
                 #expect(try await count(pool, "SELECT count(*) FROM events WHERE type = 'ItemReserved'") > 0)
                 let rebuilder = ViewRebuilder(pool: pool, groups: ViewGroup.all, logger: TestDatabase.logger)
                 let bookings = try await count(pool, "SELECT count(*) FROM bookings_view")

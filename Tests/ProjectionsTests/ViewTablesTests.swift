@@ -27,6 +27,7 @@ struct ViewTablesTests {
                     (PayoutRow.table.name, PayoutRow.table.columns.map { [$0.name, $0.type] }),
                     (ReportRow.table.name, ReportRow.table.columns.map { [$0.name, $0.type] }),
                     (SuspensionRow.table.name, SuspensionRow.table.columns.map { [$0.name, $0.type] }),
+                    (BookingRow.table.name, BookingRow.table.columns.map { [$0.name, $0.type] }),
                     (BlackoutRow.table.name, BlackoutRow.table.columns.map { [$0.name, $0.type] }),
                     (RentalPriceRow.table.name, RentalPriceRow.table.columns.map { [$0.name, $0.type] }),
                 ] {

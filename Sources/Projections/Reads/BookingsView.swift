@@ -213,13 +213,11 @@ public struct BookingResource: Codable, Sendable {
     public var contactEmail: String?
     public var position: Int64?
 
+    /// What `init(_:position:)` reads: `bookings_view`'s row (`b`), what is joined, and the
+    /// price (`RentalPayment`); a read adds `contact_email`.
     static let columns = """
-        b.booking_id, b.item_id, coalesce(i.title, '') AS item_title, b.owner_id, coalesce(owner.handle, '') AS owner_handle,
-        b.renter_id, coalesce(renter.handle, '') AS renter_handle, b.from_day::text AS from_day,
-        b.until_day::text AS until_day, b.until_day - b.from_day + 1 AS days, b.daily_price_cents, b.status, b.created_at,
-        b.completed_at, b.cancelled_at, b.cancelled_by, b.refund_cents, b.settled_payout_cents, b.settled_fees_cents,
-        b.deposit_cents, b.deposit_status, b.claim_cents, b.claim_text, b.dispute_reason, b.dispute_text, b.dispute_opened_by,
-        b.dispute_status, b.resolution_renter_cents, b.resolution_owner_cents, \(RentalPayment.columns)
+        \(BookingRow.table.selectList("b")), coalesce(i.title, '') AS item_title, coalesce(owner.handle, '') AS owner_handle,
+        coalesce(renter.handle, '') AS renter_handle, \(RentalPayment.columns)
         """
 
     static let joins = """
@@ -230,41 +228,38 @@ public struct BookingResource: Codable, Sendable {
         """
 
     init(_ row: PostgresRow, position: Int64?) throws {
-        id = BookingID(try row.decode("booking_id", as: UUID.self))
-        itemId = ItemID(try row.decode("item_id", as: UUID.self))
+        let booking = try BookingRow.table.decode(row)
+        id = booking.id
+        itemId = booking.item
         itemTitle = try row.decode("item_title")
-        ownerId = UserID(try row.decode("owner_id", as: UUID.self))
+        ownerId = booking.owner
         ownerHandle = try row.decode("owner_handle")
-        renterId = UserID(try row.decode("renter_id", as: UUID.self))
+        renterId = booking.renter
         renterHandle = try row.decode("renter_handle")
-        from = try row.decode("from_day")
-        until = try row.decode("until_day")
-        days = try row.decode("days")
-        dailyPriceCents = try row.decode("daily_price_cents")
+        from = booking.from.description
+        until = booking.until.description
+        days = booking.from.days(until: booking.until) + 1
+        dailyPriceCents = booking.dailyPriceCents
         totalCents = days * dailyPriceCents
-        status = try row.decode("status")
-        createdAt = try row.decode("created_at")
-        completedAt = try row.decode("completed_at", as: Date?.self)
-        cancelledAt = try row.decode("cancelled_at", as: Date?.self)
-        cancelledBy = try row.decode("cancelled_by", as: UUID?.self).map(UserID.init)
+        status = booking.status.rawValue
+        createdAt = booking.createdAt
+        completedAt = booking.completedAt
+        cancelledAt = booking.cancelledAt
+        cancelledBy = booking.cancelledBy
         payment = try RentalPayment(row)
-        refundCents = try row.decode("refund_cents", as: Int?.self)
-        settledPayoutCents = try row.decode("settled_payout_cents", as: Int?.self)
-        settledFeesCents = try row.decode("settled_fees_cents", as: Int?.self)
-        depositCents = try row.decode("deposit_cents", as: Int?.self)
-        depositStatus = try row.decode("deposit_status", as: String?.self)
-        let renterCents = try row.decode("resolution_renter_cents", as: Int?.self)
-        let ownerCents = try row.decode("resolution_owner_cents", as: Int?.self)
-        claim = try row.decode("claim_cents", as: Int?.self).map {
+        (refundCents, settledPayoutCents, settledFeesCents) =
+            (booking.refundCents, booking.settledPayoutCents, booking.settledFeesCents)
+        (depositCents, depositStatus) = (booking.depositCents, booking.depositStatus)
+        let (renterCents, ownerCents) = (booking.resolutionRenterCents, booking.resolutionOwnerCents)
+        claim = booking.claimCents.map {
             BookingClaim(
-                amountCents: $0, text: try row.decode("claim_text", as: String?.self),
-                status: renterCents == nil ? "open" : "resolved", renterCents: renterCents, ownerCents: ownerCents)
-        }
-        dispute = try row.decode("dispute_status", as: String?.self).map {
-            BookingDisputeResource(
-                reason: try row.decode("dispute_reason"), text: try row.decode("dispute_text", as: String?.self),
-                openedBy: UserID(try row.decode("dispute_opened_by", as: UUID.self)), status: $0, renterCents: renterCents,
+                amountCents: $0, text: booking.claimText, status: renterCents == nil ? "open" : "resolved", renterCents: renterCents,
                 ownerCents: ownerCents)
+        }
+        dispute = booking.disputeStatus.map {
+            BookingDisputeResource(
+                reason: booking.disputeReason ?? "", text: booking.disputeText, openedBy: booking.disputeOpenedBy ?? .none,
+                status: $0, renterCents: renterCents, ownerCents: ownerCents)
         }
         contactEmail = try row.decode("contact_email", as: String?.self)
         self.position = position

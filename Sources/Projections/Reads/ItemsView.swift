@@ -552,30 +552,28 @@ public struct RentalPayment: Codable, Sendable, Hashable {
         payWith = method.rawValue
     }
 
-    /// `rental_prices_view`'s row for the bid `bidColumn` names, its columns named apart.
-    static func lateral(_ bidColumn: String) -> String {
-        """
-        SELECT days AS pay_days, total_cents AS pay_total, renter_fee_cents AS pay_renter_fee, owner_fee_cents AS pay_owner_fee,
-               charge_cents AS pay_charge, payout_cents AS pay_payout, cancellation_policy AS pay_policy, pay_with AS pay_with,
-               deposit_cents AS pay_deposit
-        FROM rental_prices_view p WHERE p.bid_id = \(bidColumn)
-        """
+    init(_ price: RentalPriceRow) {
+        (days, totalCents, renterFeeCents, ownerFeeCents) = (price.days, price.totalCents, price.renterFeeCents, price.ownerFeeCents)
+        (chargeCents, payoutCents, depositCents) = (price.chargeCents, price.payoutCents, price.depositCents)
+        (cancellationPolicy, payWith) = (price.cancellationPolicy.rawValue, price.payWith.rawValue)
     }
 
-    static let columns = "pay_days, pay_total, pay_renter_fee, pay_owner_fee, pay_charge, pay_payout, pay_policy, pay_with, pay_deposit"
+    /// `rental_prices_view`'s row for the bid `bidColumn` names, joined as `price`: all its
+    /// columns but the bid's, which the row beside it has (`columns`).
+    static func lateral(_ bidColumn: String) -> String {
+        "SELECT \(price.selectList()) FROM rental_prices_view p WHERE p.bid_id = \(bidColumn)"
+    }
 
-    /// Nil when the row has no prices (a request's bid, or one placed before rentals were paid).
+    static let columns = price.selectList("price")
+    private static let price = RentalPriceRow.table.withoutKey
+
+    /// Nil when the row has no prices (a request's bid, or one placed before rentals were
+    /// paid). The price's columns come after the row's own: the last of its first's name.
     init?(_ row: PostgresRow) throws {
-        guard let days = try row.decode("pay_days", as: Int?.self) else { return nil }
-        self.days = days
-        totalCents = try row.decode("pay_total")
-        renterFeeCents = try row.decode("pay_renter_fee")
-        ownerFeeCents = try row.decode("pay_owner_fee")
-        chargeCents = try row.decode("pay_charge")
-        payoutCents = try row.decode("pay_payout")
-        cancellationPolicy = try row.decode("pay_policy")
-        payWith = try row.decode("pay_with")
-        depositCents = try row.decode("pay_deposit", as: Int?.self)
+        guard let first = Self.price.columns.first?.name, let start = row.columns.lastIndex(where: { $0.name == first }),
+            try row.decode(start, as: Int?.self) != nil
+        else { return nil }
+        self.init(try Self.price.decode(row, from: start))
     }
 }
 
