@@ -184,20 +184,10 @@ public struct FeedProjection: ReadingProjection {
             try known.fold(event, into: &notices, lenders: &lenders, forgotten: &forgotten)
         }
         if !lenders.isEmpty {
-            var loans = PostgresBatchColumn(), lending = PostgresBatchColumn()
-            for (loan, lender) in lenders {
-                loans.append(loan)
-                lending.append(lender)
-            }
-            try session.query(Self.addLenders.statement([loans, lending]), prepared: true)
+            try session.query(
+                LoanLender.table.write(Self.addLenders, lenders.map { LoanLender(loan: $0, lender: $1) }), prepared: true)
         }
-        if !notices.isEmpty {
-            var columns = Array(repeating: PostgresBatchColumn(), count: Self.insertNotices.width)
-            for notice in notices {
-                for (index, value) in notice.values.enumerated() { columns[index].append(value) }
-            }
-            try session.query(Self.insertNotices.statement(columns), prepared: true)
-        }
+        if !notices.isEmpty { try session.query(Notice.table.write(Self.insertNotices, notices), prepared: true) }
         if !forgotten.isEmpty { try Self.removeFeeds(of: forgotten, &session) }
     }
 
@@ -206,30 +196,27 @@ public struct FeedProjection: ReadingProjection {
     /// The notices were a rebuild's largest table, and their inserts its costliest statements
     /// (433,800 rows of 1.08M events, 4.7 s, each looking up what it reads by key).
     public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
-        var notices = PostgresCopyRows(unsafeRawTarget: Self.noticeColumns, width: 11)
-        var lenders = PostgresCopyRows(unsafeRawTarget: "feed_loan_lenders (loan_id, lender_id)", width: 2)
+        var notices: [Notice] = [], lenders: [LoanLender] = []
         var forgotten: [UserID] = []
         try memory.with(name, initial: Memory()) { known in
             var batch: [Notice] = [], lent: [(LoanID, UserID)] = []
             for event in events {
                 try known.fold(event, into: &batch, lenders: &lent, forgotten: &forgotten)
             }
-            for (loan, lender) in lent { lenders.append([loan, lender]) }
+            lenders = lent.map { LoanLender(loan: $0, lender: $1) }
             // Whoever is forgotten by the batch's end hears nothing of it, as `stillHere` reads,
             // and whoever the batch forgets loses what it said to them, as the deletion after
             // the appends' inserts does (even someone `users_view` never held).
             let forgottenNow = Set(forgotten)
-            for notice in batch where !known.forgotten.contains(notice.user) && !forgottenNow.contains(notice.user) {
-                notices.append(notice.values)
-            }
+            notices = batch.filter { !known.forgotten.contains($0.user) && !forgottenNow.contains($0.user) }
             // What the batch's forgotten were told before it goes at the build's end, at once
             // (`finishRebuild`): each notice written before this batch.
             if let first = events.first?.position {
                 for user in forgotten { known.removals[user] = first }
             }
         }
-        try session.copy(lenders)
-        try session.copy(notices)
+        try session.copy(LoanLender.table.copy(lenders))
+        try session.copy(Notice.table.copy(notices))
     }
 
     /// The notices of everyone the build forgot, written before the batch that forgot them,
@@ -258,21 +245,54 @@ public struct FeedProjection: ReadingProjection {
         try session.query("DELETE FROM feed_view WHERE user_id = ANY (\(users.map(\.description))::uuid[])", prepared: true)
     }
 
-    static let noticeColumns =
-        "feed_view (user_id, position, kind, item_id, bid_id, loan_id, message_id, from_user_id, amount_cents, stars, created_at)"
+    /// A notice: a row of `feed_view`. `table` is its one declaration.
+    struct Notice: Sendable {
+        var user = UserID.none
+        var position: Int64 = 0
+        var kind = NoticeKind.bidReceived
+        var item: ItemID?
+        var bid: BidID?
+        var loan: LoanID?
+        var message: MessageID?
+        var from: UserID?
+        var amountCents: Int?
+        var stars: Int?
+        var createdAt = Date(timeIntervalSince1970: 0)
 
-    /// A notice as a row of `feed_view`.
-    struct Notice {
-        var user: UserID
-        var values: [any PostgresEncodable]
+        static let table = ViewTable<Notice>(
+            "feed_view", blank: Notice(),
+            [
+                ViewColumn("user_id", "uuid", \.user),
+                ViewColumn("position", "bigint", \.position),
+                ViewColumn("kind", \.kind),
+                ViewColumn("item_id", "uuid", \.item),
+                ViewColumn("bid_id", "uuid", \.bid),
+                ViewColumn("loan_id", "uuid", \.loan),
+                ViewColumn("message_id", "uuid", \.message),
+                ViewColumn("from_user_id", "uuid", \.from),
+                ViewColumn("amount_cents", "bigint", \.amountCents),
+                ViewColumn("stars", "integer", \.stars),
+                ViewColumn("created_at", "timestamp with time zone", \.createdAt),
+            ])
 
         init(
             _ kind: NoticeKind, to user: UserID, _ event: ProjectedEvent, item: ItemID? = nil, bid: BidID? = nil, loan: LoanID? = nil,
             message: MessageID? = nil, from: UserID? = nil, amount: Int? = nil, stars: Int? = nil
         ) {
-            self.user = user
-            values = [user, event.position, kind.rawValue, item, bid, loan, message, from, amount, stars, event.recordedAt]
+            (self.user, position, self.kind, createdAt) = (user, event.position, kind, event.recordedAt)
+            (self.item, self.bid, self.loan, self.message, self.from, amountCents, self.stars) = (item, bid, loan, message, from, amount, stars)
         }
+
+        init() {}
+    }
+
+    /// A lender to a loan, as its news reaches them: a row of `feed_loan_lenders`.
+    struct LoanLender: Sendable {
+        var loan = LoanID.none
+        var lender = UserID.none
+
+        static let table = ViewTable<LoanLender>(
+            "feed_loan_lenders", blank: LoanLender(), [ViewColumn("loan_id", "uuid", \.loan), ViewColumn("lender_id", "uuid", \.lender)])
     }
 
     /// What the notices read, folded from the log in its order: each item's owner, each bid's
@@ -432,21 +452,8 @@ public struct FeedProjection: ReadingProjection {
     }
 
     /// Who lent to a loan, for its news.
-    static let addLenders = SetWrite("add loan lenders", width: 2) { c in
-        """
-        INSERT INTO feed_loan_lenders (loan_id, lender_id)
-        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::uuid[]) ON CONFLICT DO NOTHING
-        """
-    }
+    static let addLenders = LoanLender.table.insert("add loan lenders") { "\($0)\nON CONFLICT DO NOTHING" }
 
-    /// A batch's notices, in `Notice.values`' order, but to whoever is forgotten by its end.
-    static let insertNotices = SetWrite("notices", width: 11) { c in
-        """
-        INSERT INTO \(unsafeRaw: noticeColumns)
-        SELECT * FROM unnest(\(c[0])::uuid[], \(c[1])::int8[], \(c[2])::text[], \(c[3])::uuid[], \(c[4])::uuid[], \(c[5])::uuid[],
-                             \(c[6])::uuid[], \(c[7])::uuid[], \(c[8])::int8[], \(c[9])::int4[], \(c[10])::timestamptz[])
-             AS n(user_id, position, kind, item_id, bid_id, loan_id, message_id, from_user_id, amount_cents, stars, created_at)
-        WHERE \(unsafeRaw: stillHere("n.user_id"))
-        """
-    }
+    /// A batch's notices, but to whoever is forgotten by its end.
+    static let insertNotices = Notice.table.insert("notices") { "\($0)\nWHERE \(stillHere("r.user_id"))" }
 }

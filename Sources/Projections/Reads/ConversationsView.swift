@@ -80,8 +80,7 @@ public struct ConversationsView: Sendable {
         where condition: PostgresQuery, limit: Int, newestFirst: Bool = false
     ) async throws -> [(user: UserID, notice: Notice)] {
         var statement: PostgresQuery = """
-            SELECT f.user_id, f.position, f.kind, f.item_id, f.bid_id, f.loan_id, f.message_id, f.from_user_id,
-                   f.amount_cents, f.stars, f.created_at, coalesce(i.title, l.title) AS title,
+            SELECT \(unsafeRaw: FeedProjection.Notice.table.selectList("f")), coalesce(i.title, l.title) AS title,
                    CASE WHEN u.forgotten_at IS NULL THEN u.handle ELSE \(Redacted.name) END AS from_handle
             FROM feed_view f
             LEFT JOIN users_view u ON u.user_id = f.from_user_id
@@ -95,7 +94,8 @@ public struct ConversationsView: Sendable {
             newestFirst
                 ? " ORDER BY f.position DESC, f.user_id LIMIT \(literal: limit)" : " ORDER BY f.position, f.user_id LIMIT \(literal: limit)")
         return try await pool.query(statement, prepared: true).map { row in
-            (UserID(try row.decode("user_id", as: UUID.self)), try Notice(row))
+            let notice = try FeedProjection.Notice.table.decode(row)
+            return (notice.user, try Notice(notice, row))
         }
     }
 }
@@ -181,19 +181,13 @@ public struct Notice: Codable, Sendable, Hashable {
     public var amountCents: Int?
     public var stars: Int?
 
-    init(_ row: PostgresRow) throws {
-        position = try row.decode("position")
-        kind = try row.decode("kind")
-        createdAt = try row.decode("created_at")
-        itemId = try row.decode("item_id", as: UUID?.self).map(ItemID.init)
-        bidId = try row.decode("bid_id", as: UUID?.self).map(BidID.init)
-        loanId = try row.decode("loan_id", as: UUID?.self).map(LoanID.init)
-        messageId = try row.decode("message_id", as: UUID?.self).map(MessageID.init)
-        fromUserId = try row.decode("from_user_id", as: UUID?.self).map(UserID.init)
+    /// `feed_view`'s row, with the title and handle `row` joined to it.
+    init(_ notice: FeedProjection.Notice, _ row: PostgresRow) throws {
+        (position, kind, createdAt) = (notice.position, notice.kind.rawValue, notice.createdAt)
+        (itemId, bidId, loanId, messageId, fromUserId) = (notice.item, notice.bid, notice.loan, notice.message, notice.from)
+        (amountCents, stars) = (notice.amountCents, notice.stars)
         fromHandle = try row.decode("from_handle", as: String?.self)
         title = try row.decode("title", as: String?.self)
-        amountCents = try row.decode("amount_cents", as: Int?.self)
-        stars = try row.decode("stars", as: Int?.self)
     }
 }
 
