@@ -95,7 +95,7 @@ public struct ItemsProjection: ReadingProjection {
         try session.query("TRUNCATE market_cells")
         try session.query(
             """
-            INSERT INTO market_cells (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
+            INSERT INTO \(unsafeRaw: MarketCellRow.table.target)
             SELECT l, mercator_x(i.lng) >> (24 - l), mercator_y(i.lat) >> (24 - l), count(*),
                    sum(round(i.lat * 1e7)::bigint), sum(round(i.lng * 1e7)::bigint), (array_agg(i.item_id ORDER BY i.item_id))[1]
             FROM items_view i, unnest(\(unsafeRaw: Self.cellLevels)) AS l

@@ -65,6 +65,33 @@ extension ItemsProjection {
             """, prepared: true)
     }
 
+    /// A row of `market_cells`: the available items in one cell of one level of the map's grid,
+    /// their places summed (in 1e-7 degrees) and the least id among them. `table` is its one
+    /// declaration. No Swift code holds one: the cells are worked out by SQL from the items'
+    /// places, at a build's end and from each batch's moves (`move`), and read summed by the
+    /// map's clusters (`ItemsView.clusters`); the declaration names their columns for both.
+    struct MarketCellRow: Sendable {
+        var level = 0
+        var cellX = 0
+        var cellY = 0
+        var count = 0
+        var sumLat = 0
+        var sumLng = 0
+        var sample = ItemID.none
+
+        static let table = ViewTable<MarketCellRow>(
+            "market_cells", blank: MarketCellRow(),
+            [
+                ViewColumn("level", "smallint", \.level),
+                ViewColumn("cell_x", "integer", \.cellX),
+                ViewColumn("cell_y", "integer", \.cellY),
+                ViewColumn("count", "integer", \.count),
+                ViewColumn("sum_lat", "bigint", \.sumLat),
+                ViewColumn("sum_lng", "bigint", \.sumLng),
+                ViewColumn("sample", "uuid", \.sample),
+            ])
+    }
+
     /// The kept cells' levels, as `market_cells` keeps them (migration 0021).
     static let cellLevels = "'{4,6,8,10,12,14,16}'::smallint[]"
 
@@ -91,7 +118,7 @@ extension ItemsProjection {
             PostgresQuery(
                 unsafeSQL: """
                     \(m)
-                    INSERT INTO market_cells AS c (level, cell_x, cell_y, count, sum_lat, sum_lng, sample)
+                    INSERT INTO \(MarketCellRow.table.name) AS c (\(MarketCellRow.table.selectList()))
                     SELECT l, m.x >> (24 - l), m.y >> (24 - l), sum(m.delta), sum(m.delta * m.lat7), sum(m.delta * m.lng7),
                            coalesce((array_agg(m.item ORDER BY m.item) FILTER (WHERE m.delta > 0))[1], 'ffffffff-ffff-ffff-ffff-ffffffffffff')
                     FROM m, unnest(\(cellLevels)) AS l

@@ -29,6 +29,7 @@ struct ViewTablesTests {
                     (SuspensionRow.table.name, SuspensionRow.table.columns.map { [$0.name, $0.type] }),
                     (FeedProjection.Notice.table.name, FeedProjection.Notice.table.columns.map { [$0.name, $0.type] }),
                     (FeedProjection.LoanLender.table.name, FeedProjection.LoanLender.table.columns.map { [$0.name, $0.type] }),
+                    (ItemsProjection.MarketCellRow.table.name, ItemsProjection.MarketCellRow.table.columns.map { [$0.name, $0.type] }),
                     (BookingRow.table.name, BookingRow.table.columns.map { [$0.name, $0.type] }),
                     (BlackoutRow.table.name, BlackoutRow.table.columns.map { [$0.name, $0.type] }),
                     (RentalPriceRow.table.name, RentalPriceRow.table.columns.map { [$0.name, $0.type] }),
