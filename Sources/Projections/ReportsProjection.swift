@@ -5,7 +5,7 @@ import Marketplace
 import Postgres
 
 /// A row of `reports_view`: a report and how it was resolved. `table` is its one declaration.
-struct ReportRow: Sendable {
+struct ReportRow: Sendable, Equatable {
     var id = ReportID.none
     var reporter = UserID.none
     var subjectType = ReportSubject.item
@@ -42,49 +42,87 @@ struct ReportRow: Sendable {
             ViewColumn("position", "bigint", \.position),
         ])
 
-    /// The columns a resolution sets.
-    static let resolve = table.update(
-        table.indices("status", "action", "resolution", "resolved_by", "resolved_at", "position"), key: ["report_id"])
     static let insert = table.insert("insert reports") { "\($0)\nON CONFLICT (report_id) DO NOTHING" }
 }
 
 /// `reports_view`: each report (SPEC §12.5) as its stream tells it, filed then resolved; a
-/// forgotten reporter's words removed. Stated once: the appends and a rebuild run the same
-/// statements.
-public struct ReportsProjection: InlineProjection {
+/// forgotten reporter's words removed. Stated once, as a fold over its rows
+/// (`Reports.fold`): an append reads the reports its batch resolves and a forgotten
+/// reporter's, folds, and writes back what changed; a build holds every report, folds the
+/// same, and copies them at its end.
+///
+/// The write-back updates before it inserts: one person's open report on a subject is
+/// unique across reports (`reports_view_open_once`), so a report resolved must be written
+/// before another on its subject is filed.
+public struct ReportsProjection: ReadingProjection {
     public let name = "reports"
     public init() {}
 
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        var plan = WritePlan()
+    public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] {
+        var resolved = Set<ReportID>(), reporters = Set<UserID>()
         for event in events {
-            if event.type == UserForgotten.eventType, case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) {
-                plan.barrier([
-                    """
-                    UPDATE reports_view SET text = \(Redacted.text)
-                    WHERE reporter_id = \(forgotten.userID.rawValue) AND text IS NOT NULL
-                    """
-                ])
-                continue
-            }
-            guard Aggregate.report.owns(event.streamID), let report = Aggregate.report.id(of: event.streamID) else { continue }
-            var row = ReportRow()
-            (row.id, row.position) = (report, event.position)
-            // In order, each after the last: one person's open report on a subject is unique
-            // across reports (`reports_view_open_once`), which keys by report cannot see; a
-            // filing after a resolution batched before it would break it. Reports are few.
-            switch try Aggregate.report.codec.decode(event) {
-            case .filed(let filed):
-                (row.reporter, row.subjectType, row.subjectID, row.reason, row.text) =
-                    (filed.reporterID, filed.subjectType, filed.subjectID, filed.reason, filed.text)
-                (row.createdAt, row.filedPosition) = (event.recordedAt, event.position)
-                plan.barrier([ReportRow.table.write(ReportRow.insert, [row])])
-            case .resolved(let resolved):
-                (row.status, row.action, row.resolution) = ("resolved", resolved.action.rawValue, resolved.reason)
-                (row.resolvedBy, row.resolvedAt) = (resolved.operatorID, event.recordedAt)
-                plan.barrier([ReportRow.table.write(ReportRow.resolve, [row])])
+            if event.type == UserForgotten.eventType, Aggregate.user.owns(event.streamID),
+                case .forgotten(let forgotten) = try? Aggregate.user.codec.decode(event)
+            {
+                reporters.insert(forgotten.userID)
+            } else if event.type == ReportResolved.eventType, let report = Aggregate.report.id(of: event.streamID) {
+                resolved.insert(report)
             }
         }
-        try plan.run(&session)
+        return (resolved.isEmpty ? [] : [ReportRow.table.rows(where: "report_id", in: resolved)])
+            + (reporters.isEmpty ? [] : [ReportRow.table.rows(where: "reporter_id", in: reporters)])
+    }
+
+    public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
+        var before: [ReportID: ReportRow] = [:]
+        for row in try read.flatMap({ try $0.map(ReportRow.table.decode) }) { before[row.id] = row }
+        var reports = Reports(rows: before)
+        for event in events { try reports.fold(event) }
+        try ReportRow.table.writeBack(
+            reports.rows.values, before: before, key: \.id, keyColumns: "report_id", insert: ReportRow.insert, &session)
+    }
+
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        try memory.with(name, initial: Reports()) { reports in
+            for event in events { try reports.fold(event) }
+        }
+    }
+
+    /// The reports as the log left them, in the order they were filed.
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        let copy = memory.with(name, initial: Reports()) { reports in
+            defer { reports = Reports() }
+            return ReportRow.table.copy(reports.rows.values.sorted { $0.filedPosition < $1.filedPosition })
+        }
+        try session.copy(copy)
+    }
+
+    /// The reports the fold holds.
+    struct Reports: Sendable {
+        var rows: [ReportID: ReportRow] = [:]
+
+        /// `event` made to the reports: the projection's one statement of what each event does.
+        mutating func fold(_ event: ProjectedEvent) throws {
+            if event.type == UserForgotten.eventType, Aggregate.user.owns(event.streamID) {
+                guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
+                for (id, row) in rows where row.reporter == forgotten.userID && row.text != nil { rows[id]?.text = Redacted.text }
+                return
+            }
+            guard let report = Aggregate.report.id(of: event.streamID) else { return }
+            switch try Aggregate.report.codec.decode(event) {
+            case .filed(let filed):
+                // The first filing of an id stays.
+                guard rows[report] == nil else { return }
+                rows[report] = ReportRow(
+                    id: report, reporter: filed.reporterID, subjectType: filed.subjectType, subjectID: filed.subjectID,
+                    reason: filed.reason, text: filed.text, createdAt: event.recordedAt, filedPosition: event.position,
+                    position: event.position)
+            case .resolved(let resolved):
+                guard var row = rows[report] else { return }
+                (row.status, row.action, row.resolution) = ("resolved", resolved.action.rawValue, resolved.reason)
+                (row.resolvedBy, row.resolvedAt, row.position) = (resolved.operatorID, event.recordedAt, event.position)
+                rows[report] = row
+            }
+        }
     }
 }

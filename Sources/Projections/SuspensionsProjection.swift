@@ -6,7 +6,7 @@ import Postgres
 
 /// A row of `suspensions_view`: a user suspended now, by whom, why and until when. `table` is
 /// its one declaration.
-struct SuspensionRow: Sendable {
+struct SuspensionRow: Sendable, Equatable {
     var user = UserID.none
     var operatorID = UserID.none
     var reason = ""
@@ -33,33 +33,61 @@ struct SuspensionRow: Sendable {
     }
 }
 
-/// `suspensions_view`: who is suspended now (SPEC §12.5), and until when. Stated once: the
-/// appends and a rebuild run the same statements, one per event in log order (a suspension
-/// and its end on one user are keyed alike; suspensions are few).
-public struct SuspensionsProjection: InlineProjection {
+/// `suspensions_view`: who is suspended now (SPEC §12.5), and until when. Stated once, as a
+/// fold over its rows (`fold`): an append reads the suspensions of the users its batch
+/// suspends, reinstates or forgets, folds, and writes back what changed (deleting what it
+/// ended); a build holds every suspension, folds the same, and copies them at its end.
+public struct SuspensionsProjection: ReadingProjection {
     public let name = "suspensions"
     public init() {}
 
-    public func apply(_ events: [ProjectedEvent], _ session: inout PostgresSession) throws {
-        var plan = WritePlan()
-        for event in events where Aggregate.user.owns(event.streamID) {
-            guard event.type == UserSuspended.eventType || event.type == UserReinstated.eventType
-                || event.type == UserForgotten.eventType,
-                let user = Aggregate.user.id(of: event.streamID)?.rawValue
-            else { continue }
-            switch try Aggregate.user.codec.decode(event) {
-            case .suspended(let suspended):
-                let row = SuspensionRow(
-                    user: UserID(user), operatorID: suspended.operatorID, reason: suspended.reason, until: suspended.until,
-                    suspendedAt: event.recordedAt, position: event.position)
-                plan.barrier([SuspensionRow.table.write(SuspensionRow.upsert, [row])])
-            case .reinstated, .forgotten:
-                // A forgotten user's suspension goes with them (its reason may name them).
-                plan.barrier(["DELETE FROM suspensions_view WHERE user_id = \(user)"])
-            default:
-                break
-            }
+    static let events: Set<String> = [UserSuspended.eventType, UserReinstated.eventType, UserForgotten.eventType]
+
+    public func reads(_ events: [ProjectedEvent]) -> [PostgresQuery] {
+        let users = Set(
+            events.lazy.filter { Self.events.contains($0.type) }.compactMap { Aggregate.user.id(of: $0.streamID) })
+        return users.isEmpty ? [] : [SuspensionRow.table.rows(where: "user_id", in: users)]
+    }
+
+    public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
+        var before: [UserID: SuspensionRow] = [:]
+        for row in try read.flatMap({ try $0.map(SuspensionRow.table.decode) }) { before[row.user] = row }
+        var rows = before
+        for event in events where Self.events.contains(event.type) { try Self.fold(event, &rows) }
+        try SuspensionRow.table.delete(before.values.filter { rows[$0.user] == nil }, key: "user_id", session: &session)
+        try SuspensionRow.table.writeBack(
+            rows.values, before: before, key: \.user, keyColumns: "user_id", insert: SuspensionRow.upsert, &session)
+    }
+
+    public func rebuild(_ events: [ProjectedEvent], _ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        try memory.with(name, initial: [UserID: SuspensionRow]()) { rows in
+            for event in events where Self.events.contains(event.type) { try Self.fold(event, &rows) }
         }
-        try plan.run(&session)
+    }
+
+    /// Who the log left suspended.
+    public func finishRebuild(_ session: inout PostgresSession, _ memory: RebuildMemory) throws {
+        let copy = memory.with(name, initial: [UserID: SuspensionRow]()) { rows in
+            defer { rows = [:] }
+            return SuspensionRow.table.copy(rows.values.sorted { $0.position < $1.position })
+        }
+        try session.copy(copy)
+    }
+
+    /// `event` made to the suspensions: the projection's one statement of what each event does.
+    static func fold(_ event: ProjectedEvent, _ rows: inout [UserID: SuspensionRow]) throws {
+        guard let user = Aggregate.user.id(of: event.streamID) else { return }
+        switch try Aggregate.user.codec.decode(event) {
+        case .suspended(let suspended):
+            // A later suspension in the place of one still running.
+            rows[user] = SuspensionRow(
+                user: user, operatorID: suspended.operatorID, reason: suspended.reason, until: suspended.until,
+                suspendedAt: event.recordedAt, position: event.position)
+        case .reinstated, .forgotten:
+            // A forgotten user's suspension goes with them (its reason may name them).
+            rows[user] = nil
+        default:
+            break
+        }
     }
 }

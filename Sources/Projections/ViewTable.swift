@@ -178,6 +178,25 @@ extension ViewTable where Row: Equatable {
 }
 
 extension ViewTable {
+    /// `rows` deleted, found by the `key` columns (its first also by `= ANY`, as `update`):
+    /// what a fold took away of the rows it read. One statement.
+    func delete(_ rows: some Collection<Row>, key: String..., session: inout PostgresSession) throws {
+        guard !rows.isEmpty else { return }
+        let keys = indices(key)
+        var arrays = Array(repeating: PostgresBatchColumn(), count: keys.count)
+        for row in rows {
+            for (place, index) in keys.enumerated() { arrays[place].append(columns[index].encode(row)) }
+        }
+        let parameters = keys.enumerated().map { columns[$1].parameter($0 + 1) }
+        let matches = key.map { "t.\($0) = r.\($0)" } + ["t.\(key[0]) = ANY (\(parameters[0]))"]
+        try session.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    DELETE FROM \(name) AS t USING unnest(\(parameters.joined(separator: ", "))) AS r(\(key.joined(separator: ", ")))
+                    WHERE \(matches.joined(separator: " AND "))
+                    """, bindings: arrays.map(\.postgresBinding)), prepared: true)
+    }
+
     /// The columns `names`, by index.
     func indices(_ names: String...) -> [Int] { indices(names) }
 
@@ -276,5 +295,19 @@ struct PostgresDay: PostgresDecodable {
     init?(postgresText text: String, type: PostgresType) {
         guard let day = Day(text) else { return nil }
         self.day = day
+    }
+}
+
+/// A set-based statement (`ViewTable.insert`): `statement` gets one array per column (rows in
+/// the order added) and writes them all, each row as the single-row statement would.
+struct SetWrite: Sendable {
+    let name: String
+    let width: Int
+    let statement: @Sendable ([PostgresBatchColumn]) -> PostgresQuery
+
+    init(_ name: String, width: Int, _ statement: @escaping @Sendable ([PostgresBatchColumn]) -> PostgresQuery) {
+        self.name = name
+        self.width = width
+        self.statement = statement
     }
 }

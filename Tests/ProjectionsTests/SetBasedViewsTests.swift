@@ -300,8 +300,11 @@ struct SetBasedViewsTests {
                     "SELECT country_code || ' ' || fundraising_loans AS c FROM together.country_loans_view ORDER BY 1"
                 ).map { try $0.decode("c", as: String.self) }
                 #expect(countries == ["KE 0", "NP 1"])
-                let lines = try await pool.query("SELECT amount_cents FROM together.cart_lines_view").map { try $0.decode(0, as: Int.self) }
-                #expect(lines == [1000], "one line left, in the cart cleared before it")
+                let lines = try await pool.query("SELECT amount_cents FROM together.cart_lines_view ORDER BY 1").map { try $0.decode(0, as: Int.self) }
+                #expect(lines == [1000, 3000], "one line left in the cart cleared before it, one added twice and changed")
+                let suspended = try await pool.query("SELECT string_agg(reason, ', ') AS r FROM together.suspensions_view").single()
+                    .decode("r", as: String?.self)
+                #expect(suspended == "Spam again", "one replaced, one reinstated, one forgotten")
                 let cards = try await pool.query("SELECT exp_month FROM together.cards_view ORDER BY exp_month").map { try $0.decode(0, as: Int.self) }
                 #expect(cards == [3, 6, 12, 12, 12], "one removed and added again, one changed twice; the forgotten user's taken away")
                 let profiles = try await pool.query(
@@ -399,6 +402,18 @@ struct InterleavedHistory {
                                 payoutID: payout, amountCents: 1_000, requestedAt: Date(timeIntervalSince1970: 1_800_000_000),
                                 token: "ba_test_1")))
                 ])
+        }
+        // Suspensions: one replaced by a later one, one ended by a reinstatement, one by the
+        // forgetting of its user below.
+        let operatorID = users[0]
+        for (user, event) in [
+            (users[2], UserEvent.suspended(UserSuspended(operatorID: operatorID, reason: "Spam", until: nil))),
+            (users[3], .suspended(UserSuspended(operatorID: operatorID, reason: "Fraud", until: nil))),
+            (users[4], .suspended(UserSuspended(operatorID: operatorID, reason: "Rude", until: nil))),
+            (users[2], .suspended(UserSuspended(operatorID: operatorID, reason: "Spam again", until: Date(timeIntervalSince1970: 1_900_000_000)))),
+            (users[4], .reinstated(UserReinstated(operatorID: operatorID, reason: "Sorry"))),
+        ] {
+            try await add(.user(user), [try Aggregate.user.codec.encode(event)])
         }
         // A card's expiry changed, then removed; another's changed twice. Photos set, taken
         // away and set again; a profile changed in part, then in another part; the photo of
@@ -574,6 +589,13 @@ struct InterleavedHistory {
             .loan(seeds), [try Aggregate.loan.codec.encode(.sharePurchased(LoanSharePurchased(lenderID: users[4], amountCents: 7500)))])
         try await add(.cart(of: users[4]), [try Aggregate.cart.codec.encode(.itemRemoved(CartItemRemoved(loanID: seeds)))])
         try await add(.cart(of: users[5]), [try Aggregate.cart.codec.encode(.itemAdded(CartItemAdded(loanID: seeds, amountCents: 1000)))])
+        // A line added twice (the first stays), then changed.
+        for event in [
+            CartEvent.itemAdded(CartItemAdded(loanID: seeds, amountCents: 2000)), .itemAdded(CartItemAdded(loanID: seeds, amountCents: 9000)),
+            .amountChanged(CartItemAmountChanged(loanID: seeds, amountCents: 3000)),
+        ] {
+            try await add(.cart(of: users[2]), [try Aggregate.cart.codec.encode(event)])
+        }
         try await add(
             .loan(seeds),
             [try Aggregate.loan.codec.encode(.expired(LoanExpired(refunds: [LenderAmount(lenderID: users[4], amountCents: 7500)])))])
