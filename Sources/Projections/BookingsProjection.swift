@@ -130,8 +130,10 @@ extension BookingsProjection {
     /// The rows the fold holds: a batch's, read by key, in an append; every booking in a build.
     struct Bookings: Sendable {
         var rows: [BookingID: BookingRow] = [:]
-        /// Each item's bookings: a second release's closing completes its item's.
+        /// Each item's bookings: a second release's closing completes its item's. Each party's:
+        /// a forgetting redacts theirs (a build holds every booking; none is scanned).
         var byItem: [ItemID: [BookingID]] = [:]
+        var byParty: [UserID: [BookingID]] = [:]
         /// A second release's reservation of a bid is that bid's booking, if its item is a
         /// rental: the rentals' owners, and the terms of bids without a price (a second
         /// release's) until they are decided.
@@ -156,6 +158,8 @@ extension BookingsProjection {
             guard rows[row.id] == nil else { return }
             rows[row.id] = row
             byItem[row.item, default: []].append(row.id)
+            byParty[row.owner, default: []].append(row.id)
+            if row.renter != row.owner { byParty[row.renter, default: []].append(row.id) }
         }
 
         /// What `reads` found, held as the fold holds it; the bookings returned as they were
@@ -218,6 +222,8 @@ extension BookingsProjection {
             case .bidWithdrawn(let withdrawn):
                 terms[withdrawn.bidID] = nil
             case .bookingConfirmed(let confirmed):
+                // A bid booked this way is no second release's reservation.
+                terms[BidID(confirmed.bookingID.rawValue)] = nil
                 hold(
                     BookingRow(
                         id: confirmed.bookingID, item: item, owner: confirmed.ownerID, renter: confirmed.renterID, from: confirmed.from,
@@ -296,11 +302,9 @@ extension BookingsProjection {
         /// A forgotten party's words on a claim (the owner's) or a dispute (its opener's), as a
         /// replay reads them.
         mutating func forget(_ user: UserID) {
-            for (id, row) in rows where row.owner == user || row.renter == user {
-                var redacted = row
-                if row.owner == user, row.claimText != nil { redacted.claimText = Redacted.text }
-                if row.disputeOpenedBy == user, row.disputeText != nil { redacted.disputeText = Redacted.text }
-                if redacted != row { rows[id] = redacted }
+            for id in byParty[user] ?? [] {
+                if rows[id]?.owner == user, rows[id]?.claimText != nil { rows[id]?.claimText = Redacted.text }
+                if rows[id]?.disputeOpenedBy == user, rows[id]?.disputeText != nil { rows[id]?.disputeText = Redacted.text }
             }
         }
 

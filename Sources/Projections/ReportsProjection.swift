@@ -51,9 +51,11 @@ struct ReportRow: Sendable, Equatable {
 /// reporter's, folds, and writes back what changed; a build holds every report, folds the
 /// same, and copies them at its end.
 ///
-/// The write-back updates before it inserts: one person's open report on a subject is
-/// unique across reports (`reports_view_open_once`), so a report resolved must be written
-/// before another on its subject is filed.
+/// One person's open report on a subject is unique across reports (`reports_view_open_once`):
+/// the fold refuses a filing while one is open as the index would (a batch that resolves
+/// the first after the second's filing must not let it in, or the log would hold two open at
+/// once), so an append reads its filers' reports too. Its write-back updates before it
+/// inserts, so a report resolved is written before another on its subject is filed.
 public struct ReportsProjection: ReadingProjection {
     public let name = "reports"
     public init() {}
@@ -67,6 +69,10 @@ public struct ReportsProjection: ReadingProjection {
                 reporters.insert(forgotten.userID)
             } else if event.type == ReportResolved.eventType, let report = Aggregate.report.id(of: event.streamID) {
                 resolved.insert(report)
+            } else if event.type == ReportFiled.eventType, Aggregate.report.owns(event.streamID),
+                case .filed(let filed) = try? Aggregate.report.codec.decode(event)
+            {
+                reporters.insert(filed.reporterID)
             }
         }
         return (resolved.isEmpty ? [] : [ReportRow.table.rows(where: "report_id", in: resolved)])
@@ -76,7 +82,8 @@ public struct ReportsProjection: ReadingProjection {
     public func apply(_ events: [ProjectedEvent], read: [PostgresRows], _ session: inout PostgresSession) throws {
         var before: [ReportID: ReportRow] = [:]
         for row in try read.flatMap({ try $0.map(ReportRow.table.decode) }) { before[row.id] = row }
-        var reports = Reports(rows: before)
+        var reports = Reports()
+        for row in before.values { reports.hold(row) }
         for event in events { try reports.fold(event) }
         try ReportRow.table.writeBack(
             reports.rows.values, before: before, key: \.id, keyColumns: "report_id", insert: ReportRow.insert, &session)
@@ -100,12 +107,29 @@ public struct ReportsProjection: ReadingProjection {
     /// The reports the fold holds.
     struct Reports: Sendable {
         var rows: [ReportID: ReportRow] = [:]
+        /// Each reporter's reports, for their forgetting; the open ones by what they are about.
+        var byReporter: [UserID: [ReportID]] = [:]
+        var open: [OpenKey: ReportID] = [:]
+
+        struct OpenKey: Hashable {
+            var reporter: UserID
+            var subjectType: ReportSubject
+            var subjectID: UUID
+            init(_ row: ReportRow) { (reporter, subjectType, subjectID) = (row.reporter, row.subjectType, row.subjectID) }
+        }
+
+        /// A report read or filed.
+        mutating func hold(_ row: ReportRow) {
+            rows[row.id] = row
+            byReporter[row.reporter, default: []].append(row.id)
+            if row.status == "open" { open[OpenKey(row)] = row.id }
+        }
 
         /// `event` made to the reports: the projection's one statement of what each event does.
         mutating func fold(_ event: ProjectedEvent) throws {
             if event.type == UserForgotten.eventType, Aggregate.user.owns(event.streamID) {
                 guard case .forgotten(let forgotten) = try Aggregate.user.codec.decode(event) else { return }
-                for (id, row) in rows where row.reporter == forgotten.userID && row.text != nil { rows[id]?.text = Redacted.text }
+                for id in byReporter[forgotten.userID] ?? [] where rows[id]?.text != nil { rows[id]?.text = Redacted.text }
                 return
             }
             guard let report = Aggregate.report.id(of: event.streamID) else { return }
@@ -113,12 +137,19 @@ public struct ReportsProjection: ReadingProjection {
             case .filed(let filed):
                 // The first filing of an id stays.
                 guard rows[report] == nil else { return }
-                rows[report] = ReportRow(
+                let row = ReportRow(
                     id: report, reporter: filed.reporterID, subjectType: filed.subjectType, subjectID: filed.subjectID,
                     reason: filed.reason, text: filed.text, createdAt: event.recordedAt, filedPosition: event.position,
                     position: event.position)
+                guard open[OpenKey(row)] == nil else {
+                    throw PostgresError(
+                        .server, message: "\(filed.reporterID) has an open report on this \(filed.subjectType.rawValue) already",
+                        sqlState: SQLState.uniqueViolation, constraint: "reports_view_open_once", table: ReportRow.table.name)
+                }
+                hold(row)
             case .resolved(let resolved):
                 guard var row = rows[report] else { return }
+                if row.status == "open" { open[OpenKey(row)] = nil }
                 (row.status, row.action, row.resolution) = ("resolved", resolved.action.rawValue, resolved.reason)
                 (row.resolvedBy, row.resolvedAt, row.position) = (resolved.operatorID, event.recordedAt, event.position)
                 rows[report] = row

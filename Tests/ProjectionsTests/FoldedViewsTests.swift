@@ -115,6 +115,38 @@ struct FoldedViewsTests {
         }
     }
 
+    /// One open report a person a subject (`reports_view_open_once`), as the log orders them: a
+    /// filing while the first is open is refused even when its append also resolves the first
+    /// after it (the write-back's update then insert would have let it in); resolved first, it
+    /// goes in.
+    @Test func aSecondReportFiledBeforeTheFirstIsResolvedIsRefused() async throws {
+        try await TestDatabase.withMigrated { configuration in
+            try await TestDatabase.withPool(configuration, size: 2) { pool in
+                let store = EventStore(pool: pool, logger: TestDatabase.logger, projections: lenderProjections)
+                let (reporter, subject) = (UserID(), UUID())
+                let (first, second) = (ReportID(), ReportID())
+                func filing(_ id: ReportID) throws -> StreamAppend {
+                    StreamAppend(
+                        .report(id), expectedVersion: .any,
+                        events: [
+                            try Aggregate.report.codec.encode(
+                                .filed(ReportFiled(reportID: id, reporterID: reporter, subjectType: .item, subjectID: subject, reason: .scam, text: nil)))
+                        ])
+                }
+                let resolution = StreamAppend(
+                    .report(first), expectedVersion: .any,
+                    events: [try Aggregate.report.codec.encode(.resolved(ReportResolved(operatorID: UserID(), action: .none, reason: "Fine")))])
+                _ = try await store.append([try filing(first)])
+                let refused = await #expect(throws: PostgresError.self) { try await store.append([try filing(second), resolution]) }
+                #expect(refused?.isUniqueViolation == true && refused?.constraint == "reports_view_open_once", "\(String(describing: refused))")
+                let open = { try await pool.query("SELECT report_id FROM reports_view WHERE status = 'open'").map { try $0.decode(0, as: ReportID.self) } }
+                #expect(try await open() == [first], "nothing of the refused append written")
+                _ = try await store.append([resolution, try filing(second)])
+                #expect(try await open() == [second])
+            }
+        }
+    }
+
     func register(_ user: UserID, _ handle: String, _ store: EventStore) async throws {
         _ = try await store.append([
             StreamAppend(
