@@ -141,8 +141,21 @@ struct ShownColumnsTests {
                 ShownMember(name: "at", value: .string("2025-11-24T16:00:00Z")),
                 ShownMember(name: "tags", value: .array([.string("a"), .string("b")])),
             ])
-        // items_view shows none of its columns as stored today: the resource shapes each.
-        #expect(ItemRow.table.shown(ItemRow()).isEmpty)
+    }
+
+    /// A column `items_view` shows is told to clients: a property of the OpenAPI document's
+    /// `Item`, and required (the answer always has it, null or not). The one edit besides the
+    /// column's migration and declaration.
+    @Test func aShownColumnIsInTheOpenAPIDocument() throws {
+        let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/Server/Resources/openapi.json")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: document)) as? [String: Any]
+        let item = try #require(((json?["components"] as? [String: Any])?["schemas"] as? [String: Any])?["Item"] as? [String: Any])
+        let properties = Set((item["properties"] as? [String: Any] ?? [:]).keys), required = Set(item["required"] as? [String] ?? [])
+        #expect(properties.contains("id") && required.contains("id"), "the document's Item is read")
+        for member in ItemRow.table.columns.compactMap(\.member) {
+            #expect(properties.contains(member) && required.contains(member), "items_view shows \(member), which openapi.json's Item lacks")
+        }
     }
 
     /// A shown column under a name the resource writes itself would write the key twice.
