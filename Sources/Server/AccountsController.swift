@@ -7,6 +7,8 @@ import UseCases
 struct AccountsController: Sendable {
     let accounts: Accounts
     let limiter: WriteLimiter
+    /// The server's day: a forgotten owner's bookings still to come are those after it.
+    let today: @Sendable () -> Day
 
     struct RegisterBody: Decodable {
         var handle: String?
@@ -87,7 +89,7 @@ struct AccountsController: Sendable {
                 fields: [FieldError(field: "password", code: "wrong_password", message: "not this account's password")])
         }
         do {
-            _ = try await accounts.forget(context.user)
+            _ = try await accounts.forget(context.user, today: today())
         } catch let error as DomainError where error == .userNotFound {
             // The same request sent twice at once: the other one closed it, and this session with it.
             throw Problem(.unauthorized, code: "unauthenticated", detail: "This account was closed.")

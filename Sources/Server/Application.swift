@@ -41,7 +41,7 @@ public func buildRouter(
     let primary = accounts.pool
     let cardPayments = CardPayments(payments, gateway: gateway)
     let limiter = WriteLimiter(writeLimits)
-    let accountRoutes = AccountsController(accounts: accounts, limiter: limiter)
+    let accountRoutes = AccountsController(accounts: accounts, limiter: limiter, today: today)
     let recovery = RecoveryController(accounts: accounts, mail: mail)
     let payouts = PayoutsController(
         payouts: Payouts(
@@ -63,11 +63,11 @@ public func buildRouter(
         reads: Replicated(ProfilesView.init, primary: primary, replica: replica), conversations: ConversationsView(primary),
         notifications: notifications, savedSearches: SavedSearches(pool: primary), reports: ReportsView(primary))
     let wallet = WalletController(
-        wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter))
+        wallet: Wallet(gateway: gateway, payments: cardPayments, fingerprinter: payments.fingerprinter), today: today)
     let loans = LoansController(
         gateway: gateway, repayments: Repayments(gateway: gateway, payments: cardPayments), loans: LoansView(primary),
-        lists: Replicated(LoansView.init, primary: primary, replica: replica))
-    let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary))
+        lists: Replicated(LoansView.init, primary: primary, replica: replica), today: today)
+    let cart = CartController(carts: Carts(gateway: gateway, payments: cardPayments), view: CartView(primary), today: today)
     let countries = CountriesController(countries: Replicated(CountriesView.init, primary: primary, replica: replica))
     let events = EventsController(store: gateway.store, accounts: accounts, auditors: Auditors(primary), heartbeat: heartbeat)
     let photos = PhotosController(

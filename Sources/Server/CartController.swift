@@ -9,6 +9,8 @@ import UseCases
 struct CartController: Sendable {
     let carts: Carts
     let view: CartView
+    /// The server's day, as every controller decides on it (`buildApplication`'s `today`).
+    let today: @Sendable () -> Day
 
     struct LineBody: Decodable {
         var loanId: String?
@@ -64,6 +66,6 @@ struct CartController: Sendable {
         fields.require(("payWith", body.payWith))
         let cardID = fields.payingCard(body.payWith, body.cardId)
         try fields.throwIfAny()
-        return try await carts.checkout(context.user, paying: cardID, today: Day(Date()))
+        return try await carts.checkout(context.user, paying: cardID, today: today())
     }
 }

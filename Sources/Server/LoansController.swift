@@ -14,6 +14,10 @@ struct LoansController: Sendable {
     let loans: LoansView
     /// Lists may come from a replica.
     let lists: Replicated<LoansView>
+    /// The server's day, as every controller decides on it (`buildApplication`'s `today`): a
+    /// repayment's card is checked on it. A loan's deadline is not: loans expire on the
+    /// machine's day (`lender loans expire` refuses an earlier one), so it is counted from it.
+    let today: @Sendable () -> Day
 
     struct LoanBody: Decodable {
         var title: String?
@@ -75,7 +79,7 @@ struct LoansController: Sendable {
         let cardID = fields.payingCard(body.payWith, body.cardId)
         let amountCents = try fields.checked(body.amountCents)
         let (outcome, append) = try await repayments.repay(
-            amountCents, on: loanID, by: context.user, paying: cardID, today: Day(Date()))
+            amountCents, on: loanID, by: context.user, paying: cardID, today: today())
         return EditedResponse(
             status: .created,
             response: Repayment(

@@ -9,6 +9,8 @@ import UseCases
 /// event, table or log line.
 struct WalletController: Sendable {
     let wallet: Wallet
+    /// The server's day, as every controller decides on it (`buildApplication`'s `today`).
+    let today: @Sendable () -> Day
 
     struct CardBody: Decodable {
         var number: String?
@@ -51,7 +53,7 @@ struct WalletController: Sendable {
         let (number, expMonth, expYear, cvv, holderName) = try fields.checked(
             body.number, body.expMonth, body.expYear, body.cvv, body.holderName)
         let card = try CardRules.validate(
-            number: number, expMonth: expMonth, expYear: expYear, cvv: cvv, holderName: holderName, today: Day(Date()))
+            number: number, expMonth: expMonth, expYear: expYear, cvv: cvv, holderName: holderName, today: today())
         let added = try await wallet.addCard(card, for: context.user)
         return EditedResponse(
             status: added.added ? .created : .ok, response: CardResource(added.card, position: added.append?.lastPosition))
@@ -68,7 +70,7 @@ struct WalletController: Sendable {
         fields.require(("amountCents", body.amountCents), ("cardId", body.cardId))
         let parsedCardID = fields.id(body.cardId, "cardId", as: CardID.self)
         let (amountCents, cardID) = try fields.checked(body.amountCents, parsedCardID)
-        let deposited = try await wallet.deposit(amountCents, from: cardID, for: context.user, today: Day(Date()))
+        let deposited = try await wallet.deposit(amountCents, from: cardID, for: context.user, today: today())
         return EditedResponse(
             status: .created,
             response: Deposit(

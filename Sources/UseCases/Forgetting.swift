@@ -17,7 +17,7 @@ extension Accounts {
     /// For someone forgotten already it throws `userNotFound` after withdrawing what is still
     /// open: a forgetting cut short (the server died after `UserForgotten`) is finished by
     /// running it again (`lender users forget`).
-    public func forget(_ user: UserID, metadata: EventMetadata = EventMetadata()) async throws -> Int64 {
+    public func forget(_ user: UserID, today: Day, metadata: EventMetadata = EventMetadata()) async throws -> Int64 {
         guard let keys = gateway.store.personalData?.keys else {
             throw DataKeyError.noMasterKey("the event store was built without personal data keys")
         }
@@ -77,17 +77,16 @@ extension Accounts {
                 guard try await gateway.load(.user(user), .user).0.forgotten else { throw error }
                 forgotten = .failure(error)
             }
-            try await withdrawWhatIsOpen(of: user, metadata: metadata)
+            try await withdrawWhatIsOpen(of: user, today: today, metadata: metadata)
             return try forgotten.get()
         }
     }
 
-    private func withdrawWhatIsOpen(of user: UserID, metadata: EventMetadata) async throws {
+    private func withdrawWhatIsOpen(of user: UserID, today: Day, metadata: EventMetadata) async throws {
         // Their bids' holds, and the holds of others' bids on their items, released with them.
         let commands = ItemCommands(gateway: gateway, processor: processor)
         // Their rentals' bookings still to come, cancelled as by the owner: all of it back to
         // the renters (SPEC §12.2), and the rentals then free to withdraw.
-        let today = Day(Date())
         let upcoming = try await pool.query(
             """
             SELECT booking_id, item_id FROM bookings_view

@@ -328,7 +328,7 @@ struct Users: AsyncParsableCommand {
                 var accounts = Accounts(pool: pool, gateway: CommandGateway(store: store, logger: logger))
                 accounts.processor = try PaymentProcessors.configured(pool: pool)
                 do {
-                    let position = try await accounts.forget(UserID(userID), metadata: EventMetadata(actorID: "operator"))
+                    let position = try await accounts.forget(UserID(userID), today: Day(Date()), metadata: EventMetadata(actorID: "operator"))
                     print("\(handle) is forgotten (position \(position)).")
                 } catch let error as DomainError where error == .userNotFound {
                     throw CommandFailure("\(handle) was forgotten already.")

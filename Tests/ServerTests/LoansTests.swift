@@ -67,6 +67,24 @@ struct CardsTests {
         }
     }
 
+    /// The wallet decides on the server's day, as every controller does, not on the machine's:
+    /// a card good until the end of 12/2026 is expired once the server's day is in 2027.
+    @Test func cardsAndDepositsDecideOnTheServersDay() async throws {
+        let clock = TestClock()
+        try await withServer(today: clock.today) { client, _ in
+            let ada = try await client.user("ada")
+            let card = try await client.addCard(ada.token, expMonth: 12, expYear: 2026).decode(CardResource.self).id
+            let deposit = API.DepositBody(amountCents: 10_000, cardId: card.rawValue)
+            try await clock.on("2027-01-05") {
+                let expired = try await client.addCard(ada.token, expMonth: 12, expYear: 2026)
+                #expect(expired.fieldCodes["expYear"] == "card_expired", "\(expired)")
+                let refused = try await client.send(.post, "/v1/me/deposits", body: deposit, token: ada.token)
+                #expect(refused.code == "card_expired", "\(refused)")
+            }
+            #expect(try await client.send(.post, "/v1/me/deposits", body: deposit, token: ada.token).status == .created)
+        }
+    }
+
     @Test func depositsRaiseTheBalanceAndADeclinedCardWritesNothing() async throws {
         try await withServer { client, admin in
             let ada = try await client.user("ada")
