@@ -114,11 +114,12 @@ struct MailTests {
 
     /// The real SMTP server, each send a while later: a batch slower than its claim, each send
     /// well inside one (a single send outlasting its claim may go twice: at least once is the
-    /// promise, and a loaded machine must not look like a broken one).
+    /// promise, and a loaded machine must not look like a broken one). 1.8 s to spare a send:
+    /// with 0.8 s, the whole suite's load once made one outlast its claim.
     struct SlowMailer: Mailer {
         let smtp: SMTPMailer
         func send(_ message: MailMessage) async throws {
-            try await Task.sleep(for: .milliseconds(1200))
+            try await Task.sleep(for: .milliseconds(2200))
             try await smtp.send(message)
         }
     }
@@ -134,14 +135,15 @@ struct MailTests {
             }
             func sender() -> Outbox {
                 var outbox = Outbox(pool: admin, settings: MailSettings(), logger: TestDatabase.logger)
-                outbox.claimSeconds = 2
+                outbox.claimSeconds = 4
                 return outbox
             }
             let mailer = SlowMailer(smtp: SMTPMailer(url: smtp.url))
-            // The first claims all three and takes 3.6 s over them; the second comes when the
-            // first's claims on the rows it has not reached have lapsed (at 2 s).
+            // The first claims all three and takes 6.6 s over them; the second comes when the
+            // first's claims on the rows it has not reached have lapsed (at 4 s), before the
+            // first reaches the third (at 4.4 s).
             async let first = sender().sendDue(mailer: mailer, pusher: nil)
-            try await Task.sleep(for: .milliseconds(2200))
+            try await Task.sleep(for: .milliseconds(4200))
             async let second = sender().sendDue(mailer: mailer, pusher: nil)
             var rounds = try await [first, second]
             // A row both skipped (its claim lapsed in the first's hands before the second came)
